@@ -1,0 +1,19 @@
+//! Switchboard's domain model and pure logic.
+//!
+//! This crate exists so that every other layer agrees on what a server *is*, what state a
+//! connection can be in and how errors are classified, without pulling in any network or storage
+//! code. Nothing here performs I/O: parsing a config file takes a `&str`, the state machine is a
+//! value, the catalog is a constant table.
+
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod server;
+pub mod state;
+
+pub use error::{ErrorSource, RetryClass};
+pub use server::{
+    DetectedTransport, NamedValue, ServerDefinition, ServerId, ServerIdError, Timeouts,
+    TransportSpec,
+};
+pub use state::{ConnectionState, IllegalTransition, StateMachine};

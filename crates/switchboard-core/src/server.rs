@@ -1,0 +1,484 @@
+//! What a configured upstream MCP server is.
+//!
+//! A [`ServerDefinition`] is the user's intent: how to reach the server and how to treat it. It is
+//! what the store persists and what the upstream layer connects from. Secrets travel in plain text
+//! inside this type (it lives in memory only); the store seals the values marked secret.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+/// A server's identifier: a slug of lowercase ASCII letters, digits and single hyphens.
+///
+/// Ids become prefixes of exposed tool names (`{server}__{tool}`), so they exclude `_` to keep
+/// that separator unambiguous, and are at most 64 characters long.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ServerId(String);
+
+/// Why a string is not a valid [`ServerId`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerIdError {
+    /// The id was empty.
+    #[error("a server id cannot be empty")]
+    Empty,
+    /// The id was longer than 64 characters.
+    #[error("server id '{0}' is longer than 64 characters")]
+    TooLong(String),
+    /// The id had a character outside `a-z`, `0-9` and `-`, or a misplaced hyphen.
+    #[error(
+        "server id '{0}' must use only lowercase letters, digits and single hyphens, and start and end with a letter or digit"
+    )]
+    BadCharacters(String),
+}
+
+impl ServerId {
+    /// Maximum length of an id.
+    pub const MAX_LEN: usize = 64;
+
+    /// Validates `id` as a slug.
+    pub fn new(id: impl Into<String>) -> Result<Self, ServerIdError> {
+        let id = id.into();
+        if id.is_empty() {
+            return Err(ServerIdError::Empty);
+        }
+        if id.len() > Self::MAX_LEN {
+            return Err(ServerIdError::TooLong(id));
+        }
+        let valid_chars = id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !valid_chars || id.starts_with('-') || id.ends_with('-') || id.contains("--") {
+            return Err(ServerIdError::BadCharacters(id));
+        }
+        Ok(Self(id))
+    }
+
+    /// Turns any display name into the closest valid id ("My Server_2" -> "my-server-2").
+    /// Returns `None` when nothing usable is left.
+    pub fn slugify(name: &str) -> Option<Self> {
+        let mut slug = String::new();
+        for c in name.chars() {
+            if c.is_ascii_alphanumeric() {
+                slug.push(c.to_ascii_lowercase());
+            } else if !slug.is_empty() && !slug.ends_with('-') {
+                slug.push('-');
+            }
+        }
+        let mut slug = slug.trim_end_matches('-').to_owned();
+        slug.truncate(Self::MAX_LEN);
+        Self::new(slug.trim_end_matches('-')).ok()
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for ServerId {
+    type Err = ServerIdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+impl TryFrom<String> for ServerId {
+    type Error = ServerIdError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::new(value)
+    }
+}
+
+impl From<ServerId> for String {
+    fn from(id: ServerId) -> Self {
+        id.0
+    }
+}
+
+/// A name/value pair (an HTTP header or an environment variable) whose value may be secret.
+///
+/// Secret values are sealed at rest and never printed; `Debug` redacts them.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamedValue {
+    /// Header or variable name.
+    pub name: String,
+    /// The value, in plain text (in memory only).
+    pub value: String,
+    /// Whether the value must be sealed at rest and redacted on display.
+    #[serde(default)]
+    pub secret: bool,
+}
+
+impl NamedValue {
+    /// A value whose secrecy is guessed from its name: credentials, tokens, keys, passwords,
+    /// cookies and authorization headers are secret.
+    pub fn guess(name: impl Into<String>, value: impl Into<String>) -> Self {
+        let name = name.into();
+        let secret = looks_secret(&name);
+        Self {
+            name,
+            value: value.into(),
+            secret,
+        }
+    }
+
+    /// The value as it may be shown to a person: `********` when secret.
+    pub fn display_value(&self) -> &str {
+        if self.secret { "********" } else { &self.value }
+    }
+}
+
+impl fmt::Debug for NamedValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.name, self.display_value())
+    }
+}
+
+fn looks_secret(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [
+        "authorization",
+        "token",
+        "secret",
+        "key",
+        "password",
+        "passwd",
+        "cookie",
+        "credential",
+        "auth",
+    ]
+    .iter()
+    .any(|marker| lower.contains(marker))
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TransportSpec {
+    /// An `http://` or `https://` URL; the protocol era is detected by probing.
+    Http {
+        /// The MCP endpoint (or, for HTTP+SSE servers, the SSE endpoint).
+        url: Url,
+        /// Static headers sent with every request.
+        #[serde(default)]
+        headers: Vec<NamedValue>,
+    },
+    /// A `ws://` or `wss://` URL, subprotocol `mcp`.
+    WebSocket {
+        /// The WebSocket endpoint.
+        url: Url,
+        /// Static headers sent with the upgrade request.
+        #[serde(default)]
+        headers: Vec<NamedValue>,
+    },
+    /// A child process speaking MCP over stdin/stdout.
+    Stdio {
+        /// The program to run.
+        command: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Extra environment variables.
+        #[serde(default)]
+        env: Vec<NamedValue>,
+        /// Working directory, if not the daemon's.
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+    },
+}
+
+/// Why a URL cannot be a server transport.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportSpecError {
+    /// The text is not a URL at all.
+    #[error("'{0}' is not a valid URL: {1}")]
+    BadUrl(String, String),
+    /// The URL's scheme is not one Switchboard can speak.
+    #[error("unsupported URL scheme '{0}': use http, https, ws or wss")]
+    UnsupportedScheme(String),
+    /// A stdio command was empty.
+    #[error("a stdio server needs a command")]
+    EmptyCommand,
+}
+
+impl TransportSpec {
+    /// Builds an HTTP or WebSocket transport from a URL, by scheme.
+    pub fn from_url(url: &str, headers: Vec<NamedValue>) -> Result<Self, TransportSpecError> {
+        let parsed =
+            Url::parse(url).map_err(|e| TransportSpecError::BadUrl(url.into(), e.to_string()))?;
+        match parsed.scheme() {
+            "http" | "https" => Ok(Self::Http {
+                url: parsed,
+                headers,
+            }),
+            "ws" | "wss" => Ok(Self::WebSocket {
+                url: parsed,
+                headers,
+            }),
+            other => Err(TransportSpecError::UnsupportedScheme(other.into())),
+        }
+    }
+
+    /// Builds a stdio transport.
+    pub fn stdio(
+        command: impl Into<String>,
+        args: Vec<String>,
+        env: Vec<NamedValue>,
+        cwd: Option<PathBuf>,
+    ) -> Result<Self, TransportSpecError> {
+        let command = command.into();
+        if command.trim().is_empty() {
+            return Err(TransportSpecError::EmptyCommand);
+        }
+        Ok(Self::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        })
+    }
+
+    /// A short label of the transport kind: `http`, `websocket` or `stdio`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Http { .. } => "http",
+            Self::WebSocket { .. } => "websocket",
+            Self::Stdio { .. } => "stdio",
+        }
+    }
+
+    /// Where the server is, for display: the URL, or the command line.
+    pub fn target(&self) -> String {
+        match self {
+            Self::Http { url, .. } | Self::WebSocket { url, .. } => url.to_string(),
+            Self::Stdio { command, args, .. } => std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+
+    /// Every name/value pair that belongs to this transport (headers or env).
+    pub fn named_values(&self) -> &[NamedValue] {
+        match self {
+            Self::Http { headers, .. } | Self::WebSocket { headers, .. } => headers,
+            Self::Stdio { env, .. } => env,
+        }
+    }
+
+    /// Mutable access to the name/value pairs, so the store can seal and unseal them in place.
+    pub fn named_values_mut(&mut self) -> &mut Vec<NamedValue> {
+        match self {
+            Self::Http { headers, .. } | Self::WebSocket { headers, .. } => headers,
+            Self::Stdio { env, .. } => env,
+        }
+    }
+}
+
+/// Per-server timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeouts {
+    /// Ordinary requests (list, read, get), and the connection handshake.
+    #[serde(with = "millis")]
+    pub request: Duration,
+    /// Sending a notification.
+    #[serde(with = "millis")]
+    pub notification: Duration,
+    /// `tools/call`.
+    #[serde(with = "millis")]
+    pub tool_call: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            request: Duration::from_secs(30),
+            notification: Duration::from_secs(10),
+            tool_call: Duration::from_secs(60),
+        }
+    }
+}
+
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+/// A configured upstream MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerDefinition {
+    /// Unique slug.
+    pub id: ServerId,
+    /// Human-readable name.
+    pub display_name: String,
+    /// What the server is for.
+    #[serde(default)]
+    pub description: String,
+    /// How to reach it.
+    pub transport: TransportSpec,
+    /// Per-server timeouts.
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Whether the daemon connects to it.
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    /// Upstream tool names that are hidden and cannot be called.
+    #[serde(default)]
+    pub disabled_tools: BTreeSet<String>,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+impl ServerDefinition {
+    /// A definition with defaults for everything but the id and transport.
+    pub fn new(id: ServerId, transport: TransportSpec) -> Self {
+        Self {
+            display_name: id.to_string(),
+            id,
+            description: String::new(),
+            transport,
+            timeouts: Timeouts::default(),
+            enabled: true,
+            disabled_tools: BTreeSet::new(),
+        }
+    }
+
+    /// Whether the upstream tool `name` may be exposed and called.
+    pub fn tool_enabled(&self, name: &str) -> bool {
+        !self.disabled_tools.contains(name)
+    }
+}
+
+/// What the era probe found behind an HTTP URL; cached per server so the probe runs once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DetectedTransport {
+    /// Stateless Streamable HTTP, 2026-07-28 and later (`server/discover`, per-request `_meta`).
+    StreamableHttpStateless,
+    /// Streamable HTTP with `initialize` and sessions (2025-03-26 .. 2025-11-25).
+    StreamableHttp,
+    /// The deprecated HTTP+SSE transport (2024-11-05).
+    HttpSse,
+}
+
+impl DetectedTransport {
+    /// Stable text form used in the store and in `--json` output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::StreamableHttpStateless => "streamable_http_stateless",
+            Self::StreamableHttp => "streamable_http",
+            Self::HttpSse => "http_sse",
+        }
+    }
+
+    /// Parses the text form written by [`Self::as_str`].
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "streamable_http_stateless" => Some(Self::StreamableHttpStateless),
+            "streamable_http" => Some(Self::StreamableHttp),
+            "http_sse" => Some(Self::HttpSse),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_ids_are_lowercase_slugs() {
+        assert!(ServerId::new("notion").is_ok());
+        assert!(ServerId::new("my-server-2").is_ok());
+        assert_eq!(ServerId::new(""), Err(ServerIdError::Empty));
+        for bad in ["Notion", "a_b", "-a", "a-", "a--b", "a b", "a/b", "é"] {
+            assert!(
+                matches!(ServerId::new(bad), Err(ServerIdError::BadCharacters(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            ServerId::new("a".repeat(65)),
+            Err(ServerIdError::TooLong(_))
+        ));
+    }
+
+    #[test]
+    fn slugify_makes_valid_ids_from_display_names() {
+        assert_eq!(
+            ServerId::slugify("My Server_2").unwrap().as_str(),
+            "my-server-2"
+        );
+        assert_eq!(ServerId::slugify("  GitHub  ").unwrap().as_str(), "github");
+        assert_eq!(ServerId::slugify("__"), None);
+        let long = ServerId::slugify(&"ab-".repeat(40)).unwrap();
+        assert!(long.as_str().len() <= 64 && !long.as_str().ends_with('-'));
+    }
+
+    #[test]
+    fn secret_values_are_guessed_from_names_and_redacted() {
+        assert!(NamedValue::guess("Authorization", "Bearer x").secret);
+        assert!(NamedValue::guess("GITHUB_TOKEN", "x").secret);
+        assert!(NamedValue::guess("OPENAI_API_KEY", "x").secret);
+        assert!(!NamedValue::guess("LOG_LEVEL", "debug").secret);
+        let v = NamedValue::guess("X-Api-Key", "hunter2");
+        assert_eq!(format!("{v:?}"), "X-Api-Key=********");
+    }
+
+    #[test]
+    fn transport_from_url_dispatches_on_scheme() {
+        assert_eq!(
+            TransportSpec::from_url("https://mcp.example/mcp", vec![])
+                .unwrap()
+                .kind(),
+            "http"
+        );
+        assert_eq!(
+            TransportSpec::from_url("ws://127.0.0.1:1/ws", vec![])
+                .unwrap()
+                .kind(),
+            "websocket"
+        );
+        assert!(matches!(
+            TransportSpec::from_url("ftp://x", vec![]),
+            Err(TransportSpecError::UnsupportedScheme(_))
+        ));
+        assert!(matches!(
+            TransportSpec::from_url("not a url", vec![]),
+            Err(TransportSpecError::BadUrl(..))
+        ));
+    }
+
+    #[test]
+    fn definitions_round_trip_through_json_with_defaults() {
+        let def = ServerDefinition::new(
+            ServerId::new("everything").unwrap(),
+            TransportSpec::stdio("npx", vec!["-y".into()], vec![], None).unwrap(),
+        );
+        let json = serde_json::to_string(&def).unwrap();
+        let back: ServerDefinition = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, def);
+        assert_eq!(back.timeouts.tool_call, Duration::from_secs(60));
+    }
+}

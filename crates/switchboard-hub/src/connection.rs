@@ -1,0 +1,293 @@
+//! The per-server connection task.
+//!
+//! One task per server owns the server's state machine. It connects (probing the era and caching
+//! the result), lists the catalog, waits for the session to end while applying `list_changed`
+//! refreshes, and on failure backs off exponentially (1 s doubling to 60 s, with jitter) before
+//! reconnecting. A server that needs sign-in stops retrying until it is restarted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_core::error::{Classified, RetryClass};
+use switchboard_core::{ConnectionState, StateMachine};
+use switchboard_store::{CachedProbe, Store};
+use switchboard_upstream::{ConnectOptions, Connection, Upstream, UpstreamError, UpstreamEvent};
+use tokio::sync::broadcast;
+
+use crate::event::now_ms;
+use crate::{HubEvent, ServerCatalog, ServerSlot, write};
+
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+pub(crate) struct ConnectionTask {
+    slot: Arc<ServerSlot>,
+    store: Store,
+    options: ConnectOptions,
+    events: broadcast::Sender<HubEvent>,
+    machine: StateMachine,
+}
+
+impl ConnectionTask {
+    pub(crate) fn new(
+        slot: Arc<ServerSlot>,
+        store: Store,
+        options: ConnectOptions,
+        events: broadcast::Sender<HubEvent>,
+    ) -> Self {
+        Self {
+            slot,
+            store,
+            options,
+            events,
+            machine: StateMachine::default(),
+        }
+    }
+
+    fn server(&self) -> &switchboard_core::ServerId {
+        &self.slot.definition.id
+    }
+
+    /// Moves the state machine and publishes the change. An illegal edge is a bug in this task:
+    /// it is logged loudly and the state is left as it was.
+    fn set_state(&mut self, next: ConnectionState, error: Option<String>) {
+        match self.machine.transition(next) {
+            Ok(previous) => {
+                self.slot.status.send_modify(|status| {
+                    status.state = next;
+                    status.error = error.clone();
+                    status.since_ms = now_ms();
+                });
+                match &error {
+                    Some(reason) => {
+                        tracing::warn!(server = %self.server(), from = %previous, to = %next, reason, "server state changed")
+                    }
+                    None => {
+                        tracing::info!(server = %self.server(), from = %previous, to = %next, "server state changed")
+                    }
+                }
+                let _ = self.events.send(HubEvent::StateChanged {
+                    server: self.server().clone(),
+                    from: previous,
+                    to: next,
+                    error,
+                });
+            }
+            Err(illegal) => {
+                tracing::error!(server = %self.server(), %illegal, "bug: connection task tried an illegal transition");
+            }
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let stop = self.slot.stop.clone();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            self.set_state(ConnectionState::Connecting, None);
+            let attempt = tokio::select! {
+                _ = stop.cancelled() => break,
+                attempt = self.connect() => attempt,
+            };
+            let failure = match attempt {
+                Ok(connection) => {
+                    backoff = FIRST_BACKOFF;
+                    self.serve(connection).await
+                }
+                Err(error) => error,
+            };
+            if stop.is_cancelled() {
+                break;
+            }
+            self.slot.status.send_modify(|s| s.failures += 1);
+            if failure.retry_class() == RetryClass::AfterReauth {
+                self.set_state(ConnectionState::NeedsAuth, Some(failure.to_string()));
+                stop.cancelled().await;
+                break;
+            }
+            self.set_state(ConnectionState::Error, Some(failure.to_string()));
+            self.set_state(ConnectionState::Reconnecting, Some(failure.to_string()));
+            let delay = jittered(backoff);
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+        *write(&self.slot.upstream) = None;
+        if self.machine.state() != ConnectionState::Disconnected {
+            self.set_state(ConnectionState::Disconnected, None);
+        }
+    }
+
+    async fn connect(&self) -> Result<Connection, UpstreamError> {
+        let def = &self.slot.definition;
+        let target = def.transport.target();
+        let cached = match self.store.cached_probe(&def.id).await {
+            Ok(probe) => probe.filter(|p| p.target == target).map(|p| p.detected),
+            Err(error) => {
+                tracing::warn!(server = %def.id, %error, "cannot read the cached probe result");
+                None
+            }
+        };
+        let connection = switchboard_upstream::connect(def, cached, &self.options).await?;
+        if connection.detected.is_some() && connection.detected != cached {
+            let probe = CachedProbe {
+                target,
+                detected: connection
+                    .detected
+                    .unwrap_or(switchboard_core::DetectedTransport::StreamableHttp),
+                protocol_version: connection.upstream.protocol_version(),
+            };
+            if let Err(error) = self.store.put_probe(&def.id, &probe).await {
+                tracing::warn!(server = %def.id, %error, "cannot cache the probe result");
+            }
+        }
+        Ok(connection)
+    }
+
+    /// Runs one live session until it ends; returns why it ended.
+    async fn serve(&mut self, connection: Connection) -> UpstreamError {
+        let Connection {
+            upstream,
+            mut events,
+            detected,
+            stderr,
+            session,
+        } = connection;
+        if let Err(error) = self.refresh_catalog(&upstream, Refresh::ALL).await {
+            session.close().await;
+            return error;
+        }
+        self.slot.status.send_modify(|status| {
+            status.detected_transport = detected.map(|d| d.as_str());
+            status.protocol_version = upstream.protocol_version();
+            status.server_info = upstream
+                .server_info()
+                .map(|info| format!("{} {}", info.name, info.version));
+            status.failures = 0;
+        });
+        *write(&self.slot.upstream) = Some(upstream.clone());
+        self.set_state(ConnectionState::Connected, None);
+
+        let stop = self.slot.stop.clone();
+        let closed = session.run_until_closed(stop.cancelled_owned());
+        tokio::pin!(closed);
+        loop {
+            tokio::select! {
+                _ = &mut closed => break,
+                Some(event) = events.recv() => self.on_event(&upstream, event).await,
+            }
+        }
+        *write(&self.slot.upstream) = None;
+        let last_words = stderr.and_then(|tail| tail.last_line());
+        match last_words {
+            Some(line) => UpstreamError::Protocol(format!(
+                "the server process exited; its last output: {line}"
+            )),
+            None => UpstreamError::Closed,
+        }
+    }
+
+    async fn on_event(&mut self, upstream: &Upstream, event: UpstreamEvent) {
+        if self.slot.stop.is_cancelled() {
+            return;
+        }
+        let what = match event {
+            UpstreamEvent::ToolsChanged => Refresh::TOOLS,
+            UpstreamEvent::ResourcesChanged => Refresh::RESOURCES,
+            UpstreamEvent::PromptsChanged => Refresh::PROMPTS,
+            UpstreamEvent::ResourceUpdated(_) => return,
+            UpstreamEvent::Log {
+                level,
+                logger,
+                data,
+            } => {
+                tracing::info!(target: "switchboard::upstream::log", server = %self.server(), level, logger, %data);
+                let _ = self.events.send(HubEvent::Log {
+                    server: self.server().clone(),
+                    level,
+                    data,
+                });
+                return;
+            }
+        };
+        if let Err(error) = self.refresh_catalog(upstream, what).await {
+            tracing::warn!(server = %self.server(), %error, "refreshing the catalog failed; keeping the previous one");
+        }
+    }
+
+    async fn refresh_catalog(
+        &self,
+        upstream: &Upstream,
+        what: Refresh,
+    ) -> Result<(), UpstreamError> {
+        let previous = crate::read(&self.slot.catalog).clone();
+        let mut catalog = ServerCatalog::clone(&previous);
+        if what.tools {
+            let def = &self.slot.definition;
+            catalog.tools = upstream
+                .list_tools()
+                .await?
+                .into_iter()
+                .filter(|tool| def.tool_enabled(&tool.name))
+                .collect();
+        }
+        if what.resources {
+            catalog.resources = upstream.list_resources().await?;
+            catalog.resource_templates = upstream.list_resource_templates().await?;
+        }
+        if what.prompts {
+            catalog.prompts = upstream.list_prompts().await?;
+        }
+        self.slot.status.send_modify(|status| {
+            status.tools = catalog.tools.len();
+            status.resources = catalog.resources.len();
+            status.resource_templates = catalog.resource_templates.len();
+            status.prompts = catalog.prompts.len();
+        });
+        *write(&self.slot.catalog) = Arc::new(catalog);
+        let _ = self.events.send(HubEvent::CatalogChanged {
+            server: self.server().clone(),
+        });
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Refresh {
+    tools: bool,
+    resources: bool,
+    prompts: bool,
+}
+
+impl Refresh {
+    const ALL: Self = Self {
+        tools: true,
+        resources: true,
+        prompts: true,
+    };
+    const TOOLS: Self = Self {
+        tools: true,
+        resources: false,
+        prompts: false,
+    };
+    const RESOURCES: Self = Self {
+        tools: false,
+        resources: true,
+        prompts: false,
+    };
+    const PROMPTS: Self = Self {
+        tools: false,
+        resources: false,
+        prompts: true,
+    };
+}
+
+/// Up to 20% random jitter so that many servers failing together do not retry in lockstep.
+fn jittered(base: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let fraction = f64::from(nanos % 1000) / 1000.0 * 0.2;
+    base.mul_f64(1.0 + fraction)
+}

@@ -1,0 +1,117 @@
+//! What the hub tells the world: server status and events on the bus.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use switchboard_core::{ConnectionState, ServerDefinition, ServerId};
+
+/// The current status of one server, as `switchboard status` and `/api/status` show it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServerStatus {
+    /// The server.
+    pub server: ServerId,
+    /// Its display name.
+    pub display_name: String,
+    /// `http`, `websocket` or `stdio`.
+    pub transport: &'static str,
+    /// The URL or command line.
+    pub target: String,
+    /// Connection state.
+    pub state: ConnectionState,
+    /// For HTTP: which transport the probe found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected_transport: Option<&'static str>,
+    /// The negotiated protocol version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// The server's self-reported name and version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<String>,
+    /// What is wrong, in plain words, when the state is not healthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Number of (enabled) tools.
+    pub tools: usize,
+    /// Number of resources.
+    pub resources: usize,
+    /// Number of resource templates.
+    pub resource_templates: usize,
+    /// Number of prompts.
+    pub prompts: usize,
+    /// Consecutive failed attempts since the last success.
+    pub failures: u32,
+    /// When the state last changed (ms since the Unix epoch).
+    pub since_ms: u64,
+}
+
+impl ServerStatus {
+    pub(crate) fn new(def: &ServerDefinition) -> Self {
+        Self {
+            server: def.id.clone(),
+            display_name: def.display_name.clone(),
+            transport: def.transport.kind(),
+            target: def.transport.target(),
+            state: ConnectionState::Disconnected,
+            detected_transport: None,
+            protocol_version: None,
+            server_info: None,
+            error: None,
+            tools: 0,
+            resources: 0,
+            resource_templates: 0,
+            prompts: 0,
+            failures: 0,
+            since_ms: now_ms(),
+        }
+    }
+
+    /// Whether the server has finished trying for now: connected, or failed, or waiting for
+    /// the user.
+    pub fn is_settled(&self) -> bool {
+        match self.state {
+            ConnectionState::Connected
+            | ConnectionState::NeedsAuth
+            | ConnectionState::InvalidToken => true,
+            ConnectionState::Error | ConnectionState::Reconnecting => self.failures > 0,
+            _ => false,
+        }
+    }
+}
+
+/// An event on the hub's bus.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HubEvent {
+    /// A server changed state.
+    StateChanged {
+        /// The server.
+        server: ServerId,
+        /// Previous state.
+        from: ConnectionState,
+        /// New state.
+        to: ConnectionState,
+        /// The reason, for error states.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A server's tools, resources or prompts changed.
+    CatalogChanged {
+        /// The server.
+        server: ServerId,
+    },
+    /// A server sent a log message.
+    Log {
+        /// The server.
+        server: ServerId,
+        /// Level.
+        level: String,
+        /// Payload.
+        data: serde_json::Value,
+    },
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,252 @@
+//! The running Switchboard: one supervised connection per configured server.
+//!
+//! The [`Hub`] owns a task per enabled server. Each task drives its server's
+//! [`StateMachine`](switchboard_core::StateMachine) (connect, list, stay connected, back off and
+//! reconnect), keeps the server's catalog (tools, resources, templates, prompts) fresh on
+//! `list_changed`, and publishes every state change on the hub's event bus. Callers take a cheap
+//! [`Upstream`] handle and call the server directly: no hop through the task on the hot path.
+//! A server that is down, slow or broken only ever affects its own task.
+
+mod connection;
+mod event;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use switchboard_core::{ConnectionState, ServerDefinition, ServerId};
+use switchboard_store::Store;
+use switchboard_upstream::rmcp_model::{Prompt, Resource, ResourceTemplate, Tool};
+use switchboard_upstream::{ConnectOptions, Upstream};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use event::{HubEvent, ServerStatus};
+pub use switchboard_upstream::rmcp_model as model;
+
+/// Errors from the hub.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// No server with this id is running in the hub.
+    #[error("server '{0}' is not configured or not enabled")]
+    UnknownServer(ServerId),
+    /// The server is known but not connected right now.
+    #[error("server '{server}' is not connected ({state}){}", .reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    NotConnected {
+        /// The server.
+        server: ServerId,
+        /// Its state.
+        state: ConnectionState,
+        /// Why, if known.
+        reason: Option<String>,
+    },
+    /// The tool exists but the user disabled it.
+    #[error("tool '{tool}' of server '{server}' is disabled")]
+    ToolDisabled {
+        /// The server.
+        server: ServerId,
+        /// The tool.
+        tool: String,
+    },
+}
+
+/// What a server currently offers.
+#[derive(Debug, Clone, Default)]
+pub struct ServerCatalog {
+    /// Tools, minus those the user disabled.
+    pub tools: Vec<Tool>,
+    /// Resources.
+    pub resources: Vec<Resource>,
+    /// Resource templates.
+    pub resource_templates: Vec<ResourceTemplate>,
+    /// Prompts.
+    pub prompts: Vec<Prompt>,
+}
+
+/// Shared state of one server, written by its task, read by everyone.
+pub(crate) struct ServerSlot {
+    pub(crate) definition: ServerDefinition,
+    pub(crate) status: watch::Sender<ServerStatus>,
+    pub(crate) upstream: RwLock<Option<Upstream>>,
+    pub(crate) catalog: RwLock<Arc<ServerCatalog>>,
+    pub(crate) stop: CancellationToken,
+}
+
+/// The registry of live connections.
+pub struct Hub {
+    store: Store,
+    options: ConnectOptions,
+    servers: RwLock<HashMap<ServerId, Arc<ServerSlot>>>,
+    events: broadcast::Sender<HubEvent>,
+    tasks: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
+}
+
+impl Hub {
+    /// A hub over `store` that connects with `options`.
+    pub fn new(store: Store, options: ConnectOptions) -> Arc<Self> {
+        let (events, _) = broadcast::channel(1024);
+        Arc::new(Self {
+            store,
+            options,
+            servers: RwLock::new(HashMap::new()),
+            events,
+            tasks: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
+        })
+    }
+
+    /// The store the hub reads definitions and probe results from.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Subscribes to state changes, catalog changes and server logs.
+    pub fn subscribe(&self) -> broadcast::Receiver<HubEvent> {
+        self.events.subscribe()
+    }
+
+    /// Starts a connection task for every enabled server in the store.
+    pub async fn start_all(self: &Arc<Self>) -> Result<usize, switchboard_store::StoreError> {
+        let definitions = self.store.list_servers().await?;
+        let mut started = 0;
+        for def in definitions.into_iter().filter(|d| d.enabled) {
+            self.start(def).await;
+            started += 1;
+        }
+        Ok(started)
+    }
+
+    /// Starts (or restarts) the connection task for one server.
+    pub async fn start(self: &Arc<Self>, definition: ServerDefinition) {
+        self.stop(&definition.id).await;
+        let slot = Arc::new(ServerSlot {
+            status: watch::channel(ServerStatus::new(&definition)).0,
+            definition,
+            upstream: RwLock::new(None),
+            catalog: RwLock::new(Arc::new(ServerCatalog::default())),
+            stop: CancellationToken::new(),
+        });
+        write(&self.servers).insert(slot.definition.id.clone(), slot.clone());
+        let task = connection::ConnectionTask::new(
+            slot,
+            self.store.clone(),
+            self.options.clone(),
+            self.events.clone(),
+        );
+        self.tasks.lock().await.spawn(task.run());
+    }
+
+    /// Stops one server's task and closes its session.
+    pub async fn stop(&self, id: &ServerId) {
+        let slot = write(&self.servers).remove(id);
+        if let Some(slot) = slot {
+            slot.stop.cancel();
+            let mut status = slot.status.subscribe();
+            let _ = tokio::time::timeout(
+                Duration::from_secs(10),
+                status.wait_for(|s| s.state == ConnectionState::Disconnected),
+            )
+            .await;
+        }
+    }
+
+    /// Stops every task and waits for the sessions to close.
+    pub async fn shutdown(&self) {
+        let ids: Vec<ServerId> = read(&self.servers).keys().cloned().collect();
+        for id in &ids {
+            if let Some(slot) = read(&self.servers).get(id) {
+                slot.stop.cancel();
+            }
+        }
+        let mut tasks = self.tasks.lock().await;
+        let _ = tokio::time::timeout(Duration::from_secs(15), async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.abort_all();
+        write(&self.servers).clear();
+    }
+
+    /// Status of every server in the hub, ordered by id.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        let mut all: Vec<_> = read(&self.servers)
+            .values()
+            .map(|slot| slot.status.borrow().clone())
+            .collect();
+        all.sort_by(|a, b| a.server.cmp(&b.server));
+        all
+    }
+
+    /// Waits until every server has left the connecting states (connected, failed or needing
+    /// sign-in), or `limit` passes. `on_change` sees each status as it settles.
+    pub async fn wait_settled(&self, limit: Duration, mut on_change: impl FnMut(&ServerStatus)) {
+        let slots: Vec<_> = read(&self.servers).values().cloned().collect();
+        let waits = slots.into_iter().map(|slot| async move {
+            let mut status = slot.status.subscribe();
+            let settled = status.wait_for(|s| s.is_settled()).await.map(|s| s.clone());
+            settled.ok()
+        });
+        let _ = tokio::time::timeout(limit, async {
+            let mut pending: futures::stream::FuturesUnordered<_> = waits.collect();
+            use futures::StreamExt;
+            while let Some(done) = pending.next().await {
+                if let Some(status) = done {
+                    on_change(&status);
+                }
+            }
+        })
+        .await;
+    }
+
+    /// A request handle for a connected server.
+    pub fn upstream(&self, id: &ServerId) -> Result<Upstream, HubError> {
+        let slot = self.slot(id)?;
+        let upstream = read(&slot.upstream).clone();
+        upstream.ok_or_else(|| {
+            let status = slot.status.borrow();
+            HubError::NotConnected {
+                server: id.clone(),
+                state: status.state,
+                reason: status.error.clone(),
+            }
+        })
+    }
+
+    /// A request handle for calling `tool` on `id`, refusing tools the user disabled.
+    pub fn upstream_for_tool(&self, id: &ServerId, tool: &str) -> Result<Upstream, HubError> {
+        let slot = self.slot(id)?;
+        if !slot.definition.tool_enabled(tool) {
+            return Err(HubError::ToolDisabled {
+                server: id.clone(),
+                tool: tool.to_owned(),
+            });
+        }
+        self.upstream(id)
+    }
+
+    /// The server's current catalog (empty until connected).
+    pub fn catalog(&self, id: &ServerId) -> Result<Arc<ServerCatalog>, HubError> {
+        Ok(read(&self.slot(id)?.catalog).clone())
+    }
+
+    /// The ids of every server in the hub, ordered.
+    pub fn server_ids(&self) -> Vec<ServerId> {
+        let mut ids: Vec<_> = read(&self.servers).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    fn slot(&self, id: &ServerId) -> Result<Arc<ServerSlot>, HubError> {
+        read(&self.servers)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| HubError::UnknownServer(id.clone()))
+    }
+}
+
+pub(crate) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,323 @@
+//! Switchboard's persistence.
+//!
+//! Server definitions and probe results live in an embedded SQLite database (WAL mode, so the CLI
+//! and a running daemon can share it). Schema changes are versioned migrations under
+//! `migrations/`, embedded in the binary and applied on open. Every value marked secret is sealed by
+//! the [`vault`] before it is written, and opened again on read; the database never holds a secret
+//! in plain text.
+//!
+//! PostgreSQL, for replicas that share state, will be a second backend behind this same API.
+
+pub mod vault;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::Row;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use switchboard_core::{DetectedTransport, ServerDefinition, ServerId, Timeouts, TransportSpec};
+
+pub use vault::{Vault, VaultError};
+
+/// File name of the database inside the data directory.
+pub const DATABASE_FILE: &str = "switchboard.db";
+/// File name of the vault key inside the data directory.
+pub const KEY_FILE: &str = "vault.key";
+
+/// Errors from the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The data directory could not be created.
+    #[error("cannot create data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The database could not be opened or queried.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("cannot migrate the database schema: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+    /// A secret could not be sealed or opened.
+    #[error(transparent)]
+    Vault(#[from] VaultError),
+    /// A stored row could not be decoded.
+    #[error("stored data for server '{server}' is corrupt: {detail}")]
+    Corrupt {
+        /// The server the row belongs to.
+        server: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A server with this id already exists.
+    #[error("a server with id '{0}' already exists")]
+    AlreadyExists(ServerId),
+    /// No server has this id.
+    #[error("no server with id '{0}'")]
+    NotFound(ServerId),
+}
+
+/// A cached era-probe result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedProbe {
+    /// The URL the probe ran against; the cache holds only while the server's URL is unchanged.
+    pub target: String,
+    /// What the probe found.
+    pub detected: DetectedTransport,
+    /// The protocol version negotiated at the time, if known.
+    pub protocol_version: Option<String>,
+}
+
+/// The embedded store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    vault: std::sync::Arc<Vault>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `data_dir`: the directory (mode 0700), the vault key
+    /// and the database, then applies pending migrations.
+    pub async fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        create_private_dir(data_dir)?;
+        let vault = Vault::load_or_create(&data_dir.join(KEY_FILE))?;
+        Self::open_with_vault(&data_dir.join(DATABASE_FILE), vault).await
+    }
+
+    /// Opens the database at `path` with an explicit vault.
+    pub async fn open_with_vault(path: &Path, vault: Vault) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true)
+            .busy_timeout(std::time::Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Self {
+            pool,
+            vault: std::sync::Arc::new(vault),
+        })
+    }
+
+    /// Adds a new server; fails if the id is taken.
+    pub async fn add_server(&self, def: &ServerDefinition) -> Result<(), StoreError> {
+        if self.get_server(&def.id).await?.is_some() {
+            return Err(StoreError::AlreadyExists(def.id.clone()));
+        }
+        self.put_server(def).await
+    }
+
+    /// Inserts or replaces a server. A changed transport invalidates the cached probe.
+    pub async fn put_server(&self, def: &ServerDefinition) -> Result<(), StoreError> {
+        let now = now_ms();
+        let transport =
+            serde_json::to_string(&self.seal_transport(def)).map_err(|e| corrupt(&def.id, e))?;
+        let timeouts = serde_json::to_string(&def.timeouts).map_err(|e| corrupt(&def.id, e))?;
+        let disabled =
+            serde_json::to_string(&def.disabled_tools).map_err(|e| corrupt(&def.id, e))?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO servers (id, display_name, description, transport_json, timeouts_json,
+                                  enabled, disabled_tools_json, created_at_ms, updated_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+             ON CONFLICT(id) DO UPDATE SET display_name = ?2, description = ?3,
+                transport_json = ?4, timeouts_json = ?5, enabled = ?6,
+                disabled_tools_json = ?7, updated_at_ms = ?8",
+        )
+        .bind(def.id.as_str())
+        .bind(&def.display_name)
+        .bind(&def.description)
+        .bind(transport)
+        .bind(timeouts)
+        .bind(def.enabled)
+        .bind(disabled)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM server_probes WHERE server_id = ?1 AND target <> ?2")
+            .bind(def.id.as_str())
+            .bind(def.transport.target())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// One server by id.
+    pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerDefinition>, StoreError> {
+        let row = sqlx::query(SELECT_SERVER_COLUMNS_WHERE_ID)
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| self.decode_server(&row)).transpose()
+    }
+
+    /// Every server, ordered by id.
+    pub async fn list_servers(&self) -> Result<Vec<ServerDefinition>, StoreError> {
+        let rows = sqlx::query(SELECT_SERVER_COLUMNS_ORDERED)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| self.decode_server(row)).collect()
+    }
+
+    /// Removes a server and everything stored for it.
+    pub async fn remove_server(&self, id: &ServerId) -> Result<(), StoreError> {
+        let done = sqlx::query("DELETE FROM servers WHERE id = ?1")
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(id.clone()));
+        }
+        Ok(())
+    }
+
+    /// Enables or disables a server.
+    pub async fn set_enabled(&self, id: &ServerId, enabled: bool) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE servers SET enabled = ?2, updated_at_ms = ?3 WHERE id = ?1")
+            .bind(id.as_str())
+            .bind(enabled)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(id.clone()));
+        }
+        Ok(())
+    }
+
+    /// The cached probe result for a server, if it still matches the server's current target.
+    pub async fn cached_probe(&self, id: &ServerId) -> Result<Option<CachedProbe>, StoreError> {
+        let row = sqlx::query(
+            "SELECT target, detected, protocol_version FROM server_probes WHERE server_id = ?1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let detected: String = row.try_get("detected")?;
+        let detected = DetectedTransport::parse(&detected)
+            .ok_or_else(|| corrupt(id, format!("unknown probe result '{detected}'")))?;
+        Ok(Some(CachedProbe {
+            target: row.try_get("target")?,
+            detected,
+            protocol_version: row.try_get("protocol_version")?,
+        }))
+    }
+
+    /// Records what a probe found.
+    pub async fn put_probe(&self, id: &ServerId, probe: &CachedProbe) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO server_probes (server_id, target, detected, protocol_version, probed_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(server_id) DO UPDATE SET target = ?2, detected = ?3,
+                protocol_version = ?4, probed_at_ms = ?5",
+        )
+        .bind(id.as_str())
+        .bind(&probe.target)
+        .bind(probe.detected.as_str())
+        .bind(&probe.protocol_version)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Forgets a probe result, so the next connect probes again.
+    pub async fn clear_probe(&self, id: &ServerId) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM server_probes WHERE server_id = ?1")
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    fn seal_transport(&self, def: &ServerDefinition) -> TransportSpec {
+        let mut transport = def.transport.clone();
+        for value in transport.named_values_mut().iter_mut().filter(|v| v.secret) {
+            value.value = self
+                .vault
+                .seal(&secret_context(&def.id, &value.name), &value.value);
+        }
+        transport
+    }
+
+    fn decode_server(&self, row: &sqlx::sqlite::SqliteRow) -> Result<ServerDefinition, StoreError> {
+        let id: String = row.try_get("id")?;
+        let id = ServerId::new(id.clone()).map_err(|e| StoreError::Corrupt {
+            server: id,
+            detail: e.to_string(),
+        })?;
+        let mut transport: TransportSpec =
+            serde_json::from_str(row.try_get("transport_json")?).map_err(|e| corrupt(&id, e))?;
+        for value in transport.named_values_mut().iter_mut().filter(|v| v.secret) {
+            value.value = self
+                .vault
+                .unseal(&secret_context(&id, &value.name), &value.value)?;
+        }
+        let timeouts: Timeouts =
+            serde_json::from_str(row.try_get("timeouts_json")?).map_err(|e| corrupt(&id, e))?;
+        let disabled_tools = serde_json::from_str(row.try_get("disabled_tools_json")?)
+            .map_err(|e| corrupt(&id, e))?;
+        Ok(ServerDefinition {
+            id,
+            display_name: row.try_get("display_name")?,
+            description: row.try_get("description")?,
+            transport,
+            timeouts,
+            enabled: row.try_get("enabled")?,
+            disabled_tools,
+        })
+    }
+}
+
+const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json FROM servers WHERE id = ?1";
+const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json FROM servers ORDER BY id";
+
+fn secret_context(id: &ServerId, name: &str) -> String {
+    format!("server:{id}/value:{name}")
+}
+
+fn corrupt(id: &ServerId, detail: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        server: id.to_string(),
+        detail: detail.to_string(),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    let err = |source| StoreError::DataDir {
+        path: dir.display().to_string(),
+        source,
+    };
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(err)
+}
+
+/// The default data directory: `$SWITCHBOARD_DATA_DIR` if set, else the platform's data directory.
+pub fn default_data_dir(platform_dir: Option<PathBuf>) -> PathBuf {
+    std::env::var_os("SWITCHBOARD_DATA_DIR")
+        .map(PathBuf::from)
+        .or(platform_dir)
+        .unwrap_or_else(|| PathBuf::from(".switchboard"))
+}

@@ -1,0 +1,114 @@
+//! The store keeps definitions, seals secrets and caches probes across reopenings.
+
+use switchboard_core::{DetectedTransport, NamedValue, ServerDefinition, ServerId, TransportSpec};
+use switchboard_store::{CachedProbe, Store, StoreError};
+
+fn http_server(id: &str, url: &str) -> ServerDefinition {
+    ServerDefinition::new(
+        ServerId::new(id).unwrap(),
+        TransportSpec::from_url(
+            url,
+            vec![
+                NamedValue::guess("Authorization", "Bearer top-secret-token"),
+                NamedValue::guess("X-Team", "blue"),
+            ],
+        )
+        .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn definitions_survive_reopening_and_secrets_are_sealed_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut def = http_server("notion", "https://mcp.notion.com/mcp");
+    def.disabled_tools.insert("delete".into());
+    {
+        let store = Store::open(dir.path()).await.unwrap();
+        store.add_server(&def).await.unwrap();
+    }
+    let store = Store::open(dir.path()).await.unwrap();
+    assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def.clone()));
+    assert_eq!(store.list_servers().await.unwrap(), vec![def]);
+
+    let mut raw = Vec::new();
+    for name in ["switchboard.db", "switchboard.db-wal"] {
+        if let Ok(bytes) = std::fs::read(dir.path().join(name)) {
+            raw.extend(bytes);
+        }
+    }
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(
+        raw.contains("blue"),
+        "non-secret values are stored as they are"
+    );
+    assert!(!raw.contains("top-secret-token"), "secret leaked to disk");
+}
+
+#[tokio::test]
+async fn a_different_vault_key_cannot_read_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    store
+        .add_server(&http_server("a", "https://a.test/mcp"))
+        .await
+        .unwrap();
+    drop(store);
+    std::fs::remove_file(dir.path().join("vault.key")).unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    let err = store.list_servers().await.unwrap_err();
+    assert!(matches!(err, StoreError::Vault(_)), "{err}");
+    assert!(err.to_string().contains("different vault key"), "{err}");
+}
+
+#[tokio::test]
+async fn crud_operations_report_missing_and_duplicate_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    let def = http_server("a", "https://a.test/mcp");
+    store.add_server(&def).await.unwrap();
+    assert!(matches!(
+        store.add_server(&def).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    store.set_enabled(&def.id, false).await.unwrap();
+    assert!(!store.get_server(&def.id).await.unwrap().unwrap().enabled);
+    let ghost = ServerId::new("ghost").unwrap();
+    assert!(matches!(
+        store.set_enabled(&ghost, true).await,
+        Err(StoreError::NotFound(_))
+    ));
+    store.remove_server(&def.id).await.unwrap();
+    assert!(matches!(
+        store.remove_server(&def.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn probe_cache_is_dropped_when_the_url_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    let def = http_server("a", "https://a.test/mcp");
+    store.add_server(&def).await.unwrap();
+    let probe = CachedProbe {
+        target: def.transport.target(),
+        detected: DetectedTransport::HttpSse,
+        protocol_version: Some("2024-11-05".into()),
+    };
+    store.put_probe(&def.id, &probe).await.unwrap();
+    assert_eq!(store.cached_probe(&def.id).await.unwrap(), Some(probe));
+
+    let mut renamed = def.clone();
+    renamed.display_name = "A".into();
+    store.put_server(&renamed).await.unwrap();
+    assert!(
+        store.cached_probe(&def.id).await.unwrap().is_some(),
+        "same URL keeps the cache"
+    );
+
+    store
+        .put_server(&http_server("a", "https://b.test/mcp"))
+        .await
+        .unwrap();
+    assert_eq!(store.cached_probe(&def.id).await.unwrap(), None);
+}

@@ -1,0 +1,519 @@
+//! Opening a session with an upstream server, whatever its transport and era.
+//!
+//! For an HTTP URL this runs the probe a client supporting every revision must run
+//! (spec digest §1.3), deciding only from HTTP status codes and JSON-RPC error codes:
+//! 1. POST `server/discover` (2026-07-28). A `DiscoverResult`, or a modern rejection such as
+//!    `-32022` with supported versions (rmcp retries with one), means a stateless server.
+//! 2. Otherwise POST `initialize` (2025-11-25 and older, with sessions).
+//! 3. If that is refused with 400, 404 or 405, GET the URL expecting the `endpoint` event of the
+//!    2024-11-05 HTTP+SSE transport.
+//!
+//! A cached probe result is tried first; if it no longer holds, the probe runs again from the top
+//! and the caller gets the new [`DetectedTransport`] to store. stdio and WebSocket servers are
+//! message transports: rmcp's `Auto` lifecycle sends `server/discover` with a timeout and falls back
+//! to `initialize`.
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{Implementation, ProtocolVersion, ServerNotification};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, QuitReason, RoleClient,
+    RunningService,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use switchboard_core::error::error_chain;
+use switchboard_core::{DetectedTransport, NamedValue, ServerDefinition, TransportSpec};
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::error::UpstreamError;
+use crate::handler::{InputPolicy, UpstreamEvent, UpstreamHandler};
+use crate::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::legacy_sse::{LegacySseError, LegacySseTransport};
+use crate::stdio::{self, StderrTail};
+use crate::upstream::Upstream;
+use crate::websocket::WebSocketTransport;
+
+/// Settings shared by every connection the process opens.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// How Switchboard introduces itself.
+    pub client: Implementation,
+    /// How server requests for user input are answered.
+    pub input_policy: InputPolicy,
+    /// The shared HTTP connection pool.
+    pub http: reqwest::Client,
+}
+
+impl ConnectOptions {
+    /// Options with Switchboard's name and version and a fresh connection pool.
+    pub fn new(client_version: &str) -> Self {
+        Self {
+            client: Implementation::new("switchboard", client_version),
+            input_policy: InputPolicy::default(),
+            http: default_http_client(),
+        }
+    }
+}
+
+/// The HTTP client Switchboard uses for upstreams: pooled, with connect timeouts, no redirects
+/// (an MCP endpoint that redirects elsewhere is a configuration error to surface, not follow).
+pub fn default_http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+type Service = RunningService<RoleClient, UpstreamHandler>;
+
+/// A live session: the handle for requests, the server's unsolicited events, and the session's
+/// lifetime.
+pub struct Connection {
+    /// Cloneable handle for requests.
+    pub upstream: Upstream,
+    /// Change notifications and log messages from the server.
+    pub events: mpsc::UnboundedReceiver<UpstreamEvent>,
+    /// For HTTP servers: the transport the probe settled on.
+    pub detected: Option<DetectedTransport>,
+    /// For stdio servers: the last lines of the process's stderr.
+    pub stderr: Option<StderrTail>,
+    /// The session itself: wait on it or close it.
+    pub session: Session,
+}
+
+/// The running session behind a [`Connection`].
+pub struct Session {
+    service: Service,
+}
+
+impl Session {
+    /// Waits until the session ends (the process exits, the stream closes) or `shutdown` fires;
+    /// in the latter case the session is closed gracefully (DELETE, stdin close, signals).
+    pub async fn run_until_closed(self, shutdown: impl Future<Output = ()>) -> QuitReason {
+        let stop = self.service.cancellation_token();
+        let waiting = self.service.waiting();
+        tokio::pin!(waiting);
+        tokio::select! {
+            reason = &mut waiting => reason.unwrap_or(QuitReason::Closed),
+            () = shutdown => {
+                stop.cancel();
+                waiting.await.unwrap_or(QuitReason::Cancelled)
+            }
+        }
+    }
+
+    /// Closes the session gracefully and waits for it to end.
+    pub async fn close(mut self) {
+        let _ = self.service.close().await;
+    }
+}
+
+/// Connects to `def`, trying `cached` first for HTTP servers.
+pub async fn connect(
+    def: &ServerDefinition,
+    cached: Option<DetectedTransport>,
+    options: &ConnectOptions,
+) -> Result<Connection, UpstreamError> {
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let progress = ProgressDispatcher::new();
+    let handler = UpstreamHandler::new(
+        options.client.clone(),
+        options.input_policy,
+        events_tx.clone(),
+        progress.clone(),
+    );
+    let handshake = def.timeouts.request;
+    let (service, detected, stderr) = match &def.transport {
+        TransportSpec::Http { url, headers } => {
+            let client = StatusAwareHttpClient::new(options.http.clone(), header_map(headers)?);
+            let (service, detected) = connect_http(url, client, handler, cached, handshake).await?;
+            (service, Some(detected), None)
+        }
+        TransportSpec::WebSocket { url, headers } => {
+            let transport = WebSocketTransport::connect(url, headers, def.id.to_string())
+                .await
+                .map_err(|e| UpstreamError::Unreachable(error_chain(&e)))?;
+            let service = within(handshake, serve_auto(handler, transport)).await?;
+            (service, None, None)
+        }
+        TransportSpec::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let (child, tail) = stdio::spawn(def.id.as_str(), command, args, env, cwd.as_deref())?;
+            let service = within(handshake, serve_auto(handler, child))
+                .await
+                .map_err(|e| explain_with_stderr(e, &tail))?;
+            (service, None, Some(tail))
+        }
+    };
+    let peer = service.peer().clone();
+    peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
+        .await;
+    let upstream = Upstream::new(
+        def.id.clone(),
+        peer,
+        progress,
+        options.input_policy,
+        def.timeouts,
+    );
+    if upstream.is_stateless() {
+        spawn_change_listener(&upstream, service.peer().clone(), events_tx);
+    }
+    Ok(Connection {
+        upstream,
+        events,
+        detected,
+        stderr,
+        session: Session { service },
+    })
+}
+
+fn header_map(headers: &[NamedValue]) -> Result<HeaderMap, UpstreamError> {
+    let mut map = HeaderMap::new();
+    for header in headers {
+        let bad = || {
+            UpstreamError::Handshake(format!(
+                "header '{}' is not a valid HTTP header",
+                header.name
+            ))
+        };
+        let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| bad())?;
+        let mut value = HeaderValue::from_str(&header.value).map_err(|_| bad())?;
+        value.set_sensitive(header.secret);
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+async fn within<T>(
+    limit: Duration,
+    attempt: impl Future<Output = Result<T, UpstreamError>>,
+) -> Result<T, UpstreamError> {
+    tokio::time::timeout(limit, attempt)
+        .await
+        .map_err(|_| UpstreamError::Timeout(limit))?
+}
+
+fn explain_with_stderr(error: UpstreamError, tail: &StderrTail) -> UpstreamError {
+    match (error, tail.last_line()) {
+        (UpstreamError::Handshake(text), Some(line)) => {
+            UpstreamError::Handshake(format!("{text}; the process said: {line}"))
+        }
+        (error, _) => error,
+    }
+}
+
+async fn serve_auto<T, E, A>(
+    handler: UpstreamHandler,
+    transport: T,
+) -> Result<Service, UpstreamError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    handler
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+        )
+        .await
+        .map_err(handshake_error)
+}
+
+fn handshake_error(error: ClientInitializeError) -> UpstreamError {
+    match &error {
+        ClientInitializeError::JsonRpcError(data) => UpstreamError::Rpc {
+            code: data.code.0,
+            message: data.message.to_string(),
+        },
+        ClientInitializeError::ConnectionClosed(_) => {
+            UpstreamError::Handshake("the server closed the connection during the handshake".into())
+        }
+        _ => UpstreamError::Handshake(error_chain(&error)),
+    }
+}
+
+/// What one probe step concluded.
+enum Step {
+    Connected(Service),
+    /// This transport is not the one; the reason is kept for the final message.
+    NotThis(String),
+}
+
+async fn connect_http(
+    url: &Url,
+    client: StatusAwareHttpClient,
+    handler: UpstreamHandler,
+    cached: Option<DetectedTransport>,
+    handshake: Duration,
+) -> Result<(Service, DetectedTransport), UpstreamError> {
+    const ORDER: [DetectedTransport; 3] = [
+        DetectedTransport::StreamableHttpStateless,
+        DetectedTransport::StreamableHttp,
+        DetectedTransport::HttpSse,
+    ];
+    let order = cached
+        .into_iter()
+        .chain(ORDER.into_iter().filter(|kind| Some(*kind) != cached));
+    let mut reasons = Vec::new();
+    for kind in order {
+        let step = match kind {
+            DetectedTransport::StreamableHttpStateless => {
+                within(handshake, try_stateless(url, &client, handler.clone())).await?
+            }
+            DetectedTransport::StreamableHttp => {
+                within(handshake, try_sessions(url, &client, handler.clone())).await?
+            }
+            DetectedTransport::HttpSse => {
+                within(
+                    handshake,
+                    try_http_sse(url, &client, handler.clone(), handshake),
+                )
+                .await?
+            }
+        };
+        match step {
+            Step::Connected(service) => {
+                tracing::debug!(%url, transport = kind.as_str(), "probe settled");
+                return Ok((service, kind));
+            }
+            Step::NotThis(reason) => {
+                tracing::debug!(%url, transport = kind.as_str(), reason, "not this transport");
+                reasons.push(format!("{}: {reason}", kind.as_str()));
+            }
+        }
+    }
+    Err(UpstreamError::NoTransport(reasons.join("; ")))
+}
+
+fn streamable_transport(
+    url: &Url,
+    client: &StatusAwareHttpClient,
+) -> StreamableHttpClientTransport<StatusAwareHttpClient> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+    let mut backoff = ExponentialBackoff::default();
+    backoff.max_times = Some(5);
+    backoff.base_duration = Duration::from_millis(500);
+    backoff.max_delay = Some(Duration::from_secs(30));
+    config.retry_config = std::sync::Arc::new(backoff);
+    StreamableHttpClientTransport::with_client(client.clone(), config)
+}
+
+/// The HTTP failure inside an rmcp handshake error, if the transport hit one.
+fn http_failure(error: &ClientInitializeError) -> Option<&StreamableHttpError<HttpFailure>> {
+    match error {
+        ClientInitializeError::TransportError { error, .. } => error
+            .error
+            .downcast_ref::<StreamableHttpError<HttpFailure>>(),
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => http_failure(fallback),
+        _ => None,
+    }
+}
+
+/// Errors every probe step treats alike: unreachable hosts and auth challenges end the probe.
+fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Option<UpstreamError> {
+    match error {
+        StreamableHttpError::Client(HttpFailure::Request(e)) => Some(UpstreamError::Unreachable(
+            crate::http_client::describe_reqwest(e),
+        )),
+        StreamableHttpError::AuthRequired(_) => Some(UpstreamError::AuthRequired),
+        StreamableHttpError::Client(HttpFailure::Status { status: 401, .. }) => {
+            Some(UpstreamError::AuthRequired)
+        }
+        _ => None,
+    }
+}
+
+async fn try_stateless(
+    url: &Url,
+    client: &StatusAwareHttpClient,
+    handler: UpstreamHandler,
+) -> Result<Step, UpstreamError> {
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    match handler
+        .serve_with_lifecycle(streamable_transport(url, client), lifecycle)
+        .await
+    {
+        Ok(service) => Ok(Step::Connected(service)),
+        // A JSON-RPC error that is not a modern rejection: a legacy server answering
+        // `server/discover` before `initialize` (rmcp classifies by code).
+        Err(ClientInitializeError::JsonRpcError(data)) => Ok(Step::NotThis(format!(
+            "server/discover answered with error {}",
+            data.code.0
+        ))),
+        Err(error @ ClientInitializeError::NoCompatibleProtocolVersion { .. }) => {
+            Err(UpstreamError::Handshake(error.to_string()))
+        }
+        Err(error) => match http_failure(&error) {
+            Some(failure) => match fatal_http_error(failure) {
+                Some(fatal) => Err(fatal),
+                None => Ok(Step::NotThis(failure.to_string())),
+            },
+            None => Ok(Step::NotThis(error_chain(&error))),
+        },
+    }
+}
+
+async fn try_sessions(
+    url: &Url,
+    client: &StatusAwareHttpClient,
+    handler: UpstreamHandler,
+) -> Result<Step, UpstreamError> {
+    let handler = handler.with_protocol_version(ProtocolVersion::V_2025_11_25);
+    match handler
+        .serve_with_lifecycle(
+            streamable_transport(url, client),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+    {
+        Ok(service) => {
+            let version = service
+                .peer()
+                .peer_info()
+                .map(|info| info.protocol_version.clone());
+            match version {
+                Some(v) if ProtocolVersion::KNOWN_VERSIONS.contains(&v) => {
+                    Ok(Step::Connected(service))
+                }
+                other => Err(UpstreamError::Handshake(format!(
+                    "the server chose protocol version {:?}, which Switchboard does not speak",
+                    other.map(|v| v.as_str().to_owned())
+                ))),
+            }
+        }
+        Err(error) => match http_failure(&error) {
+            Some(failure) => {
+                if let Some(fatal) = fatal_http_error(failure) {
+                    return Err(fatal);
+                }
+                match failure {
+                    // The spec's signal to fall back to HTTP+SSE.
+                    StreamableHttpError::Client(HttpFailure::Status {
+                        status: 400 | 404 | 405,
+                        ..
+                    }) => Ok(Step::NotThis(failure.to_string())),
+                    StreamableHttpError::Client(HttpFailure::Status { status, excerpt }) => {
+                        Err(UpstreamError::HttpStatus {
+                            status: *status,
+                            detail: excerpt.clone(),
+                        })
+                    }
+                    other => Err(UpstreamError::Handshake(other.to_string())),
+                }
+            }
+            None => Err(handshake_error(error)),
+        },
+    }
+}
+
+async fn try_http_sse(
+    url: &Url,
+    client: &StatusAwareHttpClient,
+    handler: UpstreamHandler,
+    wait: Duration,
+) -> Result<Step, UpstreamError> {
+    let transport =
+        match LegacySseTransport::connect(client.clone(), url, wait, url.to_string()).await {
+            Ok(transport) => transport,
+            Err(LegacySseError::Request(e)) => {
+                return Err(UpstreamError::Unreachable(
+                    crate::http_client::describe_reqwest(&e),
+                ));
+            }
+            Err(LegacySseError::Status(401)) => return Err(UpstreamError::AuthRequired),
+            Err(error @ (LegacySseError::CrossOrigin(_) | LegacySseError::BadEndpoint(_))) => {
+                return Err(UpstreamError::Handshake(error.to_string()));
+            }
+            Err(other) => return Ok(Step::NotThis(other.to_string())),
+        };
+    let handler = handler.with_protocol_version(ProtocolVersion::V_2024_11_05);
+    handler
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .map(Step::Connected)
+        .map_err(handshake_error)
+}
+
+/// On 2026-07-28 servers, change notifications arrive only on a `subscriptions/listen` stream.
+fn spawn_change_listener(
+    upstream: &Upstream,
+    peer: rmcp::Peer<RoleClient>,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+) {
+    let caps = upstream.capabilities();
+    let mut filter = rmcp::model::SubscriptionFilter::builder();
+    let mut wanted = false;
+    if caps
+        .tools
+        .as_ref()
+        .is_some_and(|t| t.list_changed == Some(true))
+    {
+        filter = filter.tools_list_changed();
+        wanted = true;
+    }
+    if caps
+        .resources
+        .as_ref()
+        .is_some_and(|r| r.list_changed == Some(true))
+    {
+        filter = filter.resources_list_changed();
+        wanted = true;
+    }
+    if caps
+        .prompts
+        .as_ref()
+        .is_some_and(|p| p.list_changed == Some(true))
+    {
+        filter = filter.prompts_list_changed();
+        wanted = true;
+    }
+    if !wanted {
+        return;
+    }
+    let filter = filter.build();
+    let server = upstream.server().to_string();
+    tokio::spawn(async move {
+        let mut subscription = match peer.listen(filter).await {
+            Ok(subscription) => subscription,
+            Err(error) => {
+                tracing::warn!(server, %error, "subscriptions/listen failed; changes will not be noticed");
+                return;
+            }
+        };
+        while let Ok(Some(notification)) = subscription.next().await {
+            let event = match notification {
+                ServerNotification::ToolListChangedNotification(_) => UpstreamEvent::ToolsChanged,
+                ServerNotification::ResourceListChangedNotification(_) => {
+                    UpstreamEvent::ResourcesChanged
+                }
+                ServerNotification::PromptListChangedNotification(_) => {
+                    UpstreamEvent::PromptsChanged
+                }
+                ServerNotification::ResourceUpdatedNotification(n) => {
+                    UpstreamEvent::ResourceUpdated(n.params.uri)
+                }
+                _ => continue,
+            };
+            if events.send(event).is_err() {
+                break;
+            }
+        }
+    });
+}

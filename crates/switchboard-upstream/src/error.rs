@@ -1,0 +1,137 @@
+//! Errors from talking to one upstream server.
+
+use std::time::Duration;
+
+use switchboard_core::error::{Classified, ErrorSource, RetryClass};
+
+/// Everything that can go wrong between Switchboard and one upstream MCP server.
+///
+/// Messages are written for the person reading `switchboard status`: they say what failed in plain
+/// words and, where possible, what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The server could not be reached at all (DNS, refused connection, TLS).
+    #[error("cannot reach the server: {0}")]
+    Unreachable(String),
+    /// A stdio server's process could not be started.
+    #[error("cannot start '{command}': {source}")]
+    Spawn {
+        /// The program.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The server answered with an HTTP status that ends the attempt.
+    #[error("the server answered HTTP {status}{}", detail_suffix(.detail))]
+    HttpStatus {
+        /// The status code.
+        status: u16,
+        /// A short excerpt of the body, if any.
+        detail: String,
+    },
+    /// The server requires signing in (HTTP 401).
+    #[error(
+        "the server requires authorization (HTTP 401); sign in is not available yet for this server"
+    )]
+    AuthRequired,
+    /// No transport worked for this URL.
+    #[error("no MCP transport answered at this URL: {0}")]
+    NoTransport(String),
+    /// The MCP handshake failed.
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+    /// The server sent something that is not valid MCP.
+    #[error("the server sent an invalid response: {0}")]
+    Protocol(String),
+    /// The server answered a request with a JSON-RPC error.
+    #[error("the server returned error {code}: {message}")]
+    Rpc {
+        /// JSON-RPC error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// No answer within the configured time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The call was cancelled by the caller.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// The connection closed (the process exited, the stream ended).
+    #[error("the connection to the server closed")]
+    Closed,
+    /// A list method returned the same cursor twice.
+    #[error(
+        "the server repeated pagination cursor '{0}' while listing {1}; stopped to avoid an endless loop"
+    )]
+    RepeatedCursor(String, &'static str),
+    /// The server asked for more input rounds than Switchboard allows.
+    #[error("the server kept asking for more input after {0} rounds")]
+    TooManyInputRounds(usize),
+    /// The server does not offer what was asked (a capability it did not declare).
+    #[error("the server does not support {0}")]
+    Unsupported(&'static str),
+}
+
+fn detail_suffix(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
+    }
+}
+
+impl Classified for UpstreamError {
+    fn source_kind(&self) -> ErrorSource {
+        match self {
+            Self::AuthRequired => ErrorSource::Auth,
+            Self::Cancelled | Self::Unsupported(_) => ErrorSource::Caller,
+            Self::Rpc { code, .. } if *code == -32602 || *code == -32601 => ErrorSource::Caller,
+            _ => ErrorSource::Upstream,
+        }
+    }
+
+    fn retry_class(&self) -> RetryClass {
+        match self {
+            Self::AuthRequired => RetryClass::AfterReauth,
+            Self::Unreachable(_)
+            | Self::Spawn { .. }
+            | Self::NoTransport(_)
+            | Self::Handshake(_) => RetryClass::Safe,
+            Self::HttpStatus { status, .. } if *status == 429 || *status >= 500 => RetryClass::Safe,
+            Self::Timeout(_) | Self::Closed | Self::Protocol(_) => RetryClass::OnlyIfIdempotent,
+            _ => RetryClass::Never,
+        }
+    }
+}
+
+impl UpstreamError {
+    /// Whether this error means the connection itself is gone (so the hub should reconnect).
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, Self::Closed | Self::Unreachable(_))
+    }
+}
+
+/// Maps an rmcp service error to ours, keeping JSON-RPC codes and timeouts distinct.
+pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
+    use rmcp::ServiceError;
+    match error {
+        ServiceError::McpError(data) => UpstreamError::Rpc {
+            code: data.code.0,
+            message: data.message.into_owned(),
+        },
+        ServiceError::Timeout { timeout } => UpstreamError::Timeout(timeout),
+        ServiceError::Cancelled { .. } => UpstreamError::Cancelled,
+        ServiceError::TransportClosed => UpstreamError::Closed,
+        ServiceError::UnexpectedResponse => {
+            UpstreamError::Protocol("a response that does not match the request".into())
+        }
+        ServiceError::InputRequiredRoundsExceeded { max_rounds } => {
+            UpstreamError::TooManyInputRounds(max_rounds)
+        }
+        ServiceError::TransportSend(e) => {
+            UpstreamError::Unreachable(switchboard_core::error::error_chain(&e))
+        }
+        other => UpstreamError::Protocol(other.to_string()),
+    }
+}

@@ -1,0 +1,433 @@
+//! A status-aware HTTP client for rmcp's Streamable HTTP transport.
+//!
+//! rmcp's own reqwest client folds most non-success answers into an error string, which would make
+//! era detection depend on matching text. This client implements rmcp's `StreamableHttpClient`
+//! trait itself so that every failure keeps its HTTP status ([`HttpFailure`]), which the probe in
+//! [`crate::connect`] reads to choose between the 2026-07-28, Streamable HTTP and HTTP+SSE
+//! transports. It also applies the server's static headers to every request and bounds the size of
+//! every body it reads.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, stream::BoxStream};
+use http::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    AuthRequiredError, InsufficientScopeError, SseError, StreamableHttpClient, StreamableHttpError,
+    StreamableHttpPostResponse,
+};
+use sse_stream::Sse;
+
+use crate::sse::bounded_sse;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+const EVENT_STREAM: &str = "text/event-stream";
+const JSON: &str = "application/json";
+/// Largest JSON response body accepted.
+pub const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Largest error body read (only an excerpt is kept).
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+const ERROR_EXCERPT_CHARS: usize = 200;
+
+/// A failure this client reports with its HTTP status intact.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpFailure {
+    /// The request never got an HTTP answer (connect, TLS, I/O).
+    #[error("{}", describe_reqwest(.0))]
+    Request(#[from] reqwest::Error),
+    /// The server answered with a non-success status and no JSON-RPC error body.
+    #[error("HTTP {status}{}", excerpt_suffix(.excerpt))]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The start of the body, for the user.
+        excerpt: String,
+    },
+}
+
+impl HttpFailure {
+    /// The HTTP status, if the server answered at all.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } => Some(*status),
+            Self::Request(e) => e.status().map(|s| s.as_u16()),
+        }
+    }
+}
+
+fn excerpt_suffix(excerpt: &str) -> String {
+    if excerpt.is_empty() {
+        String::new()
+    } else {
+        format!(" ({excerpt})")
+    }
+}
+
+/// Describes a reqwest error with its whole cause chain (reqwest's own text is terse).
+pub fn describe_reqwest(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "connection failed"
+    } else if error.is_body() || error.is_decode() {
+        "reading the response failed"
+    } else {
+        "request failed"
+    };
+    let mut text = kind.to_owned();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
+
+/// The client: a shared connection pool plus the server's static headers.
+#[derive(Clone, Debug)]
+pub struct StatusAwareHttpClient {
+    http: reqwest::Client,
+    static_headers: Arc<HeaderMap>,
+}
+
+impl StatusAwareHttpClient {
+    /// A client that adds `static_headers` to every request.
+    pub fn new(http: reqwest::Client, static_headers: HeaderMap) -> Self {
+        Self {
+            http,
+            static_headers: Arc::new(static_headers),
+        }
+    }
+
+    /// The underlying reqwest client.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The static headers.
+    pub fn static_headers(&self) -> &HeaderMap {
+        &self.static_headers
+    }
+
+    fn request(
+        &self,
+        method: reqwest::Method,
+        uri: &str,
+        session_id: Option<&str>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .request(method, uri)
+            .headers((*self.static_headers).clone())
+            .header(ACCEPT, format!("{JSON}, {EVENT_STREAM}"));
+        if let Some(token) = auth_token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in custom_headers {
+            request = request.header(name, value);
+        }
+        if let Some(session_id) = session_id {
+            request = request.header(SESSION_HEADER, session_id);
+        }
+        request
+    }
+}
+
+fn failure(error: HttpFailure) -> StreamableHttpError<HttpFailure> {
+    StreamableHttpError::Client(error)
+}
+
+/// 401/403 carrying a Bearer challenge become rmcp's auth errors, so the OAuth layer can act.
+fn auth_challenge(response: &reqwest::Response) -> Option<StreamableHttpError<HttpFailure>> {
+    let challenge = response
+        .headers()
+        .get(WWW_AUTHENTICATE)?
+        .to_str()
+        .ok()?
+        .to_owned();
+    match response.status() {
+        StatusCode::UNAUTHORIZED => Some(StreamableHttpError::AuthRequired(
+            AuthRequiredError::new(challenge),
+        )),
+        StatusCode::FORBIDDEN => {
+            let scope = challenge_scope(&challenge);
+            Some(StreamableHttpError::InsufficientScope(
+                InsufficientScopeError::new(challenge, scope),
+            ))
+        }
+        _ => None,
+    }
+}
+
+fn challenge_scope(challenge: &str) -> Option<String> {
+    let start = challenge.find("scope=\"")? + "scope=\"".len();
+    let rest = &challenge[start..];
+    Some(rest[..rest.find('"')?].to_owned())
+}
+
+async fn read_bounded(response: reqwest::Response, max: usize) -> HttpResult<Bytes> {
+    if response
+        .content_length()
+        .is_some_and(|len| len > max as u64)
+    {
+        return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
+    }
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| failure(e.into()))?;
+        if body.len() + chunk.len() > max {
+            return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.into())
+}
+
+fn content_type(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
+}
+
+fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(body)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(ERROR_EXCERPT_CHARS)
+        .collect()
+}
+
+fn expects_no_reply(message: &ClientJsonRpcMessage) -> bool {
+    !matches!(message, JsonRpcMessage::Request(_))
+}
+
+impl StreamableHttpClient for StatusAwareHttpClient {
+    type Error = HttpFailure;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        self.post_message_with_max_sse_event_size(
+            uri,
+            message,
+            session_id,
+            auth_token,
+            custom_headers,
+            crate::sse::MAX_SSE_EVENT_BYTES,
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .request(
+                reqwest::Method::POST,
+                &uri,
+                session_id.as_deref(),
+                auth_token,
+                custom_headers,
+            )
+            .json(&message)
+            .send()
+            .await
+            .map_err(|e| failure(e.into()))?;
+        if let Some(error) = auth_challenge(&response) {
+            return Err(error);
+        }
+        let status = response.status();
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        let new_session = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let kind = content_type(&response);
+        let is_json = kind.as_deref().is_some_and(|k| k.starts_with(JSON));
+        if !status.is_success() {
+            let body = read_bounded(response, MAX_ERROR_BODY_BYTES)
+                .await
+                .unwrap_or_default();
+            // A JSON-RPC error body is the server's answer to the request; pass it on correlated
+            // to the request id (modern servers put -32022/-32021/-32020 here with HTTP 400).
+            if is_json
+                && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+                && let Ok(JsonRpcMessage::Error(mut error)) =
+                    serde_json::from_slice::<ServerJsonRpcMessage>(&body)
+                && let JsonRpcMessage::Request(request) = &message
+            {
+                error.id = Some(request.id.clone());
+                return Ok(StreamableHttpPostResponse::Json(
+                    JsonRpcMessage::Error(error),
+                    new_session,
+                ));
+            }
+            return Err(failure(HttpFailure::Status {
+                status: status.as_u16(),
+                excerpt: excerpt(&body),
+            }));
+        }
+        match kind.as_deref() {
+            Some(k) if k.starts_with(EVENT_STREAM) => Ok(StreamableHttpPostResponse::Sse(
+                bounded_sse(response.bytes_stream(), max_sse_event_size),
+                new_session,
+            )),
+            _ if expects_no_reply(&message) => Ok(StreamableHttpPostResponse::Accepted),
+            Some(k) if k.starts_with(JSON) => {
+                let body = read_bounded(response, MAX_JSON_BODY_BYTES).await?;
+                let parsed =
+                    serde_json::from_slice::<ServerJsonRpcMessage>(&body).map_err(|e| {
+                        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                            "the JSON body is not a JSON-RPC message ({e}): {}",
+                            excerpt(&body)
+                        )))
+                    })?;
+                Ok(StreamableHttpPostResponse::Json(parsed, new_session))
+            }
+            other => Err(StreamableHttpError::UnexpectedContentType(
+                other.map(str::to_owned),
+            )),
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<()> {
+        let response = self
+            .request(
+                reqwest::Method::DELETE,
+                &uri,
+                Some(&session_id),
+                auth_token,
+                custom_headers,
+            )
+            .send()
+            .await
+            .map_err(|e| failure(e.into()))?;
+        let status = response.status();
+        if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
+            Ok(())
+        } else {
+            Err(failure(HttpFailure::Status {
+                status: status.as_u16(),
+                excerpt: String::new(),
+            }))
+        }
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_token,
+            custom_headers,
+            crate::sse::MAX_SSE_EVENT_BYTES,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let mut request = self.request(
+            reqwest::Method::GET,
+            &uri,
+            session_id.as_deref(),
+            auth_token,
+            custom_headers,
+        );
+        if let Some(id) = last_event_id {
+            request = request.header(LAST_EVENT_ID_HEADER, id);
+        }
+        let response = request.send().await.map_err(|e| failure(e.into()))?;
+        if let Some(error) = auth_challenge(&response) {
+            return Err(error);
+        }
+        let status = response.status();
+        // Any 4xx refusal of the optional GET stream means "no stream here"; rmcp treats this
+        // error as non-fatal and keeps the session.
+        if status.is_client_error() {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if !status.is_success() {
+            return Err(failure(HttpFailure::Status {
+                status: status.as_u16(),
+                excerpt: String::new(),
+            }));
+        }
+        match content_type(&response) {
+            Some(k) if k.starts_with(EVENT_STREAM) => {
+                Ok(bounded_sse(response.bytes_stream(), max_sse_event_size))
+            }
+            other => Err(StreamableHttpError::UnexpectedContentType(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_is_read_from_a_bearer_challenge() {
+        assert_eq!(
+            challenge_scope(r#"Bearer error="insufficient_scope", scope="files:read files:write""#),
+            Some("files:read files:write".into())
+        );
+        assert_eq!(challenge_scope("Bearer"), None);
+    }
+
+    #[test]
+    fn excerpts_are_short_and_printable() {
+        let body = format!("bad\n\x07{}", "x".repeat(500));
+        let text = excerpt(body.as_bytes());
+        assert!(text.starts_with("bad") && text.len() == ERROR_EXCERPT_CHARS);
+    }
+}

@@ -1,0 +1,29 @@
+//! Talking to one upstream MCP server.
+//!
+//! This crate turns a [`ServerDefinition`](switchboard_core::ServerDefinition) into a live,
+//! initialised MCP client session, whatever the server's transport and protocol era:
+//! Streamable HTTP (2025-03-26 .. 2025-11-25 with sessions, and stateless 2026-07-28), the
+//! deprecated HTTP+SSE transport, WebSocket and stdio. rmcp provides the MCP model, the client
+//! service and the Streamable HTTP and stdio transports; the era probe, the status-aware HTTP
+//! client, the HTTP+SSE and WebSocket transports and the request helpers are ours.
+
+pub mod connect;
+pub mod error;
+// Logging, sampling and roots are deprecated in 2026-07-28 but legacy servers still use them.
+#[allow(deprecated)]
+pub mod handler;
+pub mod http_client;
+pub mod legacy_sse;
+pub mod sse;
+pub mod stdio;
+pub mod upstream;
+pub mod websocket;
+mod wire;
+
+pub use connect::{ConnectOptions, Connection, Session, connect};
+pub use error::UpstreamError;
+pub use handler::{InputPolicy, UpstreamEvent};
+pub use upstream::{Progress, Upstream};
+
+/// The MCP model types (rmcp), re-exported so that higher layers name one version of them.
+pub use rmcp::model as rmcp_model;

@@ -1,0 +1,91 @@
+//! Starting a stdio MCP server as a child process.
+//!
+//! The child gets the configured arguments, environment and working directory, runs in its own
+//! process group (so `npx`/`uvx` wrappers and their children are signalled together), and has its
+//! stderr read line by line into Switchboard's log. The last lines are kept so that a server that
+//! dies can be explained ("exited: Error: Cannot find module ..."). Shutdown is rmcp's sequence:
+//! close stdin, wait, SIGTERM, wait, SIGKILL.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use rmcp::transport::TokioChildProcess;
+use switchboard_core::NamedValue;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::error::UpstreamError;
+
+const STDERR_TAIL_LINES: usize = 20;
+
+/// The last lines a child wrote to stderr.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == STDERR_TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The kept lines, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The last non-empty line, for error messages.
+    pub fn last_line(&self) -> Option<String> {
+        self.lines()
+            .into_iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+    }
+}
+
+/// Spawns the server process and starts copying its stderr into the log.
+pub fn spawn(
+    server: &str,
+    command: &str,
+    args: &[String],
+    env: &[NamedValue],
+    cwd: Option<&std::path::Path>,
+) -> Result<(TokioChildProcess, StderrTail), UpstreamError> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .envs(env.iter().map(|v| (&v.name, &v.value)))
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let mut wrapped = CommandWrap::from(cmd);
+    wrapped.wrap(ProcessGroup::leader());
+    let (child, stderr) = TokioChildProcess::builder(wrapped)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| UpstreamError::Spawn {
+            command: command.to_owned(),
+            source,
+        })?;
+    let tail = StderrTail::default();
+    if let Some(stderr) = stderr {
+        let tail = tail.clone();
+        let server = server.to_owned();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(target: "switchboard::upstream::stderr", server, "{line}");
+                tail.push(line);
+            }
+        });
+    }
+    Ok((child, tail))
+}

@@ -1,0 +1,395 @@
+//! Requests to a connected upstream server.
+//!
+//! [`Upstream`] is a cheap, cloneable handle on one live session (an rmcp `Peer` underneath): any
+//! number of tasks may call through it at once. It adds what every caller needs: the per-server
+//! timeouts, pagination that stops on a repeated cursor, progress delivered to the caller that
+//! asked for it, cancellation, and the 2026-07-28 `input_required` rounds answered by the same
+//! policy as legacy server-to-client requests.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::StreamExt;
+use rmcp::Peer;
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, GetPromptRequestParams, GetPromptResult,
+    Implementation, InputRequiredResult, InputResponses, JsonObject, PaginatedRequestParams,
+    Prompt, ReadResourceRequestParams, ReadResourceResult, Request, Resource, ResourceTemplate,
+    ServerCapabilities, ServerResult, Tool,
+};
+use rmcp::service::{PeerRequestOptions, RoleClient};
+use switchboard_core::{ServerId, Timeouts};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{UpstreamError, from_service_error};
+use crate::handler::InputPolicy;
+
+/// Most `input_required` rounds one request may take before Switchboard gives up.
+pub const MAX_INPUT_ROUNDS: usize = 10;
+/// Most pages one list may take (a guard against servers that page forever with new cursors).
+pub const MAX_PAGES: usize = 1000;
+
+/// One progress report for a running call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Work done so far.
+    pub progress: f64,
+    /// Total work, if known.
+    pub total: Option<f64>,
+    /// A human-readable status, if any.
+    pub message: Option<String>,
+}
+
+/// A handle on one live upstream session.
+#[derive(Clone)]
+pub struct Upstream {
+    server: ServerId,
+    peer: Peer<RoleClient>,
+    progress: ProgressDispatcher,
+    policy: InputPolicy,
+    timeouts: Timeouts,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("server", &self.server)
+            .finish()
+    }
+}
+
+impl Upstream {
+    pub(crate) fn new(
+        server: ServerId,
+        peer: Peer<RoleClient>,
+        progress: ProgressDispatcher,
+        policy: InputPolicy,
+        timeouts: Timeouts,
+    ) -> Self {
+        Self {
+            server,
+            peer,
+            progress,
+            policy,
+            timeouts,
+        }
+    }
+
+    /// The server this session belongs to.
+    pub fn server(&self) -> &ServerId {
+        &self.server
+    }
+
+    /// The negotiated protocol version.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.peer
+            .peer_info()
+            .map(|info| info.protocol_version.as_str().to_owned())
+    }
+
+    /// What the server says it is.
+    pub fn server_info(&self) -> Option<Implementation> {
+        self.peer
+            .peer_info()
+            .and_then(|info| info.server_info.clone())
+    }
+
+    /// What the server supports.
+    pub fn capabilities(&self) -> ServerCapabilities {
+        self.peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether the session speaks a 2026-07-28-style stateless revision (no `initialize`).
+    pub fn is_stateless(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize())
+    }
+
+    /// The server's instructions, if it gave any.
+    pub fn instructions(&self) -> Option<String> {
+        self.peer
+            .peer_info()
+            .and_then(|info| info.instructions.clone())
+    }
+
+    /// Whether the session has ended.
+    pub fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    /// Every tool, across all pages.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
+        if self.capabilities().tools.is_none() {
+            return Ok(Vec::new());
+        }
+        self.paginate("tools", |params| async move {
+            let page = self.peer.list_tools(params).await?;
+            Ok((page.tools, page.next_cursor))
+        })
+        .await
+    }
+
+    /// Every resource, across all pages.
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, UpstreamError> {
+        if self.capabilities().resources.is_none() {
+            return Ok(Vec::new());
+        }
+        self.paginate("resources", |params| async move {
+            let page = self.peer.list_resources(params).await?;
+            Ok((page.resources, page.next_cursor))
+        })
+        .await
+    }
+
+    /// Every resource template, across all pages.
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, UpstreamError> {
+        if self.capabilities().resources.is_none() {
+            return Ok(Vec::new());
+        }
+        self.paginate("resource templates", |params| async move {
+            let page = self.peer.list_resource_templates(params).await?;
+            Ok((page.resource_templates, page.next_cursor))
+        })
+        .await
+    }
+
+    /// Every prompt, across all pages.
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, UpstreamError> {
+        if self.capabilities().prompts.is_none() {
+            return Ok(Vec::new());
+        }
+        self.paginate("prompts", |params| async move {
+            let page = self.peer.list_prompts(params).await?;
+            Ok((page.prompts, page.next_cursor))
+        })
+        .await
+    }
+
+    async fn paginate<T, F, Fut>(
+        &self,
+        what: &'static str,
+        fetch: F,
+    ) -> Result<Vec<T>, UpstreamError>
+    where
+        F: Fn(Option<PaginatedRequestParams>) -> Fut,
+        Fut: Future<Output = Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
+    {
+        let mut items = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = cursor
+                .clone()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let (page, next) = tokio::time::timeout(self.timeouts.request, fetch(params))
+                .await
+                .map_err(|_| UpstreamError::Timeout(self.timeouts.request))?
+                .map_err(from_service_error)?;
+            items.extend(page);
+            match next {
+                None => return Ok(items),
+                Some(next) if !seen.insert(next.clone()) => {
+                    return Err(UpstreamError::RepeatedCursor(next, what));
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+        Err(UpstreamError::Protocol(format!(
+            "listing {what} did not end after {MAX_PAGES} pages"
+        )))
+    }
+
+    /// Calls a tool. Progress reports go to `progress` if given; cancelling `cancel` sends the
+    /// server a cancellation and returns [`UpstreamError::Cancelled`].
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments;
+        let timeout = self.timeouts.tool_call;
+        self.with_input_rounds(
+            params,
+            |p| ClientRequest::CallToolRequest(Request::new(p)),
+            |p, responses, state| {
+                p.input_responses = responses;
+                p.request_state = state;
+            },
+            |result| match result {
+                ServerResult::CallToolResult(r) => Some(r),
+                _ => None,
+            },
+            timeout,
+            progress,
+            cancel,
+        )
+        .await
+    }
+
+    /// Reads a resource.
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, UpstreamError> {
+        self.with_input_rounds(
+            ReadResourceRequestParams::new(uri.to_owned()),
+            |p| ClientRequest::ReadResourceRequest(Request::new(p)),
+            |p, responses, state| {
+                p.input_responses = responses;
+                p.request_state = state;
+            },
+            |result| match result {
+                ServerResult::ReadResourceResult(r) => Some(r),
+                _ => None,
+            },
+            self.timeouts.request,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+    }
+
+    /// Gets a prompt with its arguments.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, UpstreamError> {
+        let mut params = GetPromptRequestParams::new(name.to_owned());
+        params.arguments = arguments;
+        self.with_input_rounds(
+            params,
+            |p| ClientRequest::GetPromptRequest(Request::new(p)),
+            |p, responses, state| {
+                p.input_responses = responses;
+                p.request_state = state;
+            },
+            |result| match result {
+                ServerResult::GetPromptResult(r) => Some(r),
+                _ => None,
+            },
+            self.timeouts.request,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+    }
+
+    /// Sends one request, answering `input_required` results by the input policy and retrying
+    /// with a new request id, the original parameters, the answers and the exact `requestState`.
+    #[allow(clippy::too_many_arguments)]
+    async fn with_input_rounds<P: Clone, T>(
+        &self,
+        mut params: P,
+        into_request: impl Fn(P) -> ClientRequest,
+        attach_inputs: impl Fn(&mut P, Option<InputResponses>, Option<String>),
+        finish: impl Fn(ServerResult) -> Option<T>,
+        timeout: Duration,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        cancel: CancellationToken,
+    ) -> Result<T, UpstreamError> {
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let result = self
+                .send(
+                    into_request(params.clone()),
+                    timeout,
+                    progress.clone(),
+                    &cancel,
+                )
+                .await?;
+            match result {
+                ServerResult::InputRequiredResult(required) => {
+                    let (responses, state) = self.answer_inputs(required)?;
+                    attach_inputs(&mut params, responses, state);
+                }
+                other => {
+                    return finish(other).ok_or_else(|| {
+                        UpstreamError::Protocol("a result of the wrong kind".into())
+                    });
+                }
+            }
+        }
+        Err(UpstreamError::TooManyInputRounds(MAX_INPUT_ROUNDS))
+    }
+
+    fn answer_inputs(
+        &self,
+        required: InputRequiredResult,
+    ) -> Result<(Option<InputResponses>, Option<String>), UpstreamError> {
+        let responses = match required.input_requests {
+            Some(requests) => {
+                let mut answers = InputResponses::new();
+                for (key, request) in requests {
+                    let answer = self
+                        .policy
+                        .answer(&request)
+                        .map_err(|e| UpstreamError::Rpc {
+                            code: e.code.0,
+                            message: format!(
+                                "cannot answer the server's '{key}' input request: {}",
+                                e.message
+                            ),
+                        })?;
+                    answers.insert(key, answer);
+                }
+                Some(answers)
+            }
+            None => None,
+        };
+        Ok((responses, required.request_state))
+    }
+
+    async fn send(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult, UpstreamError> {
+        let options = PeerRequestOptions::with_timeout(timeout)
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(timeout.saturating_mul(5));
+        let handle = self
+            .peer
+            .send_cancellable_request(request, options)
+            .await
+            .map_err(from_service_error)?;
+        let request_id = handle.id.clone();
+        let forward = match progress {
+            Some(sink) => {
+                let mut reports = self.progress.subscribe(handle.progress_token.clone()).await;
+                Some(tokio::spawn(async move {
+                    while let Some(report) = reports.next().await {
+                        let _ = sink.send(Progress {
+                            progress: report.progress,
+                            total: report.total,
+                            message: report.message,
+                        });
+                    }
+                }))
+            }
+            None => None,
+        };
+        let outcome = tokio::select! {
+            response = handle.await_response() => response.map_err(from_service_error),
+            _ = cancel.cancelled() => {
+                let notice = rmcp::model::CancelledNotificationParam::new(
+                    Some(request_id),
+                    Some("cancelled by the caller".into()),
+                );
+                let _ = self.peer.notify_cancelled(notice).await;
+                Err(UpstreamError::Cancelled)
+            }
+        };
+        if let Some(task) = forward {
+            task.abort();
+        }
+        outcome
+    }
+}

@@ -1,0 +1,176 @@
+//! The command-line interface: argument definitions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Switchboard connects AI applications to many MCP servers through one daemon.
+#[derive(Debug, Parser)]
+#[command(name = "switchboard", version, about)]
+pub struct Cli {
+    /// Where Switchboard keeps its database and vault key.
+    #[arg(long, global = true, env = "SWITCHBOARD_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// A TOML file declaring servers; they are added or updated in the store on every run.
+    #[arg(long, global = true, env = "SWITCHBOARD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Log more (repeat for more detail). `RUST_LOG` overrides this.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: connect every enabled server and keep it connected.
+    Serve(ServeArgs),
+    /// Manage configured servers.
+    #[command(subcommand)]
+    Server(ServerCommand),
+    /// List the tools of connected servers.
+    Tools(ListArgs),
+    /// List the resources and resource templates of connected servers.
+    Resources(ListArgs),
+    /// List the prompts of connected servers.
+    Prompts(ListArgs),
+    /// Call a tool: `switchboard call <server>/<tool>`.
+    Call(CallArgs),
+    /// Connect to every enabled server and show how each one is doing.
+    Status(JsonFlag),
+    /// Show the built-in catalog of well-known remote servers.
+    Catalog(JsonFlag),
+}
+
+/// `--json`.
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address for the health and status endpoints (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:8750", env = "SWITCHBOARD_LISTEN")]
+    pub listen: std::net::SocketAddr,
+}
+
+/// Options of the listing commands.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this server.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// `<server>/<tool>`.
+    pub target: String,
+    /// All arguments as one JSON object.
+    #[arg(long, conflicts_with = "arg")]
+    pub args: Option<String>,
+    /// One argument as `key=value` (repeatable); values are converted to the type the tool's
+    /// schema declares.
+    #[arg(long = "arg", value_name = "KEY=VALUE")]
+    pub arg: Vec<String>,
+    /// Print the tool result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `server` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// Add a server: `add <id> <url>`, `add <id> -- <command> [args...]`, or `add <catalog-name>`.
+    Add(Box<AddArgs>),
+    /// List configured servers.
+    List(JsonFlag),
+    /// Show one server's configuration.
+    Show(IdArgs),
+    /// Remove a server.
+    Remove(IdArgs),
+    /// Enable a server.
+    Enable(IdArgs),
+    /// Disable a server (kept, but not connected).
+    Disable(IdArgs),
+    /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
+    Import(ImportArgs),
+}
+
+/// Options of `server add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The new server's id (lowercase letters, digits, hyphens), or a catalog name.
+    pub id: String,
+    /// An http(s):// or ws(s):// URL.
+    pub url: Option<String>,
+    /// For stdio servers: the command and its arguments, after `--`.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+    /// Display name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// A header `Name: value` or `Name=value` (repeatable); credentials are detected and sealed.
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
+    /// A header whose value is always sealed and redacted (repeatable).
+    #[arg(long = "secret-header", value_name = "NAME=VALUE")]
+    pub secret_headers: Vec<String>,
+    /// An environment variable for a stdio server (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory for a stdio server.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Timeout for ordinary requests, in milliseconds.
+    #[arg(long)]
+    pub request_timeout_ms: Option<u64>,
+    /// Timeout for tool calls, in milliseconds.
+    #[arg(long)]
+    pub tool_timeout_ms: Option<u64>,
+    /// Add it disabled.
+    #[arg(long)]
+    pub disabled: bool,
+    /// Replace an existing server with the same id.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+/// A server id.
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// The server's id.
+    pub id: String,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `server import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The file to read.
+    pub file: PathBuf,
+    /// Replace servers that already exist (otherwise they are skipped).
+    #[arg(long)]
+    pub replace: bool,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}

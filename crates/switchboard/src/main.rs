@@ -1,0 +1,711 @@
+//! `switchboard`: the command-line interface and daemon.
+//!
+//! A thin binary over the library crates: it parses arguments, opens the store, and either runs
+//! the daemon (`serve`) or a one-shot command. One-shot commands that need live servers start the
+//! same [`Hub`] the daemon runs, for just the servers they need, so the CLI and the daemon share
+//! every code path to upstream servers.
+
+mod args;
+mod cli;
+mod render;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use serde_json::{Value, json};
+use switchboard_core::{
+    ConnectionState, NamedValue, ServerDefinition, ServerId, TransportSpec, catalog, config,
+};
+use switchboard_hub::{Hub, ServerStatus};
+use switchboard_store::Store;
+use switchboard_upstream::ConnectOptions;
+use tokio_util::sync::CancellationToken;
+
+use cli::{AddArgs, CallArgs, Cli, Command, ImportArgs, ListArgs, ServerCommand};
+
+/// Exit code for a tool call that returned `isError` or failed.
+const EXIT_FAILURE: i32 = 1;
+
+fn main() {
+    let cli = Cli::parse();
+    init_tracing(&cli);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            std::process::exit(EXIT_FAILURE);
+        }
+    };
+    let code = runtime.block_on(async {
+        match run(cli).await {
+            Ok(code) => code,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                EXIT_FAILURE
+            }
+        }
+    });
+    // Do not wait for stray blocking tasks (e.g. a stdin reader of a child) at exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    std::process::exit(code);
+}
+
+fn init_tracing(cli: &Cli) {
+    let default = match (&cli.command, cli.verbose) {
+        (_, 2..) => "debug",
+        (Command::Serve(_), _) | (_, 1) => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "{default},rmcp=warn,rmcp::transport::worker=off"
+        ))
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+fn data_dir(cli: &Cli) -> PathBuf {
+    cli.data_dir.clone().unwrap_or_else(|| {
+        let platform = directories::ProjectDirs::from("dev", "switchboard", "switchboard")
+            .map(|dirs| dirs.data_dir().to_path_buf());
+        switchboard_store::default_data_dir(platform)
+    })
+}
+
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let dir = data_dir(&cli);
+    let store = Store::open(&dir)
+        .await
+        .with_context(|| format!("cannot open the store in {}", dir.display()))?;
+    if let Some(path) = &cli.config {
+        apply_config_file(&store, path).await?;
+    }
+    match cli.command {
+        Command::Serve(args) => serve(store, args.listen).await,
+        Command::Server(command) => server_command(&store, command).await,
+        Command::Tools(args) => list_tools(store, args).await,
+        Command::Resources(args) => list_resources(store, args).await,
+        Command::Prompts(args) => list_prompts(store, args).await,
+        Command::Call(args) => call(store, args).await,
+        Command::Status(flag) => status(store, flag.json).await,
+        Command::Catalog(flag) => show_catalog(flag.json),
+    }
+}
+
+async fn apply_config_file(store: &Store, path: &std::path::Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let report =
+        config::parse_toml(&text).with_context(|| format!("config file {}", path.display()))?;
+    for (name, reason) in &report.skipped {
+        tracing::warn!(config = %path.display(), server = name, "skipped: {reason}");
+    }
+    for def in &report.servers {
+        store.put_server(def).await?;
+    }
+    Ok(())
+}
+
+fn options() -> ConnectOptions {
+    ConnectOptions::new(env!("CARGO_PKG_VERSION"))
+}
+
+async fn serve(store: Store, listen: std::net::SocketAddr) -> anyhow::Result<i32> {
+    let hub = Hub::new(store, options());
+    let gateway = switchboard_gateway::Gateway::bind(listen).await?;
+    let started = hub.start_all().await?;
+    let addr = gateway.local_addr().unwrap_or(listen);
+    tracing::info!(%addr, servers = started, "switchboard is running; GET /healthz and /api/status");
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(gateway.serve(hub.clone(), stop.clone().cancelled_owned()));
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    stop.cancel();
+    hub.shutdown().await;
+    server.await??;
+    Ok(0)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn parse_id(id: &str) -> anyhow::Result<ServerId> {
+    ServerId::new(id).map_err(Into::into)
+}
+
+fn parse_named(pair: &str, secret: Option<bool>) -> anyhow::Result<NamedValue> {
+    let (name, value) = pair
+        .split_once(':')
+        .filter(|(name, _)| !name.contains('='))
+        .or_else(|| pair.split_once('='))
+        .with_context(|| format!("'{pair}' is not NAME=VALUE"))?;
+    let mut named = NamedValue::guess(name.trim(), value.trim());
+    if let Some(secret) = secret {
+        named.secret = secret || named.secret;
+    }
+    Ok(named)
+}
+
+/// A definition as it may be printed: secret values redacted.
+fn redacted(def: &ServerDefinition) -> ServerDefinition {
+    let mut shown = def.clone();
+    for value in shown.transport.named_values_mut() {
+        if value.secret {
+            value.value = value.display_value().to_owned();
+        }
+    }
+    shown
+}
+
+async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result<i32> {
+    match command {
+        ServerCommand::Add(args) => add_server(store, *args).await,
+        ServerCommand::List(flag) => {
+            let servers = store.list_servers().await?;
+            if flag.json {
+                print_json(&servers.iter().map(redacted).collect::<Vec<_>>())?;
+            } else if servers.is_empty() {
+                println!("No servers yet. Add one with `switchboard server add <id> <url>`.");
+            } else {
+                let rows: Vec<Vec<String>> = servers
+                    .iter()
+                    .map(|d| {
+                        vec![
+                            d.id.to_string(),
+                            d.transport.kind().to_owned(),
+                            if d.enabled { "yes" } else { "no" }.to_owned(),
+                            d.transport.target(),
+                        ]
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    render::table(&["ID", "TRANSPORT", "ENABLED", "TARGET"], &rows)
+                );
+            }
+            Ok(0)
+        }
+        ServerCommand::Show(args) => {
+            let id = parse_id(&args.id)?;
+            let def = store
+                .get_server(&id)
+                .await?
+                .with_context(|| format!("no server with id '{id}'"))?;
+            let shown = redacted(&def);
+            if args.json {
+                print_json(&shown)?;
+            } else {
+                print!("{}", toml_like(&shown));
+            }
+            Ok(0)
+        }
+        ServerCommand::Remove(args) => {
+            let id = parse_id(&args.id)?;
+            store.remove_server(&id).await?;
+            println!("Removed {id}.");
+            Ok(0)
+        }
+        ServerCommand::Enable(args) => {
+            let id = parse_id(&args.id)?;
+            store.set_enabled(&id, true).await?;
+            println!("Enabled {id}.");
+            Ok(0)
+        }
+        ServerCommand::Disable(args) => {
+            let id = parse_id(&args.id)?;
+            store.set_enabled(&id, false).await?;
+            println!("Disabled {id}.");
+            Ok(0)
+        }
+        ServerCommand::Import(args) => import(store, args).await,
+    }
+}
+
+fn toml_like(def: &ServerDefinition) -> String {
+    let mut out = format!(
+        "id:           {}\nname:         {}\n",
+        def.id, def.display_name
+    );
+    if !def.description.is_empty() {
+        out += &format!("description:  {}\n", def.description);
+    }
+    out += &format!(
+        "transport:    {}\ntarget:       {}\nenabled:      {}\n",
+        def.transport.kind(),
+        def.transport.target(),
+        def.enabled
+    );
+    if let TransportSpec::Stdio { cwd: Some(cwd), .. } = &def.transport {
+        out += &format!("cwd:          {}\n", cwd.display());
+    }
+    let label = if def.transport.kind() == "stdio" {
+        "env"
+    } else {
+        "header"
+    };
+    for value in def.transport.named_values() {
+        out += &format!(
+            "{label}:{:>width$}{}={}\n",
+            "",
+            value.name,
+            value.value,
+            width = 13 - label.len() - 1
+        );
+    }
+    out += &format!(
+        "timeouts:     request {} ms, notification {} ms, tool call {} ms\n",
+        def.timeouts.request.as_millis(),
+        def.timeouts.notification.as_millis(),
+        def.timeouts.tool_call.as_millis()
+    );
+    if !def.disabled_tools.is_empty() {
+        out += &format!(
+            "disabled:     {}\n",
+            def.disabled_tools
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    out
+}
+
+async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
+    let mut headers = Vec::new();
+    for pair in &args.headers {
+        headers.push(parse_named(pair, None)?);
+    }
+    for pair in &args.secret_headers {
+        headers.push(parse_named(pair, Some(true))?);
+    }
+    let entry = catalog::lookup(&args.id);
+    let transport = match (&args.url, args.command.split_first()) {
+        (Some(_), Some(_)) => bail!("give either a URL or `-- command args...`, not both"),
+        (Some(url), None) => TransportSpec::from_url(url, headers)?,
+        (None, Some((command, rest))) => {
+            let mut env = Vec::new();
+            for pair in &args.env {
+                env.push(parse_named(pair, None)?);
+            }
+            TransportSpec::stdio(command.clone(), rest.to_vec(), env, args.cwd.clone())?
+        }
+        (None, None) => match entry {
+            Some(entry) => TransportSpec::from_url(entry.url, headers)?,
+            None => bail!(
+                "give a URL, or `-- command args...`, or one of the catalog names: {}",
+                catalog::CATALOG
+                    .iter()
+                    .map(|e| e.id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    };
+    let id = ServerId::new(args.id.to_ascii_lowercase())?;
+    let mut def = ServerDefinition::new(id.clone(), transport);
+    if let Some(entry) = entry.filter(|_| args.url.is_none() && args.command.is_empty()) {
+        def.display_name = entry.display_name.to_owned();
+        def.description = entry.description.to_owned();
+    }
+    if let Some(name) = args.name {
+        def.display_name = name;
+    }
+    if let Some(description) = args.description {
+        def.description = description;
+    }
+    if let Some(ms) = args.request_timeout_ms {
+        def.timeouts.request = Duration::from_millis(ms);
+    }
+    if let Some(ms) = args.tool_timeout_ms {
+        def.timeouts.tool_call = Duration::from_millis(ms);
+    }
+    def.enabled = !args.disabled;
+    if args.replace {
+        store.put_server(&def).await?;
+    } else {
+        store.add_server(&def).await?;
+    }
+    println!(
+        "Added {id} ({} {}).",
+        def.transport.kind(),
+        def.transport.target()
+    );
+    Ok(0)
+}
+
+async fn import(store: &Store, args: ImportArgs) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let report = config::parse_any(&text).with_context(|| format!("{}", args.file.display()))?;
+    let mut imported = Vec::new();
+    let mut skipped = report.skipped;
+    for def in report.servers {
+        if !args.replace && store.get_server(&def.id).await?.is_some() {
+            skipped.push((
+                def.id.to_string(),
+                "a server with this id already exists (use --replace)".into(),
+            ));
+            continue;
+        }
+        store.put_server(&def).await?;
+        imported.push(def);
+    }
+    if args.json {
+        print_json(&json!({
+            "imported": imported.iter().map(|d| json!({"id": d.id, "transport": d.transport.kind(), "target": d.transport.target()})).collect::<Vec<_>>(),
+            "skipped": skipped.iter().map(|(name, reason)| json!({"name": name, "reason": reason})).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        println!("Imported {} server(s).", imported.len());
+        for def in &imported {
+            println!(
+                "  + {} ({} {})",
+                def.id,
+                def.transport.kind(),
+                def.transport.target()
+            );
+        }
+        if !skipped.is_empty() {
+            println!("Skipped {}:", skipped.len());
+            for (name, reason) in &skipped {
+                println!("  - {name}: {reason}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Starts a hub for the enabled servers (or just `only`) and waits until each has connected or
+/// failed. Progress goes to stderr when it is a terminal.
+async fn connected_hub(store: Store, only: Option<&str>) -> anyhow::Result<Arc<Hub>> {
+    let definitions = match only {
+        Some(id) => {
+            let id = parse_id(id)?;
+            let def = store
+                .get_server(&id)
+                .await?
+                .with_context(|| format!("no server with id '{id}'"))?;
+            if !def.enabled {
+                bail!("server '{id}' is disabled; enable it with `switchboard server enable {id}`");
+            }
+            vec![def]
+        }
+        None => store
+            .list_servers()
+            .await?
+            .into_iter()
+            .filter(|d| d.enabled)
+            .collect(),
+    };
+    let limit = definitions
+        .iter()
+        .map(|d| d.timeouts.request * 3)
+        .max()
+        .unwrap_or_default()
+        + Duration::from_secs(5);
+    let hub = Hub::new(store, options());
+    let total = definitions.len();
+    for def in definitions {
+        hub.start(def).await;
+    }
+    let interactive = std::io::stderr().is_terminal();
+    if interactive && total > 0 {
+        eprintln!("Connecting to {total} server(s)...");
+    }
+    let mut done = 0;
+    hub.wait_settled(limit, |status| {
+        done += 1;
+        if interactive {
+            eprintln!("  [{done}/{total}] {}", one_line_status(status));
+        }
+    })
+    .await;
+    for status in hub.status() {
+        if status.state != ConnectionState::Connected {
+            eprintln!("warning: {}", one_line_status(&status));
+        }
+    }
+    Ok(hub)
+}
+
+fn one_line_status(status: &ServerStatus) -> String {
+    match status.state {
+        ConnectionState::Connected => format!(
+            "{}: connected ({} tools, {} resources, {} prompts)",
+            status.server, status.tools, status.resources, status.prompts
+        ),
+        state => format!(
+            "{}: {state}{}",
+            status.server,
+            status
+                .error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+async fn list_tools(store: Store, args: ListArgs) -> anyhow::Result<i32> {
+    let hub = connected_hub(store, args.server.as_deref()).await?;
+    let mut rows = Vec::new();
+    let mut json_rows = Vec::new();
+    for id in hub.server_ids() {
+        for tool in &hub.catalog(&id)?.tools {
+            rows.push(vec![
+                id.to_string(),
+                tool.name.to_string(),
+                render::short(tool.description.as_deref(), 80),
+            ]);
+            let mut value = serde_json::to_value(tool)?;
+            if let Value::Object(map) = &mut value {
+                map.insert("server".into(), json!(id));
+            }
+            json_rows.push(value);
+        }
+    }
+    hub.shutdown().await;
+    if args.json {
+        print_json(&json_rows)?;
+    } else {
+        println!(
+            "{}",
+            render::table(&["SERVER", "TOOL", "DESCRIPTION"], &rows)
+        );
+    }
+    Ok(0)
+}
+
+async fn list_resources(store: Store, args: ListArgs) -> anyhow::Result<i32> {
+    let hub = connected_hub(store, args.server.as_deref()).await?;
+    let mut rows = Vec::new();
+    let mut json_rows = Vec::new();
+    for id in hub.server_ids() {
+        let catalog = hub.catalog(&id)?;
+        for resource in &catalog.resources {
+            rows.push(vec![
+                id.to_string(),
+                resource.uri.clone(),
+                resource.name.clone(),
+            ]);
+            let mut value = serde_json::to_value(resource)?;
+            if let Value::Object(map) = &mut value {
+                map.insert("server".into(), json!(id));
+                map.insert("kind".into(), json!("resource"));
+            }
+            json_rows.push(value);
+        }
+        for template in &catalog.resource_templates {
+            rows.push(vec![
+                id.to_string(),
+                template.uri_template.clone(),
+                template.name.clone(),
+            ]);
+            let mut value = serde_json::to_value(template)?;
+            if let Value::Object(map) = &mut value {
+                map.insert("server".into(), json!(id));
+                map.insert("kind".into(), json!("template"));
+            }
+            json_rows.push(value);
+        }
+    }
+    hub.shutdown().await;
+    if args.json {
+        print_json(&json_rows)?;
+    } else {
+        println!("{}", render::table(&["SERVER", "URI", "NAME"], &rows));
+    }
+    Ok(0)
+}
+
+async fn list_prompts(store: Store, args: ListArgs) -> anyhow::Result<i32> {
+    let hub = connected_hub(store, args.server.as_deref()).await?;
+    let mut rows = Vec::new();
+    let mut json_rows = Vec::new();
+    for id in hub.server_ids() {
+        for prompt in &hub.catalog(&id)?.prompts {
+            rows.push(vec![
+                id.to_string(),
+                prompt.name.clone(),
+                render::short(prompt.description.as_deref(), 80),
+            ]);
+            let mut value = serde_json::to_value(prompt)?;
+            if let Value::Object(map) = &mut value {
+                map.insert("server".into(), json!(id));
+            }
+            json_rows.push(value);
+        }
+    }
+    hub.shutdown().await;
+    if args.json {
+        print_json(&json_rows)?;
+    } else {
+        println!(
+            "{}",
+            render::table(&["SERVER", "PROMPT", "DESCRIPTION"], &rows)
+        );
+    }
+    Ok(0)
+}
+
+async fn call(store: Store, args: CallArgs) -> anyhow::Result<i32> {
+    let (server, tool) = args
+        .target
+        .split_once('/')
+        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+        .context("the target must be <server>/<tool>")?;
+    let hub = connected_hub(store, Some(server)).await?;
+    let outcome = call_on_hub(&hub, server, tool, &args).await;
+    hub.shutdown().await;
+    let result = outcome?;
+    let failed = result.is_error == Some(true);
+    if args.json {
+        print_json(&result)?;
+    } else if failed {
+        eprintln!(
+            "error: the tool reported a failure:\n{}",
+            render::call_result(&result)
+        );
+    } else {
+        println!("{}", render::call_result(&result));
+    }
+    Ok(if failed { EXIT_FAILURE } else { 0 })
+}
+
+async fn call_on_hub(
+    hub: &Hub,
+    server: &str,
+    tool: &str,
+    args: &CallArgs,
+) -> anyhow::Result<switchboard_hub::model::CallToolResult> {
+    let id = parse_id(server)?;
+    let upstream = hub.upstream_for_tool(&id, tool)?;
+    let catalog = hub.catalog(&id)?;
+    let schema = catalog
+        .tools
+        .iter()
+        .find(|t| t.name == tool)
+        .map(|t| (*t.input_schema).clone())
+        .with_context(|| format!("server '{id}' has no tool '{tool}'"))?;
+    let arguments = match &args.args {
+        Some(text) => args::parse_json_object(text)?,
+        None => args::from_pairs(&args.arg, &schema)?,
+    };
+    let (progress_tx, mut progress_rx) =
+        tokio::sync::mpsc::unbounded_channel::<switchboard_upstream::Progress>();
+    let show_progress = std::io::stderr().is_terminal();
+    let printer = tokio::spawn(async move {
+        while let Some(p) = progress_rx.recv().await {
+            if show_progress {
+                let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
+                let message = p.message.map(|m| format!(" {m}")).unwrap_or_default();
+                eprintln!("progress {}{total}{message}", p.progress);
+            }
+        }
+    });
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    let interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+    let result = upstream
+        .call_tool(tool, Some(arguments), Some(progress_tx), cancel)
+        .await;
+    interrupt.abort();
+    let _ = printer.await;
+    result.with_context(|| format!("calling {id}/{tool}"))
+}
+
+async fn status(store: Store, json: bool) -> anyhow::Result<i32> {
+    let hub = connected_hub(store, None).await?;
+    let statuses = hub.status();
+    hub.shutdown().await;
+    if json {
+        print_json(&statuses)?;
+    } else if statuses.is_empty() {
+        println!("No enabled servers.");
+    } else {
+        let rows: Vec<Vec<String>> = statuses
+            .iter()
+            .map(|s| {
+                vec![
+                    s.server.to_string(),
+                    s.state.to_string(),
+                    s.detected_transport.unwrap_or(s.transport).to_owned(),
+                    s.protocol_version.clone().unwrap_or_default(),
+                    s.tools.to_string(),
+                    s.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            render::table(
+                &[
+                    "SERVER",
+                    "STATE",
+                    "TRANSPORT",
+                    "PROTOCOL",
+                    "TOOLS",
+                    "PROBLEM"
+                ],
+                &rows
+            )
+        );
+    }
+    let unhealthy = statuses
+        .iter()
+        .any(|s| s.state != ConnectionState::Connected);
+    Ok(if unhealthy { EXIT_FAILURE } else { 0 })
+}
+
+fn show_catalog(json: bool) -> anyhow::Result<i32> {
+    if json {
+        let entries: Vec<Value> = catalog::CATALOG
+            .iter()
+            .map(|e| json!({"id": e.id, "name": e.display_name, "description": e.description, "url": e.url}))
+            .collect();
+        print_json(&entries)?;
+    } else {
+        let rows: Vec<Vec<String>> = catalog::CATALOG
+            .iter()
+            .map(|e| vec![e.id.to_owned(), e.url.to_owned(), e.description.to_owned()])
+            .collect();
+        println!("{}", render::table(&["NAME", "URL", "DESCRIPTION"], &rows));
+        println!("\nAdd one with `switchboard server add <name>`.");
+    }
+    Ok(0)
+}

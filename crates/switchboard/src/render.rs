@@ -1,0 +1,148 @@
+//! Printing results for people: content blocks, tables and summaries.
+
+use switchboard_hub::model::{CallToolResult, ContentBlock, ResourceContents};
+
+/// Renders a tool result's content blocks as readable text.
+pub fn call_result(result: &CallToolResult) -> String {
+    let mut out = Vec::new();
+    for block in &result.content {
+        out.push(content_block(block));
+    }
+    if result.content.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        out.push(serde_json::to_string_pretty(structured).unwrap_or_default());
+    }
+    out.join("\n")
+}
+
+fn human_size(bytes: usize) -> String {
+    if bytes >= 1024 * 1024 {
+        format!("{:.1} MB", bytes as f64 / (1024.0 * 1024.0))
+    } else if bytes >= 1024 {
+        format!("{:.1} KB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// Decoded size of base64 data, without decoding it.
+fn base64_size(data: &str) -> usize {
+    let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+    (data.len() / 4 * 3).saturating_sub(padding)
+}
+
+fn content_block(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(text) => text.text.clone(),
+        ContentBlock::Image(image) => format!(
+            "[image: {}, {}]",
+            image.mime_type,
+            human_size(base64_size(&image.data))
+        ),
+        ContentBlock::Audio(audio) => format!(
+            "[audio: {}, {}]",
+            audio.mime_type,
+            human_size(base64_size(&audio.data))
+        ),
+        ContentBlock::Resource(embedded) => resource_contents(&embedded.resource),
+        ContentBlock::ResourceLink(link) => format!(
+            "[resource link: {}{}]",
+            link.uri,
+            link.mime_type
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ),
+        #[allow(unreachable_patterns)]
+        other => format!("[{}]", serde_json::to_string(other).unwrap_or_default()),
+    }
+}
+
+/// Renders resource contents: text is shown, binary data is summarised.
+pub fn resource_contents(contents: &ResourceContents) -> String {
+    match contents {
+        ResourceContents::TextResourceContents {
+            uri,
+            mime_type,
+            text,
+            ..
+        } => format!(
+            "[resource: {uri}{}]\n{text}",
+            mime_type
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ),
+        ResourceContents::BlobResourceContents {
+            uri,
+            mime_type,
+            blob,
+            ..
+        } => format!(
+            "[resource: {uri}{}, {}]",
+            mime_type
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default(),
+            human_size(base64_size(blob))
+        ),
+        #[allow(unreachable_patterns)]
+        other => format!(
+            "[resource: {}]",
+            serde_json::to_string(other).unwrap_or_default()
+        ),
+    }
+}
+
+/// Prints rows as aligned columns.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(width) = widths.get_mut(i) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = widths[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = vec![line(header.to_vec())];
+    for row in rows {
+        out.push(line(row.iter().map(String::as_str).collect()));
+    }
+    out.join("\n")
+}
+
+/// The first line of a description, shortened for a table.
+pub fn short(text: Option<&str>, max: usize) -> String {
+    let first = text.unwrap_or("").lines().next().unwrap_or("").trim();
+    if first.chars().count() > max {
+        format!("{}…", first.chars().take(max - 1).collect::<String>())
+    } else {
+        first.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_tables_read_well() {
+        assert_eq!(base64_size("aGVsbG8="), 5);
+        assert_eq!(human_size(2048), "2.0 KB");
+        let t = table(&["A", "BB"], &[vec!["xyz".into(), "1".into()]]);
+        assert_eq!(t, "A    BB\nxyz  1");
+        assert_eq!(short(Some("line one\nline two"), 100), "line one");
+        assert_eq!(short(Some("abcdef"), 4), "abc…");
+    }
+}
