@@ -1,3 +1,114 @@
 //! Test-only fixture MCP servers for every transport and era.
 //!
-//! Never a dependency of release code: only `[dev-dependencies]` name this crate.
+//! Never a dependency of release code: only `[dev-dependencies]` name this crate. One hand-written
+//! [`FixtureServer`] (hand-written rather than macro-built so its schemas, cursors and failures are
+//! exactly what a test needs) is served over:
+//! - Streamable HTTP with sessions (2025-11-25 and older; `server/discover` refused),
+//! - stateless Streamable HTTP (2026-07-28 only),
+//! - the legacy HTTP+SSE transport (2024-11-05),
+//! - WebSocket (subprotocol `mcp`),
+//! - stdio (the `switchboard-fixture-stdio` binary).
+//!
+//! [`chaos`] has servers that misbehave on purpose. Everything binds 127.0.0.1 only.
+
+pub mod chaos;
+mod server;
+pub mod transports;
+
+pub use server::{Era, FixtureServer, FixtureState};
+pub use transports::RunningFixture;
+
+/// The path of the `switchboard-fixture-stdio` binary, building it first if this test run has
+/// not (cargo builds dependency binaries only for `--workspace` runs).
+pub fn stdio_fixture_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binaries live in target/<profile>/deps");
+    let binary = profile_dir.join("switchboard-fixture-stdio");
+    if !binary.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "switchboard-fixtures",
+                "--bin",
+                "switchboard-fixture-stdio",
+            ])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the stdio fixture failed");
+    }
+    binary
+}
+
+/// The repository root (for test data such as the npm-installed MCP servers).
+pub fn repository_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository root exists")
+}
+
+/// The entry point of the real `@modelcontextprotocol/server-everything`, installed by
+/// `npm ci --prefix tests/npm`. Panics with instructions when it is missing: tests that need a
+/// real server never skip silently.
+pub fn server_everything_entry() -> std::path::PathBuf {
+    let entry = repository_root()
+        .join("tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.exists(),
+        "{} is missing: run `npm ci --prefix tests/npm` (the README's test command does)",
+        entry.display()
+    );
+    entry
+}
+
+/// A real `@modelcontextprotocol/server-everything` process for tests; killed on drop.
+pub struct ServerEverything {
+    child: std::process::Child,
+    /// Its URL on 127.0.0.1 (`/mcp` for Streamable HTTP, `/sse` for HTTP+SSE).
+    pub url: String,
+}
+
+impl ServerEverything {
+    /// Starts it with `mode` `streamableHttp` or `sse` on a free loopback port and waits (up to
+    /// 20 s) until it accepts connections.
+    pub fn start(mode: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new("node")
+            .arg(server_everything_entry())
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("node starts (Node.js must be installed)");
+        let path = if mode == "sse" { "sse" } else { "mcp" };
+        let server = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/{path}"),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server-everything did not listen on port {port} within 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        server
+    }
+}
+
+impl Drop for ServerEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

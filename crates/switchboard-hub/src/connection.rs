@@ -211,7 +211,9 @@ impl ConnectionTask {
                 return;
             }
         };
-        if let Err(error) = self.refresh_catalog(upstream, what).await {
+        if let Err(error) = self.refresh_catalog(upstream, what).await
+            && !self.slot.stop.is_cancelled()
+        {
             tracing::warn!(server = %self.server(), %error, "refreshing the catalog failed; keeping the previous one");
         }
     }

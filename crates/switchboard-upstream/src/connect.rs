@@ -138,10 +138,12 @@ pub async fn connect(
             (service, Some(detected), None)
         }
         TransportSpec::WebSocket { url, headers } => {
-            let transport = WebSocketTransport::connect(url, headers, def.id.to_string())
-                .await
-                .map_err(|e| UpstreamError::Unreachable(error_chain(&e)))?;
-            let service = within(handshake, serve_auto(handler, transport)).await?;
+            let open = || async {
+                WebSocketTransport::connect(url, headers, def.id.to_string())
+                    .await
+                    .map_err(|e| UpstreamError::Unreachable(error_chain(&e)))
+            };
+            let service = within(handshake, serve_message_transport(handler, open)).await?;
             (service, None, None)
         }
         TransportSpec::Stdio {
@@ -150,8 +152,11 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let (child, tail) = stdio::spawn(def.id.as_str(), command, args, env, cwd.as_deref())?;
-            let service = within(handshake, serve_auto(handler, child))
+            let tail = StderrTail::default();
+            let open = || async {
+                stdio::spawn(def.id.as_str(), command, args, env, cwd.as_deref(), &tail)
+            };
+            let service = within(handshake, serve_message_transport(handler, open))
                 .await
                 .map_err(|e| explain_with_stderr(e, &tail))?;
             (service, None, Some(tail))
@@ -214,24 +219,51 @@ fn explain_with_stderr(error: UpstreamError, tail: &StderrTail) -> UpstreamError
     }
 }
 
-async fn serve_auto<T, E, A>(
+/// Starts a session on a message transport (stdio, WebSocket): `server/discover` with a timeout,
+/// falling back to `initialize`. A server that answers `-32022` listing only `initialize`-era
+/// versions (as rmcp-based legacy servers do) is legacy too; the transport is consumed by the
+/// failed attempt, so a fresh one is opened for `initialize`.
+async fn serve_message_transport<T, Open, Fut>(
     handler: UpstreamHandler,
-    transport: T,
+    open: Open,
 ) -> Result<Service, UpstreamError>
 where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
+    T: rmcp::transport::Transport<RoleClient> + 'static,
+    Open: Fn() -> Fut,
+    Fut: Future<Output = Result<T, UpstreamError>>,
 {
-    handler
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: Some(ProtocolVersion::V_2025_11_25),
-            },
-        )
+    let auto = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    match handler
+        .clone()
+        .serve_with_lifecycle(open().await?, auto)
         .await
-        .map_err(handshake_error)
+    {
+        Ok(service) => Ok(service),
+        Err(error) if only_legacy_versions(&error) => handler
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .serve_with_lifecycle(open().await?, ClientLifecycleMode::Initialize)
+            .await
+            .map_err(handshake_error),
+        Err(error) => Err(handshake_error(error)),
+    }
+}
+
+/// Whether a discover attempt failed because the server named only `initialize`-era versions.
+fn only_legacy_versions(error: &ClientInitializeError) -> bool {
+    match error {
+        ClientInitializeError::NoCompatibleProtocolVersion {
+            server_supported, ..
+        } => {
+            !server_supported.is_empty()
+                && server_supported.iter().all(|version| {
+                    version.has_initialize() && ProtocolVersion::KNOWN_VERSIONS.contains(version)
+                })
+        }
+        _ => false,
+    }
 }
 
 fn handshake_error(error: ClientInitializeError) -> UpstreamError {
@@ -357,6 +389,7 @@ async fn try_stateless(
             "server/discover answered with error {}",
             data.code.0
         ))),
+        Err(error) if only_legacy_versions(&error) => Ok(Step::NotThis(error.to_string())),
         Err(error @ ClientInitializeError::NoCompatibleProtocolVersion { .. }) => {
             Err(UpstreamError::Handshake(error.to_string()))
         }

@@ -51,14 +51,15 @@ impl StderrTail {
     }
 }
 
-/// Spawns the server process and starts copying its stderr into the log.
+/// Spawns the server process and starts copying its stderr into the log and into `tail`.
 pub fn spawn(
     server: &str,
     command: &str,
     args: &[String],
     env: &[NamedValue],
     cwd: Option<&std::path::Path>,
-) -> Result<(TokioChildProcess, StderrTail), UpstreamError> {
+    tail: &StderrTail,
+) -> Result<TokioChildProcess, UpstreamError> {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args)
         .envs(env.iter().map(|v| (&v.name, &v.value)))
@@ -75,7 +76,6 @@ pub fn spawn(
             command: command.to_owned(),
             source,
         })?;
-    let tail = StderrTail::default();
     if let Some(stderr) = stderr {
         let tail = tail.clone();
         let server = server.to_owned();
@@ -87,5 +87,5 @@ pub fn spawn(
             }
         });
     }
-    Ok((child, tail))
+    Ok(child)
 }

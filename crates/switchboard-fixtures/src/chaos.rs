@@ -1,0 +1,122 @@
+//! Servers that misbehave on purpose, for failure tests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use axum::routing::any;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{FixtureState, RunningFixture};
+
+fn running(url: String, stop: CancellationToken) -> RunningFixture {
+    RunningFixture::from_parts(url, Arc::new(FixtureState::default()), stop)
+}
+
+async fn serve(router: Router) -> RunningFixture {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let addr = listener.local_addr().expect("local addr");
+    let stop = CancellationToken::new();
+    let serve_stop = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(serve_stop.cancelled_owned())
+            .await;
+    });
+    running(format!("http://{addr}/mcp"), stop)
+}
+
+/// Answers every request with 200 and a body that is not JSON-RPC.
+pub async fn garbage_json() -> RunningFixture {
+    serve(Router::new().route(
+        "/mcp",
+        any(|| async {
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from("{\"this is\": not json"))
+                .unwrap_or_default()
+        }),
+    ))
+    .await
+}
+
+/// Answers every POST with an SSE stream that breaks off in the middle of an event.
+pub async fn broken_sse() -> RunningFixture {
+    serve(Router::new().route(
+        "/mcp",
+        any(|| async {
+            // Headers and half an event go out; then the stream breaks.
+            let chunks = futures::stream::unfold(0u8, |step| async move {
+                match step {
+                    0 => Some((
+                        Ok::<_, std::io::Error>(bytes::Bytes::from_static(
+                            b"id: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\"",
+                        )),
+                        1,
+                    )),
+                    1 => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        Some((
+                            Err(std::io::Error::other("connection reset by the fixture")),
+                            2,
+                        ))
+                    }
+                    _ => None,
+                }
+            });
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(chunks))
+                .unwrap_or_default()
+        }),
+    ))
+    .await
+}
+
+/// Accepts TCP connections, reads the request, and never answers.
+pub async fn hang() -> RunningFixture {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let addr = listener.local_addr().expect("local addr");
+    let stop = CancellationToken::new();
+    let accept_stop = stop.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            tokio::select! {
+                _ = accept_stop.cancelled() => break,
+                accepted = listener.accept() => {
+                    if let Ok((mut stream, _)) = accepted {
+                        let mut buffer = [0u8; 4096];
+                        let _ = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buffer)).await;
+                        held.push(stream);
+                    }
+                }
+            }
+        }
+    });
+    running(format!("http://{addr}/mcp"), stop)
+}
+
+/// Answers every request with the given status and a plain-text body.
+pub async fn status(code: u16) -> RunningFixture {
+    serve(Router::new().route(
+        "/mcp",
+        any(move || async move {
+            Response::builder()
+                .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+                .body(Body::from("fixture status"))
+                .unwrap_or_default()
+        }),
+    ))
+    .await
+}

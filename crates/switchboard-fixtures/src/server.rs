@@ -1,0 +1,323 @@
+//! The fixture MCP server's behaviour.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    JsonObject, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, Role, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Value, json};
+
+/// Which protocol revisions the fixture speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2024-11-05 .. 2025-11-25 with `initialize`; `server/discover` is refused as unknown.
+    Legacy,
+    /// 2026-07-28 only: `server/discover` and per-request metadata.
+    Modern,
+}
+
+/// What tests can observe of a fixture server.
+#[derive(Debug, Default)]
+pub struct FixtureState {
+    /// Calls that saw their cancellation token fire.
+    pub cancelled_calls: AtomicUsize,
+    /// Whether the extra tool `late` is listed (set by the `add_tool` tool).
+    pub extra_tool: AtomicBool,
+    /// Make `tools/list` return the same cursor forever.
+    pub repeat_cursor: AtomicBool,
+    /// The last `Mcp-Param-Region` header seen on a `lookup` call (HTTP only).
+    pub last_region_header: std::sync::Mutex<Option<String>>,
+}
+
+/// The fixture server.
+#[derive(Clone)]
+pub struct FixtureServer {
+    era: Era,
+    state: Arc<FixtureState>,
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+impl FixtureServer {
+    /// A server of `era` sharing `state` with the test.
+    pub fn new(era: Era, state: Arc<FixtureState>) -> Self {
+        Self { era, state }
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        let mut tools = vec![
+            Tool::new(
+                "echo",
+                "Echoes the message back",
+                object(
+                    json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+                ),
+            ),
+            Tool::new(
+                "add",
+                "Adds two numbers",
+                object(
+                    json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
+                ),
+            ),
+            Tool::new(
+                "slow",
+                "Reports progress every 50 ms for `ms` milliseconds; honours cancellation",
+                object(json!({"type": "object", "properties": {"ms": {"type": "integer"}}})),
+            ),
+            Tool::new(
+                "fail",
+                "Always reports a tool error",
+                object(json!({"type": "object"})),
+            ),
+            Tool::new(
+                "crash",
+                "Exits the server process (stdio) mid-call",
+                object(json!({"type": "object"})),
+            ),
+            Tool::new(
+                "add_tool",
+                "Adds the tool `late` and notifies list_changed",
+                object(json!({"type": "object"})),
+            ),
+        ];
+        if self.era == Era::Modern {
+            tools.push(Tool::new(
+                "lookup",
+                "Looks up a region; `region` is mirrored into Mcp-Param-Region",
+                object(json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}})),
+            ));
+            tools.push(Tool::new(
+                "bad_header",
+                "Declares an invalid x-mcp-header and must be dropped by clients",
+                object(json!({"type": "object", "properties": {"q": {"type": "string", "x-mcp-header": "Bad Name"}}})),
+            ));
+        }
+        if self.state.extra_tool.load(Ordering::SeqCst) {
+            tools.push(Tool::new(
+                "late",
+                "Appeared after add_tool",
+                object(json!({"type": "object"})),
+            ));
+        }
+        tools
+    }
+}
+
+fn text_result(text: impl Into<String>) -> CallToolResponse {
+    CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(text)]))
+}
+
+impl ServerHandler for FixtureServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        let version = match self.era {
+            Era::Legacy => ProtocolVersion::V_2025_11_25,
+            Era::Modern => ProtocolVersion::V_2026_07_28,
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("switchboard-fixture", "1.0.0"))
+            .with_protocol_version(version)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        match self.era {
+            Era::Legacy => {
+                Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+            }
+            Era::Modern => Cow::Owned(vec![ProtocolVersion::V_2026_07_28]),
+        }
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        match self.era {
+            Era::Legacy => Err(ErrorData::method_not_found::<
+                rmcp::model::DiscoverRequestMethod,
+            >()),
+            Era::Modern => {
+                let _ = context;
+                Ok(DiscoverResult::from_server_info(
+                    vec![ProtocolVersion::V_2026_07_28],
+                    self.get_info(),
+                ))
+            }
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        if self.state.repeat_cursor.load(Ordering::SeqCst) {
+            let mut page = ListToolsResult::with_all_items(self.tools());
+            page.next_cursor = Some("same".into());
+            return Ok(page);
+        }
+        // Two pages, to exercise pagination.
+        let tools = self.tools();
+        let (first, second) = tools.split_at(3);
+        let cursor = request.and_then(|r| r.cursor);
+        let mut page = match cursor.as_deref() {
+            None => ListToolsResult::with_all_items(first.to_vec()),
+            Some("page-2") => ListToolsResult::with_all_items(second.to_vec()),
+            Some(other) => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown cursor {other}"),
+                    None,
+                ));
+            }
+        };
+        if cursor.is_none() {
+            page.next_cursor = Some("page-2".into());
+        }
+        Ok(page)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        match request.name.as_ref() {
+            "echo" => Ok(text_result(
+                args.get("message").and_then(Value::as_str).unwrap_or(""),
+            )),
+            "add" => {
+                let a = args.get("a").and_then(Value::as_f64).unwrap_or(0.0);
+                let b = args.get("b").and_then(Value::as_f64).unwrap_or(0.0);
+                Ok(text_result(format!("{}", a + b)))
+            }
+            "slow" => {
+                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(1000);
+                let token = context.meta.get_progress_token();
+                let steps = (ms / 50).max(1);
+                for step in 1..=steps {
+                    tokio::select! {
+                        _ = context.ct.cancelled() => {
+                            self.state.cancelled_calls.fetch_add(1, Ordering::SeqCst);
+                            return Err(ErrorData::internal_error("cancelled", None));
+                        }
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    }
+                    if let Some(token) = &token {
+                        let _ = context
+                            .peer
+                            .notify_progress(
+                                ProgressNotificationParam::new(token.clone(), step as f64)
+                                    .with_total(steps as f64)
+                                    .with_message(format!("step {step}")),
+                            )
+                            .await;
+                    }
+                }
+                Ok(text_result("done"))
+            }
+            "fail" => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                ContentBlock::text("the fixture failed on purpose"),
+            ]))),
+            "crash" => std::process::exit(3),
+            "add_tool" => {
+                self.state.extra_tool.store(true, Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+                Ok(text_result("added"))
+            }
+            "lookup" => {
+                let header = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.headers.get("mcp-param-region"))
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                *self
+                    .state
+                    .last_region_header
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = header.clone();
+                Ok(text_result(format!(
+                    "header={}",
+                    header.unwrap_or_default()
+                )))
+            }
+            "late" => Ok(text_result("late")),
+            other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(vec![Resource::new(
+            "fixture://greeting",
+            "greeting",
+        )]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != "fixture://greeting" {
+            return Err(ErrorData::invalid_params("no such resource", None));
+        }
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            vec![ResourceContents::text(
+                "hello from the fixture",
+                "fixture://greeting",
+            )],
+        )))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            "greet",
+            Some("Greets someone"),
+            Some(vec![PromptArgument::new("name").with_required(true)]),
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let name = request
+            .arguments
+            .and_then(|a| a.get("name").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| "nobody".into());
+        Ok(GetPromptResponse::Complete(GetPromptResult::new(vec![
+            PromptMessage::new_text(Role::User, format!("Hello, {name}!")),
+        ])))
+    }
+}

@@ -1,0 +1,258 @@
+//! Serving the fixture over each transport on 127.0.0.1.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, Sse};
+use axum::routing::{get, post};
+use futures::{SinkExt, StreamExt};
+use rmcp::ServiceExt;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_util::sync::{CancellationToken, PollSender};
+
+use crate::{Era, FixtureServer, FixtureState};
+
+/// A fixture server running in the background until dropped.
+pub struct RunningFixture {
+    /// The URL to connect to.
+    pub url: String,
+    /// What the server observed.
+    pub state: Arc<FixtureState>,
+    stop: CancellationToken,
+}
+
+impl RunningFixture {
+    pub(crate) fn from_parts(
+        url: String,
+        state: Arc<FixtureState>,
+        stop: CancellationToken,
+    ) -> Self {
+        Self { url, state, stop }
+    }
+
+    /// Stops the server (connections are dropped).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for RunningFixture {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn listen() -> (TcpListener, std::net::SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let addr = listener.local_addr().expect("local addr");
+    (listener, addr)
+}
+
+fn spawn_router(listener: TcpListener, router: Router, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+    });
+}
+
+/// Streamable HTTP at `/mcp`: with sessions for [`Era::Legacy`], stateless for [`Era::Modern`].
+pub async fn streamable_http(era: Era) -> RunningFixture {
+    let state = Arc::new(FixtureState::default());
+    let stop = CancellationToken::new();
+    let factory_state = state.clone();
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(era == Era::Legacy)
+        .with_sse_keep_alive(None)
+        .with_cancellation_token(stop.child_token());
+    let service = StreamableHttpService::new(
+        move || Ok(FixtureServer::new(era, factory_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let (listener, addr) = listen().await;
+    spawn_router(
+        listener,
+        Router::new().nest_service("/mcp", service),
+        stop.clone(),
+    );
+    RunningFixture {
+        url: format!("http://{addr}/mcp"),
+        state,
+        stop,
+    }
+}
+
+type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
+
+#[derive(Clone)]
+struct SseState {
+    sessions: Sessions,
+    fixture: Arc<FixtureState>,
+    stop: CancellationToken,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The 2024-11-05 HTTP+SSE transport: `GET /sse`, then `POST /message?sessionId=...`.
+pub async fn http_sse() -> RunningFixture {
+    let state = Arc::new(FixtureState::default());
+    let stop = CancellationToken::new();
+    let sse_state = SseState {
+        sessions: Arc::default(),
+        fixture: state.clone(),
+        stop: stop.clone(),
+        next: Arc::default(),
+    };
+    let router = Router::new()
+        .route("/sse", get(open_sse))
+        .route("/message", post(post_message))
+        .with_state(sse_state);
+    let (listener, addr) = listen().await;
+    spawn_router(listener, router, stop.clone());
+    RunningFixture {
+        url: format!("http://{addr}/sse"),
+        state,
+        stop,
+    }
+}
+
+async fn open_sse(
+    State(state): State<SseState>,
+) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
+    let id = format!(
+        "s{}",
+        state.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    let (to_server, from_client) = mpsc::channel::<ClientJsonRpcMessage>(64);
+    let (to_client, from_server) = mpsc::channel::<ServerJsonRpcMessage>(64);
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id.clone(), to_server);
+    let server = FixtureServer::new(Era::Legacy, state.fixture.clone());
+    let sink = PollSender::new(to_client).sink_map_err(|_| std::io::Error::other("client gone"));
+    let stop = state.stop.clone();
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve((sink, ReceiverStream::new(from_client))).await {
+            tokio::select! {
+                _ = running.waiting() => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+    });
+    let endpoint = futures::stream::once(async move {
+        Ok(Event::default()
+            .event("endpoint")
+            .data(format!("/message?sessionId={id}")))
+    });
+    let messages = ReceiverStream::new(from_server).map(|message| {
+        Ok(Event::default()
+            .event("message")
+            .data(serde_json::to_string(&message).unwrap_or_default()))
+    });
+    let stop = state.stop.clone();
+    Sse::new(endpoint.chain(messages).take_until(stop.cancelled_owned()))
+}
+
+async fn post_message(
+    State(state): State<SseState>,
+    Query(query): Query<HashMap<String, String>>,
+    body: String,
+) -> StatusCode {
+    let Some(sender) = query.get("sessionId").and_then(|id| {
+        state
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+    }) else {
+        return StatusCode::NOT_FOUND;
+    };
+    let Ok(message) = serde_json::from_str::<ClientJsonRpcMessage>(&body) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    match sender.send(message).await {
+        Ok(()) => StatusCode::ACCEPTED,
+        Err(_) => StatusCode::GONE,
+    }
+}
+
+/// MCP over WebSocket with subprotocol `mcp`.
+pub async fn websocket() -> RunningFixture {
+    let state = Arc::new(FixtureState::default());
+    let stop = CancellationToken::new();
+    let (listener, addr) = listen().await;
+    let accept_state = state.clone();
+    let accept_stop = stop.clone();
+    tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                _ = accept_stop.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(_) => continue,
+                },
+            };
+            let fixture = accept_state.clone();
+            let stop = accept_stop.clone();
+            tokio::spawn(async move {
+                #[allow(clippy::result_large_err)] // the signature is tungstenite's callback type
+                let confirm_mcp = |_request: &Request, mut response: Response| {
+                    response.headers_mut().insert(
+                        "sec-websocket-protocol",
+                        http::HeaderValue::from_static("mcp"),
+                    );
+                    Ok(response)
+                };
+                let Ok(socket) = tokio_tungstenite::accept_hdr_async(stream, confirm_mcp).await
+                else {
+                    return;
+                };
+                let (sink, stream) = socket.split();
+                let sink = sink
+                    .sink_map_err(|e| std::io::Error::other(e.to_string()))
+                    .with(|message: ServerJsonRpcMessage| {
+                        futures::future::ready(
+                            serde_json::to_string(&message)
+                                .map(Message::text)
+                                .map_err(|e| std::io::Error::other(e.to_string())),
+                        )
+                    });
+                let sink = Box::pin(sink);
+                let stream = Box::pin(stream.filter_map(|frame| async move {
+                    match frame {
+                        Ok(Message::Text(text)) => serde_json::from_str(&text).ok(),
+                        _ => None,
+                    }
+                }));
+                let server = FixtureServer::new(Era::Legacy, fixture);
+                if let Ok(running) = server.serve((sink, stream)).await {
+                    tokio::select! {
+                        _ = running.waiting() => {}
+                        _ = stop.cancelled() => {}
+                    }
+                }
+            });
+        }
+    });
+    RunningFixture {
+        url: format!("ws://{addr}/ws"),
+        state,
+        stop,
+    }
+}

@@ -1,0 +1,302 @@
+//! Switchboard connects, lists and calls over every transport and protocol era, against the Rust
+//! fixture servers.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use switchboard_core::{DetectedTransport, ServerDefinition, ServerId, TransportSpec};
+use switchboard_fixtures::{Era, transports};
+use switchboard_upstream::{ConnectOptions, Connection, UpstreamError, UpstreamEvent, connect};
+use tokio_util::sync::CancellationToken;
+
+fn definition(transport: TransportSpec) -> ServerDefinition {
+    let mut def = ServerDefinition::new(ServerId::new("fixture").unwrap(), transport);
+    def.timeouts.request = Duration::from_secs(10);
+    def
+}
+
+fn http(url: &str) -> ServerDefinition {
+    definition(TransportSpec::from_url(url, vec![]).unwrap())
+}
+
+fn stdio(era: &str) -> ServerDefinition {
+    let binary = switchboard_fixtures::stdio_fixture_binary();
+    definition(
+        TransportSpec::stdio(binary.display().to_string(), vec![era.into()], vec![], None).unwrap(),
+    )
+}
+
+fn options() -> ConnectOptions {
+    ConnectOptions::new("test")
+}
+
+async fn text_of(connection: &Connection, tool: &str, args: serde_json::Value) -> String {
+    let result = connection
+        .upstream
+        .call_tool(
+            tool,
+            args.as_object().cloned(),
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    result.content[0].as_text().unwrap().text.clone()
+}
+
+/// Lists every kind of item and calls a tool, a resource and a prompt.
+async fn exercise(connection: &Connection, expect_tools: &[&str]) {
+    let upstream = &connection.upstream;
+    let tools: Vec<String> = upstream
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(tools, expect_tools, "tools across both pages, in order");
+    assert_eq!(
+        text_of(connection, "echo", serde_json::json!({"message": "hi"})).await,
+        "hi"
+    );
+    assert_eq!(
+        text_of(connection, "add", serde_json::json!({"a": 2, "b": 3.5})).await,
+        "5.5"
+    );
+    let resource = upstream.read_resource("fixture://greeting").await.unwrap();
+    let text = serde_json::to_value(&resource.contents[0]).unwrap();
+    assert_eq!(text["text"], "hello from the fixture");
+    let prompt = upstream
+        .get_prompt(
+            "greet",
+            serde_json::json!({"name": "Ada"}).as_object().cloned(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        serde_json::to_string(&prompt.messages)
+            .unwrap()
+            .contains("Hello, Ada!")
+    );
+    assert_eq!(upstream.list_prompts().await.unwrap().len(), 1);
+    assert_eq!(upstream.list_resources().await.unwrap().len(), 1);
+}
+
+const LEGACY_TOOLS: &[&str] = &["echo", "add", "slow", "fail", "crash", "add_tool"];
+const MODERN_TOOLS: &[&str] = &["echo", "add", "slow", "fail", "crash", "add_tool", "lookup"];
+
+#[tokio::test]
+async fn streamable_http_with_sessions_is_detected_and_works() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    assert_eq!(connection.detected, Some(DetectedTransport::StreamableHttp));
+    assert_eq!(
+        connection.upstream.protocol_version().as_deref(),
+        Some("2025-11-25")
+    );
+    exercise(&connection, LEGACY_TOOLS).await;
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn stateless_2026_server_is_detected_and_works() {
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    assert_eq!(
+        connection.detected,
+        Some(DetectedTransport::StreamableHttpStateless)
+    );
+    assert_eq!(
+        connection.upstream.protocol_version().as_deref(),
+        Some("2026-07-28")
+    );
+    assert!(connection.upstream.is_stateless());
+    // `bad_header` breaks the x-mcp-header rules and is dropped from the list.
+    exercise(&connection, MODERN_TOOLS).await;
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn x_mcp_header_arguments_are_mirrored_into_request_headers() {
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    connection.upstream.list_tools().await.unwrap();
+    let text = text_of(
+        &connection,
+        "lookup",
+        serde_json::json!({"region": "eu-west"}),
+    )
+    .await;
+    assert_eq!(text, "header=eu-west");
+    assert_eq!(
+        fixture.state.last_region_header.lock().unwrap().as_deref(),
+        Some("eu-west")
+    );
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn legacy_http_sse_server_is_detected_and_works() {
+    let fixture = transports::http_sse().await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    assert_eq!(connection.detected, Some(DetectedTransport::HttpSse));
+    assert_eq!(
+        connection.upstream.protocol_version().as_deref(),
+        Some("2024-11-05")
+    );
+    exercise(&connection, LEGACY_TOOLS).await;
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn a_stale_probe_cache_is_corrected_by_probing_again() {
+    let fixture = transports::http_sse().await;
+    let connection = connect(
+        &http(&fixture.url),
+        Some(DetectedTransport::StreamableHttpStateless),
+        &options(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(connection.detected, Some(DetectedTransport::HttpSse));
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn websocket_server_works() {
+    let fixture = transports::websocket().await;
+    let def = definition(TransportSpec::from_url(&fixture.url, vec![]).unwrap());
+    let connection = connect(&def, None, &options()).await.unwrap();
+    assert_eq!(connection.detected, None);
+    exercise(&connection, LEGACY_TOOLS).await;
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn stdio_servers_of_both_eras_work() {
+    let legacy = connect(&stdio("legacy"), None, &options()).await.unwrap();
+    assert_eq!(
+        legacy.upstream.protocol_version().as_deref(),
+        Some("2025-11-25")
+    );
+    exercise(&legacy, LEGACY_TOOLS).await;
+    legacy.session.close().await;
+
+    let modern = connect(&stdio("modern"), None, &options()).await.unwrap();
+    assert_eq!(
+        modern.upstream.protocol_version().as_deref(),
+        Some("2026-07-28")
+    );
+    // stdio clients may ignore x-mcp-header annotations, so `bad_header` stays.
+    let tools = modern.upstream.list_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "bad_header"));
+    modern.session.close().await;
+}
+
+#[tokio::test]
+async fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let result = connection
+        .upstream
+        .call_tool(
+            "slow",
+            serde_json::json!({"ms": 200}).as_object().cloned(),
+            Some(tx),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text().unwrap().text, "done");
+    let mut reports = Vec::new();
+    while let Ok(report) = rx.try_recv() {
+        reports.push(report);
+    }
+    assert!(!reports.is_empty(), "progress notifications arrived");
+    assert!(reports.iter().all(|r| r.total == Some(4.0)));
+
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        trigger.cancel();
+    });
+    let error = connection
+        .upstream
+        .call_tool(
+            "slow",
+            serde_json::json!({"ms": 5000}).as_object().cloned(),
+            None,
+            cancel,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, UpstreamError::Cancelled), "{error}");
+    let mut seen = false;
+    for _ in 0..100 {
+        if fixture.state.cancelled_calls.load(Ordering::SeqCst) == 1 {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen, "the server saw notifications/cancelled");
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn list_changed_notifications_reach_the_event_channel() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let mut connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    text_of(&connection, "add_tool", serde_json::json!({})).await;
+    let event = tokio::time::timeout(Duration::from_secs(5), connection.events.recv())
+        .await
+        .expect("a notification within 5 s");
+    assert_eq!(event, Some(UpstreamEvent::ToolsChanged));
+    let tools = connection.upstream.list_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "late"));
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn a_repeated_pagination_cursor_stops_the_listing_with_an_error() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    fixture.state.repeat_cursor.store(true, Ordering::SeqCst);
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    let error = connection.upstream.list_tools().await.unwrap_err();
+    assert!(
+        matches!(error, UpstreamError::RepeatedCursor(ref c, "tools") if c == "same"),
+        "{error}"
+    );
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn a_tool_error_is_a_result_not_a_failure() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    let result = connection
+        .upstream
+        .call_tool("fail", None, None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    connection.session.close().await;
+}
