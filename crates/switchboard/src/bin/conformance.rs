@@ -1,7 +1,180 @@
-//! `switchboard-conformance`: the adapter the official MCP conformance suite drives as a client.
-//! (Work in progress: scenarios are wired in the next increment.)
+//! `switchboard-conformance`: the client the official MCP conformance suite drives.
+//!
+//! The harness runs `switchboard-conformance <server-url>` with `MCP_CONFORMANCE_SCENARIO` (and
+//! sometimes `MCP_CONFORMANCE_CONTEXT`) set. The adapter connects through exactly the code the CLI
+//! and daemon use (`switchboard_upstream::connect`: era probe, transports, input policy), then acts
+//! out the scenario: list, call the named tools, read, get prompts. It exits 0 when the scenario's
+//! steps succeeded and 1 otherwise, and gives up by itself after a deadline so a stuck server can
+//! never hang the suite.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
+use switchboard_upstream::rmcp_model::Tool;
+use switchboard_upstream::{ConnectOptions, InputPolicy, Upstream, UpstreamError, connect};
+use tokio_util::sync::CancellationToken;
+
+/// The adapter's own deadline, below the harness's 30 s default.
+const DEADLINE: Duration = Duration::from_secs(25);
+
+#[derive(Debug, thiserror::Error)]
+enum AdapterError {
+    #[error("usage: switchboard-conformance <server-url>")]
+    Usage,
+    #[error("MCP_CONFORMANCE_CONTEXT is not valid JSON: {0}")]
+    Context(serde_json::Error),
+    #[error("invalid server URL: {0}")]
+    Url(String),
+    #[error("{0}")]
+    Upstream(#[from] UpstreamError),
+    #[error("the server has no tool '{0}'")]
+    MissingTool(String),
+    #[error("the tool '{0}' reported an error")]
+    ToolFailed(String),
+    #[error("the scenario did not finish within {0:?}")]
+    Deadline(Duration),
+}
 
 fn main() {
-    eprintln!("switchboard-conformance: no scenarios are wired yet");
-    std::process::exit(2);
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let code = runtime.block_on(async {
+        match tokio::time::timeout(DEADLINE, run()).await {
+            Ok(Ok(())) => 0,
+            Ok(Err(error)) => {
+                eprintln!("switchboard-conformance: {error}");
+                1
+            }
+            Err(_) => {
+                eprintln!(
+                    "switchboard-conformance: {}",
+                    AdapterError::Deadline(DEADLINE)
+                );
+                1
+            }
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    std::process::exit(code);
+}
+
+async fn run() -> Result<(), AdapterError> {
+    let url = std::env::args().nth(1).ok_or(AdapterError::Usage)?;
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: Value = match std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        Ok(text) => serde_json::from_str(&text).map_err(AdapterError::Context)?,
+        Err(_) => Value::Null,
+    };
+    let transport =
+        TransportSpec::from_url(&url, vec![]).map_err(|e| AdapterError::Url(e.to_string()))?;
+    let mut definition =
+        ServerDefinition::new(ServerId::new("conformance").expect("a valid id"), transport);
+    definition.timeouts.request = Duration::from_secs(10);
+    definition.timeouts.tool_call = Duration::from_secs(15);
+    let mut options = ConnectOptions::new(env!("CARGO_PKG_VERSION"));
+    // The suite checks that elicitation is answered with the schema's defaults.
+    options.input_policy = InputPolicy::AcceptDefaults;
+
+    let connection = connect(&definition, None, &options).await?;
+    let upstream = connection.upstream.clone();
+    let outcome = act_out(&scenario, &context, &upstream).await;
+    connection.session.close().await;
+    outcome
+}
+
+async fn act_out(scenario: &str, context: &Value, upstream: &Upstream) -> Result<(), AdapterError> {
+    let tools = upstream.list_tools().await?;
+    match scenario {
+        "tools_call" => {
+            call(upstream, &tools, "add_numbers", json!({"a": 5, "b": 3})).await?;
+        }
+        "elicitation-sep1034-client-defaults" => {
+            call(
+                upstream,
+                &tools,
+                "test_client_elicitation_defaults",
+                json!({}),
+            )
+            .await?;
+        }
+        "sse-retry" => {
+            call(upstream, &tools, "test_reconnection", json!({})).await?;
+        }
+        "sep-2322-client-request-state" => {
+            for name in [
+                "test_mrtr_echo_state",
+                "test_mrtr_unrelated",
+                "test_mrtr_no_state",
+                "test_mrtr_no_result_type",
+            ] {
+                call(upstream, &tools, name, json!({})).await?;
+            }
+        }
+        "http-standard-headers" => {
+            if let Some(tool) = tools.first() {
+                call(upstream, &tools, &tool.name, json!({})).await?;
+            }
+            for resource in upstream.list_resources().await? {
+                upstream.read_resource(&resource.uri).await?;
+            }
+            for prompt in upstream.list_prompts().await? {
+                upstream.get_prompt(&prompt.name, None).await?;
+            }
+        }
+        "http-invalid-tool-headers" => {
+            call(
+                upstream,
+                &tools,
+                "valid_tool",
+                json!({"region": "us-west1"}),
+            )
+            .await?;
+        }
+        "json-schema-2020-12-preservation" => {
+            let schema = tools
+                .iter()
+                .find(|t| t.name == "json_schema_2020_12_tool")
+                .map(|t| Value::Object((*t.input_schema).clone()))
+                .ok_or_else(|| AdapterError::MissingTool("json_schema_2020_12_tool".into()))?;
+            call(
+                upstream,
+                &tools,
+                "json_schema_echo",
+                json!({"schema": schema}),
+            )
+            .await?;
+        }
+        _ => {}
+    }
+    // Scenarios that hand over tool calls in their context (e.g. http-custom-headers).
+    if let Some(calls) = context.get("toolCalls").and_then(Value::as_array) {
+        for tool_call in calls {
+            let name = tool_call
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let arguments = tool_call.get("arguments").cloned().unwrap_or(json!({}));
+            call(upstream, &tools, name, arguments).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn call(
+    upstream: &Upstream,
+    tools: &[Tool],
+    name: &str,
+    arguments: Value,
+) -> Result<(), AdapterError> {
+    if !tools.iter().any(|t| t.name == name) {
+        return Err(AdapterError::MissingTool(name.into()));
+    }
+    let arguments: Option<Map<String, Value>> = arguments.as_object().cloned();
+    let result = upstream
+        .call_tool(name, arguments, None, CancellationToken::new())
+        .await?;
+    if result.is_error == Some(true) {
+        return Err(AdapterError::ToolFailed(name.into()));
+    }
+    Ok(())
 }

@@ -1,0 +1,349 @@
+//! The `switchboard` binary, driven as a user drives it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+use switchboard_fixtures::{Era, ServerEverything, transports};
+
+fn switchboard(data_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("SWITCHBOARD_VAULT_KEY")
+        .env_remove("SWITCHBOARD_CONFIG")
+        .output()
+        .expect("the switchboard binary runs")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_str(&ok(output)).expect("stdout is JSON and nothing else")
+}
+
+fn stdio_fixture() -> String {
+    switchboard_fixtures::stdio_fixture_binary()
+        .display()
+        .to_string()
+}
+
+#[test]
+fn servers_are_added_listed_shown_disabled_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "remote",
+            "https://mcp.example.test/mcp",
+            "--header",
+            "Authorization=Bearer sekrit",
+            "--header",
+            "X-Team: blue",
+        ],
+    ));
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "local",
+            "--env",
+            "API_KEY=hidden",
+            "--",
+            "node",
+            "server.js",
+            "--flag",
+        ],
+    ));
+    ok(&switchboard(dir.path(), &["server", "add", "notion"]));
+
+    let list = json(&switchboard(dir.path(), &["server", "list", "--json"]));
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["local", "notion", "remote"]);
+    let notion = &list[1];
+    assert_eq!(notion["transport"]["url"], "https://mcp.notion.com/mcp");
+    assert_eq!(notion["display_name"], "Notion");
+
+    let shown = ok(&switchboard(dir.path(), &["server", "show", "remote"]));
+    assert!(shown.contains("X-Team=blue"), "{shown}");
+    assert!(
+        !shown.contains("sekrit"),
+        "secrets are never printed: {shown}"
+    );
+    let shown = ok(&switchboard(
+        dir.path(),
+        &["server", "show", "local", "--json"],
+    ));
+    assert!(!shown.contains("hidden"), "{shown}");
+    assert!(shown.contains("--flag"));
+
+    ok(&switchboard(dir.path(), &["server", "disable", "remote"]));
+    let list = json(&switchboard(dir.path(), &["server", "list", "--json"]));
+    assert_eq!(list[2]["enabled"], false);
+    ok(&switchboard(dir.path(), &["server", "remove", "remote"]));
+    let missing = switchboard(dir.path(), &["server", "remove", "remote"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no server with id 'remote'"));
+
+    let duplicate = switchboard(
+        dir.path(),
+        &["server", "add", "local", "http://127.0.0.1:9/mcp"],
+    );
+    assert!(String::from_utf8_lossy(&duplicate.stderr).contains("already exists"));
+    let bad = switchboard(
+        dir.path(),
+        &["server", "add", "Bad_Id", "http://127.0.0.1:9/mcp"],
+    );
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn import_reports_what_it_imported_and_what_it_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("claude_desktop_config.json");
+    std::fs::write(
+        &file,
+        r#"{"mcpServers": {
+            "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},
+            "Linear": {"url": "https://mcp.linear.app/mcp"},
+            "broken": {"args": ["x"]}
+        }}"#,
+    )
+    .unwrap();
+    let report = json(&switchboard(
+        dir.path(),
+        &["server", "import", file.to_str().unwrap(), "--json"],
+    ));
+    let imported: Vec<&str> = report["imported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(imported, ["linear", "filesystem"]);
+    assert_eq!(report["skipped"][0]["name"], "broken");
+    assert!(
+        report["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("neither 'command' nor 'url'")
+    );
+
+    let again = json(&switchboard(
+        dir.path(),
+        &["server", "import", file.to_str().unwrap(), "--json"],
+    ));
+    assert_eq!(again["imported"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        again["skipped"].as_array().unwrap().len(),
+        3,
+        "existing servers are not overwritten"
+    );
+}
+
+#[test]
+fn tools_are_listed_and_called_with_typed_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = stdio_fixture();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "fixture", "--", &fixture, "legacy"],
+    ));
+
+    let tools = json(&switchboard(dir.path(), &["tools", "--json"]));
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo", "add", "slow", "fail", "crash", "add_tool"]);
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["server"] == "fixture")
+    );
+
+    let result = json(&switchboard(
+        dir.path(),
+        &[
+            "call",
+            "fixture/add",
+            "--arg",
+            "a=2",
+            "--arg",
+            "b=0.5",
+            "--json",
+        ],
+    ));
+    assert_eq!(result["content"][0]["text"], "2.5");
+    let text = ok(&switchboard(
+        dir.path(),
+        &[
+            "call",
+            "fixture/echo",
+            "--args",
+            r#"{"message": "plain words"}"#,
+        ],
+    ));
+    assert_eq!(text.trim(), "plain words");
+
+    let failed = switchboard(dir.path(), &["call", "fixture/fail", "--json"]);
+    assert_eq!(failed.status.code(), Some(1), "isError is a failure");
+    let body: Value = serde_json::from_slice(&failed.stdout).unwrap();
+    assert_eq!(body["isError"], true);
+
+    let unknown = switchboard(dir.path(), &["call", "fixture/nope"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("has no tool 'nope'"));
+    let bad_arg = switchboard(dir.path(), &["call", "fixture/add", "--arg", "a=two"]);
+    assert!(String::from_utf8_lossy(&bad_arg.stderr).contains("must be a number"));
+
+    let resources = json(&switchboard(dir.path(), &["resources", "--json"]));
+    assert_eq!(resources[0]["uri"], "fixture://greeting");
+    let prompts = json(&switchboard(dir.path(), &["prompts", "--json"]));
+    assert_eq!(prompts[0]["name"], "greet");
+}
+
+#[test]
+fn status_shows_each_server_and_its_problem_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = stdio_fixture();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "good", "--", &fixture, "legacy"],
+    ));
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "missing", "--", "/nonexistent/mcp-server"],
+    ));
+    let output = switchboard(dir.path(), &["status", "--json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "an unhealthy server makes status fail"
+    );
+    let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(status[0]["server"], "good");
+    assert_eq!(status[0]["state"], "connected");
+    assert_eq!(status[0]["protocol_version"], "2025-11-25");
+    assert_eq!(status[1]["server"], "missing");
+    assert!(
+        status[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start '/nonexistent/mcp-server'")
+    );
+}
+
+#[test]
+fn the_real_server_everything_is_added_listed_and_called_over_http() {
+    let server = ServerEverything::start("streamableHttp");
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "everything", &server.url],
+    ));
+    let tools = json(&switchboard(
+        dir.path(),
+        &["tools", "--server", "everything", "--json"],
+    ));
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "get-sum")
+    );
+    let result = json(&switchboard(
+        dir.path(),
+        &[
+            "call",
+            "everything/get-sum",
+            "--arg",
+            "a=20",
+            "--arg",
+            "b=22",
+            "--json",
+        ],
+    ));
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("42")
+    );
+}
+
+#[tokio::test]
+async fn serve_answers_health_and_status_and_stops_on_sigterm() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "fixture", &fixture.url],
+    ));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut connected = None;
+    for _ in 0..200 {
+        if let Ok(response) = client.get(format!("{base}/api/status")).send().await {
+            let body: Value = response.json().await.unwrap();
+            if body["servers"][0]["state"] == "connected" {
+                connected = Some(body);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let body = connected.expect("the daemon connected the server within 10 s");
+    assert_eq!(body["servers"][0]["tools"], 6);
+    let health = client.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.text().await.unwrap(), "ok");
+
+    let pid = daemon.id().unwrap() as i32;
+    // The `kill` command keeps this test free of unsafe code.
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(20), daemon.wait())
+        .await
+        .expect("the daemon stops within 20 s of SIGTERM")
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+}
