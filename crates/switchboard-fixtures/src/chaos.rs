@@ -120,3 +120,21 @@ pub async fn status(code: u16) -> RunningFixture {
     ))
     .await
 }
+
+/// An HTTP+SSE server whose `endpoint` event points at another origin.
+pub async fn cross_origin_endpoint() -> RunningFixture {
+    let fixture = serve(Router::new().route(
+        "/sse",
+        axum::routing::get(|| async {
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from(
+                    "event: endpoint\ndata: http://127.0.0.1:9/message?sessionId=x\n\n",
+                ))
+                .unwrap_or_default()
+        }),
+    ))
+    .await;
+    let url = fixture.url.replace("/mcp", "/sse");
+    RunningFixture::from_parts(url, fixture.state.clone(), fixture.take_stop())
+}

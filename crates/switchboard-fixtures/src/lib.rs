@@ -18,30 +18,39 @@ pub mod transports;
 pub use server::{Era, FixtureServer, FixtureState};
 pub use transports::RunningFixture;
 
-/// The path of the `switchboard-fixture-stdio` binary, building it first if this test run has
-/// not (cargo builds dependency binaries only for `--workspace` runs).
+/// The path of the `switchboard-fixture-stdio` binary, freshly built: `cargo test` builds a
+/// package's binaries only for that package's own tests, so this asks cargo once per test process
+/// (a no-op when the binary is up to date).
 pub fn stdio_fixture_binary() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test binary has a path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binaries live in target/<profile>/deps");
-    let binary = profile_dir.join("switchboard-fixture-stdio");
-    if !binary.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args([
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("the test binary has a path");
+            let profile_dir = exe
+                .parent()
+                .and_then(|deps| deps.parent())
+                .expect("test binaries live in target/<profile>/deps");
+            let release = profile_dir
+                .file_name()
+                .is_some_and(|name| name == "release");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut build = std::process::Command::new(cargo);
+            build.args([
                 "build",
+                "--quiet",
                 "-p",
                 "switchboard-fixtures",
                 "--bin",
                 "switchboard-fixture-stdio",
-            ])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the stdio fixture failed");
-    }
-    binary
+            ]);
+            if release {
+                build.arg("--release");
+            }
+            let status = build.status().expect("cargo runs");
+            assert!(status.success(), "building the stdio fixture failed");
+            profile_dir.join("switchboard-fixture-stdio")
+        })
+        .clone()
 }
 
 /// The repository root (for test data such as the npm-installed MCP servers).

@@ -35,6 +35,12 @@ pub struct FixtureState {
     pub extra_tool: AtomicBool,
     /// Make `tools/list` return the same cursor forever.
     pub repeat_cursor: AtomicBool,
+    /// Answer the next request that carries a session id with 404 (session expired).
+    pub expire_session_once: AtomicBool,
+    /// POSTs that carried no session id (discover probes and initializes).
+    pub sessionless_posts: AtomicUsize,
+    /// DELETE requests (session terminations).
+    pub deletes: AtomicUsize,
     /// The last `Mcp-Param-Region` header seen on a `lookup` call (HTTP only).
     pub last_region_header: std::sync::Mutex<Option<String>>,
 }
@@ -88,6 +94,11 @@ impl FixtureServer {
             Tool::new(
                 "crash",
                 "Exits the server process (stdio) mid-call",
+                object(json!({"type": "object"})),
+            ),
+            Tool::new(
+                "whoami",
+                "Returns $FIXTURE_MARK and the working directory",
                 object(json!({"type": "object"})),
             ),
             Tool::new(
@@ -264,6 +275,13 @@ impl ServerHandler for FixtureServer {
                 )))
             }
             "late" => Ok(text_result("late")),
+            "whoami" => Ok(text_result(format!(
+                "{} {}",
+                std::env::var("FIXTURE_MARK").unwrap_or_default(),
+                std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            ))),
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
     }

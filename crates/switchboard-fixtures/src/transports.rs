@@ -41,6 +41,11 @@ impl RunningFixture {
         Self { url, state, stop }
     }
 
+    /// Moves the stop token out (the returned token now owns the server's lifetime).
+    pub(crate) fn take_stop(mut self) -> CancellationToken {
+        std::mem::take(&mut self.stop)
+    }
+
     /// Stops the server (connections are dropped).
     pub fn stop(&self) {
         self.stop.cancel();
@@ -84,16 +89,43 @@ pub async fn streamable_http(era: Era) -> RunningFixture {
         config,
     );
     let (listener, addr) = listen().await;
-    spawn_router(
-        listener,
-        Router::new().nest_service("/mcp", service),
-        stop.clone(),
-    );
+    let router =
+        Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                observe_sessions,
+            ));
+    spawn_router(listener, router, stop.clone());
     RunningFixture {
         url: format!("http://{addr}/mcp"),
         state,
         stop,
     }
+}
+
+/// Counts session-related requests and expires a session on demand.
+async fn observe_sessions(
+    State(state): State<Arc<FixtureState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use std::sync::atomic::Ordering;
+    let has_session = request.headers().contains_key("mcp-session-id");
+    match *request.method() {
+        http::Method::DELETE => {
+            state.deletes.fetch_add(1, Ordering::SeqCst);
+        }
+        http::Method::POST if !has_session => {
+            state.sessionless_posts.fetch_add(1, Ordering::SeqCst);
+        }
+        _ => {}
+    }
+    let is_post = request.method() == http::Method::POST;
+    if has_session && is_post && state.expire_session_once.swap(false, Ordering::SeqCst) {
+        return axum::response::IntoResponse::into_response(StatusCode::NOT_FOUND);
+    }
+    next.run(request).await
 }
 
 type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;

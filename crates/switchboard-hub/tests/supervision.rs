@@ -111,7 +111,7 @@ async fn broken_servers_leave_the_healthy_one_untouched_and_say_what_is_wrong() 
             .clone()
     };
     assert_eq!(by_id("good").state, ConnectionState::Connected);
-    assert_eq!(by_id("good").tools, 6);
+    assert_eq!(by_id("good").tools, 7);
     for (name, words) in [
         ("hanging", "no answer within"),
         ("garbage", "not a JSON-RPC message"),
@@ -187,7 +187,7 @@ async fn list_changed_refreshes_the_catalog() {
         .call_tool("add_tool", None, None, CancellationToken::new())
         .await
         .unwrap();
-    eventually(&hub, "changing", "7 tools", |s| s.tools == 7).await;
+    eventually(&hub, "changing", "8 tools", |s| s.tools == 8).await;
     let catalog = hub.catalog(&id("changing")).unwrap();
     assert!(catalog.tools.iter().any(|t| t.name == "late"));
     hub.shutdown().await;
@@ -206,7 +206,7 @@ async fn disabled_tools_are_hidden_and_refused() {
     .await;
     let catalog = hub.catalog(&id("filtered")).unwrap();
     assert!(!catalog.tools.iter().any(|t| t.name == "crash"));
-    assert_eq!(catalog.tools.len(), 5);
+    assert_eq!(catalog.tools.len(), 6);
     assert!(matches!(
         hub.upstream_for_tool(&id("filtered"), "crash"),
         Err(HubError::ToolDisabled { .. })

@@ -383,7 +383,11 @@ impl Upstream {
                     Some(request_id),
                     Some("cancelled by the caller".into()),
                 );
-                let _ = self.peer.notify_cancelled(notice).await;
+                let _ = tokio::time::timeout(
+                    self.timeouts.notification,
+                    self.peer.notify_cancelled(notice),
+                )
+                .await;
                 Err(UpstreamError::Cancelled)
             }
         };

@@ -144,3 +144,10 @@ async fn a_stdio_server_that_dies_mid_call_fails_the_call_promptly() {
         .await;
     let _ = reason;
 }
+
+#[tokio::test]
+async fn an_endpoint_on_another_origin_is_refused() {
+    let fixture = chaos::cross_origin_endpoint().await;
+    let error = connect_error(&http(&fixture.url, Duration::from_secs(5))).await;
+    assert!(error.to_string().contains("different origin"), "{error}");
+}

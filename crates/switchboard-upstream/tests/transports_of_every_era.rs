@@ -82,8 +82,10 @@ async fn exercise(connection: &Connection, expect_tools: &[&str]) {
     assert_eq!(upstream.list_resources().await.unwrap().len(), 1);
 }
 
-const LEGACY_TOOLS: &[&str] = &["echo", "add", "slow", "fail", "crash", "add_tool"];
-const MODERN_TOOLS: &[&str] = &["echo", "add", "slow", "fail", "crash", "add_tool", "lookup"];
+const LEGACY_TOOLS: &[&str] = &["echo", "add", "slow", "fail", "crash", "whoami", "add_tool"];
+const MODERN_TOOLS: &[&str] = &[
+    "echo", "add", "slow", "fail", "crash", "whoami", "add_tool", "lookup",
+];
 
 #[tokio::test]
 async fn streamable_http_with_sessions_is_detected_and_works() {
@@ -299,4 +301,55 @@ async fn a_tool_error_is_a_result_not_a_failure() {
         .unwrap();
     assert_eq!(result.is_error, Some(true));
     connection.session.close().await;
+}
+
+#[tokio::test]
+async fn stdio_servers_get_their_environment_and_working_directory() {
+    let binary = switchboard_fixtures::stdio_fixture_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let def = definition(
+        TransportSpec::stdio(
+            binary.display().to_string(),
+            vec!["legacy".into()],
+            vec![switchboard_core::NamedValue::guess(
+                "FIXTURE_MARK",
+                "marked",
+            )],
+            Some(dir.path().to_path_buf()),
+        )
+        .unwrap(),
+    );
+    let connection = connect(&def, None, &options()).await.unwrap();
+    let text = text_of(&connection, "whoami", serde_json::json!({})).await;
+    let expected_dir = dir.path().canonicalize().unwrap();
+    assert_eq!(text, format!("marked {}", expected_dir.display()));
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn an_expired_session_is_reinitialised_transparently_and_closing_deletes_it() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    let before = fixture.state.sessionless_posts.load(Ordering::SeqCst);
+    fixture
+        .state
+        .expire_session_once
+        .store(true, Ordering::SeqCst);
+    assert_eq!(
+        text_of(&connection, "echo", serde_json::json!({"message": "again"})).await,
+        "again"
+    );
+    assert!(
+        fixture.state.sessionless_posts.load(Ordering::SeqCst) > before,
+        "a new initialize was sent without the expired session id"
+    );
+    assert_eq!(fixture.state.deletes.load(Ordering::SeqCst), 0);
+    connection.session.close().await;
+    assert_eq!(
+        fixture.state.deletes.load(Ordering::SeqCst),
+        1,
+        "DELETE on close"
+    );
 }

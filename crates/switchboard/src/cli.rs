@@ -106,6 +106,10 @@ pub enum ServerCommand {
     Enable(IdArgs),
     /// Disable a server (kept, but not connected).
     Disable(IdArgs),
+    /// Hide tools of a server from listings and refuse calls to them.
+    DisableTool(ToolArgs),
+    /// Make previously disabled tools available again.
+    EnableTool(ToolArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
 }
@@ -160,6 +164,16 @@ pub struct IdArgs {
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A server id and tool names.
+#[derive(Debug, Args)]
+pub struct ToolArgs {
+    /// The server's id.
+    pub id: String,
+    /// Upstream tool names.
+    #[arg(required = true)]
+    pub tools: Vec<String>,
 }
 
 /// Options of `server import`.

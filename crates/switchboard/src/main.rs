@@ -247,8 +247,33 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
             println!("Disabled {id}.");
             Ok(0)
         }
+        ServerCommand::DisableTool(args) => set_tools_disabled(store, args, true).await,
+        ServerCommand::EnableTool(args) => set_tools_disabled(store, args, false).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
+}
+
+async fn set_tools_disabled(
+    store: &Store,
+    args: cli::ToolArgs,
+    disabled: bool,
+) -> anyhow::Result<i32> {
+    let id = parse_id(&args.id)?;
+    let mut def = store
+        .get_server(&id)
+        .await?
+        .with_context(|| format!("no server with id '{id}'"))?;
+    for tool in &args.tools {
+        if disabled {
+            def.disabled_tools.insert(tool.clone());
+        } else {
+            def.disabled_tools.remove(tool);
+        }
+    }
+    store.put_server(&def).await?;
+    let verb = if disabled { "Disabled" } else { "Enabled" };
+    println!("{verb} {} on {id}.", args.tools.join(", "));
+    Ok(0)
 }
 
 fn toml_like(def: &ServerDefinition) -> String {

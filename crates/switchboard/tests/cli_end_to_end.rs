@@ -176,7 +176,10 @@ fn tools_are_listed_and_called_with_typed_arguments() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["echo", "add", "slow", "fail", "crash", "add_tool"]);
+    assert_eq!(
+        names,
+        ["echo", "add", "slow", "fail", "crash", "whoami", "add_tool"]
+    );
     assert!(
         tools
             .as_array()
@@ -331,7 +334,7 @@ async fn serve_answers_health_and_status_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let body = connected.expect("the daemon connected the server within 10 s");
-    assert_eq!(body["servers"][0]["tools"], 6);
+    assert_eq!(body["servers"][0]["tools"], 7);
     let health = client.get(format!("{base}/healthz")).send().await.unwrap();
     assert_eq!(health.text().await.unwrap(), "ok");
 
