@@ -297,6 +297,17 @@ impl ServerHandler for FixtureServer {
         )]))
     }
 
+    /// Like many real servers, the fixture declares `resources` but not templates.
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::ListResourceTemplatesRequestMethod,
+        >())
+    }
+
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,

@@ -225,21 +225,23 @@ impl ConnectionTask {
     ) -> Result<(), UpstreamError> {
         let previous = crate::read(&self.slot.catalog).clone();
         let mut catalog = ServerCatalog::clone(&previous);
+        let def = &self.slot.definition;
         if what.tools {
-            let def = &self.slot.definition;
-            catalog.tools = upstream
-                .list_tools()
-                .await?
+            catalog.tools = self
+                .tolerate("tools", upstream.list_tools().await)?
                 .into_iter()
                 .filter(|tool| def.tool_enabled(&tool.name))
                 .collect();
         }
         if what.resources {
-            catalog.resources = upstream.list_resources().await?;
-            catalog.resource_templates = upstream.list_resource_templates().await?;
+            catalog.resources = self.tolerate("resources", upstream.list_resources().await)?;
+            catalog.resource_templates = self.tolerate(
+                "resource templates",
+                upstream.list_resource_templates().await,
+            )?;
         }
         if what.prompts {
-            catalog.prompts = upstream.list_prompts().await?;
+            catalog.prompts = self.tolerate("prompts", upstream.list_prompts().await)?;
         }
         self.slot.status.send_modify(|status| {
             status.tools = catalog.tools.len();
@@ -252,6 +254,28 @@ impl ConnectionTask {
             server: self.server().clone(),
         });
         Ok(())
+    }
+
+    /// A server that answers one list with an error (many declare `resources` but do not
+    /// implement templates) keeps its other lists; only a lost connection or a timeout fails the
+    /// refresh.
+    fn tolerate<T>(
+        &self,
+        what: &str,
+        listed: Result<Vec<T>, UpstreamError>,
+    ) -> Result<Vec<T>, UpstreamError> {
+        match listed {
+            Ok(items) => Ok(items),
+            Err(error)
+                if error.is_connection_lost() || matches!(error, UpstreamError::Timeout(_)) =>
+            {
+                Err(error)
+            }
+            Err(error) => {
+                tracing::warn!(server = %self.server(), %error, "listing {what} failed; showing none");
+                Ok(Vec::new())
+            }
+        }
     }
 }
 

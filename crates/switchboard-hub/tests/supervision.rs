@@ -112,6 +112,10 @@ async fn broken_servers_leave_the_healthy_one_untouched_and_say_what_is_wrong() 
     };
     assert_eq!(by_id("good").state, ConnectionState::Connected);
     assert_eq!(by_id("good").tools, 7);
+    // The fixture answers resources/templates/list with -32601: that list is empty, the
+    // others are kept and the server counts as connected.
+    assert_eq!(by_id("good").resources, 1);
+    assert_eq!(by_id("good").resource_templates, 0);
     for (name, words) in [
         ("hanging", "no answer within"),
         ("garbage", "not a JSON-RPC message"),

@@ -353,3 +353,25 @@ async fn an_expired_session_is_reinitialised_transparently_and_closing_deletes_i
         "DELETE on close"
     );
 }
+
+#[tokio::test]
+async fn a_stateless_server_reports_list_changes_through_subscriptions_listen() {
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let mut connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    // The listen stream opens in the background; a change made before it is acknowledged is
+    // not delivered, so make the change again until one arrives (bounded).
+    let mut event = None;
+    for _ in 0..50 {
+        text_of(&connection, "add_tool", serde_json::json!({})).await;
+        if let Ok(received) =
+            tokio::time::timeout(Duration::from_millis(200), connection.events.recv()).await
+        {
+            event = received;
+            break;
+        }
+    }
+    assert_eq!(event, Some(UpstreamEvent::ToolsChanged));
+    connection.session.close().await;
+}
