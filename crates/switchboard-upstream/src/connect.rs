@@ -40,6 +40,9 @@ use crate::stdio::{self, StderrTail};
 use crate::upstream::Upstream;
 use crate::websocket::WebSocketTransport;
 
+/// Longest wait for a session's standalone GET stream before handing the session out anyway.
+const STANDALONE_STREAM_WAIT: Duration = Duration::from_secs(5);
+
 /// Settings shared by every connection the process opens.
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
@@ -134,7 +137,13 @@ pub async fn connect(
     let (service, detected, stderr) = match &def.transport {
         TransportSpec::Http { url, headers } => {
             let client = StatusAwareHttpClient::new(options.http.clone(), header_map(headers)?);
-            let (service, detected) = connect_http(url, client, handler, cached, handshake).await?;
+            let (service, detected) =
+                connect_http(url, client.clone(), handler, cached, handshake).await?;
+            // Server-initiated requests travel on the session's GET stream; do not hand out the
+            // session before that stream is open (or refused), or they could be lost.
+            client
+                .standalone_stream_settled(handshake.min(STANDALONE_STREAM_WAIT))
+                .await;
             (service, Some(detected), None)
         }
         TransportSpec::WebSocket { url, headers } => {

@@ -96,6 +96,18 @@ type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
 pub struct StatusAwareHttpClient {
     http: reqwest::Client,
     static_headers: Arc<HeaderMap>,
+    standalone: Arc<StandaloneStream>,
+}
+
+/// Whether the server-initiated channel (the standalone GET stream of a session) is ready.
+///
+/// Servers send unsolicited requests (elicitation, sampling, roots) on that stream and drop them
+/// when it is not open yet, so a session is only fully usable once the first GET has been
+/// answered, one way or the other.
+#[derive(Debug)]
+struct StandaloneStream {
+    session_assigned: std::sync::atomic::AtomicBool,
+    first_get_settled: tokio::sync::watch::Sender<bool>,
 }
 
 impl StatusAwareHttpClient {
@@ -104,7 +116,26 @@ impl StatusAwareHttpClient {
         Self {
             http,
             static_headers: Arc::new(static_headers),
+            standalone: Arc::new(StandaloneStream {
+                session_assigned: std::sync::atomic::AtomicBool::new(false),
+                first_get_settled: tokio::sync::watch::Sender::new(false),
+            }),
         }
+    }
+
+    /// Waits, at most `limit`, until the first standalone GET stream of a session has been
+    /// opened or refused. Returns at once when the server assigned no session (no GET stream is
+    /// opened then).
+    pub async fn standalone_stream_settled(&self, limit: std::time::Duration) {
+        if !self
+            .standalone
+            .session_assigned
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let mut settled = self.standalone.first_get_settled.subscribe();
+        let _ = tokio::time::timeout(limit, settled.wait_for(|done| *done)).await;
     }
 
     /// The underlying reqwest client.
@@ -271,6 +302,11 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        if new_session.is_some() {
+            self.standalone
+                .session_assigned
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let kind = content_type(&response);
         let is_json = kind.as_deref().is_some_and(|k| k.starts_with(JSON));
         if !status.is_success() {
@@ -368,6 +404,34 @@ impl StreamableHttpClient for StatusAwareHttpClient {
     }
 
     async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let resuming = last_event_id.is_some();
+        let outcome = self
+            .open_event_stream(
+                uri,
+                session_id,
+                last_event_id,
+                auth_token,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        if !resuming {
+            self.standalone.first_get_settled.send_replace(true);
+        }
+        outcome
+    }
+}
+
+impl StatusAwareHttpClient {
+    async fn open_event_stream(
         &self,
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
