@@ -114,6 +114,11 @@ impl FixtureServer {
                 object(json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}})),
             ));
             tools.push(Tool::new(
+                "confirm",
+                "Asks for confirmation with input_required, then reports the answer and the state",
+                object(json!({"type": "object"})),
+            ));
+            tools.push(Tool::new(
                 "bad_header",
                 "Declares an invalid x-mcp-header and must be dropped by clients",
                 object(json!({"type": "object", "properties": {"q": {"type": "string", "x-mcp-header": "Bad Name"}}})),
@@ -275,6 +280,26 @@ impl ServerHandler for FixtureServer {
                 )))
             }
             "late" => Ok(text_result("late")),
+            "confirm" => match (request.input_responses, request.request_state) {
+                (Some(responses), state) => Ok(text_result(format!(
+                    "answers={} state={}",
+                    serde_json::to_string(&responses).unwrap_or_default(),
+                    state.unwrap_or_default()
+                ))),
+                (None, _) => {
+                    let required = serde_json::from_value(json!({
+                        "resultType": "input_required",
+                        "inputRequests": {"confirm": {"method": "elicitation/create", "params": {
+                            "mode": "form",
+                            "message": "Proceed?",
+                            "requestedSchema": {"type": "object", "properties": {
+                                "ok": {"type": "boolean", "default": true}}}}}},
+                        "requestState": "opaque-state-1"
+                    }))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    Ok(CallToolResponse::InputRequired(required))
+                }
+            },
             "whoami" => Ok(text_result(format!(
                 "{} {}",
                 std::env::var("FIXTURE_MARK").unwrap_or_default(),

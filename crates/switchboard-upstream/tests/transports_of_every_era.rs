@@ -84,7 +84,7 @@ async fn exercise(connection: &Connection, expect_tools: &[&str]) {
 
 const LEGACY_TOOLS: &[&str] = &["echo", "add", "slow", "fail", "crash", "whoami", "add_tool"];
 const MODERN_TOOLS: &[&str] = &[
-    "echo", "add", "slow", "fail", "crash", "whoami", "add_tool", "lookup",
+    "echo", "add", "slow", "fail", "crash", "whoami", "add_tool", "lookup", "confirm",
 ];
 
 #[tokio::test]
@@ -373,5 +373,31 @@ async fn a_stateless_server_reports_list_changes_through_subscriptions_listen() 
         }
     }
     assert_eq!(event, Some(UpstreamEvent::ToolsChanged));
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn input_required_is_answered_by_the_policy_and_retried_with_the_exact_state() {
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let mut accepting = options();
+    accepting.input_policy = switchboard_upstream::InputPolicy::AcceptDefaults;
+    let connection = connect(&http(&fixture.url), None, &accepting)
+        .await
+        .unwrap();
+    let text = text_of(&connection, "confirm", serde_json::json!({})).await;
+    assert_eq!(
+        text,
+        r#"answers={"confirm":{"action":"accept","content":{"ok":true}}} state=opaque-state-1"#
+    );
+    connection.session.close().await;
+
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    let text = text_of(&connection, "confirm", serde_json::json!({})).await;
+    assert_eq!(
+        text,
+        r#"answers={"confirm":{"action":"decline"}} state=opaque-state-1"#
+    );
     connection.session.close().await;
 }
