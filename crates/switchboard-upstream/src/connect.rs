@@ -35,6 +35,7 @@ use url::Url;
 use crate::error::UpstreamError;
 use crate::handler::{InputPolicy, UpstreamEvent, UpstreamHandler};
 use crate::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::late_discover::LateDiscoverFilter;
 use crate::legacy_sse::{LegacySseError, LegacySseTransport};
 use crate::stdio::{self, StderrTail};
 use crate::upstream::Upstream;
@@ -245,11 +246,8 @@ where
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    match handler
-        .clone()
-        .serve_with_lifecycle(open().await?, auto)
-        .await
-    {
+    let probing = LateDiscoverFilter::new(open().await?);
+    match handler.clone().serve_with_lifecycle(probing, auto).await {
         Ok(service) => Ok(service),
         Err(error) if only_legacy_versions(&error) => handler
             .with_protocol_version(ProtocolVersion::V_2025_11_25)

@@ -13,6 +13,7 @@ pub mod error;
 #[allow(deprecated)]
 pub mod handler;
 pub mod http_client;
+mod late_discover;
 pub mod legacy_sse;
 pub mod sse;
 pub mod stdio;

@@ -484,6 +484,17 @@ async fn connected_hub(store: Store, only: Option<&str>) -> anyhow::Result<Arc<H
     Ok(hub)
 }
 
+/// Exit code of a listing: a failure when the one server asked for is not connected. Listings
+/// over every server show what they can and warn about the rest.
+fn listing_exit_code(hub: &Hub, only: Option<&str>) -> i32 {
+    let failed = only.is_some()
+        && hub
+            .status()
+            .iter()
+            .any(|status| status.state != ConnectionState::Connected);
+    if failed { EXIT_FAILURE } else { 0 }
+}
+
 fn one_line_status(status: &ServerStatus) -> String {
     match status.state {
         ConnectionState::Connected => format!(
@@ -520,6 +531,7 @@ async fn list_tools(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             json_rows.push(value);
         }
     }
+    let code = listing_exit_code(&hub, args.server.as_deref());
     hub.shutdown().await;
     if args.json {
         print_json(&json_rows)?;
@@ -529,7 +541,7 @@ async fn list_tools(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             render::table(&["SERVER", "TOOL", "DESCRIPTION"], &rows)
         );
     }
-    Ok(0)
+    Ok(code)
 }
 
 async fn list_resources(store: Store, args: ListArgs) -> anyhow::Result<i32> {
@@ -565,13 +577,14 @@ async fn list_resources(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             json_rows.push(value);
         }
     }
+    let code = listing_exit_code(&hub, args.server.as_deref());
     hub.shutdown().await;
     if args.json {
         print_json(&json_rows)?;
     } else {
         println!("{}", render::table(&["SERVER", "URI", "NAME"], &rows));
     }
-    Ok(0)
+    Ok(code)
 }
 
 async fn list_prompts(store: Store, args: ListArgs) -> anyhow::Result<i32> {
@@ -592,6 +605,7 @@ async fn list_prompts(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             json_rows.push(value);
         }
     }
+    let code = listing_exit_code(&hub, args.server.as_deref());
     hub.shutdown().await;
     if args.json {
         print_json(&json_rows)?;
@@ -601,7 +615,7 @@ async fn list_prompts(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             render::table(&["SERVER", "PROMPT", "DESCRIPTION"], &rows)
         );
     }
-    Ok(0)
+    Ok(code)
 }
 
 async fn call(store: Store, args: CallArgs) -> anyhow::Result<i32> {
