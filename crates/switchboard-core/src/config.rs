@@ -126,7 +126,16 @@ fn build_report(entries: BTreeMap<String, serde_json::Value>) -> ImportReport {
         let entry: ServerEntry = match serde_json::from_value(raw) {
             Ok(entry) => entry,
             Err(e) => {
-                report.skipped.push((name, format!("malformed entry: {e}")));
+                // serde's text can quote values (credentials among them); keep only its kind.
+                let kind = if e.is_data() || e.is_syntax() {
+                    "a field has the wrong type"
+                } else {
+                    "it cannot be read"
+                };
+                report.skipped.push((
+                    name,
+                    format!("malformed entry: {kind} (expected an object with 'command' or 'url')"),
+                ));
                 continue;
             }
         };

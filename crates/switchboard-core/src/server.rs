@@ -13,6 +13,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+/// The environment variable that may carry the vault key. Defined here so that every layer (the
+/// store reads it, the stdio transport strips it from child processes) names the same variable.
+pub const VAULT_KEY_ENV: &str = "SWITCHBOARD_VAULT_KEY";
+
 /// A server's identifier: a slug of lowercase ASCII letters, digits and single hyphens.
 ///
 /// Ids become prefixes of exposed tool names (`{server}__{tool}`), so they exclude `_` to keep
@@ -211,6 +215,30 @@ pub enum TransportSpecError {
     /// A stdio command was empty.
     #[error("a stdio server needs a command")]
     EmptyCommand,
+    /// A configured header is one the transports set themselves.
+    #[error("header '{0}' is set by Switchboard itself and cannot be configured")]
+    ReservedHeader(String),
+}
+
+/// Headers the MCP transports set per request; a configured copy would be sent twice or
+/// contradict the body, which strict 2026-07-28 servers reject.
+fn is_reserved_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    matches!(
+        lower.as_str(),
+        "accept"
+            | "content-type"
+            | "content-length"
+            | "host"
+            | "connection"
+            | "upgrade"
+            | "mcp-session-id"
+            | "mcp-protocol-version"
+            | "last-event-id"
+            | "mcp-method"
+            | "mcp-name"
+    ) || lower.starts_with("mcp-param-")
+        || lower.starts_with("sec-websocket-")
 }
 
 impl TransportSpec {
@@ -218,6 +246,9 @@ impl TransportSpec {
     pub fn from_url(url: &str, headers: Vec<NamedValue>) -> Result<Self, TransportSpecError> {
         let parsed =
             Url::parse(url).map_err(|e| TransportSpecError::BadUrl(url.into(), e.to_string()))?;
+        if let Some(reserved) = headers.iter().find(|h| is_reserved_header(&h.name)) {
+            return Err(TransportSpecError::ReservedHeader(reserved.name.clone()));
+        }
         match parsed.scheme() {
             "http" | "https" => Ok(Self::Http {
                 url: parsed,
@@ -270,6 +301,32 @@ impl TransportSpec {
         }
     }
 
+    /// [`Self::target`] safe to show and log: a URL's password and query values (where API
+    /// keys often travel) are replaced by `********`.
+    pub fn display_target(&self) -> String {
+        match self {
+            Self::Http { url, .. } | Self::WebSocket { url, .. } => redact_url(url),
+            Self::Stdio { .. } => self.target(),
+        }
+    }
+
+    /// A copy safe to show: secret values, and the URL's password and query values, replaced by
+    /// `********`.
+    pub fn redacted(&self) -> Self {
+        let mut shown = self.clone();
+        if let Self::Http { url, .. } | Self::WebSocket { url, .. } = &mut shown
+            && let Ok(redacted) = Url::parse(&redact_url(url))
+        {
+            *url = redacted;
+        }
+        for value in shown.named_values_mut() {
+            if value.secret {
+                value.value = value.display_value().to_owned();
+            }
+        }
+        shown
+    }
+
     /// Every name/value pair that belongs to this transport (headers or env).
     pub fn named_values(&self) -> &[NamedValue] {
         match self {
@@ -285,6 +342,24 @@ impl TransportSpec {
             Self::Stdio { env, .. } => env,
         }
     }
+}
+
+fn redact_url(url: &Url) -> String {
+    let mut shown = url.clone();
+    if shown.password().is_some() {
+        let _ = shown.set_password(Some("********"));
+    }
+    if shown.query().is_some() {
+        let names: Vec<String> = shown
+            .query_pairs()
+            .map(|(name, _)| name.into_owned())
+            .collect();
+        shown
+            .query_pairs_mut()
+            .clear()
+            .extend_pairs(names.iter().map(|name| (name.as_str(), "********")));
+    }
+    shown.to_string()
 }
 
 /// Per-server timeouts.
@@ -468,6 +543,31 @@ mod tests {
             TransportSpec::from_url("not a url", vec![]),
             Err(TransportSpecError::BadUrl(..))
         ));
+    }
+
+    #[test]
+    fn reserved_headers_are_refused_and_urls_are_shown_redacted() {
+        for name in [
+            "Accept",
+            "mcp-session-id",
+            "MCP-Protocol-Version",
+            "Mcp-Param-Region",
+        ] {
+            assert!(matches!(
+                TransportSpec::from_url("https://x.test/mcp", vec![NamedValue::guess(name, "v")]),
+                Err(TransportSpecError::ReservedHeader(_))
+            ));
+        }
+        let spec =
+            TransportSpec::from_url("https://user:pw@x.test/mcp?api_key=abc&v=1", vec![]).unwrap();
+        let shown = spec.display_target();
+        assert!(!shown.contains("pw") && !shown.contains("abc"), "{shown}");
+        assert!(
+            shown.contains("api_key=") && shown.contains("x.test/mcp"),
+            "{shown}"
+        );
+        let plain = TransportSpec::from_url("https://x.test/mcp", vec![]).unwrap();
+        assert_eq!(plain.display_target(), "https://x.test/mcp");
     }
 
     #[test]

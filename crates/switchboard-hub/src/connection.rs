@@ -19,6 +19,9 @@ use crate::{HubEvent, ServerCatalog, ServerSlot, write};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A session must stay up this long before the backoff starts again from the beginning, so a
+/// server that crashes right after its handshake is not restarted every second forever.
+const STABLE_SESSION: Duration = Duration::from_secs(30);
 
 pub(crate) struct ConnectionTask {
     slot: Arc<ServerSlot>,
@@ -75,6 +78,7 @@ impl ConnectionTask {
             }
             Err(illegal) => {
                 tracing::error!(server = %self.server(), %illegal, "bug: connection task tried an illegal transition");
+                debug_assert!(false, "{illegal}");
             }
         }
     }
@@ -90,8 +94,12 @@ impl ConnectionTask {
             };
             let failure = match attempt {
                 Ok(connection) => {
-                    backoff = FIRST_BACKOFF;
-                    self.serve(connection).await
+                    let started = tokio::time::Instant::now();
+                    let ended = self.serve(connection).await;
+                    if started.elapsed() >= STABLE_SESSION {
+                        backoff = FIRST_BACKOFF;
+                    }
+                    ended
                 }
                 Err(error) => error,
             };

@@ -14,7 +14,7 @@ pub struct ServerStatus {
     pub display_name: String,
     /// `http`, `websocket` or `stdio`.
     pub transport: &'static str,
-    /// The URL or command line.
+    /// The URL (password and query values redacted) or command line.
     pub target: String,
     /// Connection state.
     pub state: ConnectionState,
@@ -50,7 +50,7 @@ impl ServerStatus {
             server: def.id.clone(),
             display_name: def.display_name.clone(),
             transport: def.transport.kind(),
-            target: def.transport.target(),
+            target: def.transport.display_target(),
             state: ConnectionState::Disconnected,
             detected_transport: None,
             protocol_version: None,

@@ -231,18 +231,9 @@ impl Store {
         Ok(())
     }
 
-    /// Forgets a probe result, so the next connect probes again.
-    pub async fn clear_probe(&self, id: &ServerId) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM server_probes WHERE server_id = ?1")
-            .bind(id.as_str())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     fn seal_transport(&self, def: &ServerDefinition) -> TransportSpec {
         let mut transport = def.transport.clone();
-        for value in transport.named_values_mut().iter_mut().filter(|v| v.secret) {
+        for value in transport.named_values_mut().iter_mut() {
             value.value = self
                 .vault
                 .seal(&secret_context(&def.id, &value.name), &value.value);
@@ -258,7 +249,7 @@ impl Store {
         })?;
         let mut transport: TransportSpec =
             serde_json::from_str(row.try_get("transport_json")?).map_err(|e| corrupt(&id, e))?;
-        for value in transport.named_values_mut().iter_mut().filter(|v| v.secret) {
+        for value in transport.named_values_mut().iter_mut() {
             value.value = self
                 .vault
                 .unseal(&secret_context(&id, &value.name), &value.value)?;

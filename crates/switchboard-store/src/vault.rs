@@ -17,7 +17,7 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
 /// Name of the environment variable that may carry the key (base64 of 32 bytes).
-pub const KEY_ENV: &str = "SWITCHBOARD_VAULT_KEY";
+pub const KEY_ENV: &str = switchboard_core::server::VAULT_KEY_ENV;
 /// Prefix marking a sealed value inside stored JSON.
 const SEALED_PREFIX: &str = "sealed:v1:";
 const NONCE_LEN: usize = 24;
@@ -115,7 +115,7 @@ impl Vault {
         }
     }
 
-    /// Seals `plain`, binding it to `context` (e.g. `server:notion/header:Authorization`).
+    /// Seals `plain`, binding it to `context` (e.g. `server:notion/value:Authorization`).
     pub fn seal(&self, context: &str, plain: &str) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         rand::rng().fill_bytes(&mut nonce);

@@ -38,10 +38,14 @@ async fn definitions_survive_reopening_and_secrets_are_sealed_on_disk() {
     }
     let raw = String::from_utf8_lossy(&raw);
     assert!(
-        raw.contains("blue"),
-        "non-secret values are stored as they are"
+        raw.contains("mcp.notion.com"),
+        "the file is the database we wrote"
     );
     assert!(!raw.contains("top-secret-token"), "secret leaked to disk");
+    assert!(
+        !raw.contains("blue"),
+        "every header value is sealed, not only guessed secrets"
+    );
 }
 
 #[tokio::test]

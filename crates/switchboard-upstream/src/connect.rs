@@ -15,7 +15,6 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{Implementation, ProtocolVersion, ServerNotification};
 use rmcp::service::{
@@ -28,7 +27,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
 use switchboard_core::error::error_chain;
-use switchboard_core::{DetectedTransport, NamedValue, ServerDefinition, TransportSpec};
+use switchboard_core::{DetectedTransport, ServerDefinition, TransportSpec};
 use tokio::sync::mpsc;
 use url::Url;
 
@@ -137,9 +136,18 @@ pub async fn connect(
     let handshake = def.timeouts.request;
     let (service, detected, stderr) = match &def.transport {
         TransportSpec::Http { url, headers } => {
-            let client = StatusAwareHttpClient::new(options.http.clone(), header_map(headers)?);
-            let (service, detected) =
-                connect_http(url, client.clone(), handler, cached, handshake).await?;
+            let headers = crate::http_client::header_map(headers)
+                .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
+            let client = StatusAwareHttpClient::new(options.http.clone(), headers);
+            let (service, detected) = connect_http(
+                def.id.as_str(),
+                url,
+                client.clone(),
+                handler,
+                cached,
+                handshake,
+            )
+            .await?;
             // Server-initiated requests travel on the session's GET stream; do not hand out the
             // session before that stream is open (or refused), or they could be lost.
             client
@@ -192,23 +200,6 @@ pub async fn connect(
         stderr,
         session: Session { service },
     })
-}
-
-fn header_map(headers: &[NamedValue]) -> Result<HeaderMap, UpstreamError> {
-    let mut map = HeaderMap::new();
-    for header in headers {
-        let bad = || {
-            UpstreamError::Handshake(format!(
-                "header '{}' is not a valid HTTP header",
-                header.name
-            ))
-        };
-        let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| bad())?;
-        let mut value = HeaderValue::from_str(&header.value).map_err(|_| bad())?;
-        value.set_sensitive(header.secret);
-        map.append(name, value);
-    }
-    Ok(map)
 }
 
 async fn within<T>(
@@ -294,6 +285,7 @@ enum Step {
 }
 
 async fn connect_http(
+    server: &str,
     url: &Url,
     client: StatusAwareHttpClient,
     handler: UpstreamHandler,
@@ -312,31 +304,52 @@ async fn connect_http(
     for kind in order {
         let step = match kind {
             DetectedTransport::StreamableHttpStateless => {
-                within(handshake, try_stateless(url, &client, handler.clone())).await?
+                match within(handshake, try_stateless(url, &client, handler.clone())).await {
+                    Err(UpstreamError::Timeout(limit)) => Ok(Step::NotThis(format!(
+                        "no answer to server/discover within {limit:?}"
+                    ))),
+                    other => other,
+                }
             }
             DetectedTransport::StreamableHttp => {
-                within(handshake, try_sessions(url, &client, handler.clone())).await?
+                within(handshake, try_sessions(url, &client, handler.clone())).await
             }
             DetectedTransport::HttpSse => {
-                within(
-                    handshake,
-                    try_http_sse(url, &client, handler.clone(), handshake),
-                )
-                .await?
+                try_http_sse(server, url, &client, handler.clone(), handshake).await
             }
         };
+        let step = match step {
+            // A cached answer that no longer holds is a reason to probe again from the top,
+            // unless the server cannot be reached or wants a sign-in (no probe step can help).
+            Err(error) if Some(kind) == cached && !ends_the_probe(&error) => Ok(Step::NotThis(
+                format!("cached result no longer holds: {error}"),
+            )),
+            other => other,
+        }?;
         match step {
             Step::Connected(service) => {
-                tracing::debug!(%url, transport = kind.as_str(), "probe settled");
+                tracing::debug!(server, transport = kind.as_str(), "probe settled");
                 return Ok((service, kind));
             }
             Step::NotThis(reason) => {
-                tracing::debug!(%url, transport = kind.as_str(), reason, "not this transport");
+                tracing::debug!(
+                    server,
+                    transport = kind.as_str(),
+                    reason,
+                    "not this transport"
+                );
                 reasons.push(format!("{}: {reason}", kind.as_str()));
             }
         }
     }
     Err(UpstreamError::NoTransport(reasons.join("; ")))
+}
+
+fn ends_the_probe(error: &UpstreamError) -> bool {
+    matches!(
+        error,
+        UpstreamError::Unreachable(_) | UpstreamError::AuthRequired
+    )
 }
 
 fn streamable_transport(
@@ -464,31 +477,37 @@ async fn try_sessions(
 }
 
 async fn try_http_sse(
+    server: &str,
     url: &Url,
     client: &StatusAwareHttpClient,
     handler: UpstreamHandler,
     wait: Duration,
 ) -> Result<Step, UpstreamError> {
-    let transport =
-        match LegacySseTransport::connect(client.clone(), url, wait, url.to_string()).await {
-            Ok(transport) => transport,
-            Err(LegacySseError::Request(e)) => {
-                return Err(UpstreamError::Unreachable(
-                    crate::http_client::describe_reqwest(&e),
-                ));
-            }
-            Err(LegacySseError::Status(401)) => return Err(UpstreamError::AuthRequired),
-            Err(error @ (LegacySseError::CrossOrigin(_) | LegacySseError::BadEndpoint(_))) => {
-                return Err(UpstreamError::Handshake(error.to_string()));
-            }
-            Err(other) => return Ok(Step::NotThis(other.to_string())),
-        };
+    // The endpoint wait (inside) is shorter than the bound on the whole GET (outside), so a
+    // server that answers the GET but sends no `endpoint` event is reported as such.
+    let opened = LegacySseTransport::connect(client.clone(), url, wait, server.to_owned());
+    let transport = match within(wait.saturating_mul(2), async { Ok(opened.await) }).await? {
+        Ok(transport) => transport,
+        Err(LegacySseError::Request(e)) => {
+            return Err(UpstreamError::Unreachable(
+                crate::http_client::describe_reqwest(&e),
+            ));
+        }
+        Err(LegacySseError::Status(401)) => return Err(UpstreamError::AuthRequired),
+        Err(error @ (LegacySseError::CrossOrigin(_) | LegacySseError::BadEndpoint(_))) => {
+            return Err(UpstreamError::Handshake(error.to_string()));
+        }
+        Err(other) => return Ok(Step::NotThis(other.to_string())),
+    };
     let handler = handler.with_protocol_version(ProtocolVersion::V_2024_11_05);
-    handler
-        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
-        .await
-        .map(Step::Connected)
-        .map_err(handshake_error)
+    within(wait, async {
+        handler
+            .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+            .await
+            .map(Step::Connected)
+            .map_err(handshake_error)
+    })
+    .await
 }
 
 /// On 2026-07-28 servers, change notifications arrive only on a `subscriptions/listen` stream.

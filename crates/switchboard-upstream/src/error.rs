@@ -57,9 +57,15 @@ pub enum UpstreamError {
     /// The call was cancelled by the caller.
     #[error("the call was cancelled")]
     Cancelled,
-    /// The connection closed (the process exited, the stream ended).
+    /// The connection closed (the stream ended, the socket closed).
     #[error("the connection to the server closed")]
     Closed,
+    /// A stdio server's process ended.
+    #[error("the server process exited{}", .last_output.as_ref().map(|l| format!("; its last output: {l}")).unwrap_or_default())]
+    ProcessExited {
+        /// The last line it wrote to stderr, if any.
+        last_output: Option<String>,
+    },
     /// A list method returned the same cursor twice.
     #[error(
         "the server repeated pagination cursor '{0}' while listing {1}; stopped to avoid an endless loop"
@@ -99,6 +105,7 @@ impl Classified for UpstreamError {
             | Self::NoTransport(_)
             | Self::Handshake(_) => RetryClass::Safe,
             Self::HttpStatus { status, .. } if *status == 429 || *status >= 500 => RetryClass::Safe,
+            Self::ProcessExited { .. } => RetryClass::Safe,
             Self::Timeout(_) | Self::Closed | Self::Protocol(_) => RetryClass::OnlyIfIdempotent,
             _ => RetryClass::Never,
         }
@@ -108,7 +115,10 @@ impl Classified for UpstreamError {
 impl UpstreamError {
     /// Whether this error means the connection itself is gone (so the hub should reconnect).
     pub fn is_connection_lost(&self) -> bool {
-        matches!(self, Self::Closed | Self::Unreachable(_))
+        matches!(
+            self,
+            Self::Closed | Self::Unreachable(_) | Self::ProcessExited { .. }
+        )
     }
 }
 

@@ -37,9 +37,10 @@ const ERROR_EXCERPT_CHARS: usize = 200;
 /// A failure this client reports with its HTTP status intact.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpFailure {
-    /// The request never got an HTTP answer (connect, TLS, I/O).
+    /// The request never got an HTTP answer (connect, TLS, I/O). The URL is stripped: it may
+    /// carry credentials, and rmcp formats this error with `{:?}`.
     #[error("{}", describe_reqwest(.0))]
-    Request(#[from] reqwest::Error),
+    Request(reqwest::Error),
     /// The server answered with a non-success status and no JSON-RPC error body.
     #[error("HTTP {status}{}", excerpt_suffix(.excerpt))]
     Status {
@@ -50,13 +51,9 @@ pub enum HttpFailure {
     },
 }
 
-impl HttpFailure {
-    /// The HTTP status, if the server answered at all.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Self::Status { status, .. } => Some(*status),
-            Self::Request(e) => e.status().map(|s| s.as_u16()),
-        }
+impl From<reqwest::Error> for HttpFailure {
+    fn from(error: reqwest::Error) -> Self {
+        Self::Request(error.without_url())
     }
 }
 
@@ -66,6 +63,25 @@ fn excerpt_suffix(excerpt: &str) -> String {
     } else {
         format!(" ({excerpt})")
     }
+}
+
+/// A configured header that HTTP cannot carry.
+#[derive(Debug, thiserror::Error)]
+#[error("header '{0}' is not a valid HTTP header (bad name or value)")]
+pub struct InvalidHeader(pub String);
+
+/// Builds the static headers of a server; values are marked sensitive so that HTTP libraries
+/// keep them out of debug output.
+pub fn header_map(headers: &[switchboard_core::NamedValue]) -> Result<HeaderMap, InvalidHeader> {
+    let mut map = HeaderMap::new();
+    for header in headers {
+        let bad = || InvalidHeader(header.name.clone());
+        let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| bad())?;
+        let mut value = HeaderValue::from_str(&header.value).map_err(|_| bad())?;
+        value.set_sensitive(true);
+        map.append(name, value);
+    }
+    Ok(map)
 }
 
 /// Describes a reqwest error with its whole cause chain (reqwest's own text is terse).
@@ -240,6 +256,14 @@ fn excerpt(body: &[u8]) -> String {
         .collect()
 }
 
+fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        JsonRpcMessage::Request(request)
+            if matches!(request.request, rmcp::model::ClientRequest::InitializeRequest(_))
+    )
+}
+
 fn expects_no_reply(message: &ClientJsonRpcMessage) -> bool {
     !matches!(message, JsonRpcMessage::Request(_))
 }
@@ -315,7 +339,12 @@ impl StreamableHttpClient for StatusAwareHttpClient {
                 .unwrap_or_default();
             // A JSON-RPC error body is the server's answer to the request; pass it on correlated
             // to the request id (modern servers put -32022/-32021/-32020 here with HTTP 400).
+            // Except for `initialize` refused with 400/404/405: that status is the spec's signal
+            // to fall back to HTTP+SSE, so it must reach the probe as a status.
+            let initialize_refused =
+                is_initialize(&message) && matches!(status.as_u16(), 400 | 404 | 405);
             if is_json
+                && !initialize_refused
                 && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
                 && let Ok(JsonRpcMessage::Error(mut error)) =
                     serde_json::from_slice::<ServerJsonRpcMessage>(&body)
@@ -455,8 +484,8 @@ impl StatusAwareHttpClient {
             return Err(error);
         }
         let status = response.status();
-        // Any 4xx refusal of the optional GET stream means "no stream here"; rmcp treats this
-        // error as non-fatal and keeps the session.
+        // The GET stream is optional: any 4xx refusal (405 by the spec, but 400 and 404 are
+        // common) means "no stream here", which rmcp treats as non-fatal, keeping the session.
         if status.is_client_error() {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);
         }

@@ -24,7 +24,7 @@ use crate::wire::decode_server_message;
 pub enum LegacySseError {
     /// The HTTP request failed before an answer.
     #[error("{}", describe_reqwest(.0))]
-    Request(#[from] reqwest::Error),
+    Request(reqwest::Error),
     /// The GET of the SSE stream was refused.
     #[error("the SSE stream was refused with HTTP {0}")]
     Status(u16),
@@ -41,7 +41,7 @@ pub enum LegacySseError {
     #[error("the `endpoint` event's data is not a valid URL: {0}")]
     BadEndpoint(String),
     /// The endpoint is on another origin; following it could leak requests to a third party.
-    #[error("refused the `endpoint` {0}: it is on a different origin than the SSE stream")]
+    #[error("refused the `endpoint` on {0}: it is on a different origin than the SSE stream")]
     CrossOrigin(String),
     /// A POST of a message was refused.
     #[error("posting a message was refused with HTTP {0}")]
@@ -54,6 +54,13 @@ pub struct LegacySseTransport {
     post_url: Url,
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
     _reader: DropGuard,
+}
+
+impl From<reqwest::Error> for LegacySseError {
+    fn from(error: reqwest::Error) -> Self {
+        // The URL may carry credentials; keep it out of error text.
+        Self::Request(error.without_url())
+    }
 }
 
 impl LegacySseTransport {
@@ -101,9 +108,11 @@ impl LegacySseTransport {
         .map_err(|_| LegacySseError::NoEndpoint(wait))??;
         let post_url = url
             .join(endpoint.trim())
-            .map_err(|e| LegacySseError::BadEndpoint(format!("'{endpoint}' ({e})")))?;
+            .map_err(|e| LegacySseError::BadEndpoint(e.to_string()))?;
         if post_url.origin() != url.origin() {
-            return Err(LegacySseError::CrossOrigin(post_url.to_string()));
+            return Err(LegacySseError::CrossOrigin(
+                post_url.origin().ascii_serialization(),
+            ));
         }
 
         let (sender, incoming) = mpsc::channel(64);

@@ -13,11 +13,13 @@ use std::sync::{Arc, Mutex};
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::transport::TokioChildProcess;
 use switchboard_core::NamedValue;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use crate::error::UpstreamError;
 
 const STDERR_TAIL_LINES: usize = 20;
+/// Longer stderr lines are split.
+const MAX_STDERR_LINE_BYTES: usize = 8 * 1024;
 
 /// The last lines a child wrote to stderr.
 #[derive(Debug, Clone, Default)]
@@ -62,6 +64,8 @@ pub fn spawn(
 ) -> Result<TokioChildProcess, UpstreamError> {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args)
+        // Switchboard's own secrets are never handed to third-party server processes.
+        .env_remove(switchboard_core::server::VAULT_KEY_ENV)
         .envs(env.iter().map(|v| (&v.name, &v.value)))
         .kill_on_drop(true);
     if let Some(dir) = cwd {
@@ -80,10 +84,23 @@ pub fn spawn(
         let tail = tail.clone();
         let server = server.to_owned();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(target: "switchboard::upstream::stderr", server, "{line}");
-                tail.push(line);
+            // Read to EOF whatever the bytes are: a child whose stderr pipe fills up blocks.
+            let mut reader = BufReader::new(stderr);
+            let mut buffer = Vec::new();
+            loop {
+                buffer.clear();
+                match (&mut reader)
+                    .take(MAX_STDERR_LINE_BYTES as u64)
+                    .read_until(b'\n', &mut buffer)
+                    .await
+                {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let line = String::from_utf8_lossy(&buffer).trim_end().to_owned();
+                        tracing::info!(target: "switchboard::upstream::stderr", server, "{line}");
+                        tail.push(line);
+                    }
+                }
             }
         });
     }

@@ -111,18 +111,6 @@ impl Upstream {
             .is_some_and(|info| !info.protocol_version.has_initialize())
     }
 
-    /// The server's instructions, if it gave any.
-    pub fn instructions(&self) -> Option<String> {
-        self.peer
-            .peer_info()
-            .and_then(|info| info.instructions.clone())
-    }
-
-    /// Whether the session has ended.
-    pub fn is_closed(&self) -> bool {
-        self.peer.is_transport_closed()
-    }
-
     /// Every tool, across all pages.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
         if self.capabilities().tools.is_none() {

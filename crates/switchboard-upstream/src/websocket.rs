@@ -31,8 +31,8 @@ pub enum WebSocketError {
     #[error("WebSocket error: {0}")]
     Socket(#[from] tungstenite::Error),
     /// A configured header is not a valid HTTP header.
-    #[error("header '{0}' has a value that is not valid in HTTP")]
-    BadHeader(String),
+    #[error(transparent)]
+    BadHeader(#[from] crate::http_client::InvalidHeader),
     /// A message could not be encoded.
     #[error("cannot encode a message: {0}")]
     Encode(#[from] serde_json::Error),
@@ -56,13 +56,9 @@ impl WebSocketTransport {
         request
             .headers_mut()
             .insert("sec-websocket-protocol", HeaderValue::from_static("mcp"));
-        for header in headers {
-            let name = http::HeaderName::from_bytes(header.name.as_bytes())
-                .map_err(|_| WebSocketError::BadHeader(header.name.clone()))?;
-            let value = HeaderValue::from_str(&header.value)
-                .map_err(|_| WebSocketError::BadHeader(header.name.clone()))?;
-            request.headers_mut().insert(name, value);
-        }
+        request
+            .headers_mut()
+            .extend(crate::http_client::header_map(headers)?);
         let (socket, response) = tokio_tungstenite::connect_async(request).await?;
         if response
             .headers()

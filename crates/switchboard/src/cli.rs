@@ -130,15 +130,18 @@ pub struct AddArgs {
     /// Description.
     #[arg(long)]
     pub description: Option<String>,
-    /// A header `Name: value` or `Name=value` (repeatable); credentials are detected and sealed.
+    /// A header `Name: value` or `Name=value` (repeatable); credentials are detected and redacted.
     #[arg(long = "header", value_name = "NAME=VALUE")]
     pub headers: Vec<String>,
-    /// A header whose value is always sealed and redacted (repeatable).
+    /// A header whose value is always redacted on display (repeatable).
     #[arg(long = "secret-header", value_name = "NAME=VALUE")]
     pub secret_headers: Vec<String>,
-    /// An environment variable for a stdio server (repeatable).
+    /// An environment variable for a stdio server (repeatable); credentials are detected.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
+    /// An environment variable whose value is always redacted on display (repeatable).
+    #[arg(long = "secret-env", value_name = "NAME=VALUE")]
+    pub secret_env: Vec<String>,
     /// Working directory for a stdio server.
     #[arg(long)]
     pub cwd: Option<PathBuf>,

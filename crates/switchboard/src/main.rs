@@ -168,7 +168,8 @@ fn parse_named(pair: &str, secret: Option<bool>) -> anyhow::Result<NamedValue> {
         .split_once(':')
         .filter(|(name, _)| !name.contains('='))
         .or_else(|| pair.split_once('='))
-        .with_context(|| format!("'{pair}' is not NAME=VALUE"))?;
+        // Never echo the text: a mistyped pair is often a bare credential.
+        .context("a --header, --secret-header, --env or --secret-env value is not NAME=VALUE")?;
     let mut named = NamedValue::guess(name.trim(), value.trim());
     if let Some(secret) = secret {
         named.secret = secret || named.secret;
@@ -176,14 +177,10 @@ fn parse_named(pair: &str, secret: Option<bool>) -> anyhow::Result<NamedValue> {
     Ok(named)
 }
 
-/// A definition as it may be printed: secret values redacted.
+/// A definition as it may be printed: secret values and URL credentials redacted.
 fn redacted(def: &ServerDefinition) -> ServerDefinition {
     let mut shown = def.clone();
-    for value in shown.transport.named_values_mut() {
-        if value.secret {
-            value.value = value.display_value().to_owned();
-        }
-    }
+    shown.transport = def.transport.redacted();
     shown
 }
 
@@ -204,7 +201,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
                             d.id.to_string(),
                             d.transport.kind().to_owned(),
                             if d.enabled { "yes" } else { "no" }.to_owned(),
-                            d.transport.target(),
+                            d.transport.display_target(),
                         ]
                     })
                     .collect();
@@ -287,7 +284,7 @@ fn toml_like(def: &ServerDefinition) -> String {
     out += &format!(
         "transport:    {}\ntarget:       {}\nenabled:      {}\n",
         def.transport.kind(),
-        def.transport.target(),
+        def.transport.display_target(),
         def.enabled
     );
     if let TransportSpec::Stdio { cwd: Some(cwd), .. } = &def.transport {
@@ -343,6 +340,9 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
             for pair in &args.env {
                 env.push(parse_named(pair, None)?);
             }
+            for pair in &args.secret_env {
+                env.push(parse_named(pair, Some(true))?);
+            }
             TransportSpec::stdio(command.clone(), rest.to_vec(), env, args.cwd.clone())?
         }
         (None, None) => match entry {
@@ -384,7 +384,7 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
     println!(
         "Added {id} ({} {}).",
         def.transport.kind(),
-        def.transport.target()
+        def.transport.display_target()
     );
     Ok(0)
 }
@@ -408,7 +408,7 @@ async fn import(store: &Store, args: ImportArgs) -> anyhow::Result<i32> {
     }
     if args.json {
         print_json(&json!({
-            "imported": imported.iter().map(|d| json!({"id": d.id, "transport": d.transport.kind(), "target": d.transport.target()})).collect::<Vec<_>>(),
+            "imported": imported.iter().map(|d| json!({"id": d.id, "transport": d.transport.kind(), "target": d.transport.display_target()})).collect::<Vec<_>>(),
             "skipped": skipped.iter().map(|(name, reason)| json!({"name": name, "reason": reason})).collect::<Vec<_>>(),
         }))?;
     } else {
@@ -418,7 +418,7 @@ async fn import(store: &Store, args: ImportArgs) -> anyhow::Result<i32> {
                 "  + {} ({} {})",
                 def.id,
                 def.transport.kind(),
-                def.transport.target()
+                def.transport.display_target()
             );
         }
         if !skipped.is_empty() {
