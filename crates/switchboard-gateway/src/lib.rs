@@ -2,11 +2,18 @@
 //!
 //! For now: `GET /healthz` (liveness) and `GET /api/status` (every server's status as JSON). The
 //! aggregated MCP endpoint, the rest of the admin API and the web UI are built on this router.
+//!
+//! Every request passes a DNS-rebinding guard: its `Host` must name a loopback address and an
+//! `Origin`, when present, must be a loopback origin; anything else is refused with 403. (API keys
+//! for non-loopback use arrive with the admin API.)
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
@@ -42,7 +49,52 @@ pub fn router(hub: Arc<Hub>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .layer(middleware::from_fn(refuse_foreign_hosts))
         .with_state(hub)
+}
+
+/// Whether `host` (a `Host` value or an origin's host, with or without port) is loopback.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    origin
+        .split_once("://")
+        .is_some_and(|(scheme, host)| matches!(scheme, "http" | "https") && is_loopback_host(host))
+}
+
+fn request_is_local(headers: &HeaderMap) -> bool {
+    let host_ok = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(is_loopback_host);
+    let origin_ok = headers
+        .get(header::ORIGIN)
+        .map(|o| o.to_str().is_ok_and(is_loopback_origin))
+        .unwrap_or(true);
+    host_ok && origin_ok
+}
+
+/// DNS-rebinding defence: a page on another site that resolves its own name to 127.0.0.1 still
+/// sends its own `Host` and `Origin`, which this refuses.
+async fn refuse_foreign_hosts(request: Request, next: Next) -> Response {
+    if request_is_local(request.headers()) {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::FORBIDDEN,
+            "forbidden: not a loopback Host or Origin\n",
+        )
+            .into_response()
+    }
 }
 
 async fn status(State(hub): State<Arc<Hub>>) -> Json<StatusResponse> {
@@ -81,5 +133,55 @@ impl Gateway {
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(GatewayError::Serve)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn only_loopback_hosts_and_origins_pass() {
+        for host in [
+            "127.0.0.1:8750",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:8750",
+            "127.0.0.2",
+        ] {
+            assert!(request_is_local(&headers(&[("host", host)])), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8750",
+            "10.0.0.1:8750",
+            "[2001:db8::1]:1",
+        ] {
+            assert!(!request_is_local(&headers(&[("host", host)])), "{host}");
+        }
+        assert!(
+            !request_is_local(&headers(&[])),
+            "a Host header is required"
+        );
+        assert!(request_is_local(&headers(&[
+            ("host", "127.0.0.1"),
+            ("origin", "http://localhost:3000")
+        ])));
+        assert!(!request_is_local(&headers(&[
+            ("host", "127.0.0.1"),
+            ("origin", "https://evil.example")
+        ])));
+        assert!(!request_is_local(&headers(&[
+            ("host", "127.0.0.1"),
+            ("origin", "null")
+        ])));
     }
 }

@@ -350,3 +350,49 @@ async fn serve_answers_health_and_status_and_stops_on_sigterm() {
         .unwrap();
     assert!(exit.success(), "{exit:?}");
 }
+
+#[tokio::test]
+async fn the_daemon_refuses_foreign_hosts_and_origins() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/api/status");
+    let mut up = false;
+    for _ in 0..200 {
+        if client.get(&url).send().await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the daemon listens within 10 s");
+    let ok = client.get(&url).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let rebound = client
+        .get(&url)
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let cross_site = client
+        .get(&url)
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), 403);
+}
