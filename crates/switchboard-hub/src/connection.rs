@@ -183,7 +183,7 @@ impl ConnectionTask {
         loop {
             tokio::select! {
                 _ = &mut closed => break,
-                Some(event) = events.recv() => self.on_event(&upstream, event).await,
+                Some(event) = events.recv() => self.on_events(&upstream, event, &mut events).await,
             }
         }
         *write(&self.slot.upstream) = None;
@@ -196,15 +196,37 @@ impl ConnectionTask {
         }
     }
 
-    async fn on_event(&mut self, upstream: &Upstream, event: UpstreamEvent) {
-        if self.slot.stop.is_cancelled() {
+    /// Handles `first` and everything already queued behind it, so a burst of `list_changed`
+    /// notifications costs one refresh per list, not one per notification.
+    async fn on_events(
+        &mut self,
+        upstream: &Upstream,
+        first: UpstreamEvent,
+        queued: &mut tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
+    ) {
+        let mut what = Refresh::NONE;
+        let mut next = Some(first);
+        while let Some(event) = next {
+            what = what.union(self.note_event(event));
+            next = queued.try_recv().ok();
+        }
+        if self.slot.stop.is_cancelled() || what.is_empty() {
             return;
         }
-        let what = match event {
+        if let Err(error) = self.refresh_catalog(upstream, what).await
+            && !self.slot.stop.is_cancelled()
+        {
+            tracing::warn!(server = %self.server(), %error, "refreshing the catalog failed; keeping the previous one");
+        }
+    }
+
+    /// Publishes a log event at once; returns which lists a change event asks to refresh.
+    fn note_event(&self, event: UpstreamEvent) -> Refresh {
+        match event {
             UpstreamEvent::ToolsChanged => Refresh::TOOLS,
             UpstreamEvent::ResourcesChanged => Refresh::RESOURCES,
             UpstreamEvent::PromptsChanged => Refresh::PROMPTS,
-            UpstreamEvent::ResourceUpdated(_) => return,
+            UpstreamEvent::ResourceUpdated(_) => Refresh::NONE,
             UpstreamEvent::Log {
                 level,
                 logger,
@@ -216,13 +238,8 @@ impl ConnectionTask {
                     level,
                     data,
                 });
-                return;
+                Refresh::NONE
             }
-        };
-        if let Err(error) = self.refresh_catalog(upstream, what).await
-            && !self.slot.stop.is_cancelled()
-        {
-            tracing::warn!(server = %self.server(), %error, "refreshing the catalog failed; keeping the previous one");
         }
     }
 
@@ -287,7 +304,7 @@ impl ConnectionTask {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Refresh {
     tools: bool,
     resources: bool,
@@ -295,6 +312,11 @@ struct Refresh {
 }
 
 impl Refresh {
+    const NONE: Self = Self {
+        tools: false,
+        resources: false,
+        prompts: false,
+    };
     const ALL: Self = Self {
         tools: true,
         resources: true,
@@ -315,6 +337,18 @@ impl Refresh {
         resources: false,
         prompts: true,
     };
+
+    fn union(self, other: Self) -> Self {
+        Self {
+            tools: self.tools || other.tools,
+            resources: self.resources || other.resources,
+            prompts: self.prompts || other.prompts,
+        }
+    }
+
+    fn is_empty(self) -> bool {
+        self == Self::NONE
+    }
 }
 
 /// Up to 20% random jitter so that many servers failing together do not retry in lockstep.

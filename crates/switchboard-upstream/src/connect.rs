@@ -40,6 +40,11 @@ use crate::stdio::{self, StderrTail};
 use crate::upstream::Upstream;
 use crate::websocket::WebSocketTransport;
 
+/// rmcp's `Auto` lifecycle waits a fixed 10 s for an answer to `server/discover` before it falls
+/// back to `initialize`; message transports get that on top of the handshake timeout, so a legacy
+/// server that ignores the probe can connect whatever the configured timeout.
+const AUTO_DISCOVER_ALLOWANCE: Duration = Duration::from_secs(10);
+
 /// Longest wait for a session's standalone GET stream before handing the session out anyway.
 const STANDALONE_STREAM_WAIT: Duration = Duration::from_secs(5);
 
@@ -161,7 +166,11 @@ pub async fn connect(
                     .await
                     .map_err(|e| UpstreamError::Unreachable(error_chain(&e)))
             };
-            let service = within(handshake, serve_message_transport(handler, open)).await?;
+            let service = within(
+                handshake + AUTO_DISCOVER_ALLOWANCE,
+                serve_message_transport(handler, open),
+            )
+            .await?;
             (service, None, None)
         }
         TransportSpec::Stdio {
@@ -174,9 +183,12 @@ pub async fn connect(
             let open = || async {
                 stdio::spawn(def.id.as_str(), command, args, env, cwd.as_deref(), &tail)
             };
-            let service = within(handshake, serve_message_transport(handler, open))
-                .await
-                .map_err(|e| explain_with_stderr(e, &tail))?;
+            let service = within(
+                handshake + AUTO_DISCOVER_ALLOWANCE,
+                serve_message_transport(handler, open),
+            )
+            .await
+            .map_err(|e| explain_with_stderr(e, &tail))?;
             (service, None, Some(tail))
         }
     };
@@ -549,30 +561,48 @@ fn spawn_change_listener(
     let filter = filter.build();
     let server = upstream.server().to_string();
     tokio::spawn(async move {
-        let mut subscription = match peer.listen(filter).await {
-            Ok(subscription) => subscription,
-            Err(error) => {
-                tracing::warn!(server, %error, "subscriptions/listen failed; changes will not be noticed");
+        // A listen stream that drops while the session lives is opened again, with backoff:
+        // without it the catalog would silently stop following the server.
+        let mut backoff = Duration::from_secs(1);
+        while !peer.is_transport_closed() {
+            match peer.listen(filter.clone()).await {
+                Ok(mut subscription) => {
+                    backoff = Duration::from_secs(1);
+                    loop {
+                        let event = match subscription.next().await {
+                            Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                                UpstreamEvent::ToolsChanged
+                            }
+                            Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => {
+                                UpstreamEvent::ResourcesChanged
+                            }
+                            Ok(Some(ServerNotification::PromptListChangedNotification(_))) => {
+                                UpstreamEvent::PromptsChanged
+                            }
+                            Ok(Some(ServerNotification::ResourceUpdatedNotification(n))) => {
+                                UpstreamEvent::ResourceUpdated(n.params.uri)
+                            }
+                            Ok(Some(_)) => continue,
+                            Ok(None) => break,
+                            Err(error) => {
+                                tracing::debug!(server, %error, "the subscriptions/listen stream ended");
+                                break;
+                            }
+                        };
+                        if events.send(event).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(server, %error, "subscriptions/listen failed; retrying in {backoff:?}");
+                }
+            }
+            if events.is_closed() {
                 return;
             }
-        };
-        while let Ok(Some(notification)) = subscription.next().await {
-            let event = match notification {
-                ServerNotification::ToolListChangedNotification(_) => UpstreamEvent::ToolsChanged,
-                ServerNotification::ResourceListChangedNotification(_) => {
-                    UpstreamEvent::ResourcesChanged
-                }
-                ServerNotification::PromptListChangedNotification(_) => {
-                    UpstreamEvent::PromptsChanged
-                }
-                ServerNotification::ResourceUpdatedNotification(n) => {
-                    UpstreamEvent::ResourceUpdated(n.params.uri)
-                }
-                _ => continue,
-            };
-            if events.send(event).is_err() {
-                break;
-            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(60));
         }
     });
 }

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use rmcp::Peer;
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
@@ -40,6 +40,15 @@ pub struct Progress {
     pub total: Option<f64>,
     /// A human-readable status, if any.
     pub message: Option<String>,
+}
+
+async fn next_report(
+    reports: &mut Option<rmcp::handler::client::progress::ProgressSubscriber>,
+) -> Option<rmcp::model::ProgressNotificationParam> {
+    match reports {
+        Some(reports) => reports.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A handle on one live upstream session.
@@ -349,38 +358,45 @@ impl Upstream {
             .await
             .map_err(from_service_error)?;
         let request_id = handle.id.clone();
-        let forward = match progress {
-            Some(sink) => {
-                let mut reports = self.progress.subscribe(handle.progress_token.clone()).await;
-                Some(tokio::spawn(async move {
-                    while let Some(report) = reports.next().await {
-                        let _ = sink.send(Progress {
-                            progress: report.progress,
-                            total: report.total,
-                            message: report.message,
-                        });
-                    }
-                }))
-            }
+        let mut reports = match &progress {
+            Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
             None => None,
         };
-        let outcome = tokio::select! {
-            response = handle.await_response() => response.map_err(from_service_error),
-            _ = cancel.cancelled() => {
-                let notice = rmcp::model::CancelledNotificationParam::new(
-                    Some(request_id),
-                    Some("cancelled by the caller".into()),
-                );
-                let _ = tokio::time::timeout(
-                    self.timeouts.notification,
-                    self.peer.notify_cancelled(notice),
-                )
-                .await;
-                Err(UpstreamError::Cancelled)
+        let forward = |report: rmcp::model::ProgressNotificationParam| {
+            if let Some(sink) = &progress {
+                let _ = sink.send(Progress {
+                    progress: report.progress,
+                    total: report.total,
+                    message: report.message,
+                });
             }
         };
-        if let Some(task) = forward {
-            task.abort();
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                Some(report) = next_report(&mut reports) => forward(report),
+                response = &mut response => break response.map_err(from_service_error),
+                _ = cancel.cancelled() => {
+                    let notice = rmcp::model::CancelledNotificationParam::new(
+                        Some(request_id),
+                        Some("cancelled by the caller".into()),
+                    );
+                    let _ = tokio::time::timeout(
+                        self.timeouts.notification,
+                        self.peer.notify_cancelled(notice),
+                    )
+                    .await;
+                    break Err(UpstreamError::Cancelled);
+                }
+            }
+        };
+        // Reports that arrived together with the response are still delivered.
+        if let Some(reports) = reports.as_mut() {
+            while let Some(Some(report)) = reports.next().now_or_never() {
+                forward(report);
+            }
         }
         outcome
     }
