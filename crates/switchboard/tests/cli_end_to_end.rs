@@ -39,6 +39,25 @@ fn stdio_fixture() -> String {
         .to_string()
 }
 
+/// Starts `switchboard serve` on a free loopback port; the daemon is killed when dropped.
+fn spawn_daemon(data_dir: &Path) -> (tokio::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    (daemon, port)
+}
+
 #[test]
 fn servers_are_added_listed_shown_disabled_and_removed() {
     let dir = tempfile::tempdir().unwrap();
@@ -306,20 +325,7 @@ async fn serve_answers_health_and_status_and_stops_on_sigterm() {
         dir.path(),
         &["server", "add", "fixture", &fixture.url],
     ));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let (mut daemon, port) = spawn_daemon(dir.path());
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
     let mut connected = None;
@@ -354,20 +360,7 @@ async fn serve_answers_health_and_status_and_stops_on_sigterm() {
 #[tokio::test]
 async fn the_daemon_refuses_foreign_hosts_and_origins() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let (_daemon, port) = spawn_daemon(dir.path());
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/api/status");
     let mut up = false;
