@@ -130,8 +130,8 @@ impl ConnectionTask {
     async fn connect(&self) -> Result<Connection, UpstreamError> {
         let def = &self.slot.definition;
         let target = def.transport.target();
-        let cached = match self.store.cached_probe(&def.id).await {
-            Ok(probe) => probe.filter(|p| p.target == target).map(|p| p.detected),
+        let cached = match self.store.cached_probe(&def.id, &target).await {
+            Ok(probe) => probe.map(|p| p.detected),
             Err(error) => {
                 tracing::warn!(server = %def.id, %error, "cannot read the cached probe result");
                 None

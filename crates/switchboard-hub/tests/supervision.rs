@@ -229,7 +229,12 @@ async fn the_probe_result_is_cached_in_the_store() {
         s.state == ConnectionState::Connected
     })
     .await;
-    let cached = hub.store().cached_probe(&def.id).await.unwrap().unwrap();
+    let cached = hub
+        .store()
+        .cached_probe(&def.id, &def.transport.target())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cached.detected, DetectedTransport::HttpSse);
     assert_eq!(cached.protocol_version.as_deref(), Some("2024-11-05"));
     assert_eq!(hub.status()[0].detected_transport, Some("http_sse"));

@@ -65,6 +65,7 @@ pub enum StoreError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedProbe {
     /// The URL the probe ran against; the cache holds only while the server's URL is unchanged.
+    /// Only its SHA-256 digest is stored.
     pub target: String,
     /// What the probe found.
     pub detected: DetectedTransport,
@@ -118,8 +119,7 @@ impl Store {
     /// Inserts or replaces a server. A changed transport invalidates the cached probe.
     pub async fn put_server(&self, def: &ServerDefinition) -> Result<(), StoreError> {
         let now = now_ms();
-        let transport =
-            serde_json::to_string(&self.seal_transport(def)).map_err(|e| corrupt(&def.id, e))?;
+        let transport = self.seal_transport(def)?;
         let timeouts = serde_json::to_string(&def.timeouts).map_err(|e| corrupt(&def.id, e))?;
         let disabled =
             serde_json::to_string(&def.disabled_tools).map_err(|e| corrupt(&def.id, e))?;
@@ -142,9 +142,9 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM server_probes WHERE server_id = ?1 AND target <> ?2")
+        sqlx::query("DELETE FROM server_probes WHERE server_id = ?1 AND target_digest <> ?2")
             .bind(def.id.as_str())
-            .bind(def.transport.target())
+            .bind(target_digest(&def.transport.target()))
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -194,12 +194,19 @@ impl Store {
         Ok(())
     }
 
-    /// The cached probe result for a server, if it still matches the server's current target.
-    pub async fn cached_probe(&self, id: &ServerId) -> Result<Option<CachedProbe>, StoreError> {
+    /// The cached probe result for a server whose URL is `target`, if one was stored for that
+    /// very URL.
+    pub async fn cached_probe(
+        &self,
+        id: &ServerId,
+        target: &str,
+    ) -> Result<Option<CachedProbe>, StoreError> {
         let row = sqlx::query(
-            "SELECT target, detected, protocol_version FROM server_probes WHERE server_id = ?1",
+            "SELECT detected, protocol_version FROM server_probes
+             WHERE server_id = ?1 AND target_digest = ?2",
         )
         .bind(id.as_str())
+        .bind(target_digest(target))
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
@@ -207,7 +214,7 @@ impl Store {
         let detected = DetectedTransport::parse(&detected)
             .ok_or_else(|| corrupt(id, format!("unknown probe result '{detected}'")))?;
         Ok(Some(CachedProbe {
-            target: row.try_get("target")?,
+            target: target.to_owned(),
             detected,
             protocol_version: row.try_get("protocol_version")?,
         }))
@@ -216,13 +223,14 @@ impl Store {
     /// Records what a probe found.
     pub async fn put_probe(&self, id: &ServerId, probe: &CachedProbe) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO server_probes (server_id, target, detected, protocol_version, probed_at_ms)
+            "INSERT INTO server_probes (server_id, target_digest, detected, protocol_version,
+                                        probed_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(server_id) DO UPDATE SET target = ?2, detected = ?3,
+             ON CONFLICT(server_id) DO UPDATE SET target_digest = ?2, detected = ?3,
                 protocol_version = ?4, probed_at_ms = ?5",
         )
         .bind(id.as_str())
-        .bind(&probe.target)
+        .bind(target_digest(&probe.target))
         .bind(probe.detected.as_str())
         .bind(&probe.protocol_version)
         .bind(now_ms())
@@ -231,14 +239,21 @@ impl Store {
         Ok(())
     }
 
-    fn seal_transport(&self, def: &ServerDefinition) -> TransportSpec {
+    /// The transport as stored: every header and env value sealed, and the URL sealed.
+    fn seal_transport(&self, def: &ServerDefinition) -> Result<String, StoreError> {
         let mut transport = def.transport.clone();
         for value in transport.named_values_mut().iter_mut() {
             value.value = self
                 .vault
                 .seal(&secret_context(&def.id, &value.name), &value.value);
         }
-        transport
+        let mut json = serde_json::to_value(&transport).map_err(|e| corrupt(&def.id, e))?;
+        if let Some(url) = json.get_mut("url")
+            && let Some(plain) = url.as_str()
+        {
+            *url = self.vault.seal(&url_context(&def.id), plain).into();
+        }
+        serde_json::to_string(&json).map_err(|e| corrupt(&def.id, e))
     }
 
     fn decode_server(&self, row: &sqlx::sqlite::SqliteRow) -> Result<ServerDefinition, StoreError> {
@@ -247,8 +262,15 @@ impl Store {
             server: id,
             detail: e.to_string(),
         })?;
-        let mut transport: TransportSpec =
+        let mut json: serde_json::Value =
             serde_json::from_str(row.try_get("transport_json")?).map_err(|e| corrupt(&id, e))?;
+        if let Some(url) = json.get_mut("url")
+            && let Some(sealed) = url.as_str()
+        {
+            *url = self.vault.unseal(&url_context(&id), sealed)?.into();
+        }
+        let mut transport: TransportSpec =
+            serde_json::from_value(json).map_err(|e| corrupt(&id, e))?;
         for value in transport.named_values_mut().iter_mut() {
             value.value = self
                 .vault
@@ -275,6 +297,19 @@ const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, descriptio
 
 fn secret_context(id: &ServerId, name: &str) -> String {
     format!("server:{id}/value:{name}")
+}
+
+fn url_context(id: &ServerId) -> String {
+    format!("server:{id}/url")
+}
+
+/// The probe cache's key for a URL: its SHA-256, so the cache never holds the URL itself.
+fn target_digest(target: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(target.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 fn corrupt(id: &ServerId, detail: impl ToString) -> StoreError {

@@ -38,9 +38,10 @@ async fn definitions_survive_reopening_and_secrets_are_sealed_on_disk() {
     }
     let raw = String::from_utf8_lossy(&raw);
     assert!(
-        raw.contains("mcp.notion.com"),
-        "the file is the database we wrote"
+        raw.contains("sealed:v1:"),
+        "the file is the database we wrote, holding sealed values"
     );
+    assert!(!raw.contains("mcp.notion.com"), "URLs are sealed");
     assert!(!raw.contains("top-secret-token"), "secret leaked to disk");
     assert!(
         !raw.contains("blue"),
@@ -100,13 +101,25 @@ async fn probe_cache_is_dropped_when_the_url_changes() {
         protocol_version: Some("2024-11-05".into()),
     };
     store.put_probe(&def.id, &probe).await.unwrap();
-    assert_eq!(store.cached_probe(&def.id).await.unwrap(), Some(probe));
+    let url = def.transport.target();
+    assert_eq!(
+        store.cached_probe(&def.id, &url).await.unwrap(),
+        Some(probe)
+    );
+    assert_eq!(
+        store
+            .cached_probe(&def.id, "https://other.test/mcp")
+            .await
+            .unwrap(),
+        None,
+        "a probe holds only for the URL it ran against"
+    );
 
     let mut renamed = def.clone();
     renamed.display_name = "A".into();
     store.put_server(&renamed).await.unwrap();
     assert!(
-        store.cached_probe(&def.id).await.unwrap().is_some(),
+        store.cached_probe(&def.id, &url).await.unwrap().is_some(),
         "same URL keeps the cache"
     );
 
@@ -114,5 +127,43 @@ async fn probe_cache_is_dropped_when_the_url_changes() {
         .put_server(&http_server("a", "https://b.test/mcp"))
         .await
         .unwrap();
-    assert_eq!(store.cached_probe(&def.id).await.unwrap(), None);
+    assert_eq!(store.cached_probe(&def.id, &url).await.unwrap(), None);
+    assert_eq!(
+        store
+            .cached_probe(&def.id, "https://b.test/mcp")
+            .await
+            .unwrap(),
+        None,
+        "changing the URL dropped the old result"
+    );
+}
+
+#[tokio::test]
+async fn urls_with_credentials_never_reach_the_disk_in_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    let def = http_server(
+        "keyed",
+        "https://user:pa55word@keyed.test/mcp?api_key=k3y-s3cr3t",
+    );
+    store.add_server(&def).await.unwrap();
+    let probe = CachedProbe {
+        target: def.transport.target(),
+        detected: DetectedTransport::StreamableHttp,
+        protocol_version: None,
+    };
+    store.put_probe(&def.id, &probe).await.unwrap();
+    assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def.clone()));
+    drop(store);
+
+    let mut raw = Vec::new();
+    for name in ["switchboard.db", "switchboard.db-wal"] {
+        if let Ok(bytes) = std::fs::read(dir.path().join(name)) {
+            raw.extend(bytes);
+        }
+    }
+    let raw = String::from_utf8_lossy(&raw);
+    for secret in ["pa55word", "k3y-s3cr3t", "keyed.test"] {
+        assert!(!raw.contains(secret), "{secret} reached the disk");
+    }
 }
