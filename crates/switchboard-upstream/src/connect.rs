@@ -164,7 +164,14 @@ pub async fn connect(
             let open = || async {
                 WebSocketTransport::connect(url, headers, def.id.to_string())
                     .await
-                    .map_err(|e| UpstreamError::Unreachable(error_chain(&e)))
+                    .map_err(|e| match e.http_status() {
+                        Some(401) => UpstreamError::AuthRequired,
+                        Some(status) => UpstreamError::HttpStatus {
+                            status,
+                            detail: String::new(),
+                        },
+                        None => UpstreamError::Unreachable(error_chain(&e)),
+                    })
             };
             let service = within(
                 handshake + AUTO_DISCOVER_ALLOWANCE,

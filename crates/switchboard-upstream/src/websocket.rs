@@ -38,6 +38,16 @@ pub enum WebSocketError {
     Encode(#[from] serde_json::Error),
 }
 
+impl WebSocketError {
+    /// The HTTP status that refused the upgrade, if the server answered with one.
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            Self::Socket(tungstenite::Error::Http(response)) => Some(response.status().as_u16()),
+            _ => None,
+        }
+    }
+}
+
 /// A connected WebSocket transport.
 pub struct WebSocketTransport {
     sink: Arc<Mutex<WsSink>>,

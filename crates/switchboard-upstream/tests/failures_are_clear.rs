@@ -151,3 +151,19 @@ async fn an_endpoint_on_another_origin_is_refused() {
     let error = connect_error(&http(&fixture.url, Duration::from_secs(5))).await;
     assert!(error.to_string().contains("different origin"), "{error}");
 }
+
+#[tokio::test]
+async fn a_refused_websocket_upgrade_keeps_its_status() {
+    let unauthorized = chaos::status(401).await;
+    let url = unauthorized.url.replace("http://", "ws://");
+    let error = connect_error(&http(&url, Duration::from_secs(5))).await;
+    assert!(matches!(error, UpstreamError::AuthRequired), "{error}");
+
+    let missing = chaos::status(404).await;
+    let url = missing.url.replace("http://", "ws://");
+    let error = connect_error(&http(&url, Duration::from_secs(5))).await;
+    assert!(
+        matches!(error, UpstreamError::HttpStatus { status: 404, .. }),
+        "{error}"
+    );
+}
