@@ -3,16 +3,16 @@
 //   node conformance-check.mjs <output dir of `conformance client -o`> <revision>
 //
 // The harness can score a scenario as passing when the client did nothing (0 checks), and
-// SKIPPED checks count as neither pass nor fail. So this script reads every non-auth
-// scenario's checks.json and requires
+// SKIPPED checks count as neither pass nor fail; in --requirements mode it also ignores
+// WARNINGs and every extension scenario. So this script reads every scenario's checks.json
+// (auth/* and extensions included) and requires
 //   - every scenario in REQUIRED[revision] to be present, each listed check id to appear with
 //     SUCCESS at least the listed number of times (figures measured with a complete client),
-//   - no FAILURE and no WARNING in any non-auth scenario (scored or not),
-//   - no non-auth scenario this table does not know (a new one would go unguarded).
-// auth/* scenarios are left to the harness and the expected-failures file: the adapter has
-// no OAuth yet. It prints one closing line `conformance-<revision>: N passed, M failed`, where
-// N counts SUCCESS rows of non-auth scenarios and M counts their FAILURE and WARNING rows plus
-// every expected SUCCESS that is missing, so "0 failed" holds exactly when the guard passes.
+//   - no FAILURE and no WARNING in any scenario (scored or not),
+//   - no scenario this table does not know (a new one would go unguarded).
+// It prints one closing line `conformance-<revision>: N passed, M failed`, where N counts
+// SUCCESS rows and M counts FAILURE and WARNING rows plus every expected SUCCESS that is
+// missing, so "0 failed" holds exactly when the guard passes.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -34,6 +34,113 @@ const JSON_SCHEMA_PRESERVATION = {
 };
 const ones = (ids) => Object.fromEntries(ids.map((id) => [id, 1]));
 
+// --- auth scenarios -------------------------------------------------------------------------
+// Checks every authorization-code sign-in produces when it goes all the way.
+const SIGN_IN = [
+  'prm-pathbased-requested',
+  'authorization-server-metadata',
+  'authorization-request',
+  'pkce-code-challenge-sent',
+  'pkce-s256-method-used',
+  'token-request',
+  'pkce-code-verifier-sent',
+  'pkce-verifier-matches-challenge',
+  'valid-bearer-token',
+];
+// Sign-ins that stop before the token request (the redirect's `iss` is refused).
+const REFUSED_AT_REDIRECT = [
+  'prm-pathbased-requested',
+  'authorization-server-metadata',
+  'authorization-request',
+  'pkce-code-challenge-sent',
+  'pkce-s256-method-used',
+  'client-registration',
+];
+const RESOURCE = [
+  'resource-parameter-in-authorization',
+  'resource-parameter-in-token',
+  'resource-parameter-valid-uri',
+  'resource-parameter-consistency',
+  'resource-parameter-matches-prm',
+];
+// 2026-07-28 checks that every dynamic registration carries application_type.
+const DCR = { '2025-11-25': ['client-registration'], '2026-07-28': ['client-registration', 'sep-837-application-type-present'] };
+const MACHINE = ['prm-pathbased-requested', 'authorization-server-metadata', 'token-request', 'valid-bearer-token'];
+
+function authScenarios(rev) {
+  const dcr = DCR[rev];
+  const table = {
+    'auth/metadata-default': ones([...SIGN_IN, ...dcr, ...RESOURCE]),
+    'auth/metadata-var1': ones([...SIGN_IN, ...dcr, ...RESOURCE]),
+    'auth/metadata-var2': ones([...SIGN_IN, ...dcr, ...RESOURCE]),
+    'auth/metadata-var3': ones([...SIGN_IN, ...dcr, ...RESOURCE]),
+    'auth/basic-cimd': ones([...SIGN_IN, 'cimd-client-id-used']),
+    'auth/scope-from-www-authenticate': ones([...SIGN_IN, ...dcr, 'scope-from-www-authenticate']),
+    'auth/scope-from-scopes-supported': ones([...SIGN_IN, ...dcr, 'scope-from-scopes-supported']),
+    'auth/scope-omitted-when-undefined': ones([...SIGN_IN, ...dcr, 'scope-omitted-when-undefined']),
+    'auth/scope-step-up': ones([
+      ...SIGN_IN,
+      ...dcr,
+      'scope-step-up-initial',
+      'scope-step-up-escalation',
+      ...(rev === '2026-07-28' ? ['sep-2350-scope-union-on-reauth'] : []),
+    ]),
+    // The server never accepts the token; valid-bearer-token is not expected.
+    'auth/scope-retry-limit': ones([...SIGN_IN.filter((id) => id !== 'valid-bearer-token'), ...dcr, 'scope-retry-limit']),
+    'auth/token-endpoint-auth-basic': ones([...SIGN_IN, ...dcr, ...RESOURCE, 'token-endpoint-auth-method']),
+    'auth/token-endpoint-auth-post': ones([...SIGN_IN, ...dcr, ...RESOURCE, 'token-endpoint-auth-method']),
+    'auth/token-endpoint-auth-none': ones([...SIGN_IN, ...dcr, ...RESOURCE, 'token-endpoint-auth-method']),
+    'auth/pre-registration': ones([...SIGN_IN, 'pre-registration-auth']),
+    // Extensions: not scored by the harness, held to the same standard here.
+    'auth/client-credentials-jwt': ones([...MACHINE, 'client-credentials-jwt-verified']),
+    'auth/client-credentials-basic': ones([...MACHINE, 'client-credentials-basic-auth']),
+    'auth/enterprise-managed-authorization': ones([...MACHINE, 'complete-flow-token-exchange', 'complete-flow-jwt-bearer']),
+    'auth/wif-jwt-bearer': ones([...MACHINE, 'wif-assertion-verified']),
+    // The DPoP resource server does not emit valid-bearer-token; its own checks cover the token.
+    'auth/dpop': ones([
+      ...SIGN_IN.filter((id) => id !== 'valid-bearer-token'),
+      ...dcr,
+      'sep-1932-client-token-request-proof',
+      'sep-1932-client-dpop-auth-scheme',
+      'sep-1932-client-fresh-proof',
+    ]),
+    'auth/dpop-nonce': ones([
+      ...SIGN_IN.filter((id) => id !== 'valid-bearer-token'),
+      ...dcr,
+      'sep-1932-client-token-request-proof',
+      'sep-1932-client-dpop-auth-scheme',
+      'sep-1932-client-fresh-proof',
+      'sep-1932-client-as-nonce',
+      'sep-1932-client-rs-nonce',
+    ]),
+  };
+  if (rev === '2026-07-28') {
+    Object.assign(table, {
+      'auth/resource-mismatch': ones(['prm-pathbased-requested', 'resource-mismatch-rejected']),
+      'auth/offline-access-scope': ones([...SIGN_IN, 'sep-2207-offline-access-requested']),
+      'auth/offline-access-not-supported': ones([...SIGN_IN, ...dcr, 'sep-2207-offline-access-not-requested']),
+      'auth/authorization-server-migration': {
+        ...ones([...SIGN_IN, 'sep-2352-no-cross-as-credential-reuse', 'sep-2352-no-reuse-on-as-change', 'sep-2352-reregister-on-as-change']),
+        // One registration at each authorization server.
+        'client-registration': 2,
+        'sep-837-application-type-present': 2,
+      },
+      'auth/iss-supported': ones([...SIGN_IN, ...dcr, 'sep-2468-client-compare-iss-supported']),
+      'auth/iss-not-advertised': ones([...SIGN_IN, ...dcr, 'sep-2468-client-proceed-no-iss']),
+      'auth/iss-supported-missing': ones([...REFUSED_AT_REDIRECT, ...dcr, 'sep-2468-client-reject-missing-iss']),
+      'auth/iss-wrong-issuer': ones([...REFUSED_AT_REDIRECT, ...dcr, 'sep-2468-client-compare-iss-supported']),
+      'auth/iss-unexpected': ones([...REFUSED_AT_REDIRECT, ...dcr, 'sep-2468-client-compare-iss-unadvertised']),
+      'auth/iss-normalized': ones([...REFUSED_AT_REDIRECT, ...dcr, 'sep-2468-client-no-normalization']),
+      'auth/metadata-issuer-mismatch': ones([
+        'prm-pathbased-requested',
+        'authorization-server-metadata',
+        'sep-2468-client-validate-metadata-issuer',
+      ]),
+    });
+  }
+  return table;
+}
+
 // scenario -> { check id -> minimum number of SUCCESS rows }
 const REQUIRED = {
   '2025-11-25': {
@@ -46,6 +153,7 @@ const REQUIRED = {
       'client-sse-retry-timing',
     ]),
     'json-schema-2020-12-preservation': JSON_SCHEMA_PRESERVATION,
+    ...authScenarios('2025-11-25'),
   },
   '2026-07-28': {
     tools_call: ones(['tool-add-numbers', 'wire-schema-valid']),
@@ -86,6 +194,7 @@ const REQUIRED = {
     },
     'json-schema-ref-no-deref': ones(['sep-2106-no-network-ref-deref']),
     'json-schema-2020-12-preservation': JSON_SCHEMA_PRESERVATION,
+    ...authScenarios('2026-07-28'),
   },
 };
 
@@ -96,19 +205,27 @@ if (!outDir || !required) {
   process.exit(2);
 }
 
-// Non-auth results live in <outDir>/<scenario>-<ISO timestamp>/checks.json (auth ones under
-// <outDir>/auth/, which we skip). The output dir is fresh per run, so one dir per scenario.
+// Results live in <outDir>/<scenario>-<ISO timestamp>/checks.json, auth ones under
+// <outDir>/auth/<name>-<ISO timestamp>/. The output dir is fresh per run, so one dir per
+// scenario.
 const results = new Map();
-for (const entry of fs.readdirSync(outDir, { withFileTypes: true })) {
-  if (!entry.isDirectory() || entry.name === 'auth') continue;
-  const scenario = entry.name.replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, '');
-  const file = path.join(outDir, entry.name, 'checks.json');
-  if (results.has(scenario)) throw new Error(`two result dirs for ${scenario} in ${outDir}`);
-  results.set(scenario, {
-    dir: path.join(outDir, entry.name),
-    checks: fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : null,
-  });
+function collect(dir, prefix) {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    if (!entry.isDirectory()) continue;
+    if (prefix === '' && entry.name === 'auth') {
+      collect(path.join(dir, 'auth'), 'auth/');
+      continue;
+    }
+    const scenario = prefix + entry.name.replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, '');
+    const file = path.join(dir, entry.name, 'checks.json');
+    if (results.has(scenario)) throw new Error(`two result dirs for ${scenario} in ${outDir}`);
+    results.set(scenario, {
+      dir: path.join(dir, entry.name),
+      checks: fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : null,
+    });
+  }
 }
+collect(outDir, '');
 
 const problems = [];
 let passed = 0;

@@ -57,6 +57,9 @@ pub struct ConnectOptions {
     pub input_policy: InputPolicy,
     /// The shared HTTP connection pool.
     pub http: reqwest::Client,
+    /// OAuth state for the server being connected (HTTP transports only): credentials for every
+    /// request, and what to do on 401 and 403.
+    pub auth: Option<std::sync::Arc<switchboard_oauth::ServerAuth>>,
 }
 
 impl ConnectOptions {
@@ -66,6 +69,7 @@ impl ConnectOptions {
             client: Implementation::new("switchboard", client_version),
             input_policy: InputPolicy::default(),
             http: default_http_client(),
+            auth: None,
         }
     }
 }
@@ -143,7 +147,8 @@ pub async fn connect(
         TransportSpec::Http { url, headers } => {
             let headers = crate::http_client::header_map(headers)
                 .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
-            let client = StatusAwareHttpClient::new(options.http.clone(), headers);
+            let client = StatusAwareHttpClient::new(options.http.clone(), headers)
+                .with_auth(options.auth.clone());
             let (service, detected) = connect_http(
                 def.id.as_str(),
                 url,
@@ -165,7 +170,11 @@ pub async fn connect(
                 WebSocketTransport::connect(url, headers, def.id.to_string())
                     .await
                     .map_err(|e| match e.http_status() {
-                        Some(401) => UpstreamError::AuthRequired,
+                        Some(401) => UpstreamError::AuthRequired(
+                            "the WebSocket upgrade was refused with HTTP 401; OAuth sign-in \
+                             works over HTTP transports only"
+                                .into(),
+                        ),
                         Some(status) => UpstreamError::HttpStatus {
                             status,
                             detail: String::new(),
@@ -364,10 +373,23 @@ async fn connect_http(
     Err(UpstreamError::NoTransport(reasons.join("; ")))
 }
 
+/// What a 401 means when no OAuth layer could act on it.
+const NO_CREDENTIALS: &str = "the server answered HTTP 401 and no credentials are available";
+
+/// Maps an OAuth failure: missing or dead credentials mean "sign in"; anything else is a
+/// failure of the sign-in itself.
+pub(crate) fn auth_error(error: &switchboard_oauth::OAuthError) -> UpstreamError {
+    if error.needs_sign_in() {
+        UpstreamError::AuthRequired(error.to_string())
+    } else {
+        UpstreamError::Auth(error.to_string())
+    }
+}
+
 fn ends_the_probe(error: &UpstreamError) -> bool {
     matches!(
         error,
-        UpstreamError::Unreachable(_) | UpstreamError::AuthRequired
+        UpstreamError::Unreachable(_) | UpstreamError::AuthRequired(_) | UpstreamError::Auth(_)
     )
 }
 
@@ -401,10 +423,15 @@ fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Option<Upstream
         StreamableHttpError::Client(HttpFailure::Request(e)) => Some(UpstreamError::Unreachable(
             crate::http_client::describe_reqwest(e),
         )),
-        StreamableHttpError::AuthRequired(_) => Some(UpstreamError::AuthRequired),
-        StreamableHttpError::Client(HttpFailure::Status { status: 401, .. }) => {
-            Some(UpstreamError::AuthRequired)
+        StreamableHttpError::Client(HttpFailure::Auth(e)) => Some(auth_error(e)),
+        StreamableHttpError::AuthRequired(_)
+        | StreamableHttpError::Client(HttpFailure::Status { status: 401, .. }) => {
+            Some(UpstreamError::AuthRequired(NO_CREDENTIALS.into()))
         }
+        StreamableHttpError::InsufficientScope(e) => Some(UpstreamError::AuthRequired(format!(
+            "the server needs more scope ({})",
+            e.required_scope.as_deref().unwrap_or("unspecified")
+        ))),
         _ => None,
     }
 }
@@ -512,7 +539,10 @@ async fn try_http_sse(
                 crate::http_client::describe_reqwest(&e),
             ));
         }
-        Err(LegacySseError::Status(401)) => return Err(UpstreamError::AuthRequired),
+        Err(LegacySseError::Status(401)) => {
+            return Err(UpstreamError::AuthRequired(NO_CREDENTIALS.into()));
+        }
+        Err(LegacySseError::Auth(e)) => return Err(auth_error(&e)),
         Err(error @ (LegacySseError::CrossOrigin(_) | LegacySseError::BadEndpoint(_))) => {
             return Err(UpstreamError::Handshake(error.to_string()));
         }

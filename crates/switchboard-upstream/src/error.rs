@@ -29,11 +29,13 @@ pub enum UpstreamError {
         /// A short excerpt of the body, if any.
         detail: String,
     },
-    /// The server requires signing in (HTTP 401).
-    #[error(
-        "the server requires authorization (HTTP 401); sign in is not available yet for this server"
-    )]
-    AuthRequired,
+    /// The server requires signing in (HTTP 401) and there are no usable credentials.
+    #[error("the server requires authorization: {0}")]
+    AuthRequired(String),
+    /// Signing in failed for a reason other than missing credentials (discovery, registration,
+    /// an unsafe URL, a refused token request).
+    #[error("signing in failed: {0}")]
+    Auth(String),
     /// No transport worked for this URL.
     #[error("no MCP transport answered at this URL: {0}")]
     NoTransport(String),
@@ -90,7 +92,7 @@ fn detail_suffix(detail: &str) -> String {
 impl Classified for UpstreamError {
     fn source_kind(&self) -> ErrorSource {
         match self {
-            Self::AuthRequired => ErrorSource::Auth,
+            Self::AuthRequired(_) | Self::Auth(_) => ErrorSource::Auth,
             Self::Cancelled | Self::Unsupported(_) => ErrorSource::Caller,
             Self::Rpc { code, .. } if *code == -32602 || *code == -32601 => ErrorSource::Caller,
             _ => ErrorSource::Upstream,
@@ -99,7 +101,7 @@ impl Classified for UpstreamError {
 
     fn retry_class(&self) -> RetryClass {
         match self {
-            Self::AuthRequired => RetryClass::AfterReauth,
+            Self::AuthRequired(_) => RetryClass::AfterReauth,
             Self::Unreachable(_)
             | Self::Spawn { .. }
             | Self::NoTransport(_)

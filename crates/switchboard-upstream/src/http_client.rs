@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpPostResponse,
 };
 use sse_stream::Sse;
+use switchboard_oauth::ServerAuth;
 
 use crate::sse::bounded_sse;
 
@@ -41,6 +42,9 @@ pub enum HttpFailure {
     /// carry credentials, and rmcp formats this error with `{:?}`.
     #[error("{}", describe_reqwest(.0))]
     Request(reqwest::Error),
+    /// Signing in (or refreshing, or stepping up) failed; the message says what to do.
+    #[error("{0}")]
+    Auth(switchboard_oauth::OAuthError),
     /// The server answered with a non-success status and no JSON-RPC error body.
     #[error("HTTP {status}{}", excerpt_suffix(.excerpt))]
     Status {
@@ -107,13 +111,17 @@ pub fn describe_reqwest(error: &reqwest::Error) -> String {
 
 type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
 
-/// The client: a shared connection pool plus the server's static headers.
+/// The client: a shared connection pool, the server's static headers, and its OAuth state.
 #[derive(Clone, Debug)]
 pub struct StatusAwareHttpClient {
     http: reqwest::Client,
     static_headers: Arc<HeaderMap>,
+    auth: Option<Arc<ServerAuth>>,
     standalone: Arc<StandaloneStream>,
 }
+
+/// Attempts of one request: the first, a refresh or sign-in, a DPoP nonce, and the step-ups.
+const MAX_AUTH_ATTEMPTS: u32 = 3 + switchboard_oauth::server_auth::MAX_STEP_UPS;
 
 /// Whether the server-initiated channel (the standalone GET stream of a session) is ready.
 ///
@@ -132,10 +140,59 @@ impl StatusAwareHttpClient {
         Self {
             http,
             static_headers: Arc::new(static_headers),
+            auth: None,
             standalone: Arc::new(StandaloneStream {
                 session_assigned: std::sync::atomic::AtomicBool::new(false),
                 first_get_settled: tokio::sync::watch::Sender::new(false),
             }),
+        }
+    }
+
+    /// Signs requests with `auth`'s tokens and lets it handle 401 and 403 answers.
+    pub fn with_auth(mut self, auth: Option<Arc<ServerAuth>>) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Sends the request `build` makes, with the server's credentials when it has OAuth state.
+    /// A 401, or a 403 asking for more scope, goes to the OAuth layer, which refreshes, signs in
+    /// or steps up as it can; the request is then sent again. Whatever answer is left (including
+    /// a final 401) is returned for the caller to interpret.
+    pub async fn send_authorized(
+        &self,
+        method: &reqwest::Method,
+        uri: &str,
+        build: impl Fn(HeaderMap) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, HttpFailure> {
+        let Some(auth) = &self.auth else {
+            return Ok(build(HeaderMap::new()).send().await?);
+        };
+        let url = url::Url::parse(uri).map_err(|e| {
+            HttpFailure::Auth(switchboard_oauth::OAuthError::Config(format!(
+                "the server URL is invalid: {e}"
+            )))
+        })?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let sent = auth
+                .request_headers(method.as_str(), &url)
+                .await
+                .map_err(HttpFailure::Auth)?;
+            let headers = sent.as_ref().map(|s| s.headers.clone()).unwrap_or_default();
+            let response = build(headers).send().await?;
+            let status = response.status();
+            let refused = status == StatusCode::UNAUTHORIZED
+                || (status == StatusCode::FORBIDDEN
+                    && switchboard_oauth::BearerChallenge::from_headers(response.headers())
+                        .is_some_and(|c| c.is_insufficient_scope()));
+            if !refused || attempt >= MAX_AUTH_ATTEMPTS {
+                auth.observe_response(status, response.headers());
+                return Ok(response);
+            }
+            auth.on_refused(status, response.headers(), sent.as_ref())
+                .await
+                .map_err(HttpFailure::Auth)?;
         }
     }
 
@@ -169,8 +226,9 @@ impl StatusAwareHttpClient {
         method: reqwest::Method,
         uri: &str,
         session_id: Option<&str>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        auth_token: Option<&str>,
+        custom_headers: &HashMap<HeaderName, HeaderValue>,
+        credentials: HeaderMap,
     ) -> reqwest::RequestBuilder {
         let mut request = self
             .http
@@ -183,6 +241,7 @@ impl StatusAwareHttpClient {
         for (name, value) in custom_headers {
             request = request.header(name, value);
         }
+        request = request.headers(credentials);
         if let Some(session_id) = session_id {
             request = request.header(SESSION_HEADER, session_id);
         }
@@ -194,9 +253,10 @@ fn failure(error: HttpFailure) -> StreamableHttpError<HttpFailure> {
     StreamableHttpError::Client(error)
 }
 
-/// 401/403 carrying a Bearer challenge become rmcp's auth errors, so the OAuth layer can act.
+/// 401/403 carrying a Bearer challenge become rmcp's auth errors (reached only when the OAuth
+/// layer could not resolve them, or there is none).
 fn auth_challenge(response: &reqwest::Response) -> Option<StreamableHttpError<HttpFailure>> {
-    let challenge = response
+    let header = response
         .headers()
         .get(WWW_AUTHENTICATE)?
         .to_str()
@@ -204,22 +264,17 @@ fn auth_challenge(response: &reqwest::Response) -> Option<StreamableHttpError<Ht
         .to_owned();
     match response.status() {
         StatusCode::UNAUTHORIZED => Some(StreamableHttpError::AuthRequired(
-            AuthRequiredError::new(challenge),
+            AuthRequiredError::new(header),
         )),
         StatusCode::FORBIDDEN => {
-            let scope = challenge_scope(&challenge);
+            let scope = switchboard_oauth::BearerChallenge::from_headers(response.headers())
+                .and_then(|c| c.scope);
             Some(StreamableHttpError::InsufficientScope(
-                InsufficientScopeError::new(challenge, scope),
+                InsufficientScopeError::new(header, scope),
             ))
         }
         _ => None,
     }
-}
-
-fn challenge_scope(challenge: &str) -> Option<String> {
-    let start = challenge.find("scope=\"")? + "scope=\"".len();
-    let rest = &challenge[start..];
-    Some(rest[..rest.find('"')?].to_owned())
 }
 
 async fn read_bounded(response: reqwest::Response, max: usize) -> HttpResult<Bytes> {
@@ -299,18 +354,21 @@ impl StreamableHttpClient for StatusAwareHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
+        let method = reqwest::Method::POST;
         let response = self
-            .request(
-                reqwest::Method::POST,
-                &uri,
-                session_id.as_deref(),
-                auth_token,
-                custom_headers,
-            )
-            .json(&message)
-            .send()
+            .send_authorized(&method, &uri, |credentials| {
+                self.request(
+                    method.clone(),
+                    &uri,
+                    session_id.as_deref(),
+                    auth_token.as_deref(),
+                    &custom_headers,
+                    credentials,
+                )
+                .json(&message)
+            })
             .await
-            .map_err(|e| failure(e.into()))?;
+            .map_err(failure)?;
         if let Some(error) = auth_challenge(&response) {
             return Err(error);
         }
@@ -391,17 +449,20 @@ impl StreamableHttpClient for StatusAwareHttpClient {
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<()> {
+        let method = reqwest::Method::DELETE;
         let response = self
-            .request(
-                reqwest::Method::DELETE,
-                &uri,
-                Some(&session_id),
-                auth_token,
-                custom_headers,
-            )
-            .send()
+            .send_authorized(&method, &uri, |credentials| {
+                self.request(
+                    method.clone(),
+                    &uri,
+                    Some(&session_id),
+                    auth_token.as_deref(),
+                    &custom_headers,
+                    credentials,
+                )
+            })
             .await
-            .map_err(|e| failure(e.into()))?;
+            .map_err(failure)?;
         let status = response.status();
         if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
             Ok(())
@@ -469,17 +530,24 @@ impl StatusAwareHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
-        let mut request = self.request(
-            reqwest::Method::GET,
-            &uri,
-            session_id.as_deref(),
-            auth_token,
-            custom_headers,
-        );
-        if let Some(id) = last_event_id {
-            request = request.header(LAST_EVENT_ID_HEADER, id);
-        }
-        let response = request.send().await.map_err(|e| failure(e.into()))?;
+        let method = reqwest::Method::GET;
+        let response = self
+            .send_authorized(&method, &uri, |credentials| {
+                let request = self.request(
+                    method.clone(),
+                    &uri,
+                    session_id.as_deref(),
+                    auth_token.as_deref(),
+                    &custom_headers,
+                    credentials,
+                );
+                match &last_event_id {
+                    Some(id) => request.header(LAST_EVENT_ID_HEADER, id),
+                    None => request,
+                }
+            })
+            .await
+            .map_err(failure)?;
         if let Some(error) = auth_challenge(&response) {
             return Err(error);
         }
@@ -507,15 +575,6 @@ impl StatusAwareHttpClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scope_is_read_from_a_bearer_challenge() {
-        assert_eq!(
-            challenge_scope(r#"Bearer error="insufficient_scope", scope="files:read files:write""#),
-            Some("files:read files:write".into())
-        );
-        assert_eq!(challenge_scope("Bearer"), None);
-    }
 
     #[test]
     fn excerpts_are_short_and_printable() {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use url::Url;
 
-use crate::http_client::{StatusAwareHttpClient, describe_reqwest};
+use crate::http_client::{HttpFailure, StatusAwareHttpClient, describe_reqwest};
 use crate::sse::{MAX_SSE_EVENT_BYTES, bounded_sse};
 use crate::wire::decode_server_message;
 
@@ -25,6 +25,9 @@ pub enum LegacySseError {
     /// The HTTP request failed before an answer.
     #[error("{}", describe_reqwest(.0))]
     Request(reqwest::Error),
+    /// Signing in failed.
+    #[error("{0}")]
+    Auth(switchboard_oauth::OAuthError),
     /// The GET of the SSE stream was refused.
     #[error("the SSE stream was refused with HTTP {0}")]
     Status(u16),
@@ -56,6 +59,16 @@ pub struct LegacySseTransport {
     _reader: DropGuard,
 }
 
+impl From<HttpFailure> for LegacySseError {
+    fn from(error: HttpFailure) -> Self {
+        match error {
+            HttpFailure::Request(e) => Self::Request(e),
+            HttpFailure::Auth(e) => Self::Auth(e),
+            HttpFailure::Status { status, .. } => Self::Status(status),
+        }
+    }
+}
+
 impl From<reqwest::Error> for LegacySseError {
     fn from(error: reqwest::Error) -> Self {
         // The URL may carry credentials; keep it out of error text.
@@ -72,11 +85,14 @@ impl LegacySseTransport {
         server: String,
     ) -> Result<Self, LegacySseError> {
         let response = client
-            .http()
-            .get(url.clone())
-            .headers(client.static_headers().clone())
-            .header(ACCEPT, "text/event-stream")
-            .send()
+            .send_authorized(&reqwest::Method::GET, url.as_str(), |credentials| {
+                client
+                    .http()
+                    .get(url.clone())
+                    .headers(client.static_headers().clone())
+                    .headers(credentials)
+                    .header(ACCEPT, "text/event-stream")
+            })
             .await?;
         if !response.status().is_success() {
             return Err(LegacySseError::Status(response.status().as_u16()));
@@ -163,14 +179,19 @@ impl Transport<RoleClient> for LegacySseTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let request = self
-            .client
-            .http()
-            .post(self.post_url.clone())
-            .headers(self.client.static_headers().clone())
-            .json(&item);
+        let client = self.client.clone();
+        let post_url = self.post_url.clone();
         async move {
-            let response = request.send().await?;
+            let response = client
+                .send_authorized(&reqwest::Method::POST, post_url.as_str(), |credentials| {
+                    client
+                        .http()
+                        .post(post_url.clone())
+                        .headers(client.static_headers().clone())
+                        .headers(credentials)
+                        .json(&item)
+                })
+                .await?;
             if response.status().is_success() {
                 Ok(())
             } else {

@@ -157,7 +157,7 @@ async fn a_refused_websocket_upgrade_keeps_its_status() {
     let unauthorized = chaos::status(401).await;
     let url = unauthorized.url.replace("http://", "ws://");
     let error = connect_error(&http(&url, Duration::from_secs(5))).await;
-    assert!(matches!(error, UpstreamError::AuthRequired), "{error}");
+    assert!(matches!(error, UpstreamError::AuthRequired(_)), "{error}");
 
     let missing = chaos::status(404).await;
     let url = missing.url.replace("http://", "ws://");

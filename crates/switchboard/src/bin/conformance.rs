@@ -7,10 +7,16 @@
 //! steps succeeded and 1 otherwise, and gives up by itself after a deadline so a stuck server can
 //! never hang the suite.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
+use switchboard_oauth::{
+    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, GrantKind, HeadlessAuthorizer,
+    MemoryCredentialStore, NetworkPolicy, OAuthHttp, ServerAuth,
+    server_auth::{EnterpriseIdp, WorkloadAssertion},
+};
 use switchboard_upstream::rmcp_model::Tool;
 use switchboard_upstream::{ConnectOptions, InputPolicy, Upstream, UpstreamError, connect};
 use tokio_util::sync::CancellationToken;
@@ -74,12 +80,66 @@ async fn run() -> Result<(), AdapterError> {
     let mut options = ConnectOptions::new(env!("CARGO_PKG_VERSION"));
     // The suite checks that elicitation is answered with the schema's defaults.
     options.input_policy = InputPolicy::AcceptDefaults;
+    options.auth = Some(Arc::new(server_auth(&url, &scenario, &context)?));
 
     let connection = connect(&definition, None, &options).await?;
     let upstream = connection.upstream.clone();
     let outcome = act_out(&scenario, &context, &upstream).await;
     connection.session.close().await;
     outcome
+}
+
+/// Where the suite's mock authorization servers expect Switchboard's client ID metadata document
+/// (the adapter plays a deployment whose public URL serves it there).
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+/// Nothing listens here: the headless authorizer reads the redirect from `Location`.
+const REDIRECT_URI: &str = "http://127.0.0.1:8750/oauth/callback";
+
+/// The OAuth state of the one server under test: the library's flow with the headless
+/// authorizer, credentials in memory, and client credentials from the scenario's context.
+fn server_auth(url: &str, scenario: &str, context: &Value) -> Result<ServerAuth, AdapterError> {
+    let server_url = url::Url::parse(url).map_err(|e| AdapterError::Url(e.to_string()))?;
+    let http = OAuthHttp::new(NetworkPolicy::for_server(&server_url, false, false));
+    let text = |key: &str| context.get(key).and_then(Value::as_str).map(str::to_owned);
+    let client = text("client_id").map(|client_id| ConfiguredClient {
+        client_id,
+        client_secret: text("client_secret"),
+        private_key_pem: text("private_key_pem"),
+        signing_algorithm: text("signing_algorithm"),
+        auth_method: None,
+    });
+    let grant = match scenario {
+        s if s.starts_with("auth/client-credentials") => GrantKind::ClientCredentials,
+        "auth/wif-jwt-bearer" => GrantKind::WorkloadIdentity(WorkloadAssertion::Value(
+            text("valid_jwt").unwrap_or_default(),
+        )),
+        "auth/enterprise-managed-authorization" => GrantKind::EnterpriseManaged(EnterpriseIdp {
+            token_endpoint: text("idp_token_endpoint").unwrap_or_default(),
+            client_id: text("idp_client_id"),
+            client_secret: None,
+            id_token: text("idp_id_token").unwrap_or_default(),
+        }),
+        _ => GrantKind::AuthorizationCode,
+    };
+    let identity = ClientIdentity {
+        metadata_document_url: url::Url::parse(CLIENT_METADATA_URL).ok(),
+        ..ClientIdentity::default()
+    };
+    let settings = AuthSettings {
+        client,
+        client_issuer: text("issuer"),
+        grant,
+        dpop: false,
+    };
+    Ok(ServerAuth::new(
+        server_url,
+        GrantKey::for_server("conformance"),
+        http.clone(),
+        identity,
+        settings,
+        Arc::new(MemoryCredentialStore::default()),
+    )
+    .with_authorizer(Arc::new(HeadlessAuthorizer::new(http, REDIRECT_URI))))
 }
 
 async fn act_out(scenario: &str, context: &Value, upstream: &Upstream) -> Result<(), AdapterError> {
@@ -143,6 +203,11 @@ async fn act_out(scenario: &str, context: &Value, upstream: &Upstream) -> Result
                 json!({"schema": schema}),
             )
             .await?;
+        }
+        // Auth scenarios protect every request; calling their tool exercises the token on a
+        // real call (and, in auth/scope-step-up, the 403 that asks for more scope).
+        auth if auth.starts_with("auth/") => {
+            call(upstream, &tools, "test-tool", json!({})).await?;
         }
         _ => {}
     }

@@ -1,0 +1,488 @@
+//! The HTTP client every OAuth request goes through, with SSRF guards.
+//!
+//! Metadata documents name URLs that Switchboard then fetches or hands to a browser, so a hostile
+//! server could point them at the cloud metadata service or a router's admin page (spec digest
+//! §6.3). Every URL is therefore checked before use: `https` only (plain `http` only to a loopback
+//! address, and only when loopback is allowed), no credentials in it, and every address its host
+//! resolves to must be public. The check runs in the DNS resolver reqwest uses, so the address that
+//! is checked is the address that is connected to (no rebinding window), and on every redirect.
+//! Bodies are read up to a size limit and every request has a deadline.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use http::{HeaderMap, StatusCode};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use url::{Host, Url};
+
+use crate::error::OAuthError;
+
+/// Largest metadata or token response read.
+pub const MAX_RESPONSE_BYTES: usize = 256 * 1024;
+/// Deadline of one OAuth request, connection included.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// Redirects followed for a metadata fetch; each target is checked again.
+const MAX_REDIRECTS: usize = 3;
+
+/// Which addresses OAuth requests may reach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetworkPolicy {
+    /// Loopback addresses (127.0.0.0/8, ::1, `localhost`), and plain `http` to them: for local
+    /// development and tests. Allowed automatically for a server that is itself on loopback.
+    pub allow_loopback: bool,
+    /// Private networks (RFC 1918, unique-local IPv6, shared address space): for authorization
+    /// servers inside a company network. Link-local and cloud metadata addresses stay refused.
+    pub allow_private: bool,
+}
+
+impl NetworkPolicy {
+    /// The policy for a server at `server_url`: loopback is allowed when the server itself is on
+    /// loopback (the user has chosen a local setup), or when `allow_loopback` is set.
+    pub fn for_server(server_url: &Url, allow_loopback: bool, allow_private: bool) -> Self {
+        Self {
+            allow_loopback: allow_loopback || is_loopback_host(server_url),
+            allow_private,
+        }
+    }
+
+    fn allows(&self, ip: IpAddr) -> Result<(), &'static str> {
+        match classify(ip) {
+            AddressClass::Public => Ok(()),
+            AddressClass::Loopback if self.allow_loopback => Ok(()),
+            AddressClass::Loopback => Err("it is a loopback address"),
+            AddressClass::Private if self.allow_private => Ok(()),
+            AddressClass::Private => Err("it is a private network address"),
+            AddressClass::LinkLocal => Err("it is a link-local or cloud metadata address"),
+            AddressClass::Special => Err("it is not a routable unicast address"),
+        }
+    }
+
+    /// Checks a URL before anything is fetched from it or shown to a user: scheme, credentials,
+    /// and the host when it is an address literal (names are checked when resolved).
+    pub fn check_url(&self, url: &Url, what: &'static str) -> Result<(), OAuthError> {
+        let refuse = |reason: &str| OAuthError::UnsafeUrl {
+            what,
+            url: url.to_string(),
+            reason: reason.to_owned(),
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(refuse("it carries credentials"));
+        }
+        match url.scheme() {
+            "https" => {}
+            "http" if is_loopback_host(url) && self.allow_loopback => {}
+            "http" => {
+                return Err(refuse(
+                    "plain http is only allowed to loopback in development",
+                ));
+            }
+            _ => return Err(refuse("only https URLs are allowed")),
+        }
+        match url.host() {
+            None => Err(refuse("it has no host")),
+            Some(Host::Ipv4(ip)) => self.allows(IpAddr::V4(ip)).map_err(refuse),
+            Some(Host::Ipv6(ip)) => self.allows(IpAddr::V6(ip)).map_err(refuse),
+            Some(Host::Domain(name)) => {
+                if name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost") {
+                    self.allows(IpAddr::V4(Ipv4Addr::LOCALHOST)).map_err(refuse)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+/// True when the URL's host is a loopback address or `localhost`.
+pub fn is_loopback_host(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum AddressClass {
+    Public,
+    Loopback,
+    Private,
+    LinkLocal,
+    Special,
+}
+
+fn classify(ip: IpAddr) -> AddressClass {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return classify_v4(v4);
+            }
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                AddressClass::Loopback
+            } else if v6.is_unspecified() || v6.is_multicast() {
+                AddressClass::Special
+            } else if (first & 0xffc0) == 0xfe80
+                || v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+            {
+                AddressClass::LinkLocal
+            } else if (first & 0xfe00) == 0xfc00 {
+                AddressClass::Private
+            } else if first == 0x2001 && v6.segments()[1] == 0x0db8 {
+                AddressClass::Special // documentation range
+            } else if first == 0x0064 && v6.segments()[1] == 0xff9b {
+                // NAT64: judge the embedded IPv4 address.
+                let s = v6.segments();
+                classify_v4(Ipv4Addr::new(
+                    (s[6] >> 8) as u8,
+                    s[6] as u8,
+                    (s[7] >> 8) as u8,
+                    s[7] as u8,
+                ))
+            } else {
+                AddressClass::Public
+            }
+        }
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> AddressClass {
+    let [a, b, ..] = ip.octets();
+    if ip.is_loopback() {
+        AddressClass::Loopback
+    } else if ip.is_link_local() {
+        AddressClass::LinkLocal // includes 169.254.169.254, the cloud metadata service
+    } else if ip.is_private() || (a == 100 && (64..128).contains(&b)) {
+        AddressClass::Private
+    } else if ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || ip.is_documentation()
+        || a == 0
+        || a >= 240
+    {
+        AddressClass::Special
+    } else {
+        AddressClass::Public
+    }
+}
+
+/// Resolves names and drops every address the policy refuses; a name left with none fails.
+struct GuardedResolver {
+    policy: NetworkPolicy,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut refusal = "it did not resolve";
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|addr| match policy.allows(addr.ip()) {
+                    Ok(()) => true,
+                    Err(reason) => {
+                        refusal = reason;
+                        false
+                    }
+                })
+                .collect();
+            if allowed.is_empty() {
+                return Err(format!("refusing to connect to {host}: {refusal}").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// An HTTP answer read in full (up to the limit).
+#[derive(Debug)]
+pub struct Reply {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The body as JSON of the given shape.
+    pub fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &'static str,
+        url: &Url,
+    ) -> Result<T, OAuthError> {
+        serde_json::from_slice(&self.body).map_err(|e| OAuthError::InvalidMetadata {
+            what,
+            url: url.to_string(),
+            detail: format!("not the expected JSON: {e}"),
+        })
+    }
+}
+
+/// The guarded HTTP client.
+#[derive(Clone, Debug)]
+pub struct OAuthHttp {
+    follow: reqwest::Client,
+    no_follow: reqwest::Client,
+    policy: NetworkPolicy,
+}
+
+impl OAuthHttp {
+    /// A client enforcing `policy`.
+    pub fn new(policy: NetworkPolicy) -> Self {
+        let build = |redirect: reqwest::redirect::Policy| {
+            reqwest::Client::builder()
+                .dns_resolver(Arc::new(GuardedResolver { policy }))
+                .redirect(redirect)
+                .timeout(REQUEST_TIMEOUT)
+                .connect_timeout(Duration::from_secs(10))
+                .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .unwrap_or_else(|_| reqwest::Client::new())
+        };
+        let follow = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= MAX_REDIRECTS {
+                attempt.error("too many redirects")
+            } else if let Err(error) = policy.check_url(attempt.url(), "redirect") {
+                attempt.error(error.to_string())
+            } else {
+                attempt.follow()
+            }
+        });
+        Self {
+            follow: build(follow),
+            no_follow: build(reqwest::redirect::Policy::none()),
+            policy,
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> NetworkPolicy {
+        self.policy
+    }
+
+    /// GET, following checked redirects.
+    pub async fn get(
+        &self,
+        url: &Url,
+        what: &'static str,
+        headers: HeaderMap,
+    ) -> Result<Reply, OAuthError> {
+        self.policy.check_url(url, what)?;
+        let request = self.follow.get(url.clone()).headers(headers);
+        read(request, url, what).await
+    }
+
+    /// GET without following redirects (the headless authorizer reads `Location` itself).
+    pub async fn get_no_redirect(
+        &self,
+        url: &Url,
+        what: &'static str,
+    ) -> Result<Reply, OAuthError> {
+        self.policy.check_url(url, what)?;
+        read(self.no_follow.get(url.clone()), url, what).await
+    }
+
+    /// POST a form (never follows redirects: a token request must not be replayed elsewhere).
+    pub async fn post_form(
+        &self,
+        url: &Url,
+        what: &'static str,
+        form: &[(String, String)],
+        headers: HeaderMap,
+    ) -> Result<Reply, OAuthError> {
+        self.policy.check_url(url, what)?;
+        let request = self
+            .no_follow
+            .post(url.clone())
+            .headers(headers)
+            .header(http::header::ACCEPT, "application/json")
+            .form(form);
+        read(request, url, what).await
+    }
+
+    /// POST a JSON document (client registration).
+    pub async fn post_json(
+        &self,
+        url: &Url,
+        what: &'static str,
+        body: &serde_json::Value,
+    ) -> Result<Reply, OAuthError> {
+        self.policy.check_url(url, what)?;
+        let request = self
+            .no_follow
+            .post(url.clone())
+            .header(http::header::ACCEPT, "application/json")
+            .json(body);
+        read(request, url, what).await
+    }
+}
+
+async fn read(
+    request: reqwest::RequestBuilder,
+    url: &Url,
+    what: &'static str,
+) -> Result<Reply, OAuthError> {
+    let http_error = |detail: String| OAuthError::Http {
+        what,
+        url: url.to_string(),
+        detail,
+    };
+    let response = request
+        .send()
+        .await
+        .map_err(|e| http_error(describe(&e.without_url())))?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let too_large = || OAuthError::TooLarge {
+        what,
+        url: url.to_string(),
+        limit: MAX_RESPONSE_BYTES,
+    };
+    if response
+        .content_length()
+        .is_some_and(|len| len > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| http_error(describe(&e.without_url())))?;
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = if error.is_timeout() {
+        "timed out".to_owned()
+    } else if error.is_redirect() {
+        "redirect refused".to_owned()
+    } else {
+        "request failed".to_owned()
+    };
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn only_https_is_allowed_except_http_to_allowed_loopback() {
+        let strict = NetworkPolicy::default();
+        let dev = NetworkPolicy {
+            allow_loopback: true,
+            allow_private: false,
+        };
+        assert!(
+            strict
+                .check_url(&url("https://auth.example.com/token"), "t")
+                .is_ok()
+        );
+        assert!(
+            strict
+                .check_url(&url("http://auth.example.com/token"), "t")
+                .is_err()
+        );
+        assert!(
+            strict
+                .check_url(&url("http://127.0.0.1:9/token"), "t")
+                .is_err()
+        );
+        assert!(dev.check_url(&url("http://127.0.0.1:9/token"), "t").is_ok());
+        assert!(dev.check_url(&url("http://localhost:9/token"), "t").is_ok());
+        assert!(dev.check_url(&url("http://10.0.0.1/token"), "t").is_err());
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "ftp://auth.example.com/",
+            "data:text/html,x",
+        ] {
+            assert!(dev.check_url(&url(bad), "t").is_err(), "{bad}");
+        }
+        assert!(
+            strict
+                .check_url(&url("https://user:pw@auth.example.com/"), "t")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn metadata_link_local_and_private_addresses_are_refused() {
+        let policy = NetworkPolicy {
+            allow_loopback: true,
+            allow_private: false,
+        };
+        for bad in [
+            "https://169.254.169.254/latest/meta-data",
+            "https://[fd00:ec2::254]/",
+            "https://[fe80::1]/",
+            "https://10.1.2.3/",
+            "https://192.168.0.1/",
+            "https://172.16.0.1/",
+            "https://100.64.0.1/",
+            "https://[fc00::1]/",
+            "https://0.0.0.0/",
+            "https://[::ffff:169.254.169.254]/",
+            "https://[::ffff:10.0.0.1]/",
+            "https://[64:ff9b::a9fe:a9fe]/",
+        ] {
+            assert!(policy.check_url(&url(bad), "t").is_err(), "{bad}");
+        }
+        let private = NetworkPolicy {
+            allow_loopback: false,
+            allow_private: true,
+        };
+        assert!(private.check_url(&url("https://10.1.2.3/"), "t").is_ok());
+        assert!(
+            private
+                .check_url(&url("https://169.254.169.254/"), "t")
+                .is_err()
+        );
+        assert!(
+            policy
+                .check_url(&url("https://93.184.216.34/"), "t")
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn loopback_is_allowed_for_a_loopback_server_only() {
+        assert!(
+            NetworkPolicy::for_server(&url("http://127.0.0.1:3000/mcp"), false, false)
+                .allow_loopback
+        );
+        assert!(
+            !NetworkPolicy::for_server(&url("https://mcp.example.com/mcp"), false, false)
+                .allow_loopback
+        );
+    }
+}
