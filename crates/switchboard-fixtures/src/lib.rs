@@ -12,6 +12,7 @@
 //! [`chaos`] has servers that misbehave on purpose. Everything binds 127.0.0.1 only.
 
 pub mod chaos;
+pub mod oauth;
 mod server;
 pub mod transports;
 

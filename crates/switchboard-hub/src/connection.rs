@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use switchboard_core::error::{Classified, RetryClass};
 use switchboard_core::{ConnectionState, StateMachine};
+use switchboard_oauth::{AuthEvent, ServerAuth};
 use switchboard_store::{CachedProbe, Store};
 use switchboard_upstream::{ConnectOptions, Connection, Upstream, UpstreamError, UpstreamEvent};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::event::now_ms;
 use crate::{HubEvent, ServerCatalog, ServerSlot, write};
@@ -23,10 +24,16 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// server that crashes right after its handshake is not restarted every second forever.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 
+/// How often a server waiting for sign-in checks the store for tokens (stored by
+/// `switchboard login` in another process).
+const SIGN_IN_POLL: Duration = Duration::from_secs(2);
+
 pub(crate) struct ConnectionTask {
     slot: Arc<ServerSlot>,
     store: Store,
     options: ConnectOptions,
+    auth: Option<Arc<ServerAuth>>,
+    auth_events: mpsc::UnboundedReceiver<AuthEvent>,
     events: broadcast::Sender<HubEvent>,
     machine: StateMachine,
 }
@@ -35,15 +42,70 @@ impl ConnectionTask {
     pub(crate) fn new(
         slot: Arc<ServerSlot>,
         store: Store,
-        options: ConnectOptions,
+        mut options: ConnectOptions,
+        auth: Option<ServerAuth>,
         events: broadcast::Sender<HubEvent>,
     ) -> Self {
+        let (auth_tx, auth_events) = mpsc::unbounded_channel();
+        let auth = auth.map(|auth| {
+            Arc::new(auth.with_listener(move |event| {
+                let _ = auth_tx.send(event);
+            }))
+        });
+        options.auth = auth.clone();
         Self {
             slot,
             store,
             options,
+            auth,
+            auth_events,
             events,
             machine: StateMachine::default(),
+        }
+    }
+
+    /// Waits until tokens appear in the store (a sign-in from the CLI or the admin API) or the
+    /// task is stopped; true when it is time to connect again.
+    async fn wait_for_sign_in(&mut self) -> bool {
+        let Some(auth) = self.auth.clone() else {
+            self.slot.stop.cancelled().await;
+            return false;
+        };
+        loop {
+            tokio::select! {
+                _ = self.slot.stop.cancelled() => return false,
+                _ = tokio::time::sleep(SIGN_IN_POLL) => {}
+            }
+            while self.auth_events.try_recv().is_ok() {}
+            match auth.is_signed_in().await {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(server = %self.server(), %error, "cannot read stored credentials")
+                }
+            }
+        }
+    }
+
+    /// Reflects token refreshes of a live session in its state.
+    fn on_auth_event(&mut self, event: AuthEvent) {
+        let state = self.machine.state();
+        match event {
+            AuthEvent::Refreshing if state == ConnectionState::Connected => {
+                self.set_state(ConnectionState::TokenRefresh, None);
+            }
+            AuthEvent::Authenticated if state == ConnectionState::TokenRefresh => {
+                self.set_state(ConnectionState::Connected, None);
+            }
+            AuthEvent::InvalidToken { message }
+                if matches!(
+                    state,
+                    ConnectionState::Connected | ConnectionState::TokenRefresh
+                ) =>
+            {
+                self.set_state(ConnectionState::InvalidToken, Some(message));
+            }
+            _ => {}
         }
     }
 
@@ -107,9 +169,18 @@ impl ConnectionTask {
                 break;
             }
             self.slot.status.send_modify(|s| s.failures += 1);
-            if failure.retry_class() == RetryClass::AfterReauth {
+            let rejected = self.machine.state() == ConnectionState::InvalidToken;
+            if rejected || failure.retry_class() == RetryClass::AfterReauth {
+                if self.machine.state() == ConnectionState::TokenRefresh {
+                    self.set_state(ConnectionState::InvalidToken, Some(failure.to_string()));
+                }
                 self.set_state(ConnectionState::NeedsAuth, Some(failure.to_string()));
-                stop.cancelled().await;
+                if self.wait_for_sign_in().await {
+                    self.set_state(ConnectionState::Authorizing, None);
+                    self.set_state(ConnectionState::Authenticated, None);
+                    backoff = FIRST_BACKOFF;
+                    continue;
+                }
                 break;
             }
             self.set_state(ConnectionState::Error, Some(failure.to_string()));
@@ -184,6 +255,7 @@ impl ConnectionTask {
             tokio::select! {
                 _ = &mut closed => break,
                 Some(event) = events.recv() => self.on_events(&upstream, event, &mut events).await,
+                Some(event) = self.auth_events.recv() => self.on_auth_event(event),
             }
         }
         *write(&self.slot.upstream) = None;

@@ -7,6 +7,7 @@
 //! [`Upstream`] handle and call the server directly: no hop through the task on the hot path.
 //! A server that is down, slow or broken only ever affects its own task.
 
+mod auth;
 mod connection;
 mod event;
 
@@ -21,6 +22,7 @@ use switchboard_upstream::{ConnectOptions, Upstream};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use auth::{OAuthOptions, server_auth};
 pub use event::{HubEvent, ServerStatus};
 pub use switchboard_upstream::rmcp_model as model;
 
@@ -76,6 +78,7 @@ pub(crate) struct ServerSlot {
 pub struct Hub {
     store: Store,
     options: ConnectOptions,
+    oauth: OAuthOptions,
     servers: RwLock<HashMap<ServerId, Arc<ServerSlot>>>,
     events: broadcast::Sender<HubEvent>,
     tasks: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
@@ -84,10 +87,16 @@ pub struct Hub {
 impl Hub {
     /// A hub over `store` that connects with `options`.
     pub fn new(store: Store, options: ConnectOptions) -> Arc<Self> {
+        Self::with_oauth(store, options, OAuthOptions::default())
+    }
+
+    /// A hub whose servers sign in with `oauth`.
+    pub fn with_oauth(store: Store, options: ConnectOptions, oauth: OAuthOptions) -> Arc<Self> {
         let (events, _) = broadcast::channel(1024);
         Arc::new(Self {
             store,
             options,
+            oauth,
             servers: RwLock::new(HashMap::new()),
             events,
             tasks: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
@@ -126,10 +135,12 @@ impl Hub {
             stop: CancellationToken::new(),
         });
         write(&self.servers).insert(slot.definition.id.clone(), slot.clone());
+        let auth = server_auth(&slot.definition, &self.store, &self.oauth);
         let task = connection::ConnectionTask::new(
             slot,
             self.store.clone(),
             self.options.clone(),
+            auth,
             self.events.clone(),
         );
         self.tasks.lock().await.spawn(task.run());

@@ -266,6 +266,17 @@ impl ServerAuth {
         Ok(slot.is_some())
     }
 
+    /// The scopes requested by the current sign-in (a new sign-in asks for them again).
+    pub async fn requested_scopes(&self) -> Vec<String> {
+        let mut slot = self.grant.lock().await;
+        if self.load(&mut slot).await.is_err() {
+            return Vec::new();
+        }
+        slot.as_ref()
+            .map(|l| l.grant.requested_scopes.clone())
+            .unwrap_or_default()
+    }
+
     /// The headers for a request to `url`, refreshing first when the token is about to expire.
     /// `None` when there are no tokens yet (the request goes out unauthenticated and the 401
     /// starts the flow).
@@ -377,13 +388,14 @@ impl ServerAuth {
             return Ok(()); // retry with the nonce just remembered
         }
         // 401: refresh once, else sign in.
+        let mut refresh_failure = None;
         if slot
             .as_ref()
             .is_some_and(|l| l.grant.tokens.refresh_token.is_some())
         {
             match self.refresh_locked(&mut slot).await {
                 Ok(()) => return Ok(()),
-                Err(error) if error.needs_sign_in() => {}
+                Err(error) if error.needs_sign_in() => refresh_failure = Some(error),
                 Err(error) => return Err(error),
             }
         } else if slot.is_some() {
@@ -401,10 +413,12 @@ impl ServerAuth {
                 self.sign_in_locked(&mut slot, authorizer.as_ref(), challenge.as_ref(), &[])
                     .await
             }
-            None => Err(OAuthError::SignInRequired(format!(
-                "run `switchboard login {}` to sign in",
-                self.key.server
-            ))),
+            None => Err(refresh_failure.unwrap_or_else(|| {
+                OAuthError::SignInRequired(format!(
+                    "run `switchboard login {}` to sign in",
+                    self.key.server
+                ))
+            })),
         }
     }
 
@@ -501,7 +515,11 @@ impl ServerAuth {
                 Ok(())
             }
             Err(error) if error.needs_sign_in() => {
-                let message = format!("the refresh token was refused ({error}); sign in again");
+                let message = format!(
+                    "the refresh token was refused ({error}); sign in again with \
+                     `switchboard login {}`",
+                    self.key.server
+                );
                 self.forget(slot).await?;
                 self.emit(AuthEvent::InvalidToken {
                     message: message.clone(),

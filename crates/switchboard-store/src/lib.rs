@@ -8,6 +8,7 @@
 //!
 //! PostgreSQL, for replicas that share state, will be a second backend behind this same API.
 
+pub mod credentials;
 pub mod vault;
 
 use std::path::{Path, PathBuf};
@@ -15,7 +16,9 @@ use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::Row;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use switchboard_core::{DetectedTransport, ServerDefinition, ServerId, Timeouts, TransportSpec};
 
 pub use vault::{Vault, VaultError};
@@ -76,8 +79,8 @@ pub struct CachedProbe {
 /// The embedded store.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: SqlitePool,
-    vault: std::sync::Arc<Vault>,
+    pub(crate) pool: SqlitePool,
+    pub(crate) vault: std::sync::Arc<Vault>,
 }
 
 impl Store {
@@ -95,6 +98,9 @@ impl Store {
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
+            // Every commit is durable when it returns: a rotated refresh token must be on disk
+            // before it is used.
+            .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(std::time::Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()
@@ -319,7 +325,7 @@ fn corrupt(id: &ServerId, detail: impl ToString) -> StoreError {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -167,3 +167,79 @@ async fn urls_with_credentials_never_reach_the_disk_in_plain_text() {
         assert!(!raw.contains(secret), "{secret} reached the disk");
     }
 }
+
+fn raw_database(dir: &std::path::Path) -> String {
+    let mut raw = Vec::new();
+    for name in ["switchboard.db", "switchboard.db-wal"] {
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            raw.extend(bytes);
+        }
+    }
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+#[tokio::test]
+async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server() {
+    use switchboard_oauth::registration::{RegistrationKind, TokenAuthMethod};
+    use switchboard_oauth::{ClientRegistration, GrantKey, StoredGrant, TokenSet};
+
+    let dir = tempfile::tempdir().unwrap();
+    let def = http_server("linear", "https://mcp.linear.app/mcp");
+    let key = GrantKey::for_server("linear");
+    let grant = StoredGrant {
+        tokens: TokenSet {
+            access_token: "access-token-plaintext".into(),
+            token_type: "Bearer".into(),
+            refresh_token: Some("refresh-token-plaintext".into()),
+            expires_at: Some(1_900_000_000),
+            scope: Some("read write".into()),
+        },
+        issuer: "https://auth.linear.app".into(),
+        token_endpoint: "https://auth.linear.app/token".into(),
+        revocation_endpoint: None,
+        resource: "https://mcp.linear.app/mcp".into(),
+        client_id: "client-1".into(),
+        requested_scopes: vec!["read".into(), "write".into()],
+        dpop_key: Some(b"dpop-key-bytes".to_vec()),
+    };
+    let client = ClientRegistration {
+        issuer: "https://auth.linear.app".into(),
+        client_id: "client-1".into(),
+        client_secret: Some("client-secret-plaintext".into()),
+        auth_method: TokenAuthMethod::ClientSecretBasic,
+        kind: RegistrationKind::Dynamic,
+        redirect_uris: vec!["http://127.0.0.1:8750/oauth/callback".into()],
+    };
+    {
+        let store = Store::open(dir.path()).await.unwrap();
+        store.add_server(&def).await.unwrap();
+        store.put_oauth_grant(&key, &grant).await.unwrap();
+        store.put_oauth_client(&client).await.unwrap();
+    }
+    let raw = raw_database(dir.path());
+    for secret in [
+        "access-token-plaintext",
+        "refresh-token-plaintext",
+        "client-secret-plaintext",
+    ] {
+        assert!(!raw.contains(secret), "{secret} reached the disk unsealed");
+    }
+
+    let store = Store::open(dir.path()).await.unwrap();
+    assert_eq!(store.oauth_grant(&key).await.unwrap(), Some(grant));
+    assert_eq!(
+        store.oauth_client("https://auth.linear.app").await.unwrap(),
+        Some(client)
+    );
+    assert_eq!(
+        store.oauth_client("https://other.example").await.unwrap(),
+        None
+    );
+
+    store.remove_server(&def.id).await.unwrap();
+    assert_eq!(
+        store.oauth_grant(&key).await.unwrap(),
+        None,
+        "tokens go with the server"
+    );
+}

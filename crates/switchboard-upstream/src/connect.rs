@@ -643,3 +643,25 @@ fn spawn_change_listener(
         }
     });
 }
+
+/// The Bearer challenge a server answers an unauthenticated request with, if any: what a sign-in
+/// started from the CLI needs (resource metadata URL, scope). Sends a harmless `ping`.
+pub async fn auth_challenge(
+    url: &Url,
+    headers: &[switchboard_core::NamedValue],
+) -> Option<switchboard_oauth::BearerChallenge> {
+    let headers = crate::http_client::header_map(headers).ok()?;
+    let response = default_http_client()
+        .post(url.clone())
+        .headers(headers)
+        .header(http::header::ACCEPT, "application/json, text/event-stream")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}))
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .ok()?;
+    if response.status() != http::StatusCode::UNAUTHORIZED {
+        return None;
+    }
+    switchboard_oauth::BearerChallenge::from_headers(response.headers())
+}

@@ -21,7 +21,7 @@ pub mod upstream;
 pub mod websocket;
 mod wire;
 
-pub use connect::{ConnectOptions, Connection, Session, connect};
+pub use connect::{ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use error::UpstreamError;
 pub use handler::{InputPolicy, UpstreamEvent};
 pub use upstream::{Progress, Upstream};

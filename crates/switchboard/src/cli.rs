@@ -43,6 +43,11 @@ pub enum Command {
     Call(CallArgs),
     /// Connect to every enabled server and show how each one is doing.
     Status(JsonFlag),
+    /// Sign in to a server that requires OAuth: opens the browser (or prints the URL) and waits
+    /// for the redirect on a loopback port.
+    Login(LoginArgs),
+    /// Sign out of a server: revokes its tokens where the server supports it and deletes them.
+    Logout(LogoutArgs),
     /// Show the built-in catalog of well-known remote servers.
     Catalog(JsonFlag),
 }
@@ -112,6 +117,26 @@ pub enum ServerCommand {
     EnableTool(ToolArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
+}
+
+/// Options of `login`.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server id.
+    pub server: String,
+    /// Print the URL instead of opening the system browser.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// Give up after this many seconds without a redirect.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+}
+
+/// Options of `logout`.
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// The server id.
+    pub server: String,
 }
 
 /// Options of `server add`.

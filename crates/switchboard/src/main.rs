@@ -7,6 +7,7 @@
 
 mod args;
 mod cli;
+mod login;
 mod render;
 
 use std::io::IsTerminal;
@@ -97,6 +98,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Call(args) => call(store, args).await,
         Command::Status(flag) => status(store, flag.json).await,
         Command::Catalog(flag) => show_catalog(flag.json),
+        Command::Login(args) => login::login(&store, args).await,
+        Command::Logout(args) => login::logout(&store, args).await,
     }
 }
 

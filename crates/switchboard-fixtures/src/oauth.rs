@@ -1,0 +1,462 @@
+//! An OAuth-protected fixture: the fixture MCP server behind bearer tokens, with its own
+//! authorization server on the same listener (test-only).
+//!
+//! - `/mcp`: the fixture server (either era); every request needs a live access token, else 401
+//!   with a `resource_metadata` challenge. `tools/call` can be made to need an extra scope, answered
+//!   with a 403 `insufficient_scope` challenge.
+//! - `/.well-known/oauth-protected-resource/mcp`: resource metadata naming the issuer `/as`.
+//! - `/.well-known/oauth-authorization-server/as`: metadata (S256, registration, revocation,
+//!   `offline_access`, RFC 9207 `iss`).
+//! - `/as/register`, `/as/authorize` (redirects at once, no consent page), `/as/token`
+//!   (authorization code with PKCE, refresh with rotation), `/as/revoke`.
+//!
+//! Knobs on [`AuthServerState`] make tokens expire, refreshes slow, or refresh tokens dead, and
+//! counters record what the client did.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::{Form, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use sha2::Digest;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Era, FixtureServer, FixtureState};
+
+/// What the authorization server knows and what it saw.
+#[derive(Default)]
+pub struct AuthServerState {
+    origin: Mutex<String>,
+    /// Lifetime of new access tokens, in seconds (default 3600).
+    pub access_ttl_secs: AtomicU64,
+    /// Delay before a refresh request is processed, in milliseconds.
+    pub refresh_delay_ms: AtomicU64,
+    /// A scope `tools/call` needs on top of the granted ones (empty: none).
+    pub tools_call_scope: Mutex<String>,
+    access: Mutex<HashMap<String, Grant>>,
+    refresh: Mutex<HashMap<String, Grant>>,
+    /// Rotation with a grace period (as Auth0's reuse interval or Okta's grace period): a
+    /// rotated refresh token stays valid until its successor is used, so a client that never
+    /// received the answer can still refresh with the token it has.
+    superseded_by: Mutex<HashMap<String, String>>,
+    codes: Mutex<HashMap<String, PendingCode>>,
+    serial: AtomicU64,
+    /// `/as/authorize` requests, with their `scope` parameters.
+    pub authorizations: Mutex<Vec<Option<String>>>,
+    /// Dynamic registrations.
+    pub registrations: AtomicUsize,
+    /// Token requests with `grant_type=refresh_token`.
+    pub refreshes: AtomicUsize,
+    /// Token requests with `grant_type=authorization_code`.
+    pub code_exchanges: AtomicUsize,
+    /// Tokens revoked through `/as/revoke`.
+    pub revocations: AtomicUsize,
+    /// MCP requests refused with 401.
+    pub unauthorized: AtomicUsize,
+    /// MCP requests that carried an access token past its expiry.
+    pub expired_tokens_seen: AtomicUsize,
+}
+
+#[derive(Clone)]
+struct Grant {
+    scopes: Vec<String>,
+    expires_at: u64,
+}
+
+struct PendingCode {
+    challenge: String,
+    scopes: Vec<String>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+impl AuthServerState {
+    fn next(&self, prefix: &str) -> String {
+        format!("{prefix}-{}", self.serial.fetch_add(1, Ordering::SeqCst))
+    }
+
+    fn origin(&self) -> String {
+        self.origin.lock().unwrap().clone()
+    }
+
+    /// The issuer identifier.
+    pub fn issuer(&self) -> String {
+        format!("{}/as", self.origin())
+    }
+
+    /// Makes every access token issued so far expire now (the server will answer 401).
+    pub fn expire_access_tokens(&self) {
+        for grant in self.access.lock().unwrap().values_mut() {
+            grant.expires_at = 0;
+        }
+    }
+
+    /// Forgets every refresh token (the next refresh gets `invalid_grant`).
+    pub fn revoke_refresh_tokens(&self) {
+        self.refresh.lock().unwrap().clear();
+    }
+
+    /// True while `refresh_token` would be honoured.
+    pub fn honours_refresh_token(&self, refresh_token: &str) -> bool {
+        self.refresh.lock().unwrap().contains_key(refresh_token)
+    }
+
+    /// A token (access or refresh) was used: the refresh token it replaced is now dead.
+    fn used(&self, token: &str) {
+        if let Some(old) = self.superseded_by.lock().unwrap().remove(token) {
+            self.refresh.lock().unwrap().remove(&old);
+        }
+    }
+
+    fn issue(&self, scopes: Vec<String>) -> Value {
+        let ttl = match self.access_ttl_secs.load(Ordering::SeqCst) {
+            0 => 3600,
+            ttl => ttl,
+        };
+        let access = self.next("at");
+        let refresh = self.next("rt");
+        let grant = Grant {
+            scopes: scopes.clone(),
+            expires_at: now() + ttl,
+        };
+        self.access
+            .lock()
+            .unwrap()
+            .insert(access.clone(), grant.clone());
+        self.refresh.lock().unwrap().insert(refresh.clone(), grant);
+        json!({
+            "access_token": access,
+            "token_type": "Bearer",
+            "expires_in": ttl,
+            "refresh_token": refresh,
+            "scope": scopes.join(" "),
+        })
+    }
+}
+
+/// The protected fixture, running until dropped.
+pub struct OAuthFixture {
+    /// The MCP endpoint.
+    pub url: String,
+    /// The authorization server's state and counters.
+    pub auth: Arc<AuthServerState>,
+    /// The MCP fixture's state.
+    pub fixture: Arc<FixtureState>,
+    stop: CancellationToken,
+}
+
+impl Drop for OAuthFixture {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    auth: Arc<AuthServerState>,
+}
+
+/// Starts the protected fixture server of `era` on 127.0.0.1.
+pub async fn protected(era: Era) -> OAuthFixture {
+    let fixture = Arc::new(FixtureState::default());
+    let auth = Arc::new(AuthServerState::default());
+    let stop = CancellationToken::new();
+    let factory_state = fixture.clone();
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(era == Era::Legacy)
+        .with_sse_keep_alive(None)
+        .with_cancellation_token(stop.child_token());
+    let service = StreamableHttpService::new(
+        move || Ok(FixtureServer::new(era, factory_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let addr = listener.local_addr().expect("local addr");
+    *auth.origin.lock().unwrap() = format!("http://{addr}");
+    let shared = Shared { auth: auth.clone() };
+    let mcp =
+        Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(
+                shared.clone(),
+                require_token,
+            ));
+    let router = Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server/as",
+            get(server_metadata),
+        )
+        .route("/as/register", post(register))
+        .route("/as/authorize", get(authorize))
+        .route("/as/token", post(token))
+        .route("/as/revoke", post(revoke))
+        .with_state(shared)
+        .merge(mcp);
+    let serve_stop = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(serve_stop.cancelled_owned())
+            .await;
+    });
+    OAuthFixture {
+        url: format!("http://{addr}/mcp"),
+        auth,
+        fixture,
+        stop,
+    }
+}
+
+fn challenge(auth: &AuthServerState, extra: &str) -> String {
+    format!(
+        "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"{extra}",
+        auth.origin()
+    )
+}
+
+async fn require_token(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let auth = &shared.auth;
+    let token = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let grant = token
+        .as_deref()
+        .and_then(|t| auth.access.lock().unwrap().get(t).cloned());
+    let Some(grant) = grant.filter(|g| {
+        let live = g.expires_at > now();
+        if !live {
+            auth.expired_tokens_seen.fetch_add(1, Ordering::SeqCst);
+        }
+        live
+    }) else {
+        auth.unauthorized.fetch_add(1, Ordering::SeqCst);
+        let extra = if token.is_some() {
+            ", error=\"invalid_token\""
+        } else {
+            ""
+        };
+        return (
+            StatusCode::UNAUTHORIZED,
+            [("www-authenticate", challenge(auth, extra))],
+        )
+            .into_response();
+    };
+    if let Some(token) = &token {
+        auth.used(token);
+    }
+    let needed = auth.tools_call_scope.lock().unwrap().clone();
+    if needed.is_empty() || grant.scopes.contains(&needed) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let is_call = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .is_some_and(|v| v["method"] == "tools/call");
+    if is_call {
+        return (
+            StatusCode::FORBIDDEN,
+            [(
+                "www-authenticate",
+                challenge(
+                    auth,
+                    &format!(", error=\"insufficient_scope\", scope=\"{needed}\""),
+                ),
+            )],
+        )
+            .into_response();
+    }
+    next.run(axum::extract::Request::from_parts(parts, bytes.into()))
+        .await
+}
+
+async fn resource_metadata(State(shared): State<Shared>) -> Response {
+    let auth = &shared.auth;
+    axum::Json(json!({
+        "resource": format!("{}/mcp", auth.origin()),
+        "authorization_servers": [auth.issuer()],
+        "scopes_supported": ["tools"],
+    }))
+    .into_response()
+}
+
+async fn server_metadata(State(shared): State<Shared>) -> Response {
+    let issuer = shared.auth.issuer();
+    axum::Json(json!({
+        "issuer": issuer,
+        "authorization_endpoint": format!("{issuer}/authorize"),
+        "token_endpoint": format!("{issuer}/token"),
+        "registration_endpoint": format!("{issuer}/register"),
+        "revocation_endpoint": format!("{issuer}/revoke"),
+        "scopes_supported": ["tools", "admin", "offline_access"],
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "authorization_response_iss_parameter_supported": true,
+    }))
+    .into_response()
+}
+
+async fn register(State(shared): State<Shared>, axum::Json(body): axum::Json<Value>) -> Response {
+    let n = shared.auth.registrations.fetch_add(1, Ordering::SeqCst);
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({
+            "client_id": format!("client-{n}"),
+            "redirect_uris": body["redirect_uris"],
+            "token_endpoint_auth_method": "none",
+        })),
+    )
+        .into_response()
+}
+
+async fn authorize(
+    State(shared): State<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let auth = &shared.auth;
+    auth.authorizations
+        .lock()
+        .unwrap()
+        .push(query.get("scope").cloned());
+    let (Some(redirect), Some(challenge)) =
+        (query.get("redirect_uri"), query.get("code_challenge"))
+    else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    if query.get("code_challenge_method").map(String::as_str) != Some("S256")
+        || query.get("resource") != Some(&format!("{}/mcp", auth.origin()))
+    {
+        return StatusCode::BAD_REQUEST.into_response();
+    }
+    let code = auth.next("code");
+    let scopes = query
+        .get("scope")
+        .map(|s| s.split(' ').map(str::to_owned).collect())
+        .unwrap_or_default();
+    auth.codes.lock().unwrap().insert(
+        code.clone(),
+        PendingCode {
+            challenge: challenge.clone(),
+            scopes,
+        },
+    );
+    let Ok(mut location) = url::Url::parse(redirect) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    location
+        .query_pairs_mut()
+        .append_pair("code", &code)
+        .append_pair(
+            "state",
+            query.get("state").map(String::as_str).unwrap_or_default(),
+        )
+        .append_pair("iss", &auth.issuer());
+    (StatusCode::FOUND, [("location", location.to_string())]).into_response()
+}
+
+fn oauth_error(error: &str) -> Response {
+    (StatusCode::BAD_REQUEST, axum::Json(json!({"error": error}))).into_response()
+}
+
+async fn token(
+    State(shared): State<Shared>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let auth = &shared.auth;
+    if form.get("resource") != Some(&format!("{}/mcp", auth.origin())) {
+        return oauth_error("invalid_target");
+    }
+    match form.get("grant_type").map(String::as_str) {
+        Some("authorization_code") => {
+            auth.code_exchanges.fetch_add(1, Ordering::SeqCst);
+            let pending = form
+                .get("code")
+                .and_then(|c| auth.codes.lock().unwrap().remove(c));
+            let Some(pending) = pending else {
+                return oauth_error("invalid_grant");
+            };
+            let verifier = form.get("code_verifier").cloned().unwrap_or_default();
+            let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(sha2::Sha256::digest(verifier.as_bytes()));
+            if computed != pending.challenge {
+                return oauth_error("invalid_grant");
+            }
+            axum::Json(auth.issue(pending.scopes)).into_response()
+        }
+        Some("refresh_token") => {
+            auth.refreshes.fetch_add(1, Ordering::SeqCst);
+            let delay = auth.refresh_delay_ms.load(Ordering::SeqCst);
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            // Rotation: a new refresh token each time; the old one dies once the new one (or
+            // the access token issued with it) is used.
+            let Some(presented) = form.get("refresh_token") else {
+                return oauth_error("invalid_request");
+            };
+            auth.used(presented);
+            let grant = auth.refresh.lock().unwrap().get(presented).cloned();
+            match grant {
+                Some(grant) => {
+                    let issued = auth.issue(grant.scopes);
+                    let mut superseded = auth.superseded_by.lock().unwrap();
+                    for key in ["access_token", "refresh_token"] {
+                        if let Some(new) = issued[key].as_str() {
+                            superseded.insert(new.to_owned(), presented.clone());
+                        }
+                    }
+                    axum::Json(issued).into_response()
+                }
+                None => oauth_error("invalid_grant"),
+            }
+        }
+        _ => oauth_error("unsupported_grant_type"),
+    }
+}
+
+async fn revoke(
+    State(shared): State<Shared>,
+    _headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let auth = &shared.auth;
+    if let Some(token) = form.get("token") {
+        let removed = auth.access.lock().unwrap().remove(token).is_some()
+            | auth.refresh.lock().unwrap().remove(token).is_some();
+        if removed {
+            auth.revocations.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    StatusCode::OK.into_response()
+}

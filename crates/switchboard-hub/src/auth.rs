@@ -1,0 +1,46 @@
+//! OAuth state for the hub's servers: one [`ServerAuth`] per HTTP server, persisted in the store.
+//!
+//! The hub has no person at hand, so its `ServerAuth`s have no authorizer: they use and refresh
+//! stored tokens, and a server that needs a sign-in waits in `needs-auth` until
+//! `switchboard login` (or the admin API) stores tokens. The CLI's `login` builds its
+//! `ServerAuth` with [`server_auth`] too, so both see the same credentials.
+
+use std::sync::Arc;
+
+use switchboard_core::{ServerDefinition, TransportSpec};
+use switchboard_oauth::{
+    AuthSettings, ClientIdentity, GrantKey, NetworkPolicy, OAuthHttp, ServerAuth,
+};
+use switchboard_store::Store;
+
+/// OAuth settings shared by every server of a hub.
+#[derive(Debug, Clone, Default)]
+pub struct OAuthOptions {
+    /// How Switchboard presents itself to authorization servers.
+    pub identity: ClientIdentity,
+    /// Allow authorization servers on loopback (always allowed for a server on loopback).
+    pub allow_loopback: bool,
+    /// Allow authorization servers on private networks.
+    pub allow_private: bool,
+}
+
+/// The OAuth state for `def`, or `None` for transports that do not use OAuth (stdio,
+/// WebSocket).
+pub fn server_auth(
+    def: &ServerDefinition,
+    store: &Store,
+    options: &OAuthOptions,
+) -> Option<ServerAuth> {
+    let TransportSpec::Http { url, .. } = &def.transport else {
+        return None;
+    };
+    let policy = NetworkPolicy::for_server(url, options.allow_loopback, options.allow_private);
+    Some(ServerAuth::new(
+        url.clone(),
+        GrantKey::for_server(def.id.as_str()),
+        OAuthHttp::new(policy),
+        options.identity.clone(),
+        AuthSettings::default(),
+        Arc::new(store.clone()),
+    ))
+}

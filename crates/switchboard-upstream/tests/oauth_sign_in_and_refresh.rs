@@ -1,0 +1,279 @@
+//! Signing in to an OAuth-protected server and staying signed in, against the in-repo mock
+//! authorization server (the conformance suite has no refresh scenarios): the headless flow,
+//! tokens surviving a restart, proactive refresh, refresh on 401, rotation, one refresh for many
+//! concurrent calls, `invalid_grant` and step-up. A process killed during a refresh is
+//! `crates/switchboard/tests/oauth_end_to_end.rs`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
+use switchboard_fixtures::Era;
+use switchboard_fixtures::oauth::{OAuthFixture, protected};
+use switchboard_oauth::{
+    AuthSettings, ClientIdentity, GrantKey, HeadlessAuthorizer, NetworkPolicy, OAuthHttp,
+    ServerAuth,
+};
+use switchboard_store::Store;
+use switchboard_upstream::{ConnectOptions, Connection, UpstreamError, connect};
+use tokio_util::sync::CancellationToken;
+
+const REDIRECT: &str = "http://127.0.0.1:1/oauth/callback";
+
+fn definition(url: &str) -> ServerDefinition {
+    let mut def = ServerDefinition::new(
+        ServerId::new("protected").unwrap(),
+        TransportSpec::from_url(url, vec![]).unwrap(),
+    );
+    def.timeouts.request = Duration::from_secs(10);
+    def
+}
+
+/// Signing-in state over `store`; with `headless`, a 401 runs the whole flow unattended.
+fn server_auth(fixture: &OAuthFixture, store: &Store, headless: bool) -> Arc<ServerAuth> {
+    let url = url::Url::parse(&fixture.url).unwrap();
+    let http = OAuthHttp::new(NetworkPolicy::for_server(&url, false, false));
+    let auth = ServerAuth::new(
+        url,
+        GrantKey::for_server("protected"),
+        http.clone(),
+        ClientIdentity::default(),
+        AuthSettings::default(),
+        Arc::new(store.clone()),
+    );
+    Arc::new(if headless {
+        auth.with_authorizer(Arc::new(HeadlessAuthorizer::new(http, REDIRECT)))
+    } else {
+        auth
+    })
+}
+
+async fn connect_with(
+    fixture: &OAuthFixture,
+    auth: Arc<ServerAuth>,
+) -> Result<Connection, UpstreamError> {
+    let mut options = ConnectOptions::new("test");
+    options.auth = Some(auth);
+    connect(&definition(&fixture.url), None, &options).await
+}
+
+async fn echo(connection: &Connection) -> Result<String, UpstreamError> {
+    let result = connection
+        .upstream
+        .call_tool(
+            "echo",
+            serde_json::json!({"message": "hi"}).as_object().cloned(),
+            None,
+            CancellationToken::new(),
+        )
+        .await?;
+    Ok(result.content[0].as_text().unwrap().text.clone())
+}
+
+async fn store_in(dir: &tempfile::TempDir, fixture: &OAuthFixture) -> Store {
+    let store = Store::open(dir.path()).await.unwrap();
+    store.put_server(&definition(&fixture.url)).await.unwrap();
+    store
+}
+
+async fn stored_refresh_token(store: &Store) -> String {
+    store
+        .oauth_grant(&GrantKey::for_server("protected"))
+        .await
+        .unwrap()
+        .expect("a stored grant")
+        .tokens
+        .refresh_token
+        .expect("a refresh token")
+}
+
+#[tokio::test]
+async fn a_401_signs_in_and_the_tokens_survive_a_restart() {
+    for era in [Era::Legacy, Era::Modern] {
+        let fixture = protected(era).await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir, &fixture).await;
+
+        let connection = connect_with(&fixture, server_auth(&fixture, &store, true))
+            .await
+            .unwrap();
+        assert_eq!(echo(&connection).await.unwrap(), "hi");
+        connection.session.close().await;
+        let authorizations = fixture.auth.authorizations.lock().unwrap().clone();
+        assert_eq!(authorizations.len(), 1, "one sign-in");
+        assert_eq!(
+            authorizations[0].as_deref(),
+            Some("tools offline_access"),
+            "scopes from the resource metadata, plus offline_access the server lists"
+        );
+        assert_eq!(fixture.auth.registrations.load(Ordering::SeqCst), 1);
+
+        // A new process over the same store: no authorizer, so a new sign-in is impossible;
+        // the stored tokens must do.
+        drop(store);
+        let store = Store::open(dir.path()).await.unwrap();
+        let connection = connect_with(&fixture, server_auth(&fixture, &store, false))
+            .await
+            .unwrap();
+        assert_eq!(echo(&connection).await.unwrap(), "hi");
+        connection.session.close().await;
+        assert_eq!(
+            fixture.auth.authorizations.lock().unwrap().len(),
+            1,
+            "no second sign-in"
+        );
+    }
+}
+
+#[tokio::test]
+async fn without_tokens_and_without_a_person_the_error_says_to_sign_in() {
+    let fixture = protected(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    let error = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .err()
+        .expect("no tokens");
+    assert!(matches!(error, UpstreamError::AuthRequired(_)), "{error}");
+    assert!(
+        error.to_string().contains("switchboard login protected"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_token_about_to_expire_is_refreshed_before_it_is_used() {
+    let fixture = protected(Era::Modern).await;
+    // Inside the 60 s refresh margin: every token is "about to expire" as soon as it is issued.
+    fixture.auth.access_ttl_secs.store(30, Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    let connection = connect_with(&fixture, server_auth(&fixture, &store, true))
+        .await
+        .unwrap();
+    let before = stored_refresh_token(&store).await;
+    let refreshes = fixture.auth.refreshes.load(Ordering::SeqCst);
+    let unauthorized = fixture.auth.unauthorized.load(Ordering::SeqCst);
+    assert_eq!(echo(&connection).await.unwrap(), "hi");
+    assert!(
+        fixture.auth.refreshes.load(Ordering::SeqCst) > refreshes,
+        "refreshed ahead of use"
+    );
+    assert_eq!(
+        fixture.auth.unauthorized.load(Ordering::SeqCst),
+        unauthorized,
+        "the server never had to refuse a token"
+    );
+    let after = stored_refresh_token(&store).await;
+    assert_ne!(before, after, "the rotated refresh token is stored");
+    assert!(!fixture.auth.honours_refresh_token(&before));
+    assert!(fixture.auth.honours_refresh_token(&after));
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn a_401_refreshes_once_even_for_many_concurrent_calls() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    let connection = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .err()
+        .map(|_| ());
+    assert!(connection.is_some(), "no tokens yet");
+    let connection = connect_with(&fixture, server_auth(&fixture, &store, true))
+        .await
+        .unwrap();
+    let before = stored_refresh_token(&store).await;
+
+    fixture.auth.expire_access_tokens();
+    let calls = (0..8).map(|_| echo(&connection));
+    for result in futures::future::join_all(calls).await {
+        assert_eq!(result.unwrap(), "hi");
+    }
+    assert_eq!(
+        fixture.auth.refreshes.load(Ordering::SeqCst),
+        1,
+        "one refresh for all calls"
+    );
+    assert_eq!(
+        fixture.auth.authorizations.lock().unwrap().len(),
+        1,
+        "no new sign-in"
+    );
+    assert_ne!(stored_refresh_token(&store).await, before);
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn a_refused_refresh_token_is_forgotten_and_the_error_says_to_sign_in_again() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    connect_with(&fixture, server_auth(&fixture, &store, true))
+        .await
+        .unwrap()
+        .session
+        .close()
+        .await;
+
+    fixture.auth.expire_access_tokens();
+    fixture.auth.revoke_refresh_tokens();
+    let error = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .err()
+        .expect("the refresh token is dead");
+    assert!(matches!(error, UpstreamError::AuthRequired(_)), "{error}");
+    assert!(error.to_string().contains("sign in again"), "{error}");
+    assert_eq!(
+        store
+            .oauth_grant(&GrantKey::for_server("protected"))
+            .await
+            .unwrap(),
+        None,
+        "dead tokens are deleted"
+    );
+}
+
+#[tokio::test]
+async fn insufficient_scope_re_authorizes_with_the_union_of_scopes() {
+    let fixture = protected(Era::Legacy).await;
+    *fixture.auth.tools_call_scope.lock().unwrap() = "admin".into();
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    let connection = connect_with(&fixture, server_auth(&fixture, &store, true))
+        .await
+        .unwrap();
+    assert_eq!(echo(&connection).await.unwrap(), "hi");
+    let authorizations = fixture.auth.authorizations.lock().unwrap().clone();
+    assert_eq!(
+        authorizations,
+        [
+            Some("tools offline_access".to_owned()),
+            Some("tools offline_access admin".to_owned())
+        ]
+    );
+    connection.session.close().await;
+}
+
+#[tokio::test]
+async fn without_a_person_a_step_up_is_reported_not_attempted() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    connect_with(&fixture, server_auth(&fixture, &store, true))
+        .await
+        .unwrap()
+        .session
+        .close()
+        .await;
+    *fixture.auth.tools_call_scope.lock().unwrap() = "admin".into();
+    let connection = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .unwrap();
+    let error = echo(&connection).await.expect_err("needs more scope");
+    assert!(error.to_string().contains("admin"), "{error}");
+    assert_eq!(fixture.auth.authorizations.lock().unwrap().len(), 1);
+    connection.session.close().await;
+}

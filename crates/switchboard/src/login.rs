@@ -1,0 +1,159 @@
+//! `switchboard login` and `switchboard logout`.
+//!
+//! Login runs the authorization-code flow with the system browser: a callback listener on a
+//! random loopback port (so two logins at once never collide), the authorization URL opened in
+//! the browser or printed with `--no-browser`, and the redirect checked against the request's
+//! `state` before anything else happens. Discovery, registration, PKCE and the token exchange are
+//! the same code the daemon and the conformance adapter use (`switchboard_oauth::ServerAuth`),
+//! and the tokens land in the store, where a running daemon picks them up.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use axum::extract::{Query, State};
+use axum::response::Html;
+use switchboard_core::TransportSpec;
+use switchboard_hub::{OAuthOptions, server_auth};
+use switchboard_oauth::AuthorizationCallback;
+use switchboard_store::Store;
+use tokio::sync::mpsc;
+
+use crate::cli::{LoginArgs, LogoutArgs};
+use crate::parse_id;
+
+const CALLBACK_PATH: &str = "/oauth/callback";
+
+pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32> {
+    let id = parse_id(&args.server)?;
+    let def = store
+        .get_server(&id)
+        .await?
+        .with_context(|| format!("no server with id '{id}'"))?;
+    let TransportSpec::Http { url, headers } = &def.transport else {
+        bail!("'{id}' is not an HTTP server; OAuth sign-in applies to HTTP servers only");
+    };
+    let auth = server_auth(&def, store, &OAuthOptions::default())
+        .context("OAuth sign-in applies to HTTP servers only")?;
+
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .context("cannot open a loopback port for the sign-in redirect")?;
+    let redirect_uri = format!(
+        "http://127.0.0.1:{}{CALLBACK_PATH}",
+        listener.local_addr()?.port()
+    );
+    let challenge = switchboard_upstream::auth_challenge(url, headers).await;
+    let previously = auth.requested_scopes().await;
+    let pending = auth
+        .begin_sign_in(&redirect_uri, challenge.as_ref(), &previously)
+        .await
+        .with_context(|| format!("cannot start signing in to '{id}'"))?;
+
+    let (tx, mut rx) = mpsc::channel::<AuthorizationCallback>(1);
+    let state = pending.state.clone();
+    let router = axum::Router::new()
+        .route(CALLBACK_PATH, axum::routing::get(callback))
+        .with_state(CallbackState {
+            expected_state: state,
+            server: id.to_string(),
+            deliver: tx,
+        });
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        }
+    });
+
+    let url = pending.authorization_url.to_string();
+    println!("Sign in to '{id}' at:\n{url}");
+    if !args.no_browser
+        && let Err(error) = webbrowser::open(&url)
+    {
+        eprintln!("(could not open a browser: {error}; open the URL above yourself)");
+    }
+    let received = tokio::time::timeout(Duration::from_secs(args.timeout), rx.recv()).await;
+    stop.cancel();
+    let _ = server.await;
+    let callback = match received {
+        Ok(Some(callback)) => callback,
+        _ => bail!(
+            "no sign-in redirect arrived within {} s; run `switchboard login {id}` again",
+            args.timeout
+        ),
+    };
+    auth.complete_sign_in(&pending, &callback)
+        .await
+        .with_context(|| format!("signing in to '{id}' failed"))?;
+    println!("Signed in to '{id}'.");
+    Ok(0)
+}
+
+#[derive(Clone)]
+struct CallbackState {
+    expected_state: String,
+    server: String,
+    deliver: mpsc::Sender<AuthorizationCallback>,
+}
+
+/// The redirect target. Only a redirect carrying this login's `state` is taken; anything else
+/// (a stale tab, another login's redirect, a forged request) is refused and the wait goes on.
+async fn callback(
+    State(state): State<CallbackState>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> (axum::http::StatusCode, Html<String>) {
+    let callback = AuthorizationCallback {
+        code: query.get("code").cloned(),
+        state: query.get("state").cloned(),
+        iss: query.get("iss").cloned(),
+        error: query.get("error").cloned(),
+        error_description: query.get("error_description").cloned(),
+    };
+    if callback.state.as_deref() != Some(state.expected_state.as_str()) {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            Html("<p>This sign-in link does not belong to the login in progress.</p>".into()),
+        );
+    }
+    let _ = state.deliver.try_send(callback);
+    (
+        axum::http::StatusCode::OK,
+        Html(format!(
+            "<p>Switchboard received the sign-in for <b>{}</b>. You can close this tab.</p>",
+            html_escape(&state.server)
+        )),
+    )
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+pub(crate) async fn logout(store: &Store, args: LogoutArgs) -> anyhow::Result<i32> {
+    let id = parse_id(&args.server)?;
+    let def = store
+        .get_server(&id)
+        .await?
+        .with_context(|| format!("no server with id '{id}'"))?;
+    let auth = server_auth(&def, store, &OAuthOptions::default())
+        .context("OAuth sign-in applies to HTTP servers only")?;
+    if !auth.is_signed_in().await? {
+        println!("Not signed in to '{id}'.");
+        return Ok(0);
+    }
+    let revoked = auth.sign_out().await?;
+    if revoked {
+        println!("Signed out of '{id}': the server revoked the tokens and they are deleted.");
+    } else {
+        println!(
+            "Signed out of '{id}': the tokens are deleted (the server offers no revocation, or \
+             refused it)."
+        );
+    }
+    Ok(0)
+}

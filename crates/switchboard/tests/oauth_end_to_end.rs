@@ -1,0 +1,257 @@
+//! Signing in as a user does it: `switchboard login --no-browser`, the redirect arriving on the
+//! loopback callback, calls with the stored tokens, `logout` revoking them, two logins at once,
+//! and a process killed in the middle of a token refresh. The upstream is the in-repo
+//! OAuth-protected fixture (its authorization server redirects at once, as a browser session
+//! that is already signed in would).
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use switchboard_fixtures::Era;
+use switchboard_fixtures::oauth::{OAuthFixture, protected};
+use switchboard_oauth::GrantKey;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+fn command(data_dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("SWITCHBOARD_VAULT_KEY")
+        .env_remove("SWITCHBOARD_CONFIG")
+        .kill_on_drop(true);
+    command
+}
+
+async fn run(data_dir: &Path, args: &[&str]) -> Output {
+    command(data_dir, args)
+        .output()
+        .await
+        .expect("switchboard runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Starts `login --no-browser` and returns the process and the authorization URL it printed.
+async fn start_login(data_dir: &Path, server: &str) -> (Child, String) {
+    let mut child = command(
+        data_dir,
+        &["login", server, "--no-browser", "--timeout", "30"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.starts_with("http://") || line.starts_with("https://") {
+                return line;
+            }
+        }
+        panic!("login printed no URL");
+    })
+    .await
+    .expect("login prints the URL in time");
+    // Keep reading stdout in the background so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+/// Plays the browser: follows the authorization URL to the loopback callback.
+async fn visit(url: &str) -> reqwest::StatusCode {
+    reqwest::Client::new()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+async fn add_server(data_dir: &Path, id: &str, fixture: &OAuthFixture) {
+    let output = run(data_dir, &["server", "add", id, &fixture.url]).await;
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+async fn login(data_dir: &Path, id: &str) {
+    let (mut child, url) = start_login(data_dir, id).await;
+    assert_eq!(visit(&url).await, reqwest::StatusCode::OK);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "login failed");
+}
+
+async fn call_echo(data_dir: &Path, id: &str) -> Output {
+    run(
+        data_dir,
+        &["call", &format!("{id}/echo"), "--arg", "message=hi"],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn login_then_call_with_stored_tokens_then_logout_revokes_them() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+
+    let before = call_echo(dir.path(), "protected").await;
+    assert!(!before.status.success());
+    assert!(
+        String::from_utf8_lossy(&before.stderr).contains("switchboard login protected"),
+        "the error tells the user what to do: {}",
+        text(&before)
+    );
+
+    login(dir.path(), "protected").await;
+    let called = call_echo(dir.path(), "protected").await;
+    assert!(called.status.success(), "{}", text(&called));
+    assert!(String::from_utf8_lossy(&called.stdout).contains("hi"));
+    let shown = run(dir.path(), &["server", "show", "protected", "--json"]).await;
+    for secret in ["at-", "rt-"] {
+        assert!(
+            !String::from_utf8_lossy(&shown.stdout).contains(secret),
+            "tokens are never printed: {}",
+            text(&shown)
+        );
+    }
+
+    let logout = run(dir.path(), &["logout", "protected"]).await;
+    assert!(logout.status.success(), "{}", text(&logout));
+    assert!(
+        String::from_utf8_lossy(&logout.stdout).contains("revoked"),
+        "{}",
+        text(&logout)
+    );
+    assert_eq!(
+        fixture.auth.revocations.load(Ordering::SeqCst),
+        2,
+        "access and refresh token"
+    );
+    let after = call_echo(dir.path(), "protected").await;
+    assert!(!after.status.success(), "signed out: {}", text(&after));
+}
+
+#[tokio::test]
+async fn two_logins_at_once_do_not_collide_and_a_foreign_redirect_is_refused() {
+    let first = protected(Era::Legacy).await;
+    let second = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "first", &first).await;
+    add_server(dir.path(), "second", &second).await;
+
+    let (mut login_one, url_one) = start_login(dir.path(), "first").await;
+    let (mut login_two, url_two) = start_login(dir.path(), "second").await;
+
+    // A redirect carrying another login's state is refused; the login keeps waiting.
+    let redirect_of = |url: &str| -> url::Url {
+        let url = url::Url::parse(url).unwrap();
+        let redirect = url
+            .query_pairs()
+            .find(|(k, _)| k == "redirect_uri")
+            .unwrap()
+            .1
+            .into_owned();
+        url::Url::parse(&redirect).unwrap()
+    };
+    let mut forged = redirect_of(&url_one);
+    forged
+        .query_pairs_mut()
+        .append_pair("code", "x")
+        .append_pair("state", "not-this-login");
+    assert_eq!(
+        visit(forged.as_str()).await,
+        reqwest::StatusCode::BAD_REQUEST
+    );
+    assert_ne!(redirect_of(&url_one).port(), redirect_of(&url_two).port());
+
+    // Finish them in the opposite order.
+    assert_eq!(visit(&url_two).await, reqwest::StatusCode::OK);
+    assert_eq!(visit(&url_one).await, reqwest::StatusCode::OK);
+    for child in [&mut login_one, &mut login_two] {
+        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success());
+    }
+    for id in ["first", "second"] {
+        let called = call_echo(dir.path(), id).await;
+        assert!(called.status.success(), "{id}: {}", text(&called));
+    }
+}
+
+#[tokio::test]
+async fn a_process_killed_during_a_refresh_keeps_the_refresh_token_it_had() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+    login(dir.path(), "protected").await;
+    let stored = || async {
+        let store = switchboard_store::Store::open(dir.path()).await.unwrap();
+        store
+            .oauth_grant(&GrantKey::for_server("protected"))
+            .await
+            .unwrap()
+            .expect("a stored grant")
+            .tokens
+            .refresh_token
+            .expect("a refresh token")
+    };
+    let before = stored().await;
+
+    fixture.auth.expire_access_tokens();
+    fixture.auth.refresh_delay_ms.store(5_000, Ordering::SeqCst);
+    let mut caller = command(
+        dir.path(),
+        &["call", "protected/echo", "--arg", "message=hi"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut waited = 0;
+    while fixture.auth.refreshes.load(Ordering::SeqCst) == 0 && waited < 200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    assert_eq!(
+        fixture.auth.refreshes.load(Ordering::SeqCst),
+        1,
+        "the refresh is in flight"
+    );
+    caller.kill().await.unwrap(); // SIGKILL: no cleanup runs
+
+    assert_eq!(
+        stored().await,
+        before,
+        "the stored refresh token is untouched"
+    );
+    assert!(
+        fixture.auth.honours_refresh_token(&before),
+        "and the authorization server still honours it"
+    );
+    fixture.auth.refresh_delay_ms.store(0, Ordering::SeqCst);
+    // Let the interrupted request finish at the server; its answer is lost with the process.
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    let called = call_echo(dir.path(), "protected").await;
+    assert!(called.status.success(), "{}", text(&called));
+    assert_eq!(
+        fixture.auth.authorizations.lock().unwrap().len(),
+        1,
+        "no new sign-in needed"
+    );
+}
