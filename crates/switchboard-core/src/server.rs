@@ -13,6 +13,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+/// What a secret looks like on display.
+pub const REDACTED: &str = "********";
+
 /// The environment variable that may carry the vault key. Defined here so that every layer (the
 /// store reads it, the stdio transport strips it from child processes) names the same variable.
 pub const VAULT_KEY_ENV: &str = "SWITCHBOARD_VAULT_KEY";
@@ -140,7 +143,7 @@ impl NamedValue {
 
     /// The value as it may be shown to a person: `********` when secret.
     pub fn display_value(&self) -> &str {
-        if self.secret { "********" } else { &self.value }
+        if self.secret { REDACTED } else { &self.value }
     }
 }
 
@@ -347,7 +350,7 @@ impl TransportSpec {
 fn redact_url(url: &Url) -> String {
     let mut shown = url.clone();
     if shown.password().is_some() {
-        let _ = shown.set_password(Some("********"));
+        let _ = shown.set_password(Some(REDACTED));
     }
     if shown.query().is_some() {
         let names: Vec<String> = shown
@@ -419,6 +422,47 @@ pub struct ServerDefinition {
     /// Upstream tool names that are hidden and cannot be called.
     #[serde(default)]
     pub disabled_tools: BTreeSet<String>,
+    /// OAuth client credentials registered for this server, if the user has some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_client: Option<OAuthClient>,
+}
+
+/// OAuth client credentials the user registered with a server's authorization server. They take
+/// priority over client ID metadata documents and dynamic registration, and are only ever sent
+/// to `issuer` when it is set.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OAuthClient {
+    /// The client id.
+    pub client_id: String,
+    /// The client secret, for confidential clients. Sealed at rest, redacted on display.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The authorization server (issuer) the credentials belong to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthClient")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| REDACTED),
+            )
+            .field("issuer", &self.issuer)
+            .finish()
+    }
+}
+
+impl OAuthClient {
+    /// The credentials as they may be shown: the secret replaced.
+    pub fn redacted(&self) -> Self {
+        Self {
+            client_secret: self.client_secret.as_ref().map(|_| REDACTED.to_owned()),
+            ..self.clone()
+        }
+    }
 }
 
 fn enabled_by_default() -> bool {
@@ -436,6 +480,7 @@ impl ServerDefinition {
             timeouts: Timeouts::default(),
             enabled: true,
             disabled_tools: BTreeSet::new(),
+            oauth_client: None,
         }
     }
 

@@ -52,6 +52,8 @@ pub struct AuthServerState {
     serial: AtomicU64,
     /// `/as/authorize` requests, with their `scope` parameters.
     pub authorizations: Mutex<Vec<Option<String>>>,
+    /// The `client_id` of each `/as/authorize` request.
+    pub authorizing_clients: Mutex<Vec<String>>,
     /// Dynamic registrations.
     pub registrations: AtomicUsize,
     /// Token requests with `grant_type=refresh_token`.
@@ -349,6 +351,10 @@ async fn authorize(
         .lock()
         .unwrap()
         .push(query.get("scope").cloned());
+    auth.authorizing_clients
+        .lock()
+        .unwrap()
+        .push(query.get("client_id").cloned().unwrap_or_default());
     let (Some(redirect), Some(challenge)) =
         (query.get("redirect_uri"), query.get("code_challenge"))
     else {

@@ -1,11 +1,15 @@
 //! Switchboard's front doors, on axum.
 //!
-//! For now: `GET /healthz` (liveness) and `GET /api/status` (every server's status as JSON). The
-//! aggregated MCP endpoint, the rest of the admin API and the web UI are built on this router.
+//! For now: `GET /healthz` (liveness), `GET /api/status` (every server's status as JSON), and
+//! sign-in through the daemon ([`oauth`]: `POST /api/servers/{id}/login`, `GET /oauth/callback`,
+//! the client ID metadata document). The aggregated MCP endpoint, the rest of the admin API and
+//! the web UI are built on this router.
 //!
 //! Every request passes a DNS-rebinding guard: its `Host` must name a loopback address and an
 //! `Origin`, when present, must be a loopback origin; anything else is refused with 403. (API keys
 //! for non-loopback use arrive with the admin API.)
+
+mod oauth;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +18,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use switchboard_hub::{Hub, ServerStatus};
@@ -44,13 +48,35 @@ pub struct StatusResponse {
     pub servers: Vec<ServerStatus>,
 }
 
-/// The router with every front door.
-pub fn router(hub: Arc<Hub>) -> Router {
+/// What every route shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) hub: Arc<Hub>,
+    /// This daemon's OAuth redirect URI.
+    pub(crate) callback_url: String,
+    pub(crate) logins: Arc<oauth::PendingLogins>,
+}
+
+/// The router with every front door; `addr` is where it is served (for the OAuth redirect URI).
+pub fn router(hub: Arc<Hub>, addr: SocketAddr) -> Router {
+    let state = AppState {
+        hub,
+        callback_url: callback_url(addr),
+        logins: Arc::default(),
+    };
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .route("/api/servers/{id}/login", post(oauth::start_login))
+        .route(oauth::CALLBACK_PATH, get(oauth::callback))
+        .route("/oauth/client-metadata.json", get(oauth::client_metadata))
         .layer(middleware::from_fn(refuse_foreign_hosts))
-        .with_state(hub)
+        .with_state(state)
+}
+
+/// The OAuth redirect URI of a daemon listening on `addr`.
+pub fn callback_url(addr: SocketAddr) -> String {
+    format!("http://{addr}{}", oauth::CALLBACK_PATH)
 }
 
 /// Whether `host` (a `Host` value or an origin's host, with or without port) is loopback.
@@ -97,10 +123,10 @@ async fn refuse_foreign_hosts(request: Request, next: Next) -> Response {
     }
 }
 
-async fn status(State(hub): State<Arc<Hub>>) -> Json<StatusResponse> {
+async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
     Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION"),
-        servers: hub.status(),
+        servers: app.hub.status(),
     })
 }
 
@@ -129,7 +155,8 @@ impl Gateway {
         hub: Arc<Hub>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
-        axum::serve(self.listener, router(hub))
+        let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
+        axum::serve(self.listener, router(hub, addr))
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(GatewayError::Serve)

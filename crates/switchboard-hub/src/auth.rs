@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use switchboard_core::{ServerDefinition, TransportSpec};
 use switchboard_oauth::{
-    AuthSettings, ClientIdentity, GrantKey, NetworkPolicy, OAuthHttp, ServerAuth,
+    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, NetworkPolicy, OAuthHttp, ServerAuth,
 };
 use switchboard_store::Store;
 
@@ -35,12 +35,21 @@ pub fn server_auth(
         return None;
     };
     let policy = NetworkPolicy::for_server(url, options.allow_loopback, options.allow_private);
+    let settings = AuthSettings {
+        client: def.oauth_client.as_ref().map(|c| ConfiguredClient {
+            client_id: c.client_id.clone(),
+            client_secret: c.client_secret.clone(),
+            ..ConfiguredClient::default()
+        }),
+        client_issuer: def.oauth_client.as_ref().and_then(|c| c.issuer.clone()),
+        ..AuthSettings::default()
+    };
     Some(ServerAuth::new(
         url.clone(),
         GrantKey::for_server(def.id.as_str()),
         OAuthHttp::new(policy),
         options.identity.clone(),
-        AuthSettings::default(),
+        settings,
         Arc::new(store.clone()),
     ))
 }

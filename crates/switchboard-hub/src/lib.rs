@@ -108,6 +108,11 @@ impl Hub {
         &self.store
     }
 
+    /// The OAuth settings the hub's servers sign in with.
+    pub fn oauth(&self) -> &OAuthOptions {
+        &self.oauth
+    }
+
     /// Subscribes to state changes, catalog changes and server logs.
     pub fn subscribe(&self) -> broadcast::Receiver<HubEvent> {
         self.events.subscribe()

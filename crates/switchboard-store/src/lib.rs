@@ -129,14 +129,22 @@ impl Store {
         let timeouts = serde_json::to_string(&def.timeouts).map_err(|e| corrupt(&def.id, e))?;
         let disabled =
             serde_json::to_string(&def.disabled_tools).map_err(|e| corrupt(&def.id, e))?;
+        let oauth_client = match &def.oauth_client {
+            Some(client) => {
+                let plain = serde_json::to_string(client).map_err(|e| corrupt(&def.id, e))?;
+                Some(self.vault.seal(&oauth_client_context(&def.id), &plain))
+            }
+            None => None,
+        };
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO servers (id, display_name, description, transport_json, timeouts_json,
-                                  enabled, disabled_tools_json, created_at_ms, updated_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+                                  enabled, disabled_tools_json, created_at_ms, updated_at_ms,
+                                  oauth_client_sealed)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)
              ON CONFLICT(id) DO UPDATE SET display_name = ?2, description = ?3,
                 transport_json = ?4, timeouts_json = ?5, enabled = ?6,
-                disabled_tools_json = ?7, updated_at_ms = ?8",
+                disabled_tools_json = ?7, updated_at_ms = ?8, oauth_client_sealed = ?9",
         )
         .bind(def.id.as_str())
         .bind(&def.display_name)
@@ -146,6 +154,7 @@ impl Store {
         .bind(def.enabled)
         .bind(disabled)
         .bind(now)
+        .bind(oauth_client)
         .execute(&mut *tx)
         .await?;
         sqlx::query("DELETE FROM server_probes WHERE server_id = ?1 AND target_digest <> ?2")
@@ -286,6 +295,13 @@ impl Store {
             serde_json::from_str(row.try_get("timeouts_json")?).map_err(|e| corrupt(&id, e))?;
         let disabled_tools = serde_json::from_str(row.try_get("disabled_tools_json")?)
             .map_err(|e| corrupt(&id, e))?;
+        let oauth_client = match row.try_get::<Option<String>, _>("oauth_client_sealed")? {
+            Some(sealed) => {
+                let plain = self.vault.unseal(&oauth_client_context(&id), &sealed)?;
+                Some(serde_json::from_str(&plain).map_err(|e| corrupt(&id, e))?)
+            }
+            None => None,
+        };
         Ok(ServerDefinition {
             id,
             display_name: row.try_get("display_name")?,
@@ -294,15 +310,20 @@ impl Store {
             timeouts,
             enabled: row.try_get("enabled")?,
             disabled_tools,
+            oauth_client,
         })
     }
 }
 
-const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json FROM servers WHERE id = ?1";
-const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json FROM servers ORDER BY id";
+const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed FROM servers WHERE id = ?1";
+const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed FROM servers ORDER BY id";
 
 fn secret_context(id: &ServerId, name: &str) -> String {
     format!("server:{id}/value:{name}")
+}
+
+fn oauth_client_context(id: &ServerId) -> String {
+    format!("server:{id}/oauth-client")
 }
 
 fn url_context(id: &ServerId) -> String {

@@ -184,7 +184,12 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
     use switchboard_oauth::{ClientRegistration, GrantKey, StoredGrant, TokenSet};
 
     let dir = tempfile::tempdir().unwrap();
-    let def = http_server("linear", "https://mcp.linear.app/mcp");
+    let mut def = http_server("linear", "https://mcp.linear.app/mcp");
+    def.oauth_client = Some(switchboard_core::OAuthClient {
+        client_id: "configured-client".into(),
+        client_secret: Some("configured-secret-plaintext".into()),
+        issuer: Some("https://auth.linear.app".into()),
+    });
     let key = GrantKey::for_server("linear");
     let grant = StoredGrant {
         tokens: TokenSet {
@@ -226,6 +231,7 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
     }
 
     let store = Store::open(dir.path()).await.unwrap();
+    assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def.clone()));
     assert_eq!(store.oauth_grant(&key).await.unwrap(), Some(grant));
     assert_eq!(
         store.oauth_client("https://auth.linear.app").await.unwrap(),

@@ -66,6 +66,11 @@ pub struct ServeArgs {
     /// Address for the health and status endpoints (loopback by default).
     #[arg(long, default_value = "127.0.0.1:8750", env = "SWITCHBOARD_LISTEN")]
     pub listen: std::net::SocketAddr,
+    /// The public https URL (with a path) at which this daemon's
+    /// `/oauth/client-metadata.json` is reachable; authorization servers that accept client ID
+    /// metadata documents then know Switchboard by this URL instead of a dynamic registration.
+    #[arg(long, env = "SWITCHBOARD_CLIENT_METADATA_URL")]
+    pub client_metadata_url: Option<url::Url>,
 }
 
 /// Options of the listing commands.
@@ -179,6 +184,23 @@ pub struct AddArgs {
     /// Add it disabled.
     #[arg(long)]
     pub disabled: bool,
+    /// An OAuth client id registered for this server (used before client ID metadata documents
+    /// and dynamic registration).
+    #[arg(long)]
+    pub oauth_client_id: Option<String>,
+    /// The secret of that OAuth client (sealed at rest; prefer the environment variable so it
+    /// stays out of shell history).
+    #[arg(
+        long,
+        requires = "oauth_client_id",
+        env = "SWITCHBOARD_OAUTH_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub oauth_client_secret: Option<String>,
+    /// The authorization server (issuer) the OAuth client belongs to; the credentials are never
+    /// sent to another one.
+    #[arg(long, requires = "oauth_client_id")]
+    pub oauth_issuer: Option<String>,
     /// Replace an existing server with the same id.
     #[arg(long)]
     pub replace: bool,

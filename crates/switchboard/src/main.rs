@@ -90,7 +90,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         apply_config_file(&store, path).await?;
     }
     match cli.command {
-        Command::Serve(args) => serve(store, args.listen).await,
+        Command::Serve(args) => serve(store, args).await,
         Command::Server(command) => server_command(&store, command).await,
         Command::Tools(args) => list_tools(store, args).await,
         Command::Resources(args) => list_resources(store, args).await,
@@ -121,8 +121,19 @@ fn options() -> ConnectOptions {
     ConnectOptions::new(env!("CARGO_PKG_VERSION"))
 }
 
-async fn serve(store: Store, listen: std::net::SocketAddr) -> anyhow::Result<i32> {
-    let hub = Hub::new(store, options());
+async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
+    let listen = args.listen;
+    let mut oauth = switchboard_hub::OAuthOptions::default();
+    if let Some(url) = args.client_metadata_url {
+        // The spec: an https URL with a path component, used verbatim as the client id.
+        if url.scheme() != "https" || url.path().len() <= 1 {
+            bail!(
+                "--client-metadata-url must be an https URL with a path, e.g. https://switchboard.example.com/oauth/client-metadata.json"
+            );
+        }
+        oauth.identity.metadata_document_url = Some(url);
+    }
+    let hub = Hub::with_oauth(store, options(), oauth);
     let gateway = switchboard_gateway::Gateway::bind(listen).await?;
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
@@ -184,6 +195,7 @@ fn parse_named(pair: &str, secret: Option<bool>) -> anyhow::Result<NamedValue> {
 fn redacted(def: &ServerDefinition) -> ServerDefinition {
     let mut shown = def.clone();
     shown.transport = def.transport.redacted();
+    shown.oauth_client = def.oauth_client.as_ref().map(|c| c.redacted());
     shown
 }
 
@@ -368,6 +380,16 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
     }
     if let Some(name) = args.name {
         def.display_name = name;
+    }
+    if let Some(client_id) = args.oauth_client_id {
+        if !matches!(def.transport, TransportSpec::Http { .. }) {
+            bail!("OAuth client credentials apply to HTTP servers only");
+        }
+        def.oauth_client = Some(switchboard_core::OAuthClient {
+            client_id,
+            client_secret: args.oauth_client_secret,
+            issuer: args.oauth_issuer,
+        });
     }
     if let Some(description) = args.description {
         def.description = description;

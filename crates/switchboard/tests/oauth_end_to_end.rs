@@ -255,3 +255,199 @@ async fn a_process_killed_during_a_refresh_keeps_the_refresh_token_it_had() {
         "no new sign-in needed"
     );
 }
+
+#[tokio::test]
+async fn a_configured_client_is_used_instead_of_registering_and_only_at_its_issuer() {
+    let fixture = protected(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    let issuer = fixture.auth.issuer();
+    let added = run(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "configured",
+            &fixture.url,
+            "--oauth-client-id",
+            "my-client",
+            "--oauth-client-secret",
+            "my-client-secret",
+            "--oauth-issuer",
+            &issuer,
+        ],
+    )
+    .await;
+    assert!(added.status.success(), "{}", text(&added));
+    let shown = run(dir.path(), &["server", "show", "configured", "--json"]).await;
+    let shown_text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown_text.contains("my-client") && !shown_text.contains("my-client-secret"),
+        "{shown_text}"
+    );
+
+    login(dir.path(), "configured").await;
+    assert_eq!(
+        fixture.auth.registrations.load(Ordering::SeqCst),
+        0,
+        "no dynamic registration"
+    );
+    assert_eq!(
+        *fixture.auth.authorizing_clients.lock().unwrap(),
+        ["my-client"]
+    );
+
+    // Credentials for another issuer are never presented here.
+    let elsewhere = run(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "elsewhere",
+            &fixture.url,
+            "--oauth-client-id",
+            "my-client",
+            "--oauth-issuer",
+            "https://auth.example.com",
+        ],
+    )
+    .await;
+    assert!(elsewhere.status.success(), "{}", text(&elsewhere));
+    let refused = run(
+        dir.path(),
+        &["login", "elsewhere", "--no-browser", "--timeout", "5"],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("https://auth.example.com"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(
+        fixture.auth.authorizations.lock().unwrap().len(),
+        1,
+        "no authorization request"
+    );
+}
+
+async fn server_status(port: u16, id: &str) -> Option<serde_json::Value> {
+    let status: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/api/status"))
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    status["servers"]
+        .as_array()?
+        .iter()
+        .find(|s| s["server"] == id)
+        .cloned()
+}
+
+async fn wait_for_state(port: u16, id: &str, state: &str) -> serde_json::Value {
+    for _ in 0..200 {
+        if let Some(status) = server_status(port, id).await
+            && status["state"] == state
+        {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "{id} never reached {state}: {:?}",
+        server_status(port, id).await
+    );
+}
+
+#[tokio::test]
+async fn the_daemon_waits_in_needs_auth_and_signs_in_through_its_admin_api() {
+    let fixture = protected(Era::Modern).await;
+    let other = protected(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+    add_server(dir.path(), "other", &other).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metadata_url = "https://switchboard.example.com/oauth/client-metadata.json";
+    let _daemon = command(
+        dir.path(),
+        &[
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--client-metadata-url",
+            metadata_url,
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+
+    let waiting = wait_for_state(port, "protected", "needs-auth").await;
+    assert!(
+        waiting["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("switchboard login protected"),
+        "{waiting}"
+    );
+
+    // The client ID metadata document names this daemon's callback.
+    let document: serde_json::Value = reqwest::get(format!(
+        "http://127.0.0.1:{port}/oauth/client-metadata.json"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(document["client_id"], metadata_url);
+    assert_eq!(
+        document["redirect_uris"][0],
+        format!("http://127.0.0.1:{port}/oauth/callback")
+    );
+
+    let client = reqwest::Client::new();
+    let started: serde_json::Value = client
+        .post(format!(
+            "http://127.0.0.1:{port}/api/servers/protected/login"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = started["authorization_url"]
+        .as_str()
+        .expect("an authorization URL");
+    assert!(url.starts_with(&fixture.auth.issuer()), "{url}");
+
+    // A forged callback is refused; the real one (the browser following the redirect) works.
+    let forged = client
+        .get(format!(
+            "http://127.0.0.1:{port}/oauth/callback?code=x&state=forged"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), reqwest::StatusCode::BAD_REQUEST);
+    let landed = client.get(url).send().await.unwrap();
+    assert_eq!(landed.status(), reqwest::StatusCode::OK);
+    assert!(landed.text().await.unwrap().contains("Signed in"));
+
+    let connected = wait_for_state(port, "protected", "connected").await;
+    assert!(
+        connected["tools"].as_u64().unwrap_or_default() > 0,
+        "{connected}"
+    );
+
+    // A sign-in from the CLI while the daemon runs is picked up without a restart.
+    wait_for_state(port, "other", "needs-auth").await;
+    login(dir.path(), "other").await;
+    wait_for_state(port, "other", "connected").await;
+}

@@ -1,0 +1,184 @@
+//! Sign-in through the daemon: the admin API starts an authorization for a server and the
+//! `/oauth/callback` route completes it, so a web UI (or any HTTP client) can drive a sign-in.
+//! It also serves Switchboard's client ID metadata document when a public URL for it is
+//! configured.
+//!
+//! - `POST /api/servers/{id}/login` → `{"authorization_url": ...}`: discovery, registration and
+//!   the authorization request, with this daemon's `/oauth/callback` as the redirect URI.
+//! - `GET /oauth/callback?code=...&state=...&iss=...` → validates the redirect against the pending
+//!   request (`state` first, then RFC 9207 `iss`), redeems the code, stores the tokens and
+//!   restarts the server's connection.
+//! - `GET /oauth/client-metadata.json` → the client ID metadata document.
+//!
+//! Pending sign-ins live in memory for ten minutes; a daemon restart forgets them (the user
+//! starts again), and nothing about them is logged.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::json;
+use switchboard_hub::{Hub, server_auth};
+use switchboard_oauth::{AuthorizationCallback, PendingAuthorization, ServerAuth};
+
+use crate::AppState;
+
+/// How long a started sign-in may wait for its redirect.
+const PENDING_LIFETIME: Duration = Duration::from_secs(600);
+/// The callback path, relative to the daemon's address.
+pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
+
+/// Sign-ins waiting for their redirect, by `state`.
+#[derive(Default)]
+pub(crate) struct PendingLogins {
+    by_state: Mutex<HashMap<String, PendingLogin>>,
+}
+
+struct PendingLogin {
+    server: switchboard_core::ServerId,
+    auth: Arc<ServerAuth>,
+    pending: PendingAuthorization,
+    started: Instant,
+}
+
+impl PendingLogins {
+    fn insert(&self, login: PendingLogin) {
+        let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, l| l.started.elapsed() < PENDING_LIFETIME);
+        map.insert(login.pending.state.clone(), login);
+    }
+
+    fn take(&self, state: &str) -> Option<PendingLogin> {
+        let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(state)
+            .filter(|l| l.started.elapsed() < PENDING_LIFETIME)
+    }
+}
+
+fn problem(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": message.into()}))).into_response()
+}
+
+/// `POST /api/servers/{id}/login`.
+pub(crate) async fn start_login(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+    let Ok(id) = switchboard_core::ServerId::new(id) else {
+        return problem(StatusCode::BAD_REQUEST, "not a valid server id");
+    };
+    let hub: &Hub = &app.hub;
+    let def = match hub.store().get_server(&id).await {
+        Ok(Some(def)) => def,
+        Ok(None) => return problem(StatusCode::NOT_FOUND, format!("no server with id '{id}'")),
+        Err(error) => return problem(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    };
+    let switchboard_core::TransportSpec::Http { url, headers } = &def.transport else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            format!("'{id}' is not an HTTP server; OAuth sign-in applies to HTTP servers only"),
+        );
+    };
+    let Some(auth) = server_auth(&def, hub.store(), hub.oauth()) else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "OAuth sign-in applies to HTTP servers only",
+        );
+    };
+    let auth = Arc::new(auth);
+    let challenge = switchboard_upstream::auth_challenge(url, headers).await;
+    let previously = auth.requested_scopes().await;
+    let pending = match auth
+        .begin_sign_in(&app.callback_url, challenge.as_ref(), &previously)
+        .await
+    {
+        Ok(pending) => pending,
+        Err(error) => {
+            return problem(
+                StatusCode::BAD_GATEWAY,
+                format!("cannot start signing in to '{id}': {error}"),
+            );
+        }
+    };
+    let url = pending.authorization_url.to_string();
+    app.logins.insert(PendingLogin {
+        server: id,
+        auth,
+        pending,
+        started: Instant::now(),
+    });
+    Json(json!({
+        "authorization_url": url,
+        "expires_in": PENDING_LIFETIME.as_secs(),
+    }))
+    .into_response()
+}
+
+fn page(status: StatusCode, text: &str) -> Response {
+    let escaped = text
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    (
+        status,
+        Html(format!(
+            "<!doctype html><meta charset=utf-8><title>Switchboard</title><p>{escaped}</p>"
+        )),
+    )
+        .into_response()
+}
+
+/// `GET /oauth/callback`.
+pub(crate) async fn callback(
+    State(app): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let callback = AuthorizationCallback {
+        code: query.get("code").cloned(),
+        state: query.get("state").cloned(),
+        iss: query.get("iss").cloned(),
+        error: query.get("error").cloned(),
+        error_description: query.get("error_description").cloned(),
+    };
+    let Some(login) = callback.state.as_deref().and_then(|s| app.logins.take(s)) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "This sign-in link is unknown or has expired. Start the sign-in again.",
+        );
+    };
+    let id = login.server.clone();
+    match login.auth.complete_sign_in(&login.pending, &callback).await {
+        Ok(()) => {
+            if let Ok(Some(def)) = app.hub.store().get_server(&id).await
+                && def.enabled
+            {
+                app.hub.start(def).await;
+            }
+            page(
+                StatusCode::OK,
+                &format!("Signed in to '{id}'. You can close this tab."),
+            )
+        }
+        Err(error) => page(
+            StatusCode::BAD_REQUEST,
+            &format!("Signing in to '{id}' failed: {error}"),
+        ),
+    }
+}
+
+/// `GET /oauth/client-metadata.json`.
+pub(crate) async fn client_metadata(State(app): State<AppState>) -> Response {
+    match app
+        .hub
+        .oauth()
+        .identity
+        .metadata_document(std::slice::from_ref(&app.callback_url))
+    {
+        Some(document) => Json(document).into_response(),
+        None => problem(
+            StatusCode::NOT_FOUND,
+            "no client metadata URL is configured (serve --client-metadata-url)",
+        ),
+    }
+}
