@@ -73,6 +73,7 @@ echo "conformance: harness @modelcontextprotocol/conformance@$("$NODE22" -p "req
 
 # --- run each revision -------------------------------------------------------------------------
 rm -f "$WORK/conformance-summary.txt"  # scripts/test re-prints this file last; never a stale one
+rm -rf "$WORK/conformance-extra"
 SUMMARY=()
 FAILED_REVS=()
 for rev in "${REVISIONS[@]}"; do
@@ -117,6 +118,32 @@ the report above)" ;;
   fi
   SUMMARY+=("$last")
   if [ "$harness_rc" -ne 0 ] || [ "$check_rc" -ne 0 ]; then FAILED_REVS+=("$rev"); fi
+done
+
+# --- scenarios outside the requirement sets -----------------------------------------------------
+# The 2025-03-26 authorization fallbacks (authorization-server metadata at the server's origin,
+# then the default /authorize, /token, /register endpoints) are in no frozen set, but Switchboard
+# supports that revision. A single-scenario run fails on any FAILURE or WARNING, and on a
+# non-zero exit of the adapter.
+EXTRA_SCENARIOS=(auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback)
+for scenario in "${EXTRA_SCENARIOS[@]}"; do
+  out="$WORK/conformance-extra"
+  mkdir -p "$out"
+  echo
+  echo "=== conformance client --scenario $scenario ==="
+  set +e
+  PATH="$(dirname "$NODE22"):$PATH" NODE_OPTIONS="--import=$GUARD" \
+    timeout --kill-after=30 120 "$NODE22" "$HARNESS_JS" client \
+      --command "exec $ADAPTER" --scenario "$scenario" -o "$out" </dev/null 2>&1 | tail -n 3
+  rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" -eq 0 ]; then
+    SUMMARY+=("conformance-$scenario: passed")
+  else
+    echo "conformance $scenario: FAILED (harness exited $rc; results under $out)"
+    SUMMARY+=("conformance-$scenario: FAILED")
+    FAILED_REVS+=("$scenario")
+  fi
 done
 
 echo

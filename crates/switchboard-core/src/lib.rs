@@ -13,7 +13,7 @@ pub mod state;
 
 pub use error::{ErrorSource, RetryClass};
 pub use server::{
-    DetectedTransport, NamedValue, OAuthClient, ServerDefinition, ServerId, ServerIdError,
-    Timeouts, TransportSpec,
+    DetectedTransport, NamedValue, OAuthClient, OAuthGrant, ServerDefinition, ServerId,
+    ServerIdError, Timeouts, TransportSpec,
 };
 pub use state::{ConnectionState, IllegalTransition, StateMachine};

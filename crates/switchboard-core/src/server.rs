@@ -440,6 +440,27 @@ pub struct OAuthClient {
     /// The authorization server (issuer) the credentials belong to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
+    /// How tokens are obtained.
+    #[serde(default)]
+    pub grant: OAuthGrant,
+    /// A PEM private key for `private_key_jwt` client authentication. Sealed at rest, redacted
+    /// on display.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_pem: Option<String>,
+    /// The JWS algorithm of that key (`RS256`, `ES256`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_algorithm: Option<String>,
+}
+
+/// How a server's tokens are obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OAuthGrant {
+    /// A person signs in (`switchboard login`).
+    #[default]
+    AuthorizationCode,
+    /// Machine to machine: the client's own credentials, no person involved.
+    ClientCredentials,
 }
 
 impl std::fmt::Debug for OAuthClient {
@@ -451,6 +472,11 @@ impl std::fmt::Debug for OAuthClient {
                 &self.client_secret.as_ref().map(|_| REDACTED),
             )
             .field("issuer", &self.issuer)
+            .field("grant", &self.grant)
+            .field(
+                "private_key_pem",
+                &self.private_key_pem.as_ref().map(|_| REDACTED),
+            )
             .finish()
     }
 }
@@ -460,6 +486,7 @@ impl OAuthClient {
     pub fn redacted(&self) -> Self {
         Self {
             client_secret: self.client_secret.as_ref().map(|_| REDACTED.to_owned()),
+            private_key_pem: self.private_key_pem.as_ref().map(|_| REDACTED.to_owned()),
             ..self.clone()
         }
     }

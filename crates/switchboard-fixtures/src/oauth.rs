@@ -58,6 +58,8 @@ pub struct AuthServerState {
     pub registrations: AtomicUsize,
     /// Token requests with `grant_type=refresh_token`.
     pub refreshes: AtomicUsize,
+    /// Successful token requests with `grant_type=client_credentials`.
+    pub client_credentials: AtomicUsize,
     /// Token requests with `grant_type=authorization_code`.
     pub code_exchanges: AtomicUsize,
     /// Tokens revoked through `/as/revoke`.
@@ -321,9 +323,9 @@ async fn server_metadata(State(shared): State<Shared>) -> Response {
         "revocation_endpoint": format!("{issuer}/revoke"),
         "scopes_supported": ["tools", "admin", "offline_access"],
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none"],
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
         "authorization_response_iss_parameter_supported": true,
     }))
     .into_response()
@@ -397,6 +399,7 @@ fn oauth_error(error: &str) -> Response {
 
 async fn token(
     State(shared): State<Shared>,
+    headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let auth = &shared.auth;
@@ -446,6 +449,29 @@ async fn token(
                 }
                 None => oauth_error("invalid_grant"),
             }
+        }
+        Some("client_credentials") => {
+            // The fixture's machine client: `m2m` / `m2m-secret`, by HTTP Basic.
+            let basic = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Basic "))
+                .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok());
+            if basic.as_deref() != Some(b"m2m:m2m-secret".as_slice()) {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    axum::Json(json!({"error": "invalid_client"})),
+                )
+                    .into_response();
+            }
+            auth.client_credentials.fetch_add(1, Ordering::SeqCst);
+            let scopes = form
+                .get("scope")
+                .map(|s| s.split(' ').map(str::to_owned).collect())
+                .unwrap_or_default();
+            let mut issued = auth.issue(scopes);
+            issued.as_object_mut().map(|o| o.remove("refresh_token"));
+            axum::Json(issued).into_response()
         }
         _ => oauth_error("unsupported_grant_type"),
     }

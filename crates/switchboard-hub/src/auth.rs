@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
-use switchboard_core::{ServerDefinition, TransportSpec};
+use switchboard_core::{OAuthGrant, ServerDefinition, TransportSpec};
 use switchboard_oauth::{
-    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, NetworkPolicy, OAuthHttp, ServerAuth,
+    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, GrantKind, NetworkPolicy, OAuthHttp,
+    ServerAuth,
 };
 use switchboard_store::Store;
 
@@ -35,13 +36,20 @@ pub fn server_auth(
         return None;
     };
     let policy = NetworkPolicy::for_server(url, options.allow_loopback, options.allow_private);
+    let configured = def.oauth_client.as_ref();
     let settings = AuthSettings {
-        client: def.oauth_client.as_ref().map(|c| ConfiguredClient {
+        client: configured.map(|c| ConfiguredClient {
             client_id: c.client_id.clone(),
             client_secret: c.client_secret.clone(),
-            ..ConfiguredClient::default()
+            private_key_pem: c.private_key_pem.clone(),
+            signing_algorithm: c.signing_algorithm.clone(),
+            auth_method: None,
         }),
-        client_issuer: def.oauth_client.as_ref().and_then(|c| c.issuer.clone()),
+        client_issuer: configured.and_then(|c| c.issuer.clone()),
+        grant: match configured.map(|c| c.grant) {
+            Some(OAuthGrant::ClientCredentials) => GrantKind::ClientCredentials,
+            _ => GrantKind::AuthorizationCode,
+        },
         ..AuthSettings::default()
     };
     Some(ServerAuth::new(

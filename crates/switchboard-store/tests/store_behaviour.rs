@@ -189,6 +189,9 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
         client_id: "configured-client".into(),
         client_secret: Some("configured-secret-plaintext".into()),
         issuer: Some("https://auth.linear.app".into()),
+        grant: switchboard_core::OAuthGrant::ClientCredentials,
+        private_key_pem: Some("private-key-plaintext".into()),
+        signing_algorithm: Some("ES256".into()),
     });
     let key = GrantKey::for_server("linear");
     let grant = StoredGrant {

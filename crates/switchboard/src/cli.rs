@@ -201,6 +201,17 @@ pub struct AddArgs {
     /// sent to another one.
     #[arg(long, requires = "oauth_client_id")]
     pub oauth_issuer: Option<String>,
+    /// How tokens are obtained: `authorization-code` (a person signs in with
+    /// `switchboard login`) or `client-credentials` (machine to machine, with the client's
+    /// secret or private key).
+    #[arg(long, requires = "oauth_client_id", value_parser = ["authorization-code", "client-credentials"])]
+    pub oauth_grant: Option<String>,
+    /// A PEM private key file for `private_key_jwt` client authentication (sealed at rest).
+    #[arg(long, requires = "oauth_client_id")]
+    pub oauth_private_key: Option<PathBuf>,
+    /// The JWS algorithm of that key.
+    #[arg(long, requires = "oauth_private_key", default_value = "RS256")]
+    pub oauth_signing_alg: String,
     /// Replace an existing server with the same id.
     #[arg(long)]
     pub replace: bool,

@@ -385,10 +385,25 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
         if !matches!(def.transport, TransportSpec::Http { .. }) {
             bail!("OAuth client credentials apply to HTTP servers only");
         }
+        let private_key_pem = match &args.oauth_private_key {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read the private key {}", path.display()))?,
+            ),
+            None => None,
+        };
         def.oauth_client = Some(switchboard_core::OAuthClient {
             client_id,
             client_secret: args.oauth_client_secret,
             issuer: args.oauth_issuer,
+            grant: match args.oauth_grant.as_deref() {
+                Some("client-credentials") => switchboard_core::OAuthGrant::ClientCredentials,
+                _ => switchboard_core::OAuthGrant::AuthorizationCode,
+            },
+            signing_algorithm: private_key_pem
+                .as_ref()
+                .map(|_| args.oauth_signing_alg.clone()),
+            private_key_pem,
         });
     }
     if let Some(description) = args.description {

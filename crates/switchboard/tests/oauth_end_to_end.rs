@@ -451,3 +451,37 @@ async fn the_daemon_waits_in_needs_auth_and_signs_in_through_its_admin_api() {
     login(dir.path(), "other").await;
     wait_for_state(port, "other", "connected").await;
 }
+
+#[tokio::test]
+async fn a_machine_client_gets_its_own_tokens_without_anyone_signing_in() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let added = run(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "m2m",
+            &fixture.url,
+            "--oauth-client-id",
+            "m2m",
+            "--oauth-client-secret",
+            "m2m-secret",
+            "--oauth-grant",
+            "client-credentials",
+        ],
+    )
+    .await;
+    assert!(added.status.success(), "{}", text(&added));
+    let called = call_echo(dir.path(), "m2m").await;
+    assert!(called.status.success(), "{}", text(&called));
+    // An expired token is simply replaced by a new client-credentials token.
+    fixture.auth.expire_access_tokens();
+    let again = call_echo(dir.path(), "m2m").await;
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(fixture.auth.client_credentials.load(Ordering::SeqCst), 2);
+    assert!(
+        fixture.auth.authorizations.lock().unwrap().is_empty(),
+        "nobody signed in"
+    );
+}
