@@ -6,8 +6,8 @@
 //! - `POST /api/servers/{id}/login` → `{"authorization_url": ...}`: discovery, registration and
 //!   the authorization request, with this daemon's `/oauth/callback` as the redirect URI.
 //! - `GET /oauth/callback?code=...&state=...&iss=...` → validates the redirect against the pending
-//!   request (`state` first, then RFC 9207 `iss`), redeems the code, stores the tokens and
-//!   restarts the server's connection.
+//!   request (`state` first, then RFC 9207 `iss`), redeems the code and stores the tokens; the
+//!   server's connection task follows the sign-in's progress in its state and connects.
 //! - `GET /oauth/client-metadata.json` → the client ID metadata document.
 //!
 //! Pending sign-ins live in memory for ten minutes; a daemon restart forgets them (the user
@@ -86,7 +86,7 @@ pub(crate) async fn start_login(State(app): State<AppState>, Path(id): Path<Stri
             "OAuth sign-in applies to HTTP servers only",
         );
     };
-    let auth = Arc::new(auth);
+    let auth = Arc::new(auth.with_listener(hub.sign_in_listener(&id)));
     let challenge = switchboard_upstream::auth_challenge(url, headers).await;
     let previously = auth.requested_scopes().await;
     let pending = match auth
@@ -149,17 +149,11 @@ pub(crate) async fn callback(
     };
     let id = login.server.clone();
     match login.auth.complete_sign_in(&login.pending, &callback).await {
-        Ok(()) => {
-            if let Ok(Some(def)) = app.hub.store().get_server(&id).await
-                && def.enabled
-            {
-                app.hub.start(def).await;
-            }
-            page(
-                StatusCode::OK,
-                &format!("Signed in to '{id}'. You can close this tab."),
-            )
-        }
+        // The server's task sees the new tokens (through the sign-in listener) and connects.
+        Ok(()) => page(
+            StatusCode::OK,
+            &format!("Signed in to '{id}'. You can close this tab."),
+        ),
         Err(error) => page(
             StatusCode::BAD_REQUEST,
             &format!("Signing in to '{id}' failed: {error}"),

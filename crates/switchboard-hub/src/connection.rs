@@ -27,6 +27,8 @@ const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// How often a server waiting for sign-in checks the store for tokens (stored by
 /// `switchboard login` in another process).
 const SIGN_IN_POLL: Duration = Duration::from_secs(2);
+/// A sign-in started through the admin API that has not finished after this long is given up.
+const SIGN_IN_ABANDONED: Duration = Duration::from_secs(600);
 
 pub(crate) struct ConnectionTask {
     slot: Arc<ServerSlot>,
@@ -44,9 +46,10 @@ impl ConnectionTask {
         store: Store,
         mut options: ConnectOptions,
         auth: Option<ServerAuth>,
+        auth_events: mpsc::UnboundedReceiver<AuthEvent>,
         events: broadcast::Sender<HubEvent>,
     ) -> Self {
-        let (auth_tx, auth_events) = mpsc::unbounded_channel();
+        let auth_tx = slot.auth_events.clone();
         let auth = auth.map(|auth| {
             Arc::new(auth.with_listener(move |event| {
                 let _ = auth_tx.send(event);
@@ -64,21 +67,62 @@ impl ConnectionTask {
         }
     }
 
-    /// Waits until tokens appear in the store (a sign-in from the CLI or the admin API) or the
-    /// task is stopped; true when it is time to connect again.
+    /// Waits in `needs-auth` until a sign-in stores tokens (from the CLI, which this sees by
+    /// checking the store, or from the admin API, whose progress arrives as events and shows as
+    /// `registering` and `authorizing`), or the task is stopped. True when it is time to connect
+    /// again.
     async fn wait_for_sign_in(&mut self) -> bool {
         let Some(auth) = self.auth.clone() else {
             self.slot.stop.cancelled().await;
             return false;
         };
+        let mut authorizing_since = None;
         loop {
-            tokio::select! {
+            let event = tokio::select! {
                 _ = self.slot.stop.cancelled() => return false,
-                _ = tokio::time::sleep(SIGN_IN_POLL) => {}
+                event = self.auth_events.recv() => event,
+                _ = tokio::time::sleep(SIGN_IN_POLL) => None,
+            };
+            let state = self.machine.state();
+            match event {
+                Some(AuthEvent::Registering) if state == ConnectionState::NeedsAuth => {
+                    self.set_state(ConnectionState::Registering, None);
+                }
+                Some(AuthEvent::Authorizing { .. })
+                    if matches!(
+                        state,
+                        ConnectionState::NeedsAuth | ConnectionState::Registering
+                    ) =>
+                {
+                    self.set_state(ConnectionState::Authorizing, None);
+                    authorizing_since = Some(tokio::time::Instant::now());
+                }
+                Some(AuthEvent::Failed { message })
+                    if matches!(
+                        state,
+                        ConnectionState::Registering | ConnectionState::Authorizing
+                    ) =>
+                {
+                    self.set_state(ConnectionState::Error, Some(message.clone()));
+                    self.set_state(ConnectionState::NeedsAuth, Some(message));
+                    authorizing_since = None;
+                }
+                _ => {}
             }
-            while self.auth_events.try_recv().is_ok() {}
+            if authorizing_since.is_some_and(|since| since.elapsed() >= SIGN_IN_ABANDONED) {
+                let message = "the sign-in was not completed".to_owned();
+                self.set_state(ConnectionState::Error, Some(message.clone()));
+                self.set_state(ConnectionState::NeedsAuth, Some(message));
+                authorizing_since = None;
+            }
             match auth.is_signed_in().await {
-                Ok(true) => return true,
+                Ok(true) => {
+                    if self.machine.state() != ConnectionState::Authorizing {
+                        self.set_state(ConnectionState::Authorizing, None);
+                    }
+                    self.set_state(ConnectionState::Authenticated, None);
+                    return true;
+                }
                 Ok(false) => {}
                 Err(error) => {
                     tracing::warn!(server = %self.server(), %error, "cannot read stored credentials")
@@ -176,8 +220,6 @@ impl ConnectionTask {
                 }
                 self.set_state(ConnectionState::NeedsAuth, Some(failure.to_string()));
                 if self.wait_for_sign_in().await {
-                    self.set_state(ConnectionState::Authorizing, None);
-                    self.set_state(ConnectionState::Authenticated, None);
                     backoff = FIRST_BACKOFF;
                     continue;
                 }

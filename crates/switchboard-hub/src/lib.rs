@@ -72,6 +72,9 @@ pub(crate) struct ServerSlot {
     pub(crate) upstream: RwLock<Option<Upstream>>,
     pub(crate) catalog: RwLock<Arc<ServerCatalog>>,
     pub(crate) stop: CancellationToken,
+    /// Sign-in progress for the server's task (from its own connections and from sign-ins the
+    /// admin API runs).
+    pub(crate) auth_events: tokio::sync::mpsc::UnboundedSender<switchboard_oauth::AuthEvent>,
 }
 
 /// The registry of live connections.
@@ -108,6 +111,22 @@ impl Hub {
         &self.store
     }
 
+    /// A listener that shows a sign-in's progress (registering, authorizing, authenticated,
+    /// failed) in the state of server `id`, for sign-ins run outside its task (the admin API).
+    pub fn sign_in_listener(
+        &self,
+        id: &ServerId,
+    ) -> impl Fn(switchboard_oauth::AuthEvent) + Send + Sync + 'static {
+        let sender = crate::read(&self.servers)
+            .get(id)
+            .map(|slot| slot.auth_events.clone());
+        move |event| {
+            if let Some(sender) = &sender {
+                let _ = sender.send(event);
+            }
+        }
+    }
+
     /// The OAuth settings the hub's servers sign in with.
     pub fn oauth(&self) -> &OAuthOptions {
         &self.oauth
@@ -132,12 +151,14 @@ impl Hub {
     /// Starts (or restarts) the connection task for one server.
     pub async fn start(self: &Arc<Self>, definition: ServerDefinition) {
         self.stop(&definition.id).await;
+        let (auth_events, auth_events_rx) = tokio::sync::mpsc::unbounded_channel();
         let slot = Arc::new(ServerSlot {
             status: watch::channel(ServerStatus::new(&definition)).0,
             definition,
             upstream: RwLock::new(None),
             catalog: RwLock::new(Arc::new(ServerCatalog::default())),
             stop: CancellationToken::new(),
+            auth_events,
         });
         write(&self.servers).insert(slot.definition.id.clone(), slot.clone());
         let auth = server_auth(&slot.definition, &self.store, &self.oauth);
@@ -146,6 +167,7 @@ impl Hub {
             self.store.clone(),
             self.options.clone(),
             auth,
+            auth_events_rx,
             self.events.clone(),
         );
         self.tasks.lock().await.spawn(task.run());

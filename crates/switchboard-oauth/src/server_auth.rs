@@ -57,6 +57,12 @@ pub enum AuthEvent {
         /// Why.
         message: String,
     },
+    /// A sign-in failed (discovery, registration, a refused or forged redirect, the token
+    /// exchange).
+    Failed {
+        /// Why.
+        message: String,
+    },
 }
 
 /// How the server's tokens are obtained.
@@ -618,6 +624,23 @@ impl ServerAuth {
         challenge: Option<&BearerChallenge>,
         previously_requested: &[String],
     ) -> Result<PendingAuthorization, OAuthError> {
+        let started = self
+            .start_sign_in(redirect_uri, challenge, previously_requested)
+            .await;
+        if let Err(error) = &started {
+            self.emit(AuthEvent::Failed {
+                message: error.to_string(),
+            });
+        }
+        started
+    }
+
+    async fn start_sign_in(
+        &self,
+        redirect_uri: &str,
+        challenge: Option<&BearerChallenge>,
+        previously_requested: &[String],
+    ) -> Result<PendingAuthorization, OAuthError> {
         let discovery = self.discover(challenge).await?;
         self.emit(AuthEvent::Registering);
         let configured = self.configured_client(discovery.issuer())?;
@@ -656,7 +679,13 @@ impl ServerAuth {
         callback: &AuthorizationCallback,
     ) -> Result<(), OAuthError> {
         let mut slot = self.grant.lock().await;
-        self.complete_locked(&mut slot, pending, callback).await
+        let completed = self.complete_locked(&mut slot, pending, callback).await;
+        if let Err(error) = &completed {
+            self.emit(AuthEvent::Failed {
+                message: error.to_string(),
+            });
+        }
+        completed
     }
 
     async fn complete_locked(

@@ -1,7 +1,7 @@
 //! Signing in to an OAuth-protected server and staying signed in, against the in-repo mock
 //! authorization server (the conformance suite has no refresh scenarios): the headless flow,
 //! tokens surviving a restart, proactive refresh, refresh on 401, rotation, one refresh for many
-//! concurrent calls, `invalid_grant` and step-up. A process killed during a refresh is
+//! concurrent calls, `invalid_grant` and step-up. A daemon killed during a refresh is
 //! `crates/switchboard/tests/oauth_end_to_end.rs`.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Signing in as a user does it: `switchboard login --no-browser`, the redirect arriving on the
 //! loopback callback, calls with the stored tokens, `logout` revoking them, two logins at once,
-//! and a process killed in the middle of a token refresh. The upstream is the in-repo
+//! and a daemon killed in the middle of a token refresh. The upstream is the in-repo
 //! OAuth-protected fixture (its authorization server redirects at once, as a browser session
 //! that is already signed in would).
 
@@ -25,6 +25,24 @@ fn command(data_dir: &Path, args: &[&str]) -> Command {
         .env_remove("SWITCHBOARD_CONFIG")
         .kill_on_drop(true);
     command
+}
+
+/// Starts `switchboard serve` on a free loopback port (killed when dropped).
+fn spawn_daemon(data_dir: &Path) -> (Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let daemon = command(
+        data_dir,
+        &["serve", "--listen", &format!("127.0.0.1:{port}")],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    (daemon, port)
 }
 
 async fn run(data_dir: &Path, args: &[&str]) -> Output {
@@ -195,7 +213,7 @@ async fn two_logins_at_once_do_not_collide_and_a_foreign_redirect_is_refused() {
 }
 
 #[tokio::test]
-async fn a_process_killed_during_a_refresh_keeps_the_refresh_token_it_had() {
+async fn a_daemon_killed_during_a_refresh_keeps_the_refresh_token_it_had() {
     let fixture = protected(Era::Modern).await;
     let dir = tempfile::tempdir().unwrap();
     add_server(dir.path(), "protected", &fixture).await;
@@ -213,16 +231,11 @@ async fn a_process_killed_during_a_refresh_keeps_the_refresh_token_it_had() {
     };
     let before = stored().await;
 
+    // The daemon starts with a dead access token, so its first request triggers a refresh,
+    // which the authorization server holds for 5 s.
     fixture.auth.expire_access_tokens();
     fixture.auth.refresh_delay_ms.store(5_000, Ordering::SeqCst);
-    let mut caller = command(
-        dir.path(),
-        &["call", "protected/echo", "--arg", "message=hi"],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
+    let (mut daemon, _port) = spawn_daemon(dir.path());
     let mut waited = 0;
     while fixture.auth.refreshes.load(Ordering::SeqCst) == 0 && waited < 200 {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -233,7 +246,8 @@ async fn a_process_killed_during_a_refresh_keeps_the_refresh_token_it_had() {
         1,
         "the refresh is in flight"
     );
-    caller.kill().await.unwrap(); // SIGKILL: no cleanup runs
+    daemon.kill().await.unwrap(); // SIGKILL: no cleanup runs
+    let _ = daemon.wait().await;
 
     assert_eq!(
         stored().await,
@@ -245,14 +259,19 @@ async fn a_process_killed_during_a_refresh_keeps_the_refresh_token_it_had() {
         "and the authorization server still honours it"
     );
     fixture.auth.refresh_delay_ms.store(0, Ordering::SeqCst);
-    // Let the interrupted request finish at the server; its answer is lost with the process.
+    // Let the interrupted request finish at the server; its answer died with the daemon.
     tokio::time::sleep(Duration::from_millis(5_200)).await;
-    let called = call_echo(dir.path(), "protected").await;
-    assert!(called.status.success(), "{}", text(&called));
+    let (_daemon, port) = spawn_daemon(dir.path());
+    wait_for_state(port, "protected", "connected").await;
     assert_eq!(
         fixture.auth.authorizations.lock().unwrap().len(),
         1,
         "no new sign-in needed"
+    );
+    assert_ne!(
+        stored().await,
+        before,
+        "the restarted daemon refreshed and stored the new token"
     );
 }
 
