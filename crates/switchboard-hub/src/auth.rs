@@ -25,6 +25,21 @@ pub struct OAuthOptions {
     pub allow_private: bool,
 }
 
+/// Environment variable that lets OAuth requests reach private networks (`1` or `true`).
+pub const ALLOW_PRIVATE_ENV: &str = "SWITCHBOARD_OAUTH_ALLOW_PRIVATE";
+
+impl OAuthOptions {
+    /// Defaults, plus [`ALLOW_PRIVATE_ENV`] for authorization servers inside a company network.
+    pub fn from_env() -> Self {
+        let allow_private = std::env::var(ALLOW_PRIVATE_ENV)
+            .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        Self {
+            allow_private,
+            ..Self::default()
+        }
+    }
+}
+
 /// The OAuth state for `def`, or `None` for transports that do not use OAuth (stdio,
 /// WebSocket).
 pub fn server_auth(

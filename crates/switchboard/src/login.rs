@@ -32,7 +32,7 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
     let TransportSpec::Http { url, headers } = &def.transport else {
         bail!("'{id}' is not an HTTP server; OAuth sign-in applies to HTTP servers only");
     };
-    let auth = server_auth(&def, store, &OAuthOptions::default())
+    let auth = server_auth(&def, store, &OAuthOptions::from_env())
         .context("OAuth sign-in applies to HTTP servers only")?;
 
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
@@ -140,7 +140,7 @@ pub(crate) async fn logout(store: &Store, args: LogoutArgs) -> anyhow::Result<i3
         .get_server(&id)
         .await?
         .with_context(|| format!("no server with id '{id}'"))?;
-    let auth = server_auth(&def, store, &OAuthOptions::default())
+    let auth = server_auth(&def, store, &OAuthOptions::from_env())
         .context("OAuth sign-in applies to HTTP servers only")?;
     if !auth.is_signed_in().await? {
         println!("Not signed in to '{id}'.");

@@ -123,7 +123,7 @@ fn options() -> ConnectOptions {
 
 async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     let listen = args.listen;
-    let mut oauth = switchboard_hub::OAuthOptions::default();
+    let mut oauth = switchboard_hub::OAuthOptions::from_env();
     if let Some(url) = args.client_metadata_url {
         // The spec: an https URL with a path component, used verbatim as the client id.
         if url.scheme() != "https" || url.path().len() <= 1 {
@@ -499,7 +499,7 @@ async fn connected_hub(store: Store, only: Option<&str>) -> anyhow::Result<Arc<H
         .max()
         .unwrap_or_default()
         + Duration::from_secs(5);
-    let hub = Hub::new(store, options());
+    let hub = Hub::with_oauth(store, options(), switchboard_hub::OAuthOptions::from_env());
     let total = definitions.len();
     for def in definitions {
         hub.start(def).await;
