@@ -24,13 +24,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use sha2::Digest;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Era, FixtureServer, FixtureState};
+use crate::{Era, FixtureState};
 
 /// What the authorization server knows and what it saw.
 #[derive(Default)]
@@ -179,16 +177,7 @@ pub async fn protected(era: Era) -> OAuthFixture {
     let fixture = Arc::new(FixtureState::default());
     let auth = Arc::new(AuthServerState::default());
     let stop = CancellationToken::new();
-    let factory_state = fixture.clone();
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(era == Era::Legacy)
-        .with_sse_keep_alive(None)
-        .with_cancellation_token(stop.child_token());
-    let service = StreamableHttpService::new(
-        move || Ok(FixtureServer::new(era, factory_state.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service = crate::transports::streamable_service(era, &fixture, &stop);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1");
@@ -368,10 +357,7 @@ async fn authorize(
         return StatusCode::BAD_REQUEST.into_response();
     }
     let code = auth.next("code");
-    let scopes = query
-        .get("scope")
-        .map(|s| s.split(' ').map(str::to_owned).collect())
-        .unwrap_or_default();
+    let scopes = scopes_of(query.get("scope"));
     auth.codes.lock().unwrap().insert(
         code.clone(),
         PendingCode {
@@ -391,6 +377,12 @@ async fn authorize(
         )
         .append_pair("iss", &auth.issuer());
     (StatusCode::FOUND, [("location", location.to_string())]).into_response()
+}
+
+fn scopes_of(scope: Option<&String>) -> Vec<String> {
+    scope
+        .map(|s| s.split_ascii_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 fn oauth_error(error: &str) -> Response {
@@ -465,10 +457,7 @@ async fn token(
                     .into_response();
             }
             auth.client_credentials.fetch_add(1, Ordering::SeqCst);
-            let scopes = form
-                .get("scope")
-                .map(|s| s.split(' ').map(str::to_owned).collect())
-                .unwrap_or_default();
+            let scopes = scopes_of(form.get("scope"));
             let mut issued = auth.issue(scopes);
             issued.as_object_mut().map(|o| o.remove("refresh_token"));
             axum::Json(issued).into_response()

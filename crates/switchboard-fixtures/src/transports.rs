@@ -78,16 +78,7 @@ fn spawn_router(listener: TcpListener, router: Router, stop: CancellationToken) 
 pub async fn streamable_http(era: Era) -> RunningFixture {
     let state = Arc::new(FixtureState::default());
     let stop = CancellationToken::new();
-    let factory_state = state.clone();
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(era == Era::Legacy)
-        .with_sse_keep_alive(None)
-        .with_cancellation_token(stop.child_token());
-    let service = StreamableHttpService::new(
-        move || Ok(FixtureServer::new(era, factory_state.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service = streamable_service(era, &state, &stop);
     let (listener, addr) = listen().await;
     let router =
         Router::new()
@@ -102,6 +93,25 @@ pub async fn streamable_http(era: Era) -> RunningFixture {
         state,
         stop,
     }
+}
+
+/// The fixture as a Streamable HTTP service: with sessions for [`Era::Legacy`], stateless for
+/// [`Era::Modern`]; it stops with `stop`.
+pub(crate) fn streamable_service(
+    era: Era,
+    state: &Arc<FixtureState>,
+    stop: &CancellationToken,
+) -> StreamableHttpService<FixtureServer, LocalSessionManager> {
+    let factory_state = state.clone();
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(era == Era::Legacy)
+        .with_sse_keep_alive(None)
+        .with_cancellation_token(stop.child_token());
+    StreamableHttpService::new(
+        move || Ok(FixtureServer::new(era, factory_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
 }
 
 /// Counts session-related requests and expires a session on demand.

@@ -11,6 +11,8 @@
 
 mod oauth;
 
+pub use oauth::callback_page;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -27,12 +29,12 @@ use switchboard_hub::{Hub, ServerStatus};
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The server failed while running.
     #[error("the HTTP server failed: {0}")]
@@ -140,7 +142,7 @@ impl Gateway {
     pub async fn bind(addr: SocketAddr) -> Result<Self, GatewayError> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|source| GatewayError::Bind { addr, source })?;
+            .map_err(|error| GatewayError::Bind { addr, error })?;
         Ok(Self { listener })
     }
 

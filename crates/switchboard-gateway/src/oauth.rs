@@ -22,7 +22,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
-use switchboard_hub::{Hub, server_auth};
+use switchboard_hub::{Hub, SignInError, begin_sign_in, server_auth_for};
 use switchboard_oauth::{AuthorizationCallback, PendingAuthorization, ServerAuth};
 
 use crate::AppState;
@@ -59,6 +59,16 @@ impl PendingLogins {
     }
 }
 
+fn sign_in_problem(error: SignInError) -> Response {
+    let status = match &error {
+        SignInError::UnknownServer(_) => StatusCode::NOT_FOUND,
+        SignInError::NotHttp(_) => StatusCode::BAD_REQUEST,
+        SignInError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        SignInError::OAuth { .. } => StatusCode::BAD_GATEWAY,
+    };
+    problem(status, error.to_string())
+}
+
 fn problem(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({"error": message.into()}))).into_response()
 }
@@ -69,37 +79,14 @@ pub(crate) async fn start_login(State(app): State<AppState>, Path(id): Path<Stri
         return problem(StatusCode::BAD_REQUEST, "not a valid server id");
     };
     let hub: &Hub = &app.hub;
-    let def = match hub.store().get_server(&id).await {
-        Ok(Some(def)) => def,
-        Ok(None) => return problem(StatusCode::NOT_FOUND, format!("no server with id '{id}'")),
-        Err(error) => return problem(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
-    };
-    let switchboard_core::TransportSpec::Http { url, headers } = &def.transport else {
-        return problem(
-            StatusCode::BAD_REQUEST,
-            format!("'{id}' is not an HTTP server; OAuth sign-in applies to HTTP servers only"),
-        );
-    };
-    let Some(auth) = server_auth(&def, hub.store(), hub.oauth()) else {
-        return problem(
-            StatusCode::BAD_REQUEST,
-            "OAuth sign-in applies to HTTP servers only",
-        );
+    let (def, auth) = match server_auth_for(hub.store(), &id, hub.oauth()).await {
+        Ok(found) => found,
+        Err(error) => return sign_in_problem(error),
     };
     let auth = Arc::new(auth.with_listener(hub.sign_in_listener(&id)));
-    let challenge = switchboard_upstream::auth_challenge(url, headers).await;
-    let previously = auth.requested_scopes().await;
-    let pending = match auth
-        .begin_sign_in(&app.callback_url, challenge.as_ref(), &previously)
-        .await
-    {
+    let pending = match begin_sign_in(&def, &auth, &app.callback_url).await {
         Ok(pending) => pending,
-        Err(error) => {
-            return problem(
-                StatusCode::BAD_GATEWAY,
-                format!("cannot start signing in to '{id}': {error}"),
-            );
-        }
+        Err(error) => return sign_in_problem(error),
     };
     let url = pending.authorization_url.to_string();
     app.logins.insert(PendingLogin {
@@ -115,7 +102,8 @@ pub(crate) async fn start_login(State(app): State<AppState>, Path(id): Path<Stri
     .into_response()
 }
 
-fn page(status: StatusCode, text: &str) -> Response {
+/// The small HTML page a browser sees at the end of a sign-in (also used by `switchboard login`).
+pub fn callback_page(status: StatusCode, text: &str) -> Response {
     let escaped = text
         .replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -132,17 +120,11 @@ fn page(status: StatusCode, text: &str) -> Response {
 /// `GET /oauth/callback`.
 pub(crate) async fn callback(
     State(app): State<AppState>,
-    Query(query): Query<HashMap<String, String>>,
+    Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
-    let callback = AuthorizationCallback {
-        code: query.get("code").cloned(),
-        state: query.get("state").cloned(),
-        iss: query.get("iss").cloned(),
-        error: query.get("error").cloned(),
-        error_description: query.get("error_description").cloned(),
-    };
+    let callback = AuthorizationCallback::from_query_pairs(query);
     let Some(login) = callback.state.as_deref().and_then(|s| app.logins.take(s)) else {
-        return page(
+        return callback_page(
             StatusCode::BAD_REQUEST,
             "This sign-in link is unknown or has expired. Start the sign-in again.",
         );
@@ -150,11 +132,11 @@ pub(crate) async fn callback(
     let id = login.server.clone();
     match login.auth.complete_sign_in(&login.pending, &callback).await {
         // The server's task sees the new tokens (through the sign-in listener) and connects.
-        Ok(()) => page(
+        Ok(()) => callback_page(
             StatusCode::OK,
             &format!("Signed in to '{id}'. You can close this tab."),
         ),
-        Err(error) => page(
+        Err(error) => callback_page(
             StatusCode::BAD_REQUEST,
             &format!("Signing in to '{id}' failed: {error}"),
         ),

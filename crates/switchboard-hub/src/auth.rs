@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use switchboard_core::{OAuthGrant, ServerDefinition, TransportSpec};
+use switchboard_core::{OAuthGrant, ServerDefinition, ServerId, TransportSpec};
 use switchboard_oauth::{
-    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, GrantKind, NetworkPolicy, OAuthHttp,
-    ServerAuth,
+    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, GrantKind, NetworkPolicy, OAuthError,
+    OAuthHttp, PendingAuthorization, ServerAuth,
 };
 use switchboard_store::Store;
 
@@ -75,4 +75,61 @@ pub fn server_auth(
         settings,
         Arc::new(store.clone()),
     ))
+}
+
+/// Why a person-driven sign-in cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    /// No server has this id.
+    #[error("no server with id '{0}'")]
+    UnknownServer(ServerId),
+    /// The server is not reached over HTTP.
+    #[error("'{0}' is not an HTTP server; OAuth sign-in applies to HTTP servers only")]
+    NotHttp(ServerId),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] switchboard_store::StoreError),
+    /// Discovery, registration or the authorization request failed.
+    #[error("cannot start signing in to '{server}': {detail}")]
+    OAuth {
+        /// The server.
+        server: ServerId,
+        /// What failed (kept whole in the message, so it is not also a `source`).
+        detail: OAuthError,
+    },
+}
+
+/// The OAuth state of the configured server `id` (for `login`, `logout` and the admin API).
+pub async fn server_auth_for(
+    store: &Store,
+    id: &ServerId,
+    options: &OAuthOptions,
+) -> Result<(ServerDefinition, ServerAuth), SignInError> {
+    let def = store
+        .get_server(id)
+        .await?
+        .ok_or_else(|| SignInError::UnknownServer(id.clone()))?;
+    let auth = server_auth(&def, store, options).ok_or_else(|| SignInError::NotHttp(id.clone()))?;
+    Ok((def, auth))
+}
+
+/// Starts a sign-in that a person completes in a browser: asks the server for its challenge
+/// (resource metadata URL, scope), then runs discovery, registration and the authorization
+/// request with `redirect_uri`, asking again for the scopes of any earlier sign-in.
+pub async fn begin_sign_in(
+    def: &ServerDefinition,
+    auth: &ServerAuth,
+    redirect_uri: &str,
+) -> Result<PendingAuthorization, SignInError> {
+    let TransportSpec::Http { url, headers } = &def.transport else {
+        return Err(SignInError::NotHttp(def.id.clone()));
+    };
+    let challenge = switchboard_upstream::auth_challenge(url, headers).await;
+    let previously = auth.requested_scopes().await;
+    auth.begin_sign_in(redirect_uri, challenge.as_ref(), &previously)
+        .await
+        .map_err(|detail| SignInError::OAuth {
+            server: def.id.clone(),
+            detail,
+        })
 }

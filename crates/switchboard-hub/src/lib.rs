@@ -22,7 +22,7 @@ use switchboard_upstream::{ConnectOptions, Upstream};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use auth::{OAuthOptions, server_auth};
+pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use event::{HubEvent, ServerStatus};
 pub use switchboard_upstream::rmcp_model as model;
 

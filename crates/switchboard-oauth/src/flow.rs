@@ -36,9 +36,18 @@ pub struct AuthorizationCallback {
 impl AuthorizationCallback {
     /// Reads the parameters of a redirect URL's query.
     pub fn from_url(url: &Url) -> Self {
+        Self::from_query_pairs(url.query_pairs())
+    }
+
+    /// Reads the parameters from decoded query pairs (as a web framework hands them over).
+    pub fn from_query_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: AsRef<str>,
+        V: Into<String>,
+    {
         let mut callback = Self::default();
-        for (key, value) in url.query_pairs() {
-            let value = Some(value.into_owned());
+        for (key, value) in pairs {
+            let value = Some(value.into());
             match key.as_ref() {
                 "code" => callback.code = value,
                 "state" => callback.state = value,

@@ -243,57 +243,69 @@ fn discovery_headers() -> HeaderMap {
     headers
 }
 
-/// Finds the server's protected-resource metadata. `Ok(None)` when the server publishes none
-/// (every candidate answered 4xx); other failures are errors.
+/// The first candidate that answers with a success status, parsed as `T`, with its URL.
+/// `Ok(None)` when every candidate answered with an error status (nothing published there). An
+/// unsafe URL ends the search at once; a network failure is reported when no candidate
+/// answered, since that is not "nothing published".
+async fn first_document<T: serde::de::DeserializeOwned>(
+    http: &OAuthHttp,
+    candidates: Vec<Url>,
+    what: &'static str,
+) -> Result<Option<(Url, T)>, OAuthError> {
+    let mut network_failure = None;
+    for candidate in candidates {
+        let reply = match http.get(&candidate, what, discovery_headers()).await {
+            Ok(reply) => reply,
+            Err(error @ OAuthError::UnsafeUrl { .. }) => return Err(error),
+            Err(error) => {
+                tracing::debug!(%error, "{what} candidate failed");
+                network_failure = Some(error);
+                continue;
+            }
+        };
+        if !reply.status.is_success() {
+            tracing::debug!(url = %candidate, status = %reply.status, "no {what} here");
+            continue;
+        }
+        let document = reply.json(what, &candidate)?;
+        return Ok(Some((candidate, document)));
+    }
+    match network_failure {
+        Some(error) => Err(error),
+        None => Ok(None),
+    }
+}
+
+/// Finds the server's protected-resource metadata. `Ok(None)` when the server publishes none.
 pub async fn fetch_resource_metadata(
     http: &OAuthHttp,
     server_url: &Url,
     challenge: Option<&BearerChallenge>,
 ) -> Result<Option<ProtectedResourceMetadata>, OAuthError> {
-    let mut last_error = None;
-    for candidate in resource_metadata_candidates(server_url, challenge) {
-        let reply = match http
-            .get(
-                &candidate,
-                "protected resource metadata",
-                discovery_headers(),
-            )
-            .await
-        {
-            Ok(reply) => reply,
-            Err(error @ OAuthError::UnsafeUrl { .. }) => return Err(error),
-            Err(error) => {
-                tracing::debug!(%error, "protected resource metadata candidate failed");
-                last_error = Some(error);
-                continue;
-            }
-        };
-        if !reply.status.is_success() {
-            tracing::debug!(url = %candidate, status = %reply.status, "no protected resource metadata here");
-            continue;
-        }
-        let metadata: ProtectedResourceMetadata =
-            reply.json("protected resource metadata", &candidate)?;
-        if !resource_matches(&metadata.resource, server_url) {
-            return Err(OAuthError::ResourceMismatch {
-                advertised: metadata.resource,
-                expected: canonical_resource(server_url),
-            });
-        }
-        if metadata.authorization_servers.is_empty() {
-            return Err(OAuthError::InvalidMetadata {
-                what: "protected resource metadata",
-                url: candidate.to_string(),
-                detail: "authorization_servers is empty".into(),
-            });
-        }
-        return Ok(Some(metadata));
+    let candidates = resource_metadata_candidates(server_url, challenge);
+    let Some((url, metadata)) = first_document::<ProtectedResourceMetadata>(
+        http,
+        candidates,
+        "protected resource metadata",
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    if !resource_matches(&metadata.resource, server_url) {
+        return Err(OAuthError::ResourceMismatch {
+            advertised: metadata.resource,
+            expected: canonical_resource(server_url),
+        });
     }
-    match last_error {
-        // Every candidate failed at the network level: that is not "no metadata published".
-        Some(error) => Err(error),
-        None => Ok(None),
+    if metadata.authorization_servers.is_empty() {
+        return Err(OAuthError::InvalidMetadata {
+            what: "protected resource metadata",
+            url: url.to_string(),
+            detail: "authorization_servers is empty".into(),
+        });
     }
+    Ok(Some(metadata))
 }
 
 /// Fetches the metadata of the authorization server `issuer`, trying RFC 8414 and OpenID
@@ -309,37 +321,24 @@ pub async fn fetch_server_metadata(
     })?;
     http.policy()
         .check_url(&issuer_url, "authorization server")?;
-    for candidate in server_metadata_candidates(&issuer_url) {
-        let reply = match http
-            .get(
-                &candidate,
-                "authorization server metadata",
-                discovery_headers(),
-            )
-            .await
-        {
-            Ok(reply) => reply,
-            Err(error @ OAuthError::UnsafeUrl { .. }) => return Err(error),
-            Err(error) => {
-                tracing::debug!(%error, "authorization server metadata candidate failed");
-                continue;
-            }
-        };
-        if !reply.status.is_success() {
-            continue;
-        }
-        let metadata: AuthorizationServerMetadata =
-            reply.json("authorization server metadata", &candidate)?;
-        if metadata.issuer != issuer {
-            return Err(OAuthError::IssuerMismatch {
-                url: candidate.to_string(),
-                expected: issuer.to_owned(),
-                found: metadata.issuer,
-            });
-        }
-        return Ok(Some(metadata));
+    let candidates = server_metadata_candidates(&issuer_url);
+    let Some((url, metadata)) = first_document::<AuthorizationServerMetadata>(
+        http,
+        candidates,
+        "authorization server metadata",
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    if metadata.issuer != issuer {
+        return Err(OAuthError::IssuerMismatch {
+            url: url.to_string(),
+            expected: issuer.to_owned(),
+            found: metadata.issuer,
+        });
     }
-    Ok(None)
+    Ok(Some(metadata))
 }
 
 /// Full discovery for a server that answered 401 (with `challenge`, if it sent one).

@@ -340,7 +340,7 @@ async fn read(
     let response = request
         .send()
         .await
-        .map_err(|e| http_error(describe(&e.without_url())))?;
+        .map_err(|e| http_error(describe_reqwest(&e.without_url())))?;
     let status = response.status();
     let headers = response.headers().clone();
     let too_large = || OAuthError::TooLarge {
@@ -357,7 +357,7 @@ async fn read(
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| http_error(describe(&e.without_url())))?;
+        let chunk = chunk.map_err(|e| http_error(describe_reqwest(&e.without_url())))?;
         if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
             return Err(too_large());
         }
@@ -370,14 +370,21 @@ async fn read(
     })
 }
 
-fn describe(error: &reqwest::Error) -> String {
-    let mut text = if error.is_timeout() {
-        "timed out".to_owned()
+/// Describes a reqwest error with its whole cause chain (reqwest's own text is terse). Shared
+/// by every HTTP client of Switchboard's.
+pub fn describe_reqwest(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
     } else if error.is_redirect() {
-        "redirect refused".to_owned()
+        "redirect refused"
+    } else if error.is_connect() {
+        "connection failed"
+    } else if error.is_body() || error.is_decode() {
+        "reading the response failed"
     } else {
-        "request failed".to_owned()
+        "request failed"
     };
+    let mut text = kind.to_owned();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         text.push_str(": ");

@@ -18,7 +18,7 @@
 //! connection waits in `needs-auth` for the user.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
 use url::Url;
@@ -173,6 +173,8 @@ pub struct ServerAuth {
     listener: Option<Listener>,
     /// The current grant; the lock is also what makes refresh and sign-in single-flight.
     grant: tokio::sync::Mutex<Option<Loaded>>,
+    /// The store has been read since the slot was last empty.
+    store_checked: AtomicBool,
     /// The latest DPoP nonce from the resource server.
     resource_nonce: std::sync::Mutex<Option<String>>,
     step_ups: AtomicU32,
@@ -222,6 +224,7 @@ impl ServerAuth {
             authorizer: None,
             listener: None,
             grant: tokio::sync::Mutex::new(None),
+            store_checked: AtomicBool::new(false),
             resource_nonce: std::sync::Mutex::new(None),
             step_ups: AtomicU32::new(0),
         }
@@ -251,23 +254,42 @@ impl ServerAuth {
         }
     }
 
+    /// Loads the stored grant into `slot` when the slot is empty and the store has not been
+    /// read yet: a server without tokens (most servers need none) costs one store read, not one
+    /// per request.
     async fn load(&self, slot: &mut Option<Loaded>) -> Result<(), OAuthError> {
-        if slot.is_none()
-            && let Some(grant) = self.store.load_grant(&self.key).await?
-        {
-            let dpop = grant
-                .dpop_key
-                .as_deref()
-                .map(DpopKey::from_pkcs8)
-                .transpose()?;
-            *slot = Some(Loaded { grant, dpop });
+        if slot.is_some() || self.store_checked.load(Ordering::SeqCst) {
+            return Ok(());
         }
+        *slot = self.read_store().await?;
+        self.store_checked.store(true, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Reads the store again on the next [`Self::load`]: another process (`switchboard login`,
+    /// a sign-in through the admin API) may have stored tokens.
+    fn recheck_store(&self) {
+        self.store_checked.store(false, Ordering::SeqCst);
+    }
+
+    async fn read_store(&self) -> Result<Option<Loaded>, OAuthError> {
+        let Some(grant) = self.store.load_grant(&self.key).await? else {
+            return Ok(None);
+        };
+        let dpop = grant
+            .dpop_key
+            .as_deref()
+            .map(DpopKey::from_pkcs8)
+            .transpose()?;
+        Ok(Some(Loaded { grant, dpop }))
     }
 
     /// True when tokens are stored for this server.
     pub async fn is_signed_in(&self) -> Result<bool, OAuthError> {
         let mut slot = self.grant.lock().await;
+        if slot.is_none() {
+            self.recheck_store();
+        }
         self.load(&mut slot).await?;
         Ok(slot.is_some())
     }
@@ -372,6 +394,9 @@ impl ServerAuth {
         self.observe_response(status, headers);
         let challenge = BearerChallenge::from_headers(headers);
         let mut slot = self.grant.lock().await;
+        if slot.is_none() {
+            self.recheck_store();
+        }
         self.load(&mut slot).await?;
         let current = slot.as_ref().map(|l| l.grant.tokens.access_token.clone());
         // Someone else already refreshed or signed in while this request was in flight.
@@ -521,6 +546,15 @@ impl ServerAuth {
                 Ok(())
             }
             Err(error) if error.needs_sign_in() => {
+                // Another process sharing the store (the daemon and a CLI command) may have
+                // refreshed first, and the server rotated the token we sent: take theirs.
+                if let Some(stored) = self.read_store().await?
+                    && stored.grant.tokens.refresh_token.as_deref() != Some(refresh_token.as_str())
+                {
+                    *slot = Some(stored);
+                    self.emit(AuthEvent::Authenticated);
+                    return Ok(());
+                }
                 let message = format!(
                     "the refresh token was refused ({error}); sign in again with \
                      `switchboard login {}`",
@@ -627,12 +661,17 @@ impl ServerAuth {
         let started = self
             .start_sign_in(redirect_uri, challenge, previously_requested)
             .await;
-        if let Err(error) = &started {
+        self.reported(started)
+    }
+
+    /// Reports a failed sign-in step to the listener.
+    fn reported<T>(&self, result: Result<T, OAuthError>) -> Result<T, OAuthError> {
+        if let Err(error) = &result {
             self.emit(AuthEvent::Failed {
                 message: error.to_string(),
             });
         }
-        started
+        result
     }
 
     async fn start_sign_in(
@@ -680,12 +719,7 @@ impl ServerAuth {
     ) -> Result<(), OAuthError> {
         let mut slot = self.grant.lock().await;
         let completed = self.complete_locked(&mut slot, pending, callback).await;
-        if let Err(error) = &completed {
-            self.emit(AuthEvent::Failed {
-                message: error.to_string(),
-            });
-        }
-        completed
+        self.reported(completed)
     }
 
     async fn complete_locked(
@@ -956,5 +990,75 @@ impl ServerAuth {
         }
         self.forget(&mut slot).await?;
         Ok(revoked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::store::MemoryCredentialStore;
+
+    /// A store that counts grant reads.
+    #[derive(Default)]
+    struct CountingStore {
+        inner: MemoryCredentialStore,
+        grant_reads: AtomicUsize,
+    }
+
+    impl CredentialStore for CountingStore {
+        fn load_grant<'a>(
+            &'a self,
+            key: &'a GrantKey,
+        ) -> BoxFuture<'a, Result<Option<StoredGrant>, OAuthError>> {
+            self.grant_reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.load_grant(key)
+        }
+        fn save_grant<'a>(
+            &'a self,
+            key: &'a GrantKey,
+            grant: &'a StoredGrant,
+        ) -> BoxFuture<'a, Result<(), OAuthError>> {
+            self.inner.save_grant(key, grant)
+        }
+        fn delete_grant<'a>(&'a self, key: &'a GrantKey) -> BoxFuture<'a, Result<(), OAuthError>> {
+            self.inner.delete_grant(key)
+        }
+        fn load_client<'a>(
+            &'a self,
+            issuer: &'a str,
+        ) -> BoxFuture<'a, Result<Option<registration::ClientRegistration>, OAuthError>> {
+            self.inner.load_client(issuer)
+        }
+        fn save_client<'a>(
+            &'a self,
+            registration: &'a registration::ClientRegistration,
+        ) -> BoxFuture<'a, Result<(), OAuthError>> {
+            self.inner.save_client(registration)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_without_tokens_costs_one_store_read_not_one_per_request() {
+        let store = Arc::new(CountingStore::default());
+        let url = Url::parse("http://127.0.0.1:1/mcp").unwrap();
+        let auth = ServerAuth::new(
+            url.clone(),
+            GrantKey::for_server("plain"),
+            OAuthHttp::new(crate::NetworkPolicy::for_server(&url, false, false)),
+            ClientIdentity::default(),
+            AuthSettings::default(),
+            store.clone(),
+        );
+        for _ in 0..10 {
+            assert!(auth.request_headers("POST", &url).await.unwrap().is_none());
+        }
+        assert_eq!(store.grant_reads.load(Ordering::SeqCst), 1);
+        // Asking whether a sign-in happened meanwhile reads the store again.
+        assert!(!auth.is_signed_in().await.unwrap());
+        assert_eq!(store.grant_reads.load(Ordering::SeqCst), 2);
     }
 }

@@ -32,12 +32,12 @@ pub const KEY_FILE: &str = "vault.key";
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The data directory could not be created.
-    #[error("cannot create data directory {path}: {source}")]
+    #[error("cannot create data directory {path}: {error}")]
     DataDir {
         /// The directory.
         path: String,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The database could not be opened or queried.
     #[error("database error: {0}")]
@@ -353,9 +353,9 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
-    let err = |source| StoreError::DataDir {
+    let err = |error| StoreError::DataDir {
         path: dir.display().to_string(),
-        source,
+        error,
     };
     if dir.is_dir() {
         return Ok(());

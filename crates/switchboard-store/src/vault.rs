@@ -32,12 +32,12 @@ pub enum VaultError {
         origin: String,
     },
     /// The key file could not be read or created.
-    #[error("cannot use vault key file {path}: {source}")]
+    #[error("cannot use vault key file {path}: {error}")]
     KeyFile {
         /// The key file's path.
         path: String,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A sealed value did not open: wrong key, corrupted data, or moved to another context.
     #[error(
@@ -90,9 +90,9 @@ impl Vault {
         if let Ok(text) = std::env::var(KEY_ENV) {
             return Self::from_base64(&text, KEY_ENV);
         }
-        let io_err = |source| VaultError::KeyFile {
+        let io_err = |error| VaultError::KeyFile {
             path: key_file.display().to_string(),
-            source,
+            error,
         };
         match fs::read_to_string(key_file) {
             Ok(text) => {

@@ -14,12 +14,12 @@ pub enum UpstreamError {
     #[error("cannot reach the server: {0}")]
     Unreachable(String),
     /// A stdio server's process could not be started.
-    #[error("cannot start '{command}': {source}")]
+    #[error("cannot start '{command}': {error}")]
     Spawn {
         /// The program.
         command: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source`).
+        error: std::io::Error,
     },
     /// The server answered with an HTTP status that ends the attempt.
     #[error("the server answered HTTP {status}{}", detail_suffix(.detail))]

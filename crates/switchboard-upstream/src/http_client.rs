@@ -88,26 +88,7 @@ pub fn header_map(headers: &[switchboard_core::NamedValue]) -> Result<HeaderMap,
     Ok(map)
 }
 
-/// Describes a reqwest error with its whole cause chain (reqwest's own text is terse).
-pub fn describe_reqwest(error: &reqwest::Error) -> String {
-    let kind = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "connection failed"
-    } else if error.is_body() || error.is_decode() {
-        "reading the response failed"
-    } else {
-        "request failed"
-    };
-    let mut text = kind.to_owned();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use switchboard_oauth::net::describe_reqwest;
 
 type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
 

@@ -76,9 +76,9 @@ pub fn spawn(
     let (child, stderr) = TokioChildProcess::builder(wrapped)
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| UpstreamError::Spawn {
+        .map_err(|error| UpstreamError::Spawn {
             command: command.to_owned(),
-            source,
+            error,
         })?;
     if let Some(stderr) = stderr {
         let tail = tail.clone();

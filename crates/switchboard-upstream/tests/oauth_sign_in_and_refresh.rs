@@ -58,6 +58,16 @@ async fn connect_with(
     connect(&definition(&fixture.url), None, &options).await
 }
 
+/// Signs in with the headless authorizer and closes the session: tokens are in `store`.
+async fn sign_in_and_close(fixture: &OAuthFixture, store: &Store) {
+    connect_with(fixture, server_auth(fixture, store, true))
+        .await
+        .unwrap()
+        .session
+        .close()
+        .await;
+}
+
 async fn echo(connection: &Connection) -> Result<String, UpstreamError> {
     let result = connection
         .upstream
@@ -211,12 +221,7 @@ async fn a_refused_refresh_token_is_forgotten_and_the_error_says_to_sign_in_agai
     let fixture = protected(Era::Modern).await;
     let dir = tempfile::tempdir().unwrap();
     let store = store_in(&dir, &fixture).await;
-    connect_with(&fixture, server_auth(&fixture, &store, true))
-        .await
-        .unwrap()
-        .session
-        .close()
-        .await;
+    sign_in_and_close(&fixture, &store).await;
 
     fixture.auth.expire_access_tokens();
     fixture.auth.revoke_refresh_tokens();
@@ -262,12 +267,7 @@ async fn without_a_person_a_step_up_is_reported_not_attempted() {
     let fixture = protected(Era::Modern).await;
     let dir = tempfile::tempdir().unwrap();
     let store = store_in(&dir, &fixture).await;
-    connect_with(&fixture, server_auth(&fixture, &store, true))
-        .await
-        .unwrap()
-        .session
-        .close()
-        .await;
+    sign_in_and_close(&fixture, &store).await;
     *fixture.auth.tools_call_scope.lock().unwrap() = "admin".into();
     let connection = connect_with(&fixture, server_auth(&fixture, &store, false))
         .await
@@ -276,4 +276,43 @@ async fn without_a_person_a_step_up_is_reported_not_attempted() {
     assert!(error.to_string().contains("admin"), "{error}");
     assert_eq!(fixture.auth.authorizations.lock().unwrap().len(), 1);
     connection.session.close().await;
+}
+
+#[tokio::test]
+async fn a_refresh_lost_to_another_process_adopts_its_tokens_instead_of_signing_out() {
+    let fixture = protected(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    sign_in_and_close(&fixture, &store).await;
+
+    // Two processes (say the daemon and a CLI command) share the store and its tokens. (Legacy
+    // sessions send nothing in the background, so the order of the refreshes is the test's.)
+    let first = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .unwrap();
+    let second = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .unwrap();
+    fixture.auth.expire_access_tokens();
+    // The first refreshes and uses the new token, so the server retires the old refresh token.
+    let old = stored_refresh_token(&store).await;
+    assert_eq!(echo(&first).await.unwrap(), "hi");
+    assert!(
+        !fixture.auth.honours_refresh_token(&old),
+        "retired at the server"
+    );
+    // The second still holds the retired one: its refresh is refused, and it takes the stored
+    // tokens instead of deleting them.
+    assert_eq!(echo(&second).await.unwrap(), "hi");
+    assert_eq!(fixture.auth.refreshes.load(Ordering::SeqCst), 2);
+    assert!(
+        store
+            .oauth_grant(&GrantKey::for_server("protected"))
+            .await
+            .unwrap()
+            .is_some(),
+        "still signed in"
+    );
+    first.session.close().await;
+    second.session.close().await;
 }

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use axum::extract::{Query, State};
-use axum::response::Html;
-use switchboard_core::TransportSpec;
-use switchboard_hub::{OAuthOptions, server_auth};
+use axum::http::StatusCode;
+use switchboard_gateway::callback_page;
+use switchboard_hub::{OAuthOptions, begin_sign_in, server_auth_for};
 use switchboard_oauth::AuthorizationCallback;
 use switchboard_store::Store;
 use tokio::sync::mpsc;
@@ -25,15 +25,7 @@ const CALLBACK_PATH: &str = "/oauth/callback";
 
 pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32> {
     let id = parse_id(&args.server)?;
-    let def = store
-        .get_server(&id)
-        .await?
-        .with_context(|| format!("no server with id '{id}'"))?;
-    let TransportSpec::Http { url, headers } = &def.transport else {
-        bail!("'{id}' is not an HTTP server; OAuth sign-in applies to HTTP servers only");
-    };
-    let auth = server_auth(&def, store, &OAuthOptions::from_env())
-        .context("OAuth sign-in applies to HTTP servers only")?;
+    let (def, auth) = server_auth_for(store, &id, &OAuthOptions::from_env()).await?;
 
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -42,12 +34,7 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
         "http://127.0.0.1:{}{CALLBACK_PATH}",
         listener.local_addr()?.port()
     );
-    let challenge = switchboard_upstream::auth_challenge(url, headers).await;
-    let previously = auth.requested_scopes().await;
-    let pending = auth
-        .begin_sign_in(&redirect_uri, challenge.as_ref(), &previously)
-        .await
-        .with_context(|| format!("cannot start signing in to '{id}'"))?;
+    let pending = begin_sign_in(&def, &auth, &redirect_uri).await?;
 
     let (tx, mut rx) = mpsc::channel::<AuthorizationCallback>(1);
     let state = pending.state.clone();
@@ -103,45 +90,28 @@ struct CallbackState {
 /// (a stale tab, another login's redirect, a forged request) is refused and the wait goes on.
 async fn callback(
     State(state): State<CallbackState>,
-    Query(query): Query<std::collections::HashMap<String, String>>,
-) -> (axum::http::StatusCode, Html<String>) {
-    let callback = AuthorizationCallback {
-        code: query.get("code").cloned(),
-        state: query.get("state").cloned(),
-        iss: query.get("iss").cloned(),
-        error: query.get("error").cloned(),
-        error_description: query.get("error_description").cloned(),
-    };
+    Query(query): Query<Vec<(String, String)>>,
+) -> axum::response::Response {
+    let callback = AuthorizationCallback::from_query_pairs(query);
     if callback.state.as_deref() != Some(state.expected_state.as_str()) {
-        return (
-            axum::http::StatusCode::BAD_REQUEST,
-            Html("<p>This sign-in link does not belong to the login in progress.</p>".into()),
+        return callback_page(
+            StatusCode::BAD_REQUEST,
+            "This sign-in link does not belong to the login in progress.",
         );
     }
     let _ = state.deliver.try_send(callback);
-    (
-        axum::http::StatusCode::OK,
-        Html(format!(
-            "<p>Switchboard received the sign-in for <b>{}</b>. You can close this tab.</p>",
-            html_escape(&state.server)
-        )),
+    callback_page(
+        StatusCode::OK,
+        &format!(
+            "Switchboard received the sign-in for '{}'. You can close this tab.",
+            state.server
+        ),
     )
-}
-
-fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 pub(crate) async fn logout(store: &Store, args: LogoutArgs) -> anyhow::Result<i32> {
     let id = parse_id(&args.server)?;
-    let def = store
-        .get_server(&id)
-        .await?
-        .with_context(|| format!("no server with id '{id}'"))?;
-    let auth = server_auth(&def, store, &OAuthOptions::from_env())
-        .context("OAuth sign-in applies to HTTP servers only")?;
+    let (_, auth) = server_auth_for(store, &id, &OAuthOptions::from_env()).await?;
     if !auth.is_signed_in().await? {
         println!("Not signed in to '{id}'.");
         return Ok(0);

@@ -363,6 +363,22 @@ async fn server_status(port: u16, id: &str) -> Option<serde_json::Value> {
         .cloned()
 }
 
+/// `POST /api/servers/{id}/login`; returns the authorization URL.
+async fn start_daemon_login(port: u16, id: &str) -> String {
+    let started: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/api/servers/{id}/login"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    started["authorization_url"]
+        .as_str()
+        .expect("an authorization URL")
+        .to_owned()
+}
+
 async fn wait_for_state(port: u16, id: &str, state: &str) -> serde_json::Value {
     for _ in 0..200 {
         if let Some(status) = server_status(port, id).await
@@ -431,20 +447,41 @@ async fn the_daemon_waits_in_needs_auth_and_signs_in_through_its_admin_api() {
     );
 
     let client = reqwest::Client::new();
-    let started: serde_json::Value = client
-        .post(format!(
-            "http://127.0.0.1:{port}/api/servers/protected/login"
-        ))
-        .send()
-        .await
+    // A redirect with this login's state but another issuer's `iss` fails the sign-in, which the
+    // server's state shows, and sends it back to needs-auth without any token request.
+    let first_url = url::Url::parse(&start_daemon_login(port, "protected").await).unwrap();
+    wait_for_state(port, "protected", "authorizing").await;
+    let state = first_url
+        .query_pairs()
+        .find(|(k, _)| k == "state")
         .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let url = started["authorization_url"]
-        .as_str()
-        .expect("an authorization URL");
+        .1
+        .into_owned();
+    let mut mixed_up = url::Url::parse(&format!("http://127.0.0.1:{port}/oauth/callback")).unwrap();
+    mixed_up
+        .query_pairs_mut()
+        .append_pair("code", "x")
+        .append_pair("state", &state)
+        .append_pair("iss", "https://evil.example");
+    let refused = client.get(mixed_up).send().await.unwrap();
+    assert_eq!(refused.status(), reqwest::StatusCode::BAD_REQUEST);
+    let back = wait_for_state(port, "protected", "needs-auth").await;
+    assert!(
+        back["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("evil.example"),
+        "{back}"
+    );
+    assert_eq!(
+        fixture.auth.code_exchanges.load(Ordering::SeqCst),
+        0,
+        "no token request"
+    );
+
+    let url = &start_daemon_login(port, "protected").await;
     assert!(url.starts_with(&fixture.auth.issuer()), "{url}");
+    wait_for_state(port, "protected", "authorizing").await;
 
     // A forged callback is refused; the real one (the browser following the redirect) works.
     let forged = client
