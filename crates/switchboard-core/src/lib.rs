@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod exposure;
 pub mod server;
 pub mod state;
 

@@ -425,6 +425,9 @@ pub struct ServerDefinition {
     /// OAuth client credentials registered for this server, if the user has some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth_client: Option<OAuthClient>,
+    /// The prefix of the server's exposed names; `None` means the server id, `Some("")` none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
 }
 
 /// OAuth client credentials the user registered with a server's authorization server. They take
@@ -508,7 +511,16 @@ impl ServerDefinition {
             enabled: true,
             disabled_tools: BTreeSet::new(),
             oauth_client: None,
+            prefix: None,
         }
+    }
+
+    /// The prefix of the server's exposed names: the configured one if it is valid, else the id.
+    pub fn exposed_prefix(&self) -> crate::exposure::Prefix {
+        self.prefix
+            .as_deref()
+            .and_then(|p| crate::exposure::Prefix::new(p).ok())
+            .unwrap_or_else(|| crate::exposure::Prefix::of_server(&self.id))
     }
 
     /// Whether the upstream tool `name` may be exposed and called.

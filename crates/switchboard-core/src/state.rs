@@ -52,6 +52,12 @@ impl ConnectionState {
         Self::Reconnecting,
     ];
 
+    /// Whether a live session serves requests in this state (connected, or refreshing its
+    /// token while connected).
+    pub fn is_serving(self) -> bool {
+        matches!(self, Self::Connected | Self::TokenRefresh)
+    }
+
     /// Whether the machine may move from `self` to `next`.
     pub fn can_transition_to(self, next: Self) -> bool {
         use ConnectionState::*;

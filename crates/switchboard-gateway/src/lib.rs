@@ -1,14 +1,16 @@
 //! Switchboard's front doors, on axum.
 //!
-//! For now: `GET /healthz` (liveness), `GET /api/status` (every server's status as JSON), and
-//! sign-in through the daemon ([`oauth`]: `POST /api/servers/{id}/login`, `GET /oauth/callback`,
-//! the client ID metadata document). The aggregated MCP endpoint, the rest of the admin API and
-//! the web UI are built on this router.
+//! The aggregated MCP server ([`mcp`]) at `/mcp` (and over stdio), `GET /healthz` (liveness),
+//! `GET /api/status` (every server's status and the merged catalog's name collisions, as JSON),
+//! and sign-in through the daemon ([`oauth`]: `POST /api/servers/{id}/login`,
+//! `GET /oauth/callback`, the client ID metadata document). The rest of the admin API and the
+//! web UI are built on this router.
 //!
 //! Every request passes a DNS-rebinding guard: its `Host` must name a loopback address and an
 //! `Origin`, when present, must be a loopback origin; anything else is refused with 403. (API keys
 //! for non-loopback use arrive with the admin API.)
 
+pub mod mcp;
 mod oauth;
 
 pub use oauth::callback_page;
@@ -48,6 +50,8 @@ pub struct StatusResponse {
     pub version: &'static str,
     /// Every server.
     pub servers: Vec<ServerStatus>,
+    /// Names more than one server exposes, withheld from the aggregated MCP server.
+    pub collisions: Vec<switchboard_core::exposure::Collision>,
 }
 
 /// What every route shares.
@@ -60,13 +64,24 @@ pub(crate) struct AppState {
 }
 
 /// The router with every front door; `addr` is where it is served (for the OAuth redirect URI).
-pub fn router(hub: Arc<Hub>, addr: SocketAddr) -> Router {
+/// Cancelling `stop` ends every MCP session and stream.
+pub fn router(
+    hub: Arc<Hub>,
+    addr: SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+) -> Router {
+    let mcp = mcp::http::service(mcp::Shared::new(hub.clone()), stop);
     let state = AppState {
         hub,
         callback_url: callback_url(addr),
         logins: Arc::default(),
     };
     Router::new()
+        .merge(
+            Router::new()
+                .route_service(mcp::http::MCP_PATH, mcp)
+                .layer(middleware::from_fn(mcp::http::check_body)),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
         .route("/api/servers/{id}/login", post(oauth::start_login))
@@ -129,6 +144,7 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
     Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION"),
         servers: app.hub.status(),
+        collisions: app.hub.exposed().collisions().cloned().collect(),
     })
 }
 
@@ -158,8 +174,14 @@ impl Gateway {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
         let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
-        axum::serve(self.listener, router(hub, addr))
-            .with_graceful_shutdown(shutdown)
+        let stop = tokio_util::sync::CancellationToken::new();
+        let streams = stop.clone();
+        axum::serve(self.listener, router(hub, addr, stop))
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                // Long-lived SSE streams would hold the graceful shutdown open.
+                streams.cancel();
+            })
             .await
             .map_err(GatewayError::Serve)
     }

@@ -340,7 +340,13 @@ impl ConnectionTask {
             UpstreamEvent::ToolsChanged => Refresh::TOOLS,
             UpstreamEvent::ResourcesChanged => Refresh::RESOURCES,
             UpstreamEvent::PromptsChanged => Refresh::PROMPTS,
-            UpstreamEvent::ResourceUpdated(_) => Refresh::NONE,
+            UpstreamEvent::ResourceUpdated(uri) => {
+                let _ = self.events.send(HubEvent::ResourceUpdated {
+                    server: self.server().clone(),
+                    uri,
+                });
+                Refresh::NONE
+            }
             UpstreamEvent::Log {
                 level,
                 logger,

@@ -40,6 +40,11 @@ pub struct ServerStatus {
     pub prompts: usize,
     /// Consecutive failed attempts since the last success.
     pub failures: u32,
+    /// The prefix of its exposed names (empty: names unchanged).
+    pub prefix: String,
+    /// Names it shares with other servers, withheld from the merged catalog.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub collisions: Vec<switchboard_core::exposure::Collision>,
     /// When the state last changed (ms since the Unix epoch).
     pub since_ms: u64,
 }
@@ -61,6 +66,8 @@ impl ServerStatus {
             resource_templates: 0,
             prompts: 0,
             failures: 0,
+            prefix: def.exposed_prefix().to_string(),
+            collisions: Vec::new(),
             since_ms: now_ms(),
         }
     }
@@ -98,6 +105,13 @@ pub enum HubEvent {
     CatalogChanged {
         /// The server.
         server: ServerId,
+    },
+    /// A resource the server was subscribed to changed (`uri` as the server names it).
+    ResourceUpdated {
+        /// The server.
+        server: ServerId,
+        /// The resource.
+        uri: String,
     },
     /// A server sent a log message.
     Log {

@@ -10,6 +10,7 @@
 mod auth;
 mod connection;
 mod event;
+mod exposed;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use event::{HubEvent, ServerStatus};
+pub use exposed::{ExposedCatalog, Revisions, UnknownResource};
 pub use switchboard_upstream::rmcp_model as model;
 
 /// Errors from the hub.
@@ -85,6 +87,8 @@ pub struct Hub {
     servers: RwLock<HashMap<ServerId, Arc<ServerSlot>>>,
     events: broadcast::Sender<HubEvent>,
     tasks: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
+    exposed: watch::Sender<Arc<ExposedCatalog>>,
+    exposure_task: std::sync::Once,
 }
 
 impl Hub {
@@ -103,6 +107,8 @@ impl Hub {
             servers: RwLock::new(HashMap::new()),
             events,
             tasks: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
+            exposed: watch::channel(Arc::default()).0,
+            exposure_task: std::sync::Once::new(),
         })
     }
 
@@ -151,6 +157,7 @@ impl Hub {
     /// Starts (or restarts) the connection task for one server.
     pub async fn start(self: &Arc<Self>, definition: ServerDefinition) {
         self.stop(&definition.id).await;
+        self.keep_exposure_current();
         let (auth_events, auth_events_rx) = tokio::sync::mpsc::unbounded_channel();
         let slot = Arc::new(ServerSlot {
             status: watch::channel(ServerStatus::new(&definition)).0,
@@ -184,7 +191,71 @@ impl Hub {
                 status.wait_for(|s| s.state == ConnectionState::Disconnected),
             )
             .await;
+            self.rebuild_exposed();
         }
+    }
+
+    /// The merged catalog of every connected server, as downstream clients see it.
+    pub fn exposed(&self) -> Arc<ExposedCatalog> {
+        self.exposed.borrow().clone()
+    }
+
+    /// Watches the merged catalog; it changes when a server connects, drops or changes a list.
+    pub fn watch_exposed(&self) -> watch::Receiver<Arc<ExposedCatalog>> {
+        self.exposed.subscribe()
+    }
+
+    /// Starts, once, the task that rebuilds the merged catalog from the bus. It holds only a weak
+    /// reference, so it ends with the hub.
+    fn keep_exposure_current(self: &Arc<Self>) {
+        self.exposure_task.call_once(|| {
+            let hub = Arc::downgrade(self);
+            let mut events = self.events.subscribe();
+            tokio::spawn(async move {
+                loop {
+                    let event = events.recv().await;
+                    let Some(hub) = hub.upgrade() else { return };
+                    match event {
+                        Ok(HubEvent::CatalogChanged { .. } | HubEvent::StateChanged { .. })
+                        | Err(broadcast::error::RecvError::Lagged(_)) => hub.rebuild_exposed(),
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            });
+        });
+    }
+
+    /// Rebuilds the merged catalog from the servers that are connected now, and notes each
+    /// server's collisions in its status.
+    fn rebuild_exposed(&self) {
+        let mut slots: Vec<_> = read(&self.servers).values().cloned().collect();
+        slots.sort_by(|a, b| a.definition.id.cmp(&b.definition.id));
+        let contributions: Vec<_> = slots
+            .iter()
+            .filter(|slot| slot.status.borrow().state.is_serving())
+            .map(|slot| exposed::Contribution {
+                server: slot.definition.id.clone(),
+                prefix: slot.definition.exposed_prefix(),
+                catalog: read(&slot.catalog).clone(),
+            })
+            .collect();
+        let catalog = ExposedCatalog::build(&contributions);
+        for slot in &slots {
+            let mine: Vec<_> = catalog
+                .collisions()
+                .filter(|c| c.servers.contains(&slot.definition.id))
+                .cloned()
+                .collect();
+            slot.status.send_if_modified(|status| {
+                let changed = status.collisions != mine;
+                status.collisions = mine;
+                changed
+            });
+        }
+        self.exposed.send_modify(|current| {
+            *current = Arc::new(catalog.succeeding(current));
+        });
     }
 
     /// Stops every task and waits for the sessions to close.

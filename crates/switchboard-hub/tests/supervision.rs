@@ -10,8 +10,7 @@ use switchboard_core::{
 use switchboard_fixtures::{Era, chaos, transports};
 use switchboard_hub::{Hub, HubError, HubEvent};
 use switchboard_store::Store;
-use switchboard_upstream::ConnectOptions;
-use tokio_util::sync::CancellationToken;
+use switchboard_upstream::{CallContext, ConnectOptions};
 
 async fn hub() -> (Arc<Hub>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -53,8 +52,7 @@ async fn echo(hub: &Hub, server: &str) -> String {
         .call_tool(
             "echo",
             serde_json::json!({"message": "ok"}).as_object().cloned(),
-            None,
-            CancellationToken::new(),
+            &CallContext::default(),
         )
         .await
         .unwrap();
@@ -152,7 +150,7 @@ async fn a_crashed_stdio_server_is_reconnected_and_the_bus_says_so() {
     .await;
     let upstream = hub.upstream(&id("crashy")).unwrap();
     let _ = upstream
-        .call_tool("crash", None, None, CancellationToken::new())
+        .call_tool("crash", None, &CallContext::default())
         .await;
 
     let mut seen = Vec::new();
@@ -188,7 +186,7 @@ async fn list_changed_refreshes_the_catalog() {
     .await;
     let upstream = hub.upstream(&id("changing")).unwrap();
     upstream
-        .call_tool("add_tool", None, None, CancellationToken::new())
+        .call_tool("add_tool", None, &CallContext::default())
         .await
         .unwrap();
     eventually(&hub, "changing", "8 tools", |s| s.tools == 8).await;

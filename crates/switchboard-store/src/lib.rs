@@ -140,11 +140,12 @@ impl Store {
         sqlx::query(
             "INSERT INTO servers (id, display_name, description, transport_json, timeouts_json,
                                   enabled, disabled_tools_json, created_at_ms, updated_at_ms,
-                                  oauth_client_sealed)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)
+                                  oauth_client_sealed, exposed_prefix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)
              ON CONFLICT(id) DO UPDATE SET display_name = ?2, description = ?3,
                 transport_json = ?4, timeouts_json = ?5, enabled = ?6,
-                disabled_tools_json = ?7, updated_at_ms = ?8, oauth_client_sealed = ?9",
+                disabled_tools_json = ?7, updated_at_ms = ?8, oauth_client_sealed = ?9,
+                exposed_prefix = ?10",
         )
         .bind(def.id.as_str())
         .bind(&def.display_name)
@@ -155,6 +156,7 @@ impl Store {
         .bind(disabled)
         .bind(now)
         .bind(oauth_client)
+        .bind(def.prefix.as_deref())
         .execute(&mut *tx)
         .await?;
         sqlx::query("DELETE FROM server_probes WHERE server_id = ?1 AND target_digest <> ?2")
@@ -311,12 +313,13 @@ impl Store {
             enabled: row.try_get("enabled")?,
             disabled_tools,
             oauth_client,
+            prefix: row.try_get("exposed_prefix")?,
         })
     }
 }
 
-const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed FROM servers WHERE id = ?1";
-const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed FROM servers ORDER BY id";
+const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix FROM servers WHERE id = ?1";
+const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix FROM servers ORDER BY id";
 
 fn secret_context(id: &ServerId, name: &str) -> String {
     format!("server:{id}/value:{name}")

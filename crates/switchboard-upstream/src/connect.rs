@@ -53,8 +53,11 @@ const STANDALONE_STREAM_WAIT: Duration = Duration::from_secs(5);
 pub struct ConnectOptions {
     /// How Switchboard introduces itself.
     pub client: Implementation,
-    /// How server requests for user input are answered.
+    /// How server requests for user input are answered when no downstream client can.
     pub input_policy: InputPolicy,
+    /// Whether server requests for input are relayed to the downstream client behind each call
+    /// (Switchboard as a proxy): then every client capability is declared to servers.
+    pub relay_input: bool,
     /// The shared HTTP connection pool.
     pub http: reqwest::Client,
     /// OAuth state for the server being connected (HTTP transports only): credentials for every
@@ -68,6 +71,7 @@ impl ConnectOptions {
         Self {
             client: Implementation::new("switchboard", client_version),
             input_policy: InputPolicy::default(),
+            relay_input: false,
             http: default_http_client(),
             auth: None,
         }
@@ -136,11 +140,14 @@ pub async fn connect(
 ) -> Result<Connection, UpstreamError> {
     let (events_tx, events) = mpsc::unbounded_channel();
     let progress = ProgressDispatcher::new();
+    let in_flight = crate::relay::InFlight::default();
     let handler = UpstreamHandler::new(
         options.client.clone(),
         options.input_policy,
+        options.relay_input,
         events_tx.clone(),
         progress.clone(),
+        in_flight.clone(),
     );
     let handshake = def.timeouts.request;
     let (service, detected, stderr) = match &def.transport {
@@ -216,6 +223,7 @@ pub async fn connect(
         peer,
         progress,
         options.input_policy,
+        in_flight,
         def.timeouts,
     );
     if upstream.is_stateless() {

@@ -1,9 +1,10 @@
 //! What Switchboard answers when an upstream server talks to it.
 //!
 //! The handler forwards change notifications and log messages to the connection's event channel,
-//! routes progress notifications to the call that asked for them, and answers server-to-client
-//! requests (elicitation, sampling, roots) by one policy, shared with the 2026-07-28
-//! `input_required` path so that both eras get the same answers.
+//! routes progress notifications to the call that asked for them, and hands server-to-client
+//! requests (elicitation, sampling, roots) to the responder of the call they belong to
+//! ([`crate::relay`]), falling back to one policy, shared with the 2026-07-28 `input_required`
+//! path so that both eras get the same answers.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,34 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use tokio::sync::mpsc;
+
+use crate::relay::{InFlight, InputResponder, RELATED_REQUEST_META, take_related};
+
+/// `params` without the related-request tag in its `_meta`, and the tag.
+fn untag<P>(params: P) -> (P, Option<rmcp::model::RequestId>)
+where
+    P: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let Ok(mut value) = serde_json::to_value(&params) else {
+        return (params, None);
+    };
+    let Some(meta) = value.get_mut("_meta").and_then(|m| m.as_object_mut()) else {
+        return (params, None);
+    };
+    let Some(tag) = meta.remove(RELATED_REQUEST_META) else {
+        return (params, None);
+    };
+    if meta.is_empty()
+        && let Some(object) = value.as_object_mut()
+    {
+        object.remove("_meta");
+    }
+    let related = serde_json::from_value(tag).ok();
+    match serde_json::from_value(value) {
+        Ok(untagged) => (untagged, related),
+        Err(_) => (params, related),
+    }
+}
 
 /// Something an upstream server told Switchboard without being asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +77,28 @@ pub enum InputPolicy {
     Decline,
     /// Declare form elicitation and accept with the schema's default values.
     AcceptDefaults,
+}
+
+impl crate::relay::InputResponder for InputPolicy {
+    fn answer(
+        &self,
+        request: InputRequest,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
+        let answer = InputPolicy::answer(*self, &request);
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+/// The capabilities declared to servers when their requests are relayed to downstream clients:
+/// everything a client may be asked for, since the downstream client that will answer is only
+/// known per call.
+pub fn relay_capabilities() -> ClientCapabilities {
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.roots = Some(RootsCapabilities::default());
+    capabilities.sampling = Some(Default::default());
+    capabilities.elicitation =
+        serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok();
+    capabilities
 }
 
 impl InputPolicy {
@@ -121,22 +172,57 @@ pub struct UpstreamHandler {
     policy: InputPolicy,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     progress: ProgressDispatcher,
+    in_flight: InFlight,
 }
 
 impl UpstreamHandler {
-    /// A handler announcing `client` and answering input requests by `policy`.
+    /// A handler announcing `client`, handing input requests to the responders of `in_flight`
+    /// and answering the rest by `policy`. With `relay`, it declares every client capability
+    /// ([`relay_capabilities`]); otherwise those of the policy.
     pub fn new(
         client: Implementation,
         policy: InputPolicy,
+        relay: bool,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         progress: ProgressDispatcher,
+        in_flight: InFlight,
     ) -> Self {
+        let capabilities = if relay {
+            relay_capabilities()
+        } else {
+            policy.capabilities()
+        };
         Self {
-            info: ClientConfig::new(policy.capabilities(), client),
+            info: ClientConfig::new(capabilities, client),
             policy,
             events,
             progress,
+            in_flight,
         }
+    }
+
+    /// Answers `request` through the responder of the call it belongs to, or by the policy.
+    async fn relay<P, R>(
+        &self,
+        params: P,
+        context_meta: &mut rmcp::model::MetaObject,
+        wrap: impl FnOnce(P) -> InputRequest,
+    ) -> Result<R, ErrorData>
+    where
+        P: serde::Serialize + serde::de::DeserializeOwned,
+        R: serde::de::DeserializeOwned,
+    {
+        let (params, tagged) = untag(params);
+        let related = tagged.or_else(|| take_related(context_meta));
+        let responder: std::sync::Arc<dyn InputResponder> =
+            match self.in_flight.find(related.as_ref()) {
+                Some(responder) => responder,
+                None => std::sync::Arc::new(self.policy),
+            };
+        let answer = responder.answer(wrap(params)).await?;
+        serde_json::from_value(answer).map_err(|e| {
+            ErrorData::internal_error(format!("the client's answer is malformed: {e}"), None)
+        })
     }
 
     /// The handler's client info with another protocol version.
@@ -158,26 +244,33 @@ impl ClientHandler for UpstreamHandler {
     async fn create_elicitation(
         &self,
         params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        mut context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        Ok(self.policy.elicit(&params))
+        self.relay(params, &mut context.meta.0, |p| {
+            InputRequest::Elicitation(rmcp::model::Request::new(p))
+        })
+        .await
     }
 
     async fn create_message(
         &self,
-        _params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        params: CreateMessageRequestParams,
+        mut context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        Err(ErrorData::method_not_found::<
-            rmcp::model::CreateMessageRequestMethod,
-        >())
+        self.relay(params, &mut context.meta.0, |p| {
+            InputRequest::CreateMessage(rmcp::model::Request::new(p))
+        })
+        .await
     }
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        mut context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        Ok(no_roots())
+        self.relay(serde_json::json!({}), &mut context.meta.0, |_| {
+            InputRequest::ListRoots(rmcp::model::RequestNoParam::default())
+        })
+        .await
     }
 
     async fn on_progress(
@@ -191,8 +284,13 @@ impl ClientHandler for UpstreamHandler {
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        mut context: NotificationContext<RoleClient>,
     ) {
+        let (params, tagged) = untag(params);
+        let related = tagged.or_else(|| take_related(&mut context.meta.0));
+        if let Some(responder) = self.in_flight.find(related.as_ref()) {
+            responder.log(params.clone());
+        }
         let level = serde_json::to_value(params.level)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))

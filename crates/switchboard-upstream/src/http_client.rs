@@ -401,10 +401,16 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             }));
         }
         match kind.as_deref() {
-            Some(k) if k.starts_with(EVENT_STREAM) => Ok(StreamableHttpPostResponse::Sse(
-                bounded_sse(response.bytes_stream(), max_sse_event_size),
-                new_session,
-            )),
+            Some(k) if k.starts_with(EVENT_STREAM) => {
+                let events = bounded_sse(response.bytes_stream(), max_sse_event_size);
+                let events = match &message {
+                    JsonRpcMessage::Request(request) => {
+                        crate::relay::tag_related(events, request.id.clone())
+                    }
+                    _ => events,
+                };
+                Ok(StreamableHttpPostResponse::Sse(events, new_session))
+            }
             _ if expects_no_reply(&message) => Ok(StreamableHttpPostResponse::Accepted),
             Some(k) if k.starts_with(JSON) => {
                 let body = read_bounded(response, MAX_JSON_BODY_BYTES).await?;

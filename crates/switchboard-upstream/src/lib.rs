@@ -15,6 +15,8 @@ pub mod handler;
 pub mod http_client;
 mod late_discover;
 pub mod legacy_sse;
+#[allow(deprecated)]
+pub mod relay;
 pub mod sse;
 pub mod stdio;
 pub mod upstream;
@@ -24,7 +26,8 @@ mod wire;
 pub use connect::{ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use error::UpstreamError;
 pub use handler::{InputPolicy, UpstreamEvent};
-pub use upstream::{Progress, Upstream};
+pub use relay::InputResponder;
+pub use upstream::{CallContext, Progress, Upstream};
 
 /// The MCP model types (rmcp), re-exported so that higher layers name one version of them.
 pub use rmcp::model as rmcp_model;

@@ -7,9 +7,10 @@
 //! policy as legacy server-to-client requests.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use rmcp::Peer;
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
@@ -25,9 +26,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{UpstreamError, from_service_error};
 use crate::handler::InputPolicy;
+use crate::relay::{InFlight, InputResponder};
 
 /// Most `input_required` rounds one request may take before Switchboard gives up.
 pub const MAX_INPUT_ROUNDS: usize = 10;
+/// How long a call that wants progress waits after its response for reports still in flight.
+const PROGRESS_STRAGGLERS: Duration = Duration::from_millis(10);
 /// Most pages one list may take (a guard against servers that page forever with new cursors).
 pub const MAX_PAGES: usize = 1000;
 
@@ -51,6 +55,18 @@ async fn next_report(
     }
 }
 
+/// What a request carries besides its parameters.
+#[derive(Clone, Default)]
+pub struct CallContext {
+    /// Where progress reports go, if the caller wants them.
+    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    /// Cancelling this cancels the request upstream.
+    pub cancel: CancellationToken,
+    /// Who answers the server's requests for input (elicitation, sampling, roots) during the
+    /// request; the session's input policy when `None`.
+    pub responder: Option<Arc<dyn InputResponder>>,
+}
+
 /// A handle on one live upstream session.
 #[derive(Clone)]
 pub struct Upstream {
@@ -58,6 +74,7 @@ pub struct Upstream {
     peer: Peer<RoleClient>,
     progress: ProgressDispatcher,
     policy: InputPolicy,
+    in_flight: InFlight,
     timeouts: Timeouts,
 }
 
@@ -75,6 +92,7 @@ impl Upstream {
         peer: Peer<RoleClient>,
         progress: ProgressDispatcher,
         policy: InputPolicy,
+        in_flight: InFlight,
         timeouts: Timeouts,
     ) -> Self {
         Self {
@@ -82,6 +100,7 @@ impl Upstream {
             peer,
             progress,
             policy,
+            in_flight,
             timeouts,
         }
     }
@@ -202,14 +221,13 @@ impl Upstream {
         )))
     }
 
-    /// Calls a tool. Progress reports go to `progress` if given; cancelling `cancel` sends the
+    /// Calls a tool. Progress reports go to the context's sink; cancelling its token sends the
     /// server a cancellation and returns [`UpstreamError::Cancelled`].
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: Option<JsonObject>,
-        progress: Option<mpsc::UnboundedSender<Progress>>,
-        cancel: CancellationToken,
+        context: &CallContext,
     ) -> Result<CallToolResult, UpstreamError> {
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
@@ -226,14 +244,17 @@ impl Upstream {
                 _ => None,
             },
             timeout,
-            progress,
-            cancel,
+            context,
         )
         .await
     }
 
     /// Reads a resource.
-    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, UpstreamError> {
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        context: &CallContext,
+    ) -> Result<ReadResourceResult, UpstreamError> {
         self.with_input_rounds(
             ReadResourceRequestParams::new(uri.to_owned()),
             |p| ClientRequest::ReadResourceRequest(Request::new(p)),
@@ -246,8 +267,7 @@ impl Upstream {
                 _ => None,
             },
             self.timeouts.request,
-            None,
-            CancellationToken::new(),
+            context,
         )
         .await
     }
@@ -257,6 +277,7 @@ impl Upstream {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        context: &CallContext,
     ) -> Result<GetPromptResult, UpstreamError> {
         let mut params = GetPromptRequestParams::new(name.to_owned());
         params.arguments = arguments;
@@ -272,10 +293,15 @@ impl Upstream {
                 _ => None,
             },
             self.timeouts.request,
-            None,
-            CancellationToken::new(),
+            context,
         )
         .await
+    }
+
+    /// Sends any other request (completion, subscriptions, log level) and returns its result.
+    pub async fn request(&self, request: ClientRequest) -> Result<ServerResult, UpstreamError> {
+        self.send(request, self.timeouts.request, &CallContext::default())
+            .await
     }
 
     /// Sends one request, answering `input_required` results by the input policy and retrying
@@ -288,21 +314,15 @@ impl Upstream {
         attach_inputs: impl Fn(&mut P, Option<InputResponses>, Option<String>),
         finish: impl Fn(ServerResult) -> Option<T>,
         timeout: Duration,
-        progress: Option<mpsc::UnboundedSender<Progress>>,
-        cancel: CancellationToken,
+        context: &CallContext,
     ) -> Result<T, UpstreamError> {
         for _ in 0..MAX_INPUT_ROUNDS {
             let result = self
-                .send(
-                    into_request(params.clone()),
-                    timeout,
-                    progress.clone(),
-                    &cancel,
-                )
+                .send(into_request(params.clone()), timeout, context)
                 .await?;
             match result {
                 ServerResult::InputRequiredResult(required) => {
-                    let (responses, state) = self.answer_inputs(required)?;
+                    let (responses, state) = self.answer_inputs(required, context).await?;
                     attach_inputs(&mut params, responses, state);
                 }
                 other => {
@@ -315,24 +335,27 @@ impl Upstream {
         Err(UpstreamError::TooManyInputRounds(MAX_INPUT_ROUNDS))
     }
 
-    fn answer_inputs(
+    async fn answer_inputs(
         &self,
         required: InputRequiredResult,
+        context: &CallContext,
     ) -> Result<(Option<InputResponses>, Option<String>), UpstreamError> {
+        let responder = self.responder(context);
         let responses = match required.input_requests {
             Some(requests) => {
                 let mut answers = InputResponses::new();
                 for (key, request) in requests {
-                    let answer = self
-                        .policy
-                        .answer(&request)
-                        .map_err(|e| UpstreamError::Rpc {
-                            code: e.code.0,
-                            message: format!(
-                                "cannot answer the server's '{key}' input request: {}",
-                                e.message
-                            ),
-                        })?;
+                    let answer =
+                        responder
+                            .answer(request)
+                            .await
+                            .map_err(|e| UpstreamError::Rpc {
+                                code: e.code.0,
+                                message: format!(
+                                    "cannot answer the server's '{key}' input request: {}",
+                                    e.message
+                                ),
+                            })?;
                     answers.insert(key, answer);
                 }
                 Some(answers)
@@ -342,13 +365,21 @@ impl Upstream {
         Ok((responses, required.request_state))
     }
 
+    fn responder(&self, context: &CallContext) -> Arc<dyn InputResponder> {
+        match &context.responder {
+            Some(responder) => responder.clone(),
+            None => Arc::new(self.policy),
+        }
+    }
+
     async fn send(
         &self,
         request: ClientRequest,
         timeout: Duration,
-        progress: Option<mpsc::UnboundedSender<Progress>>,
-        cancel: &CancellationToken,
+        context: &CallContext,
     ) -> Result<ServerResult, UpstreamError> {
+        let progress = &context.progress;
+        let cancel = &context.cancel;
         let options = PeerRequestOptions::with_timeout(timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(timeout.saturating_mul(5));
@@ -358,6 +389,10 @@ impl Upstream {
             .await
             .map_err(from_service_error)?;
         let request_id = handle.id.clone();
+        let _registration = context.responder.clone().map(|responder| {
+            self.in_flight
+                .register(request_id.clone(), responder, cancel.clone())
+        });
         let mut reports = match &progress {
             Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
             None => None,
@@ -392,9 +427,14 @@ impl Upstream {
                 }
             }
         };
-        // Reports that arrived together with the response are still delivered.
+        // Reports that arrived together with the response are still delivered. rmcp hands each
+        // notification to the handler in a task of its own while the response goes straight to
+        // the caller, so a report sent just before the response may still be on its way: wait
+        // a few milliseconds for stragglers (only when the caller asked for progress).
         if let Some(reports) = reports.as_mut() {
-            while let Some(Some(report)) = reports.next().now_or_never() {
+            while let Ok(Some(report)) =
+                tokio::time::timeout(PROGRESS_STRAGGLERS, reports.next()).await
+            {
                 forward(report);
             }
         }

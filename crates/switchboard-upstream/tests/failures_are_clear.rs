@@ -4,8 +4,7 @@ use std::time::{Duration, Instant};
 
 use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
 use switchboard_fixtures::{Era, chaos, transports};
-use switchboard_upstream::{ConnectOptions, UpstreamError, connect};
-use tokio_util::sync::CancellationToken;
+use switchboard_upstream::{CallContext, ConnectOptions, UpstreamError, connect};
 
 fn http(url: &str, request_timeout: Duration) -> ServerDefinition {
     let mut def = ServerDefinition::new(
@@ -133,7 +132,7 @@ async fn a_stdio_server_that_dies_mid_call_fails_the_call_promptly() {
     let started = Instant::now();
     let error = connection
         .upstream
-        .call_tool("crash", None, None, CancellationToken::new())
+        .call_tool("crash", None, &CallContext::default())
         .await
         .unwrap_err();
     assert!(matches!(error, UpstreamError::Closed), "{error}");

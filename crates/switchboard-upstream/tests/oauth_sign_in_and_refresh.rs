@@ -16,8 +16,7 @@ use switchboard_oauth::{
     ServerAuth,
 };
 use switchboard_store::Store;
-use switchboard_upstream::{ConnectOptions, Connection, UpstreamError, connect};
-use tokio_util::sync::CancellationToken;
+use switchboard_upstream::{CallContext, ConnectOptions, Connection, UpstreamError, connect};
 
 const REDIRECT: &str = "http://127.0.0.1:1/oauth/callback";
 
@@ -74,8 +73,7 @@ async fn echo(connection: &Connection) -> Result<String, UpstreamError> {
         .call_tool(
             "echo",
             serde_json::json!({"message": "hi"}).as_object().cloned(),
-            None,
-            CancellationToken::new(),
+            &CallContext::default(),
         )
         .await?;
     Ok(result.content[0].as_text().unwrap().text.clone())

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use switchboard_core::{DetectedTransport, ServerDefinition, ServerId, TransportSpec};
 use switchboard_fixtures::{ServerEverything, server_everything_entry};
-use switchboard_upstream::{ConnectOptions, Connection, UpstreamError, connect};
+use switchboard_upstream::{CallContext, ConnectOptions, Connection, UpstreamError, connect};
 use tokio_util::sync::CancellationToken;
 
 fn http(url: &str) -> ServerDefinition {
@@ -38,8 +38,7 @@ async fn exercise(connection: Connection) {
         .call_tool(
             "echo",
             args(serde_json::json!({"message": "hello"})),
-            None,
-            CancellationToken::new(),
+            &CallContext::default(),
         )
         .await
         .unwrap();
@@ -49,8 +48,7 @@ async fn exercise(connection: Connection) {
         .call_tool(
             "get-sum",
             args(serde_json::json!({"a": 2, "b": 40})),
-            None,
-            CancellationToken::new(),
+            &CallContext::default(),
         )
         .await
         .unwrap();
@@ -60,10 +58,16 @@ async fn exercise(connection: Connection) {
     let first = resources
         .first()
         .expect("server-everything lists resources");
-    let read = upstream.read_resource(&first.uri).await.unwrap();
+    let read = upstream
+        .read_resource(&first.uri, &CallContext::default())
+        .await
+        .unwrap();
     assert!(!read.contents.is_empty());
 
-    let prompt = upstream.get_prompt("simple-prompt", None).await.unwrap();
+    let prompt = upstream
+        .get_prompt("simple-prompt", None, &CallContext::default())
+        .await
+        .unwrap();
     assert!(!prompt.messages.is_empty());
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -71,8 +75,10 @@ async fn exercise(connection: Connection) {
         .call_tool(
             "trigger-long-running-operation",
             args(serde_json::json!({"duration": 1, "steps": 3})),
-            Some(tx),
-            CancellationToken::new(),
+            &CallContext {
+                progress: Some(tx),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
@@ -96,8 +102,10 @@ async fn exercise(connection: Connection) {
         .call_tool(
             "trigger-long-running-operation",
             args(serde_json::json!({"duration": 30, "steps": 30})),
-            None,
-            cancel,
+            &CallContext {
+                cancel,
+                ..Default::default()
+            },
         )
         .await
         .unwrap_err();
@@ -108,8 +116,7 @@ async fn exercise(connection: Connection) {
         .call_tool(
             "echo",
             args(serde_json::json!({"message": "still here"})),
-            None,
-            CancellationToken::new(),
+            &CallContext::default(),
         )
         .await
         .unwrap();

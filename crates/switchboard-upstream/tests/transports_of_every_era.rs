@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use switchboard_core::{DetectedTransport, ServerDefinition, ServerId, TransportSpec};
 use switchboard_fixtures::{Era, transports};
-use switchboard_upstream::{ConnectOptions, Connection, UpstreamError, UpstreamEvent, connect};
+use switchboard_upstream::{
+    CallContext, ConnectOptions, Connection, UpstreamError, UpstreamEvent, connect,
+};
 use tokio_util::sync::CancellationToken;
 
 fn definition(transport: TransportSpec) -> ServerDefinition {
@@ -33,12 +35,7 @@ fn options() -> ConnectOptions {
 async fn text_of(connection: &Connection, tool: &str, args: serde_json::Value) -> String {
     let result = connection
         .upstream
-        .call_tool(
-            tool,
-            args.as_object().cloned(),
-            None,
-            CancellationToken::new(),
-        )
+        .call_tool(tool, args.as_object().cloned(), &CallContext::default())
         .await
         .unwrap();
     result.content[0].as_text().unwrap().text.clone()
@@ -63,13 +60,17 @@ async fn exercise(connection: &Connection, expect_tools: &[&str]) {
         text_of(connection, "add", serde_json::json!({"a": 2, "b": 3.5})).await,
         "5.5"
     );
-    let resource = upstream.read_resource("fixture://greeting").await.unwrap();
+    let resource = upstream
+        .read_resource("fixture://greeting", &CallContext::default())
+        .await
+        .unwrap();
     let text = serde_json::to_value(&resource.contents[0]).unwrap();
     assert_eq!(text["text"], "hello from the fixture");
     let prompt = upstream
         .get_prompt(
             "greet",
             serde_json::json!({"name": "Ada"}).as_object().cloned(),
+            &CallContext::default(),
         )
         .await
         .unwrap();
@@ -215,8 +216,10 @@ async fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
         .call_tool(
             "slow",
             serde_json::json!({"ms": 200}).as_object().cloned(),
-            Some(tx),
-            CancellationToken::new(),
+            &CallContext {
+                progress: Some(tx),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
@@ -239,8 +242,10 @@ async fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
         .call_tool(
             "slow",
             serde_json::json!({"ms": 5000}).as_object().cloned(),
-            None,
-            cancel,
+            &CallContext {
+                cancel,
+                ..Default::default()
+            },
         )
         .await
         .unwrap_err();
@@ -296,7 +301,7 @@ async fn a_tool_error_is_a_result_not_a_failure() {
         .unwrap();
     let result = connection
         .upstream
-        .call_tool("fail", None, None, CancellationToken::new())
+        .call_tool("fail", None, &CallContext::default())
         .await
         .unwrap();
     assert_eq!(result.is_error, Some(true));

@@ -28,8 +28,12 @@ pub struct Cli {
 /// Top-level commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the daemon: connect every enabled server and keep it connected.
+    /// Run the daemon: connect every enabled server, keep it connected, and serve them all as
+    /// one MCP server at http://<listen>/mcp.
     Serve(ServeArgs),
+    /// Serve every enabled server as one MCP server on stdin/stdout, for clients that launch
+    /// MCP servers as commands (Claude Desktop, Cursor, VS Code).
+    Stdio,
     /// Manage configured servers.
     #[command(subcommand)]
     Server(ServerCommand),
@@ -63,7 +67,8 @@ pub struct JsonFlag {
 /// Options of `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address for the health and status endpoints (loopback by default).
+    /// Address for the MCP endpoint (`/mcp`) and the health and status endpoints (loopback by
+    /// default).
     #[arg(long, default_value = "127.0.0.1:8750", env = "SWITCHBOARD_LISTEN")]
     pub listen: std::net::SocketAddr,
     /// The public https URL (with a path) at which this daemon's
@@ -184,6 +189,10 @@ pub struct AddArgs {
     /// Add it disabled.
     #[arg(long)]
     pub disabled: bool,
+    /// The prefix of its tools, prompts and resource URIs in Switchboard's own MCP server
+    /// (`{prefix}__{name}`); the server id by default, `''` for names unchanged.
+    #[arg(long)]
+    pub prefix: Option<String>,
     /// An OAuth client id registered for this server (used before client ID metadata documents
     /// and dynamic registration).
     #[arg(long)]

@@ -23,7 +23,7 @@ use switchboard_core::{
 };
 use switchboard_hub::{Hub, ServerStatus};
 use switchboard_store::Store;
-use switchboard_upstream::ConnectOptions;
+use switchboard_upstream::{CallContext, ConnectOptions};
 use tokio_util::sync::CancellationToken;
 
 use cli::{AddArgs, CallArgs, Cli, Command, ImportArgs, ListArgs, ServerCommand};
@@ -91,6 +91,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
     match cli.command {
         Command::Serve(args) => serve(store, args).await,
+        Command::Stdio => stdio(store).await,
         Command::Server(command) => server_command(&store, command).await,
         Command::Tools(args) => list_tools(store, args).await,
         Command::Resources(args) => list_resources(store, args).await,
@@ -121,6 +122,32 @@ fn options() -> ConnectOptions {
     ConnectOptions::new(env!("CARGO_PKG_VERSION"))
 }
 
+/// Options for Switchboard as an MCP server: servers' requests for input go to the client
+/// behind each call.
+fn relaying_options() -> ConnectOptions {
+    ConnectOptions {
+        relay_input: true,
+        ..options()
+    }
+}
+
+/// `switchboard stdio`: the aggregated server on stdin/stdout. It runs its own connections
+/// from the same store as any daemon (SQLite in WAL mode takes both), and logs only to stderr.
+async fn stdio(store: Store) -> anyhow::Result<i32> {
+    let oauth = switchboard_hub::OAuthOptions::from_env();
+    let hub = Hub::with_oauth(store, relaying_options(), oauth);
+    hub.start_all().await?;
+    // Give servers a moment to connect, so the first tools/list is complete; later arrivals
+    // are announced with list_changed.
+    hub.wait_settled(Duration::from_secs(10), |_| {}).await;
+    let served =
+        switchboard_gateway::mcp::stdio::serve(switchboard_gateway::mcp::Shared::new(hub.clone()))
+            .await;
+    hub.shutdown().await;
+    served?;
+    Ok(0)
+}
+
 async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     let listen = args.listen;
     let mut oauth = switchboard_hub::OAuthOptions::from_env();
@@ -133,11 +160,11 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         }
         oauth.identity.metadata_document_url = Some(url);
     }
-    let hub = Hub::with_oauth(store, options(), oauth);
+    let hub = Hub::with_oauth(store, relaying_options(), oauth);
     let gateway = switchboard_gateway::Gateway::bind(listen).await?;
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
-    tracing::info!(%addr, servers = started, "switchboard is running; GET /healthz and /api/status");
+    tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
     let stop = CancellationToken::new();
     let server = tokio::spawn(gateway.serve(hub.clone(), stop.clone().cancelled_owned()));
     shutdown_signal().await;
@@ -416,6 +443,9 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
         def.timeouts.tool_call = Duration::from_millis(ms);
     }
     def.enabled = !args.disabled;
+    if let Some(prefix) = args.prefix {
+        def.prefix = Some(switchboard_core::exposure::Prefix::new(prefix)?.to_string());
+    }
     if args.replace {
         store.put_server(&def).await?;
     } else {
@@ -721,7 +751,15 @@ async fn call_on_hub(
         }
     });
     let result = upstream
-        .call_tool(tool, Some(arguments), Some(progress_tx), cancel)
+        .call_tool(
+            tool,
+            Some(arguments),
+            &CallContext {
+                progress: Some(progress_tx),
+                cancel,
+                ..Default::default()
+            },
+        )
         .await;
     interrupt.abort();
     let _ = printer.await;

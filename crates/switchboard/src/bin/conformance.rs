@@ -18,8 +18,9 @@ use switchboard_oauth::{
     server_auth::{EnterpriseIdp, WorkloadAssertion},
 };
 use switchboard_upstream::rmcp_model::Tool;
-use switchboard_upstream::{ConnectOptions, InputPolicy, Upstream, UpstreamError, connect};
-use tokio_util::sync::CancellationToken;
+use switchboard_upstream::{
+    CallContext, ConnectOptions, InputPolicy, Upstream, UpstreamError, connect,
+};
 
 /// The adapter's own deadline, below the harness's 30 s default.
 const DEADLINE: Duration = Duration::from_secs(25);
@@ -175,10 +176,14 @@ async fn act_out(scenario: &str, context: &Value, upstream: &Upstream) -> Result
                 call(upstream, &tools, &tool.name, json!({})).await?;
             }
             for resource in upstream.list_resources().await? {
-                upstream.read_resource(&resource.uri).await?;
+                upstream
+                    .read_resource(&resource.uri, &CallContext::default())
+                    .await?;
             }
             for prompt in upstream.list_prompts().await? {
-                upstream.get_prompt(&prompt.name, None).await?;
+                upstream
+                    .get_prompt(&prompt.name, None, &CallContext::default())
+                    .await?;
             }
         }
         "http-invalid-tool-headers" => {
@@ -236,7 +241,7 @@ async fn call(
     }
     let arguments: Option<Map<String, Value>> = arguments.as_object().cloned();
     let result = upstream
-        .call_tool(name, arguments, None, CancellationToken::new())
+        .call_tool(name, arguments, &CallContext::default())
         .await?;
     if result.is_error == Some(true) {
         return Err(AdapterError::ToolFailed(name.into()));

@@ -1,0 +1,347 @@
+//! How upstream tools, prompts and resources are named to downstream clients.
+//!
+//! Switchboard re-exposes every connected server's catalog as one. Each server has a prefix (its
+//! id unless the user set another, possibly empty): tools and prompts are exposed as
+//! `{prefix}__{name}` and resource URIs get the prefix spliced in after their scheme
+//! (`ui://widget/a.html` -> `ui://{prefix}__widget/a.html`), which keeps the scheme (MCP Apps
+//! need `ui://`) and can be undone exactly. A [`NameTable`] maps exposed names back to the one
+//! upstream that owns them and reports names claimed by more than one server: such names are
+//! withheld from everyone rather than letting one server shadow another.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::ServerId;
+
+/// What separates a prefix from the upstream name.
+pub const SEPARATOR: &str = "__";
+
+/// A validated exposed-name prefix: empty, or up to 64 characters of `A-Za-z0-9_.-` that neither
+/// start nor end with `_` and contain no `__` (so the separator stays unambiguous).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Prefix(String);
+
+/// Why a string cannot be a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrefixError {
+    /// Longer than 64 characters.
+    #[error("prefix '{0}' is longer than 64 characters")]
+    TooLong(String),
+    /// Characters outside the tool-name alphabet, or a misplaced underscore.
+    #[error(
+        "prefix '{0}' may use only letters, digits, '.', '-' and single '_' not at either end (or be empty)"
+    )]
+    BadCharacters(String),
+}
+
+impl Prefix {
+    /// Most characters a prefix may have.
+    pub const MAX_LEN: usize = 64;
+
+    /// Validates `prefix`.
+    pub fn new(prefix: impl Into<String>) -> Result<Self, PrefixError> {
+        let prefix = prefix.into();
+        if prefix.len() > Self::MAX_LEN {
+            return Err(PrefixError::TooLong(prefix));
+        }
+        let alphabet = prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if !alphabet || prefix.starts_with('_') || prefix.ends_with('_') || prefix.contains("__") {
+            return Err(PrefixError::BadCharacters(prefix));
+        }
+        Ok(Self(prefix))
+    }
+
+    /// The prefix of a server with no configured prefix: its id.
+    pub fn of_server(id: &ServerId) -> Self {
+        Self(id.as_str().to_owned())
+    }
+
+    /// The prefix as text (empty for none).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether names pass through unchanged.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The exposed name of upstream tool or prompt `name`.
+    pub fn name(&self, name: &str) -> String {
+        if self.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}{SEPARATOR}{name}", self.0)
+        }
+    }
+
+    /// The exposed form of upstream resource URI (or URI template) `uri`.
+    pub fn uri(&self, uri: &str) -> String {
+        if self.is_empty() {
+            return uri.to_owned();
+        }
+        let (head, rest) = split_uri(uri);
+        format!("{head}{}{SEPARATOR}{rest}", self.0)
+    }
+
+    /// The upstream URI behind exposed URI `exposed`, if it carries this prefix.
+    pub fn original_uri(&self, exposed: &str) -> Option<String> {
+        if self.is_empty() {
+            return Some(exposed.to_owned());
+        }
+        let (head, rest) = split_uri(exposed);
+        let rest = rest
+            .strip_prefix(self.0.as_str())?
+            .strip_prefix(SEPARATOR)?;
+        Some(format!("{head}{rest}"))
+    }
+}
+
+impl std::fmt::Display for Prefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Splits a URI into the part the prefix goes after (`scheme://` or `scheme:`, or nothing when
+/// there is no valid scheme) and the rest.
+fn split_uri(uri: &str) -> (&str, &str) {
+    let Some(colon) = uri.find(':') else {
+        return ("", uri);
+    };
+    let scheme = &uri[..colon];
+    let valid_scheme = scheme
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'.' | b'-'));
+    if !valid_scheme {
+        return ("", uri);
+    }
+    let head_len = if uri[colon + 1..].starts_with("//") {
+        colon + 3
+    } else {
+        colon + 1
+    };
+    uri.split_at(head_len)
+}
+
+/// An exposed entry and the upstream it belongs to.
+#[derive(Debug, Clone)]
+pub struct Exposed<T> {
+    /// The server that owns it.
+    pub server: ServerId,
+    /// Its name (or URI) upstream.
+    pub upstream: String,
+    /// The entry as exposed downstream.
+    pub item: T,
+}
+
+/// A name more than one server exposes; withheld until the user sets a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Collision {
+    /// `tool`, `prompt`, `resource` or `resource template`.
+    pub kind: &'static str,
+    /// The contested exposed name or URI.
+    pub name: String,
+    /// Every server that exposes it, ordered.
+    pub servers: Vec<ServerId>,
+}
+
+impl std::fmt::Display for Collision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let servers: Vec<&str> = self.servers.iter().map(ServerId::as_str).collect();
+        write!(
+            f,
+            "{} '{}' is exposed by {}; it is hidden until one of them gets a different prefix (`switchboard server add <id> <url> --prefix <p>`)",
+            self.kind,
+            self.name,
+            servers.join(" and ")
+        )
+    }
+}
+
+/// Exposed names (or URIs) of one kind, each owned by exactly one server, in a stable order
+/// (servers in the order given, entries in their upstream order).
+#[derive(Debug, Clone)]
+pub struct NameTable<T> {
+    entries: Vec<(String, Exposed<T>)>,
+    index: HashMap<String, usize>,
+    collisions: Vec<Collision>,
+}
+
+impl<T> Default for NameTable<T> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            index: HashMap::new(),
+            collisions: Vec::new(),
+        }
+    }
+}
+
+impl<T> NameTable<T> {
+    /// Builds a table from `(exposed name, entry)` pairs; names claimed by several servers are
+    /// left out and reported as collisions of `kind`. A server repeating one of its own names
+    /// keeps the first.
+    pub fn build(
+        kind: &'static str,
+        candidates: impl IntoIterator<Item = (String, Exposed<T>)>,
+    ) -> Self {
+        let mut claims: BTreeMap<String, Vec<ServerId>> = BTreeMap::new();
+        let mut kept: Vec<(String, Exposed<T>)> = Vec::new();
+        for (name, entry) in candidates {
+            let owners = claims.entry(name.clone()).or_default();
+            if owners.contains(&entry.server) {
+                continue;
+            }
+            owners.push(entry.server.clone());
+            kept.push((name, entry));
+        }
+        let mut collisions = Vec::new();
+        for (name, mut servers) in claims {
+            if servers.len() > 1 {
+                servers.sort();
+                collisions.push(Collision {
+                    kind,
+                    name,
+                    servers,
+                });
+            }
+        }
+        let contested: std::collections::HashSet<&str> =
+            collisions.iter().map(|c| c.name.as_str()).collect();
+        let entries: Vec<_> = kept
+            .into_iter()
+            .filter(|(name, _)| !contested.contains(name.as_str()))
+            .collect();
+        let index = entries
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.clone(), i))
+            .collect();
+        Self {
+            entries,
+            index,
+            collisions,
+        }
+    }
+
+    /// The entry exposed as `name`.
+    pub fn get(&self, name: &str) -> Option<&Exposed<T>> {
+        self.index.get(name).map(|&i| &self.entries[i].1)
+    }
+
+    /// Every exposed entry, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Exposed<T>> {
+        self.entries.iter().map(|(_, entry)| entry)
+    }
+
+    /// How many entries are exposed.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is exposed.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Names withheld because several servers claim them.
+    pub fn collisions(&self) -> &[Collision] {
+        &self.collisions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> ServerId {
+        ServerId::new(s).unwrap()
+    }
+
+    #[test]
+    fn names_get_the_prefix_and_an_empty_prefix_changes_nothing() {
+        let p = Prefix::new("notion").unwrap();
+        assert_eq!(p.name("search"), "notion__search");
+        assert_eq!(Prefix::new("").unwrap().name("search"), "search");
+        assert_eq!(Prefix::of_server(&id("my-db")).name("q"), "my-db__q");
+    }
+
+    #[test]
+    fn uris_keep_their_scheme_and_round_trip() {
+        let p = Prefix::new("apps").unwrap();
+        for (uri, exposed) in [
+            ("ui://widget/a.html", "ui://apps__widget/a.html"),
+            ("test://static-text", "test://apps__static-text"),
+            ("file:///tmp/x", "file://apps__/tmp/x"),
+            ("urn:isbn:1", "urn:apps__isbn:1"),
+            ("no scheme here", "apps__no scheme here"),
+            (
+                "test://template/{id}/data",
+                "test://apps__template/{id}/data",
+            ),
+        ] {
+            assert_eq!(p.uri(uri), exposed);
+            assert_eq!(p.original_uri(exposed).as_deref(), Some(uri));
+        }
+        assert_eq!(p.original_uri("ui://other__widget/a.html"), None);
+        assert_eq!(p.original_uri("ui://widget/a.html"), None);
+        let none = Prefix::new("").unwrap();
+        assert_eq!(none.uri("ui://w"), "ui://w");
+        assert_eq!(none.original_uri("ui://w").as_deref(), Some("ui://w"));
+    }
+
+    #[test]
+    fn prefixes_that_would_make_names_ambiguous_are_refused() {
+        for bad in ["a__b", "_a", "a_", "sp ace", "slash/", &"x".repeat(65)] {
+            assert!(Prefix::new(bad).is_err(), "{bad}");
+        }
+        for good in ["", "a", "a_b", "A.b-c", "x1"] {
+            assert!(Prefix::new(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn colliding_names_are_withheld_and_reported_with_every_owner() {
+        let entry = |server: &str, name: &str| {
+            (
+                name.to_owned(),
+                Exposed {
+                    server: id(server),
+                    upstream: name.to_owned(),
+                    item: (),
+                },
+            )
+        };
+        let table = NameTable::build(
+            "tool",
+            [
+                entry("a", "echo"),
+                entry("a", "only-a"),
+                entry("b", "echo"),
+                entry("b", "only-b"),
+                entry("b", "only-b"),
+            ],
+        );
+        assert!(table.get("echo").is_none());
+        assert_eq!(table.get("only-a").unwrap().server, id("a"));
+        let order: Vec<_> = table.iter().map(|e| e.upstream.as_str()).collect();
+        assert_eq!(order, ["only-a", "only-b"]);
+        assert_eq!(
+            table.collisions(),
+            [Collision {
+                kind: "tool",
+                name: "echo".into(),
+                servers: vec![id("a"), id("b")]
+            }]
+        );
+        assert!(table.collisions()[0].to_string().contains("a and b"));
+    }
+}

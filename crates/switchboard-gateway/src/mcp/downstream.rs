@@ -1,0 +1,174 @@
+//! Talking back to the downstream client: asking it for input, and forwarding progress and log
+//! messages to the request they belong to, by the rules of the client's era.
+
+// Logging, sampling and roots: deprecated in 2026-07-28, still served to legacy clients.
+#![allow(deprecated)]
+
+use rmcp::model::{
+    ClientCapabilities, ErrorData, InputRequest, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use switchboard_upstream::Progress;
+
+/// The `_meta` key with which a 2026-07-28 request opts in to log messages.
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+/// Whether the request comes from a 2026-07-28 (stateless) client, which cannot be sent
+/// requests and gets log messages only when the request asks for them.
+pub(crate) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Refuses an input request the client did not declare the capability for.
+pub(crate) fn supports(
+    capabilities: &ClientCapabilities,
+    request: &InputRequest,
+) -> Result<(), ErrorData> {
+    let (supported, what) = match request {
+        InputRequest::Elicitation(elicit) => {
+            let url_mode = matches!(
+                elicit.params,
+                rmcp::model::ElicitRequestParams::UrlElicitationParams { .. }
+            );
+            let declared = capabilities.elicitation.as_ref();
+            let supported = match declared {
+                None => false,
+                Some(elicitation) if url_mode => elicitation.url.is_some(),
+                Some(_) => true,
+            };
+            (
+                supported,
+                if url_mode {
+                    "URL elicitation"
+                } else {
+                    "elicitation"
+                },
+            )
+        }
+        InputRequest::CreateMessage(_) => (capabilities.sampling.is_some(), "sampling"),
+        InputRequest::ListRoots(_) => (capabilities.roots.is_some(), "roots"),
+        _ => (false, "this kind of input request"),
+    };
+    if supported {
+        Ok(())
+    } else {
+        Err(ErrorData::invalid_params(
+            format!("the client connected to Switchboard does not support {what}"),
+            None,
+        ))
+    }
+}
+
+/// Asks a legacy client, on its session, and returns its answer as JSON.
+pub(crate) async fn ask(
+    peer: Peer<RoleServer>,
+    request: InputRequest,
+) -> Result<serde_json::Value, ErrorData> {
+    let answer = match request {
+        InputRequest::Elicitation(elicit) => peer
+            .create_elicitation(elicit.params)
+            .await
+            .map(serde_json::to_value),
+        InputRequest::CreateMessage(sample) => peer
+            .create_message(sample.params)
+            .await
+            .map(serde_json::to_value),
+        InputRequest::ListRoots(_) => peer.list_roots().await.map(serde_json::to_value),
+        _ => {
+            return Err(ErrorData::invalid_params(
+                "Switchboard cannot relay this kind of input request",
+                None,
+            ));
+        }
+    };
+    match answer {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(ErrorData::internal_error(e.to_string(), None)),
+        Err(rmcp::ServiceError::McpError(error)) => Err(error),
+        Err(error) => Err(ErrorData::internal_error(
+            format!("the client did not answer: {error}"),
+            None,
+        )),
+    }
+}
+
+/// Sends one request's progress and log messages to its client.
+pub(crate) struct Forwarder {
+    peer: Peer<RoleServer>,
+    progress_token: Option<ProgressToken>,
+    log_level: Option<LoggingLevel>,
+}
+
+impl Forwarder {
+    /// For the request `context`; `session_level` is the level a legacy session set with
+    /// `logging/setLevel` (2026-07-28 requests carry theirs in `_meta`).
+    pub(crate) fn new(
+        context: &RequestContext<RoleServer>,
+        session_level: Option<LoggingLevel>,
+    ) -> Self {
+        let log_level = if is_modern(context) {
+            context
+                .meta
+                .0
+                .0
+                .get(LOG_LEVEL_META)
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+        } else {
+            session_level
+        };
+        Self {
+            peer: context.peer.clone(),
+            progress_token: context.meta.get_progress_token(),
+            log_level,
+        }
+    }
+
+    /// Forwards a progress report, if the client asked for progress.
+    pub(crate) async fn progress(&self, report: Progress) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        let mut params = ProgressNotificationParam::new(token.clone(), report.progress);
+        params.total = report.total;
+        params.message = report.message;
+        let _ = self.peer.notify_progress(params).await;
+    }
+
+    /// Forwards a log message at or above the client's level. A legacy session that never set
+    /// a level gets everything (as from a server it talked to directly); a 2026-07-28 request
+    /// gets messages only when it asked for them.
+    #[allow(deprecated)]
+    pub(crate) async fn log(&self, message: LoggingMessageNotificationParam) {
+        let wanted = match self.log_level {
+            Some(level) => severity(message.level) >= severity(level),
+            None => !self.modern(),
+        };
+        if wanted {
+            let _ = self.peer.notify_logging_message(message).await;
+        }
+    }
+
+    fn modern(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_none_or(|info| !info.protocol_version.has_initialize())
+    }
+}
+
+/// RFC 5424 severity, low to high.
+#[allow(deprecated)]
+pub(crate) fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}

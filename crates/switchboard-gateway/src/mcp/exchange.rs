@@ -1,0 +1,278 @@
+//! One downstream request's trip through an upstream server, across as many rounds as it takes.
+//!
+//! Every `tools/call`, `resources/read` and `prompts/get` runs upstream in its own task. What
+//! the upstream says along the way comes back to the handler as [`Step`]s: progress, log
+//! messages, requests for input, and finally the result. A legacy downstream client is asked for
+//! input directly (a server-to-client request on its session); a 2026-07-28 client cannot be
+//! asked anything, so the handler answers its request with `input_required`, parks the running
+//! exchange under a random handle sent as `requestState`, and resumes it when the client retries
+//! with the answers. That one mechanism bridges the eras both ways: a legacy upstream's
+//! elicitation reaches a modern client as `input_required`, and a modern upstream's
+//! `input_required` reaches a legacy client as real requests (see `switchboard-upstream`'s
+//! input rounds).
+
+// Logging, sampling and roots: deprecated in 2026-07-28, still served to legacy clients.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    ClientCapabilities, ErrorData, InputRequest, InputRequests, InputRequiredResult,
+    InputResponses, LoggingMessageNotificationParam, ServerResult,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use switchboard_upstream::{InputResponder, Progress, UpstreamError};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::downstream;
+
+/// How long a parked exchange waits for the client to retry before it is cancelled upstream.
+pub(crate) const PARKED_LIMIT: Duration = Duration::from_secs(600);
+
+/// Where the answer to one input request goes.
+type Reply = oneshot::Sender<Result<serde_json::Value, ErrorData>>;
+
+/// What the upstream side of an exchange reports.
+pub(crate) enum Step {
+    /// The server wants input; the answer goes back on `reply`.
+    Input { request: InputRequest, reply: Reply },
+    /// A progress report.
+    Progress(Progress),
+    /// A log message the server sent while working on the request.
+    Log(LoggingMessageNotificationParam),
+    /// The final result.
+    Done(Result<ServerResult, UpstreamError>),
+}
+
+/// Answers the upstream server's requests for input on behalf of one downstream request.
+pub(crate) struct DownstreamResponder {
+    steps: mpsc::UnboundedSender<Step>,
+    /// A legacy client's session, which can be asked directly; `None` for 2026-07-28 clients.
+    peer: Option<Peer<RoleServer>>,
+    capabilities: ClientCapabilities,
+}
+
+impl InputResponder for DownstreamResponder {
+    fn answer(
+        &self,
+        request: InputRequest,
+    ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
+        if let Err(missing) = downstream::supports(&self.capabilities, &request) {
+            return Box::pin(std::future::ready(Err(missing)));
+        }
+        match &self.peer {
+            Some(peer) => Box::pin(downstream::ask(peer.clone(), request)),
+            None => {
+                let (reply, answer) = oneshot::channel();
+                let sent = self.steps.send(Step::Input { request, reply });
+                Box::pin(async move {
+                    if sent.is_err() {
+                        return Err(gone());
+                    }
+                    answer.await.unwrap_or_else(|_| Err(gone()))
+                })
+            }
+        }
+    }
+
+    fn log(&self, message: LoggingMessageNotificationParam) {
+        let _ = self.steps.send(Step::Log(message));
+    }
+}
+
+fn gone() -> ErrorData {
+    ErrorData::internal_error("the client's request ended before it answered", None)
+}
+
+/// How an exchange ended for the current downstream request.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, moved once; boxing would only add an allocation"
+)]
+pub(crate) enum Outcome {
+    /// The upstream finished.
+    Done(Result<ServerResult, UpstreamError>),
+    /// The client must answer these and retry with the `requestState` inside.
+    InputRequired(InputRequiredResult),
+}
+
+/// A running upstream request and the questions it is waiting on.
+pub(crate) struct Exchange {
+    /// What it is (`tools/call weather__get`), so a `requestState` cannot resume another request.
+    purpose: String,
+    steps: mpsc::UnboundedReceiver<Step>,
+    pending: Vec<(String, InputRequest, Reply)>,
+    next_key: u32,
+    cancel: CancellationToken,
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        // Nobody can resume it any more: stop the upstream work.
+        self.cancel.cancel();
+    }
+}
+
+impl Exchange {
+    /// Starts `work` upstream with a responder for the client behind `context`.
+    pub(crate) fn start<F>(purpose: String, context: &RequestContext<RoleServer>, work: F) -> Self
+    where
+        F: FnOnce(
+            switchboard_upstream::CallContext,
+        ) -> BoxFuture<'static, Result<ServerResult, UpstreamError>>,
+    {
+        let (steps_tx, steps) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let peer = (!downstream::is_modern(context)).then(|| context.peer.clone());
+        let responder = DownstreamResponder {
+            steps: steps_tx.clone(),
+            peer,
+            capabilities: context.client_capabilities().unwrap_or_default(),
+        };
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel();
+        let call = switchboard_upstream::CallContext {
+            progress: Some(progress_tx),
+            cancel: cancel.clone(),
+            responder: Some(Arc::new(responder)),
+        };
+        let upstream = work(call);
+        // One task forwards progress and then the result, so the last reports are never
+        // overtaken by the result they came with.
+        tokio::spawn(async move {
+            tokio::pin!(upstream);
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    Some(report) = progress_rx.recv() => {
+                        let _ = steps_tx.send(Step::Progress(report));
+                    }
+                    result = &mut upstream => break result,
+                }
+            };
+            while let Ok(report) = progress_rx.try_recv() {
+                let _ = steps_tx.send(Step::Progress(report));
+            }
+            let _ = steps_tx.send(Step::Done(result));
+        });
+        Self {
+            purpose,
+            steps,
+            pending: Vec::new(),
+            next_key: 0,
+            cancel,
+        }
+    }
+
+    /// Hands the client's answers to the questions they belong to; unanswered ones stay open.
+    pub(crate) fn deliver(&mut self, responses: Option<InputResponses>) {
+        let Some(mut responses) = responses else {
+            return;
+        };
+        let pending = std::mem::take(&mut self.pending);
+        for (key, request, reply) in pending {
+            match responses.remove(&key) {
+                Some(answer) => {
+                    let _ = reply.send(Ok(answer));
+                }
+                None => self.pending.push((key, request, reply)),
+            }
+        }
+    }
+
+    fn note_input(&mut self, request: InputRequest, reply: Reply) {
+        self.next_key += 1;
+        self.pending
+            .push((format!("input-{}", self.next_key), request, reply));
+    }
+
+    /// Runs the exchange for the downstream request `context` until the upstream finishes or
+    /// needs input the client must give; then parks it in `parked`.
+    pub(crate) async fn advance(
+        mut self,
+        context: &RequestContext<RoleServer>,
+        forward: &downstream::Forwarder,
+        parked: &Parked,
+    ) -> Outcome {
+        loop {
+            if !self.pending.is_empty() {
+                // Take everything already queued, so questions asked together are asked together.
+                while let Ok(step) = self.steps.try_recv() {
+                    match step {
+                        Step::Input { request, reply } => self.note_input(request, reply),
+                        Step::Progress(report) => forward.progress(report).await,
+                        Step::Log(message) => forward.log(message).await,
+                        Step::Done(result) => return Outcome::Done(result),
+                    }
+                }
+                let requests: InputRequests = self
+                    .pending
+                    .iter()
+                    .map(|(key, request, _)| (key.clone(), request.clone()))
+                    .collect();
+                let handle = parked.park(self);
+                let mut result = InputRequiredResult::from_request_state(handle);
+                result.input_requests = Some(requests);
+                return Outcome::InputRequired(result);
+            }
+            tokio::select! {
+                step = self.steps.recv() => match step {
+                    Some(Step::Input { request, reply }) => self.note_input(request, reply),
+                    Some(Step::Progress(report)) => forward.progress(report).await,
+                    Some(Step::Log(message)) => forward.log(message).await,
+                    Some(Step::Done(result)) => return Outcome::Done(result),
+                    None => return Outcome::Done(Err(UpstreamError::Closed)),
+                },
+                _ = context.ct.cancelled() => {
+                    self.cancel.cancel();
+                    return Outcome::Done(Err(UpstreamError::Cancelled));
+                }
+            }
+        }
+    }
+}
+
+/// Exchanges waiting for their client to retry, by `requestState` handle.
+#[derive(Default)]
+pub(crate) struct Parked {
+    exchanges: Mutex<HashMap<String, (Instant, Exchange)>>,
+}
+
+impl Parked {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Exchange)>> {
+        self.exchanges.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Parks `exchange` and returns its handle: 128 random bits, a bearer capability for this
+    /// one retry, valid for [`PARKED_LIMIT`].
+    fn park(&self, exchange: Exchange) -> String {
+        let handle = format!("{:032x}", rand::random::<u128>());
+        let mut parked = self.lock();
+        parked.retain(|_, (since, _)| since.elapsed() < PARKED_LIMIT);
+        parked.insert(handle.clone(), (Instant::now(), exchange));
+        handle
+    }
+
+    /// Takes the exchange behind `handle`, if it is for `purpose` and has not expired.
+    pub(crate) fn resume(&self, handle: &str, purpose: &str) -> Result<Exchange, ErrorData> {
+        let mut parked = self.lock();
+        parked.retain(|_, (since, _)| since.elapsed() < PARKED_LIMIT);
+        match parked.remove(handle) {
+            Some((_, exchange)) if exchange.purpose == purpose => Ok(exchange),
+            Some((since, exchange)) => {
+                parked.insert(handle.to_owned(), (since, exchange));
+                Err(ErrorData::invalid_params(
+                    "requestState belongs to another request",
+                    None,
+                ))
+            }
+            None => Err(ErrorData::invalid_params(
+                "requestState is unknown or expired; send the request again without it",
+                None,
+            )),
+        }
+    }
+}

@@ -1,0 +1,752 @@
+//! Switchboard's own MCP server: every connected upstream's tools, resources and prompts as one.
+//!
+//! [`AggregateServer`] is an rmcp `ServerHandler` over the hub's merged catalog
+//! ([`switchboard_hub::ExposedCatalog`]). It resolves exposed names to their one upstream, sends
+//! the request there through the hub's live session, and brings back progress, log messages,
+//! requests for input ([`exchange`]) and the result, rewritten into exposed names. The same
+//! handler serves Streamable HTTP of every era and HTTP+SSE ([`http`]) and stdio ([`stdio`]);
+//! rmcp does the per-era framing (sessions, `server/discover`, `resultType`, cache hints).
+
+// Logging, sampling and roots are deprecated in 2026-07-28 but still part of every legacy
+// revision Switchboard serves.
+#![allow(deprecated)]
+
+mod downstream;
+mod exchange;
+pub mod http;
+pub mod stdio;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
+    CompleteResult, ContentBlock, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, Request, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerInfo, ServerResult, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
+use switchboard_core::ServerId;
+use switchboard_core::exposure::Prefix;
+use switchboard_hub::{ExposedCatalog, Hub, HubEvent};
+use switchboard_upstream::{Upstream, UpstreamError};
+use tokio::sync::broadcast;
+
+use exchange::{Exchange, Outcome, Parked};
+
+/// How often a session's notification task checks whether its client has gone.
+const SESSION_CHECK: Duration = Duration::from_secs(30);
+
+/// What every session of the aggregated server shares.
+pub struct Shared {
+    hub: Arc<Hub>,
+    parked: Parked,
+    /// Downstream subscriptions per upstream resource, so the upstream is unsubscribed only when
+    /// the last downstream subscriber leaves.
+    subscribers: Mutex<HashMap<(ServerId, String), usize>>,
+}
+
+impl Shared {
+    /// State shared by every session served from `hub`.
+    pub fn new(hub: Arc<Hub>) -> Arc<Self> {
+        Arc::new(Self {
+            hub,
+            parked: Parked::default(),
+            subscribers: Mutex::default(),
+        })
+    }
+}
+
+/// What one downstream session (a legacy `initialize`d client, or one stateless request)
+/// remembers.
+#[derive(Default)]
+struct SessionState {
+    log_level: Mutex<Option<LoggingLevel>>,
+    /// Exposed URIs the session subscribed to.
+    subscribed: Mutex<HashSet<String>>,
+}
+
+/// The aggregated MCP server, one per downstream session.
+#[derive(Clone)]
+pub struct AggregateServer {
+    shared: Arc<Shared>,
+    session: Arc<SessionState>,
+}
+
+impl AggregateServer {
+    /// A handler for a new session.
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            session: Arc::default(),
+        }
+    }
+
+    fn hub(&self) -> &Hub {
+        &self.shared.hub
+    }
+
+    fn catalog(&self) -> Arc<ExposedCatalog> {
+        self.hub().exposed()
+    }
+
+    fn upstream(&self, server: &ServerId) -> Result<Upstream, ErrorData> {
+        self.hub()
+            .upstream(server)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    fn log_level(&self) -> Option<LoggingLevel> {
+        *lock(&self.session.log_level)
+    }
+
+    /// Runs (or, with a `requestState`, resumes) an upstream request for `context`.
+    async fn exchange<F>(
+        &self,
+        purpose: String,
+        request_state: Option<String>,
+        input_responses: Option<rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+        work: F,
+    ) -> Result<Outcome, ErrorData>
+    where
+        F: FnOnce(
+            switchboard_upstream::CallContext,
+        )
+            -> futures::future::BoxFuture<'static, Result<ServerResult, UpstreamError>>,
+    {
+        let exchange = match request_state {
+            Some(handle) => {
+                let mut exchange = self.shared.parked.resume(&handle, &purpose)?;
+                exchange.deliver(input_responses);
+                exchange
+            }
+            None => Exchange::start(purpose, context, work),
+        };
+        let forward = downstream::Forwarder::new(context, self.log_level());
+        Ok(exchange
+            .advance(context, &forward, &self.shared.parked)
+            .await)
+    }
+
+    /// Sends this session the `list_changed` notifications its client should see, and resource
+    /// updates it subscribed to, until the client goes away.
+    fn watch_changes(&self, peer: Peer<RoleServer>) {
+        let mut catalog = self.hub().watch_exposed();
+        let mut events = self.hub().subscribe();
+        let session = self.session.clone();
+        let hub = self.shared.hub.clone();
+        tokio::spawn(async move {
+            let mut seen = catalog.borrow_and_update().revisions;
+            loop {
+                tokio::select! {
+                    changed = catalog.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        let now = catalog.borrow_and_update().revisions;
+                        let sent = notify_list_changes(&peer, seen, now).await;
+                        seen = now;
+                        if sent.is_err() {
+                            return;
+                        }
+                    }
+                    event = events.recv() => match event {
+                        Ok(HubEvent::ResourceUpdated { server, uri }) => {
+                            let exposed = prefix_of(&hub.exposed(), &server).uri(&uri);
+                            if lock(&session.subscribed).contains(&exposed) {
+                                let params = ResourceUpdatedNotificationParam::new(exposed);
+                                if peer.notify_resource_updated(params).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = tokio::time::sleep(SESSION_CHECK) => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    async fn forward_subscription(&self, uri: &str, subscribe: bool) -> Result<(), ErrorData> {
+        let (server, upstream_uri) = self
+            .catalog()
+            .resolve_uri(uri)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let key = (server.clone(), upstream_uri.clone());
+        let first_or_last = {
+            let mut subscribers = lock(&self.shared.subscribers);
+            let count = subscribers.entry(key.clone()).or_default();
+            if subscribe {
+                *count += 1;
+                *count == 1
+            } else {
+                *count = count.saturating_sub(1);
+                let last = *count == 0;
+                if last {
+                    subscribers.remove(&key);
+                }
+                last
+            }
+        };
+        if !first_or_last {
+            return Ok(());
+        }
+        let upstream = self.upstream(&server)?;
+        let request = if subscribe {
+            ClientRequest::SubscribeRequest(Request::new(SubscribeRequestParams::new(upstream_uri)))
+        } else {
+            ClientRequest::UnsubscribeRequest(Request::new(UnsubscribeRequestParams::new(
+                upstream_uri,
+            )))
+        };
+        upstream
+            .request(request)
+            .await
+            .map(|_| ())
+            .map_err(|e| upstream_error(&server, e))
+    }
+}
+
+/// Results are re-emitted in the caller's era: marked complete here (a 2026-07-28 client needs
+/// `resultType`; results from legacy servers lack it), and rmcp strips the mark again for legacy
+/// clients.
+trait Completable {
+    fn result_type(&mut self) -> &mut Option<rmcp::model::ResultType>;
+}
+
+macro_rules! completable {
+    ($($t:ty),*) => {$(
+        impl Completable for $t {
+            fn result_type(&mut self) -> &mut Option<rmcp::model::ResultType> {
+                &mut self.result_type
+            }
+        }
+    )*};
+}
+
+completable!(
+    CallToolResult,
+    rmcp::model::GetPromptResult,
+    rmcp::model::ReadResourceResult,
+    CompleteResult,
+    ListToolsResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult
+);
+
+fn complete<T: Completable>(mut result: T) -> T {
+    *result.result_type() = Some(rmcp::model::ResultType::COMPLETE);
+    result
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn notify_list_changes(
+    peer: &Peer<RoleServer>,
+    seen: switchboard_hub::Revisions,
+    now: switchboard_hub::Revisions,
+) -> Result<(), rmcp::ServiceError> {
+    if now.tools != seen.tools {
+        peer.notify_tool_list_changed().await?;
+    }
+    if now.prompts != seen.prompts {
+        peer.notify_prompt_list_changed().await?;
+    }
+    if now.resources != seen.resources {
+        peer.notify_resource_list_changed().await?;
+    }
+    Ok(())
+}
+
+/// The prefix a server's names carry in `catalog` (its id if it is not in the catalog).
+fn prefix_of(catalog: &ExposedCatalog, server: &ServerId) -> Prefix {
+    catalog
+        .prefixes()
+        .iter()
+        .find(|(id, _)| id == server)
+        .map(|(_, prefix)| prefix.clone())
+        .unwrap_or_else(|| Prefix::of_server(server))
+}
+
+/// An upstream failure as the downstream client sees it: the server's own JSON-RPC errors keep
+/// their code; everything else is an internal error naming the server.
+fn upstream_error(server: &ServerId, error: UpstreamError) -> ErrorData {
+    match error {
+        UpstreamError::Rpc { code, message } => ErrorData::new(ErrorCode(code), message, None),
+        other => ErrorData::internal_error(format!("server '{server}': {other}"), None),
+    }
+}
+
+/// Rewrites every resource URI in a result (resource links, embedded resources, read contents)
+/// into its exposed form.
+fn expose_uris<T>(prefix: &Prefix, result: T) -> T
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    if prefix.is_empty() {
+        return result;
+    }
+    let Ok(mut value) = serde_json::to_value(&result) else {
+        return result;
+    };
+    for list in ["content", "contents", "messages"] {
+        let Some(items) = value.get_mut(list).and_then(|v| v.as_array_mut()) else {
+            continue;
+        };
+        for item in items {
+            // Prompt messages wrap their content block one level down.
+            let item = if item.get("content").is_some() {
+                &mut item["content"]
+            } else {
+                item
+            };
+            let uri = match item.get("type").and_then(|t| t.as_str()) {
+                Some("resource") => item.get_mut("resource").and_then(|r| r.get_mut("uri")),
+                Some("resource_link") | None => item.get_mut("uri"),
+                _ => None,
+            };
+            if let Some(uri) = uri
+                && let Some(text) = uri.as_str()
+            {
+                *uri = prefix.uri(text).into();
+            }
+        }
+    }
+    serde_json::from_value(value).unwrap_or(result)
+}
+
+impl ServerHandler for AggregateServer {
+    fn get_info(&self) -> ServerInfo {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        InitializeResult::new(capabilities)
+            .with_server_info(Implementation::new(
+                "switchboard",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Switchboard: the tools, resources and prompts of every connected MCP server, \
+                 named {server}__{name}.",
+            )
+    }
+
+    /// The exposed tool, so rmcp can check a 2026-07-28 request's `Mcp-Param-*` headers
+    /// against its `x-mcp-header` annotations.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.catalog().tools.get(name).map(|tool| tool.item.clone())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.watch_changes(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .catalog()
+            .tools
+            .iter()
+            .map(|t| t.item.clone())
+            .collect();
+        Ok(complete(ListToolsResult::with_all_items(tools)))
+    }
+
+    async fn call_tool(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let catalog = self.catalog();
+        let Some(tool) = catalog.tools.get(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{}'", request.name),
+                None,
+            ));
+        };
+        let server = tool.server.clone();
+        let upstream = self
+            .hub()
+            .upstream_for_tool(&server, &tool.upstream)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let name = tool.upstream.clone();
+        let arguments = request.arguments.take();
+        let outcome = self
+            .exchange(
+                format!("tools/call {}", request.name),
+                request.request_state.take(),
+                request.input_responses.take(),
+                &context,
+                move |call| {
+                    async move {
+                        upstream
+                            .call_tool(&name, arguments, &call)
+                            .await
+                            .map(ServerResult::CallToolResult)
+                    }
+                    .boxed()
+                },
+            )
+            .await?;
+        match outcome {
+            Outcome::InputRequired(required) => Ok(CallToolResponse::InputRequired(required)),
+            Outcome::Done(Ok(ServerResult::CallToolResult(result))) => {
+                Ok(CallToolResponse::Complete(complete(expose_uris(
+                    &prefix_of(&catalog, &server),
+                    result,
+                ))))
+            }
+            Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
+                format!("server '{server}' answered tools/call with another kind of result"),
+                None,
+            )),
+            Outcome::Done(Err(UpstreamError::Rpc { code, message })) => {
+                Err(ErrorData::new(ErrorCode(code), message, None))
+            }
+            // The tool could not run because its server failed: a result the model can read.
+            Outcome::Done(Err(error)) => {
+                Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                    ContentBlock::text(format!(
+                        "Switchboard could not complete the call: server '{server}': {error}"
+                    )),
+                ])))
+            }
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .catalog()
+            .prompts
+            .iter()
+            .map(|p| p.item.clone())
+            .collect();
+        Ok(complete(ListPromptsResult::with_all_items(prompts)))
+    }
+
+    async fn get_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let catalog = self.catalog();
+        let Some(prompt) = catalog.prompts.get(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt '{}'", request.name),
+                None,
+            ));
+        };
+        let server = prompt.server.clone();
+        let upstream = self.upstream(&server)?;
+        let name = prompt.upstream.clone();
+        let arguments = request.arguments.take();
+        let outcome = self
+            .exchange(
+                format!("prompts/get {}", request.name),
+                request.request_state.take(),
+                request.input_responses.take(),
+                &context,
+                move |call| {
+                    async move {
+                        upstream
+                            .get_prompt(&name, arguments, &call)
+                            .await
+                            .map(ServerResult::GetPromptResult)
+                    }
+                    .boxed()
+                },
+            )
+            .await?;
+        match outcome {
+            Outcome::InputRequired(required) => Ok(GetPromptResponse::InputRequired(required)),
+            Outcome::Done(Ok(ServerResult::GetPromptResult(result))) => {
+                Ok(GetPromptResponse::Complete(complete(expose_uris(
+                    &prefix_of(&catalog, &server),
+                    result,
+                ))))
+            }
+            Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
+                format!("server '{server}' answered prompts/get with another kind of result"),
+                None,
+            )),
+            Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .catalog()
+            .resources
+            .iter()
+            .map(|r| r.item.clone())
+            .collect();
+        Ok(complete(ListResourcesResult::with_all_items(resources)))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .catalog()
+            .resource_templates
+            .iter()
+            .map(|t| t.item.clone())
+            .collect();
+        Ok(complete(ListResourceTemplatesResult::with_all_items(
+            templates,
+        )))
+    }
+
+    async fn read_resource(
+        &self,
+        mut request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let catalog = self.catalog();
+        let (server, uri) = catalog
+            .resolve_uri(&request.uri)
+            .map_err(|e| ErrorData::new(ErrorCode::RESOURCE_NOT_FOUND, e.to_string(), None))?;
+        let upstream = self.upstream(&server)?;
+        let outcome = self
+            .exchange(
+                format!("resources/read {}", request.uri),
+                request.request_state.take(),
+                request.input_responses.take(),
+                &context,
+                move |call| {
+                    async move {
+                        upstream
+                            .read_resource(&uri, &call)
+                            .await
+                            .map(ServerResult::ReadResourceResult)
+                    }
+                    .boxed()
+                },
+            )
+            .await?;
+        match outcome {
+            Outcome::InputRequired(required) => Ok(ReadResourceResponse::InputRequired(required)),
+            Outcome::Done(Ok(ServerResult::ReadResourceResult(result))) => {
+                Ok(ReadResourceResponse::Complete(complete(expose_uris(
+                    &prefix_of(&catalog, &server),
+                    result,
+                ))))
+            }
+            Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
+                format!("server '{server}' answered resources/read with another kind of result"),
+                None,
+            )),
+            Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if lock(&self.session.subscribed).contains(&request.uri) {
+            return Ok(());
+        }
+        self.forward_subscription(&request.uri, true).await?;
+        lock(&self.session.subscribed).insert(request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if lock(&self.session.subscribed).remove(&request.uri) {
+            self.forward_subscription(&request.uri, false).await?;
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let resources = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut subscribed = Vec::new();
+        for uri in resources {
+            if self.forward_subscription(&uri, true).await.is_ok() {
+                subscribed.push(uri);
+            }
+        }
+        let outcome = self.listen_until_cancelled(&context).await;
+        for uri in subscribed {
+            let _ = self.forward_subscription(&uri, false).await;
+        }
+        outcome
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let catalog = self.catalog();
+        let mut params = serde_json::to_value(&request)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let reference = &mut params["ref"];
+        let server = if let Some(name) = reference.get("name").and_then(|n| n.as_str()) {
+            let prompt = catalog.prompts.get(name).ok_or_else(|| {
+                ErrorData::invalid_params(format!("unknown prompt '{name}'"), None)
+            })?;
+            reference["name"] = prompt.upstream.clone().into();
+            prompt.server.clone()
+        } else if let Some(uri) = reference.get("uri").and_then(|u| u.as_str()) {
+            let (server, upstream_uri) = catalog
+                .resolve_uri(uri)
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            reference["uri"] = upstream_uri.into();
+            server
+        } else {
+            return Err(ErrorData::invalid_params(
+                "completion/complete needs a prompt or resource reference",
+                None,
+            ));
+        };
+        let params: CompleteRequestParams = serde_json::from_value(params)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let upstream = self.upstream(&server)?;
+        if upstream.capabilities().completions.is_none() {
+            return Ok(CompleteResult::default());
+        }
+        match upstream
+            .request(ClientRequest::CompleteRequest(Request::new(params)))
+            .await
+        {
+            Ok(ServerResult::CompleteResult(result)) => Ok(complete(result)),
+            Ok(_) => Err(ErrorData::internal_error(
+                format!(
+                    "server '{server}' answered completion/complete with another kind of result"
+                ),
+                None,
+            )),
+            Err(error) => Err(upstream_error(&server, error)),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *lock(&self.session.log_level) = Some(request.level);
+        // Servers filter at the source: pass the level on to every server that logs.
+        for server in self.hub().server_ids() {
+            if let Ok(upstream) = self.hub().upstream(&server)
+                && upstream.capabilities().logging.is_some()
+            {
+                let params = SetLevelRequestParams::new(request.level);
+                let _ = upstream
+                    .request(ClientRequest::SetLevelRequest(Request::new(params)))
+                    .await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AggregateServer {
+    async fn listen_until_cancelled(&self, context: &SubscriptionContext) -> Result<(), ErrorData> {
+        let mut catalog = self.hub().watch_exposed();
+        let mut events = self.hub().subscribe();
+        let mut seen = catalog.borrow_and_update().revisions;
+        let sink = context.sink();
+        let accepted = context.accepted().clone();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                changed = catalog.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let now = catalog.borrow_and_update().revisions;
+                    let mut notes = Vec::new();
+                    if now.tools != seen.tools && accepted.tools_list_changed == Some(true) {
+                        notes.push(rmcp::model::ServerNotification::ToolListChangedNotification(Default::default()));
+                    }
+                    if now.prompts != seen.prompts && accepted.prompts_list_changed == Some(true) {
+                        notes.push(rmcp::model::ServerNotification::PromptListChangedNotification(Default::default()));
+                    }
+                    if now.resources != seen.resources && accepted.resources_list_changed == Some(true) {
+                        notes.push(rmcp::model::ServerNotification::ResourceListChangedNotification(Default::default()));
+                    }
+                    seen = now;
+                    for note in notes {
+                        if sink.send(note).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+                event = events.recv() => match event {
+                    Ok(HubEvent::ResourceUpdated { server, uri }) => {
+                        let exposed = prefix_of(&self.catalog(), &server).uri(&uri);
+                        if accepted.resource_subscriptions.as_ref().is_some_and(|uris| uris.contains(&exposed)) {
+                            let note = rmcp::model::ServerNotification::ResourceUpdatedNotification(
+                                rmcp::model::Notification::new(ResourceUpdatedNotificationParam::new(exposed)),
+                            );
+                            if sink.send(note).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}

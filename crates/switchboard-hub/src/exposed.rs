@@ -1,0 +1,333 @@
+//! The merged catalog Switchboard's own MCP server shows downstream clients.
+//!
+//! One immutable [`ExposedCatalog`] snapshot covers every connected server: tools and prompts
+//! under `{prefix}__{name}`, resources and templates with prefixed URIs (tool `_meta.ui`
+//! references rewritten the same way, so MCP Apps keep working), and the collisions that were
+//! withheld. The hub rebuilds it whenever a server connects, drops or changes its lists, swaps it
+//! in whole, and bumps a version that front doors watch to send `list_changed`.
+
+use std::sync::Arc;
+
+use switchboard_core::ServerId;
+use switchboard_core::exposure::{Collision, Exposed, NameTable, Prefix};
+use switchboard_upstream::rmcp_model::{MetaObject, Prompt, Resource, ResourceTemplate, Tool};
+
+use crate::ServerCatalog;
+
+/// One connected server's part of the merged catalog.
+pub(crate) struct Contribution {
+    pub(crate) server: ServerId,
+    pub(crate) prefix: Prefix,
+    pub(crate) catalog: Arc<ServerCatalog>,
+}
+
+/// Every exposed tool, prompt, resource and template, each mapped to its one owner.
+#[derive(Debug, Default)]
+pub struct ExposedCatalog {
+    /// Tools, exposed names.
+    pub tools: NameTable<Tool>,
+    /// Prompts, exposed names.
+    pub prompts: NameTable<Prompt>,
+    /// Resources, by exposed URI.
+    pub resources: NameTable<Resource>,
+    /// Resource templates, by exposed URI template.
+    pub resource_templates: NameTable<ResourceTemplate>,
+    prefixes: Vec<(ServerId, Prefix)>,
+    /// Counts changes of each list, so front doors know which `list_changed` to send.
+    pub revisions: Revisions,
+}
+
+/// Change counters of the exposed lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Revisions {
+    /// The tool list.
+    pub tools: u64,
+    /// The prompt list.
+    pub prompts: u64,
+    /// The resource and template lists.
+    pub resources: u64,
+}
+
+/// Why an exposed resource URI leads nowhere.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownResource {
+    /// No connected server owns it.
+    #[error("no connected server has a resource '{0}'")]
+    NoOwner(String),
+    /// Several unprefixed servers could own it.
+    #[error(
+        "resource '{uri}' could belong to any of {}; give them prefixes to tell them apart",
+        .servers.iter().map(ServerId::as_str).collect::<Vec<_>>().join(", ")
+    )]
+    Ambiguous {
+        /// The URI.
+        uri: String,
+        /// The candidates.
+        servers: Vec<ServerId>,
+    },
+}
+
+impl ExposedCatalog {
+    pub(crate) fn build(contributions: &[Contribution]) -> Self {
+        let tools = NameTable::build(
+            "tool",
+            contributions.iter().flat_map(|c| {
+                c.catalog.tools.iter().map(|tool| {
+                    let exposed = expose_tool(&c.prefix, tool);
+                    (
+                        exposed.name.to_string(),
+                        entry(c, tool.name.to_string(), exposed),
+                    )
+                })
+            }),
+        );
+        let prompts = NameTable::build(
+            "prompt",
+            contributions.iter().flat_map(|c| {
+                c.catalog.prompts.iter().map(|prompt| {
+                    let mut exposed = prompt.clone();
+                    exposed.name = c.prefix.name(&prompt.name);
+                    (exposed.name.clone(), entry(c, prompt.name.clone(), exposed))
+                })
+            }),
+        );
+        let resources = NameTable::build(
+            "resource",
+            contributions.iter().flat_map(|c| {
+                c.catalog.resources.iter().map(|resource| {
+                    let mut exposed = resource.clone();
+                    exposed.uri = c.prefix.uri(&resource.uri);
+                    (exposed.uri.clone(), entry(c, resource.uri.clone(), exposed))
+                })
+            }),
+        );
+        let resource_templates = NameTable::build(
+            "resource template",
+            contributions.iter().flat_map(|c| {
+                c.catalog.resource_templates.iter().map(|template| {
+                    let mut exposed = template.clone();
+                    exposed.uri_template = c.prefix.uri(&template.uri_template);
+                    (
+                        exposed.uri_template.clone(),
+                        entry(c, template.uri_template.clone(), exposed),
+                    )
+                })
+            }),
+        );
+        Self {
+            tools,
+            prompts,
+            resources,
+            resource_templates,
+            prefixes: contributions
+                .iter()
+                .map(|c| (c.server.clone(), c.prefix.clone()))
+                .collect(),
+            revisions: Revisions::default(),
+        }
+    }
+
+    /// This catalog, with revisions counted on from `previous`: a list whose exposed content
+    /// differs gets the next number.
+    pub(crate) fn succeeding(mut self, previous: &Self) -> Self {
+        let changed = |a: Vec<String>, b: Vec<String>| u64::from(a != b);
+        let r = previous.revisions;
+        self.revisions = Revisions {
+            tools: r.tools + changed(fingerprint(&self.tools), fingerprint(&previous.tools)),
+            prompts: r.prompts
+                + changed(fingerprint(&self.prompts), fingerprint(&previous.prompts)),
+            resources: r.resources
+                + changed(
+                    [
+                        fingerprint(&self.resources),
+                        fingerprint(&self.resource_templates),
+                    ]
+                    .concat(),
+                    [
+                        fingerprint(&previous.resources),
+                        fingerprint(&previous.resource_templates),
+                    ]
+                    .concat(),
+                ),
+        };
+        self
+    }
+
+    /// Names withheld because more than one server exposes them.
+    pub fn collisions(&self) -> impl Iterator<Item = &Collision> {
+        self.tools
+            .collisions()
+            .iter()
+            .chain(self.prompts.collisions())
+            .chain(self.resources.collisions())
+            .chain(self.resource_templates.collisions())
+    }
+
+    /// The servers in the catalog with their prefixes.
+    pub fn prefixes(&self) -> &[(ServerId, Prefix)] {
+        &self.prefixes
+    }
+
+    /// The server and upstream URI behind exposed URI `uri`. Listed resources are looked up
+    /// directly; other URIs (from templates, or resource links in tool results) go to the server
+    /// whose prefix they carry, or to the one unprefixed server whose templates could produce
+    /// them.
+    pub fn resolve_uri(&self, uri: &str) -> Result<(ServerId, String), UnknownResource> {
+        if let Some(listed) = self.resources.get(uri) {
+            return Ok((listed.server.clone(), listed.upstream.clone()));
+        }
+        if let Some((server, original)) = self
+            .prefixes
+            .iter()
+            .filter(|(_, prefix)| !prefix.is_empty())
+            .find_map(|(server, prefix)| Some((server, prefix.original_uri(uri)?)))
+        {
+            return Ok((server.clone(), original));
+        }
+        let unprefixed: Vec<&ServerId> = self
+            .prefixes
+            .iter()
+            .filter(|(_, prefix)| prefix.is_empty())
+            .map(|(server, _)| server)
+            .collect();
+        let by_template: Vec<&ServerId> = unprefixed
+            .iter()
+            .copied()
+            .filter(|server| {
+                self.resource_templates
+                    .iter()
+                    .any(|t| &t.server == *server && template_may_match(&t.item.uri_template, uri))
+            })
+            .collect();
+        let candidates = if by_template.is_empty() {
+            unprefixed
+        } else {
+            by_template
+        };
+        match candidates.as_slice() {
+            [one] => Ok(((*one).clone(), uri.to_owned())),
+            [] => Err(UnknownResource::NoOwner(uri.to_owned())),
+            many => Err(UnknownResource::Ambiguous {
+                uri: uri.to_owned(),
+                servers: many.iter().map(|s| (*s).clone()).collect(),
+            }),
+        }
+    }
+}
+
+fn entry<T>(c: &Contribution, upstream: String, item: T) -> Exposed<T> {
+    Exposed {
+        server: c.server.clone(),
+        upstream,
+        item,
+    }
+}
+
+fn fingerprint<T: serde::Serialize>(table: &NameTable<T>) -> Vec<String> {
+    table
+        .iter()
+        .map(|e| serde_json::to_string(&e.item).unwrap_or_default())
+        .collect()
+}
+
+/// The tool as exposed: prefixed name, and MCP Apps UI references (`_meta.ui.resourceUri` and
+/// the older flat `_meta["ui/resourceUri"]`) pointing at the prefixed resource.
+fn expose_tool(prefix: &Prefix, tool: &Tool) -> Tool {
+    let mut exposed = tool.clone();
+    exposed.name = prefix.name(&tool.name).into();
+    if let Some(MetaObject(meta)) = exposed.meta.as_mut() {
+        if let Some(uri) = meta
+            .get_mut("ui")
+            .and_then(|ui| ui.get_mut("resourceUri"))
+            .filter(|uri| uri.is_string())
+        {
+            *uri = prefix.uri(uri.as_str().unwrap_or_default()).into();
+        }
+        if let Some(uri) = meta.get_mut("ui/resourceUri").filter(|uri| uri.is_string()) {
+            *uri = prefix.uri(uri.as_str().unwrap_or_default()).into();
+        }
+    }
+    exposed
+}
+
+/// Whether an RFC 6570 template could expand to `uri`: its literal text before the first
+/// expression is a prefix of the URI (a cheap, conservative test used only to pick between
+/// unprefixed servers).
+fn template_may_match(template: &str, uri: &str) -> bool {
+    let literal = template.split('{').next().unwrap_or_default();
+    uri.starts_with(literal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> ServerId {
+        ServerId::new(s).unwrap()
+    }
+
+    fn contribution(server: &str, prefix: &str, catalog: ServerCatalog) -> Contribution {
+        Contribution {
+            server: id(server),
+            prefix: Prefix::new(prefix).unwrap(),
+            catalog: Arc::new(catalog),
+        }
+    }
+
+    fn tool(name: &str, meta: Option<serde_json::Value>) -> Tool {
+        let mut tool = Tool::new(name.to_owned(), "", Arc::new(Default::default()));
+        tool.meta = meta.map(|m| serde_json::from_value(m).unwrap());
+        tool
+    }
+
+    #[test]
+    fn tools_get_prefixes_and_ui_references_follow_their_resource() {
+        let apps = ServerCatalog {
+            tools: vec![tool(
+                "chart",
+                Some(
+                    serde_json::json!({"ui": {"resourceUri": "ui://chart/view.html"}, "ui/resourceUri": "ui://chart/view.html"}),
+                ),
+            )],
+            resources: vec![Resource::new("ui://chart/view.html", "view")],
+            ..Default::default()
+        };
+        let catalog = ExposedCatalog::build(&[contribution("apps", "apps", apps)]);
+        let chart = catalog.tools.get("apps__chart").unwrap();
+        assert_eq!(chart.upstream, "chart");
+        let meta = &chart.item.meta.as_ref().unwrap().0;
+        assert_eq!(meta["ui"]["resourceUri"], "ui://apps__chart/view.html");
+        assert_eq!(meta["ui/resourceUri"], "ui://apps__chart/view.html");
+        assert_eq!(
+            catalog.resolve_uri("ui://apps__chart/view.html").unwrap(),
+            (id("apps"), "ui://chart/view.html".to_owned())
+        );
+    }
+
+    #[test]
+    fn unlisted_uris_go_to_the_server_whose_prefix_or_template_fits() {
+        let a = ServerCatalog {
+            resource_templates: vec![ResourceTemplate::new("test://a/{id}", "a")],
+            ..Default::default()
+        };
+        let b = ServerCatalog {
+            resource_templates: vec![ResourceTemplate::new("test://b/{id}", "b")],
+            ..Default::default()
+        };
+        let c = ServerCatalog::default();
+        let catalog = ExposedCatalog::build(&[
+            contribution("a", "", a),
+            contribution("b", "", b),
+            contribution("c", "cee", c),
+        ]);
+        assert_eq!(catalog.resolve_uri("test://b/7").unwrap().0, id("b"));
+        assert_eq!(
+            catalog.resolve_uri("test://cee__x").unwrap(),
+            (id("c"), "test://x".to_owned())
+        );
+        assert!(matches!(
+            catalog.resolve_uri("other://x"),
+            Err(UnknownResource::Ambiguous { .. })
+        ));
+    }
+}

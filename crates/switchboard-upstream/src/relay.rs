@@ -1,0 +1,207 @@
+//! Getting an upstream server's requests for input to the client whose call caused them.
+//!
+//! A server may ask for input while it works on a call: legacy servers send `elicitation/create`,
+//! `sampling/createMessage` or `roots/list` as requests of their own, 2026-07-28 servers return
+//! `input_required`. Either way the question belongs to whoever made the call. Each call may
+//! carry an [`InputResponder`] (the downstream client behind it, or a fixed [`InputPolicy`]);
+//! [`InFlight`] remembers which upstream request id each responder belongs to.
+//!
+//! Legacy servers do not say which call a request of theirs is about, but on Streamable HTTP
+//! they send it on that call's response stream. [`tag_related`] marks every message on such a
+//! stream with the id of the request it answers (a private `_meta` key, removed again before
+//! anything is relayed), so the handler can find the right responder even with many calls in
+//! flight. On other transports (stdio, WebSocket, HTTP+SSE, the GET stream) a request goes to
+//! the only call in flight that has a responder, and is answered by the fallback policy when
+//! there is none or several.
+//!
+//! [`InputPolicy`]: crate::InputPolicy
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::{Stream, StreamExt};
+use rmcp::model::{ErrorData, InputRequest, LoggingMessageNotificationParam, RequestId};
+use rmcp::transport::streamable_http_client::SseError;
+use sse_stream::Sse;
+use tokio_util::sync::CancellationToken;
+
+/// The private `_meta` key carrying the id of the Switchboard request a server message arrived
+/// with (on that request's response stream).
+pub const RELATED_REQUEST_META: &str = "dev.switchboard/relatedRequestId";
+
+/// Answers a server's requests for input on behalf of one call.
+pub trait InputResponder: Send + Sync {
+    /// Answers one request; the value is the `ElicitResult`, `CreateMessageResult` or
+    /// `ListRootsResult` as JSON.
+    fn answer(
+        &self,
+        request: InputRequest,
+    ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>>;
+
+    /// Delivers a log message the server sent while working on the call. The default drops it.
+    fn log(&self, _message: LoggingMessageNotificationParam) {}
+}
+
+/// One call in flight with a responder.
+struct Call {
+    id: RequestId,
+    responder: Arc<dyn InputResponder>,
+    /// A cancelled call wants no more input, even before it has finished unwinding.
+    cancel: CancellationToken,
+}
+
+/// The calls in flight on one session that have a responder, by upstream request id.
+#[derive(Clone, Default)]
+pub struct InFlight {
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+/// Keeps a call registered in [`InFlight`] until dropped.
+pub(crate) struct Registration {
+    in_flight: InFlight,
+    id: RequestId,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.in_flight.lock().retain(|call| call.id != self.id);
+    }
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Call>> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn register(
+        &self,
+        id: RequestId,
+        responder: Arc<dyn InputResponder>,
+        cancel: CancellationToken,
+    ) -> Registration {
+        self.lock().push(Call {
+            id: id.clone(),
+            responder,
+            cancel,
+        });
+        Registration {
+            in_flight: self.clone(),
+            id,
+        }
+    }
+
+    /// The responder for a server message: the call it was tagged with, else the only call in
+    /// flight that has not been cancelled.
+    pub(crate) fn find(&self, related: Option<&RequestId>) -> Option<Arc<dyn InputResponder>> {
+        let calls = self.lock();
+        let mut live = calls.iter().filter(|call| !call.cancel.is_cancelled());
+        match related {
+            Some(related) => live
+                .find(|call| call.id == *related)
+                .map(|call| call.responder.clone()),
+            None => match (live.next(), live.next()) {
+                (Some(only), None) => Some(only.responder.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Reads (and removes) the related-request tag from a message's `_meta`.
+pub(crate) fn take_related(meta: &mut rmcp::model::MetaObject) -> Option<RequestId> {
+    let value = meta.0.remove(RELATED_REQUEST_META)?;
+    serde_json::from_value(value).ok()
+}
+
+/// Marks every server request and notification on the response stream of request `id` with
+/// that id, under [`RELATED_REQUEST_META`]. Events that are not JSON-RPC messages with a method
+/// pass unchanged.
+pub(crate) fn tag_related<S>(
+    stream: S,
+    id: RequestId,
+) -> futures::stream::BoxStream<'static, Result<Sse, SseError>>
+where
+    S: Stream<Item = Result<Sse, SseError>> + Send + 'static,
+{
+    let id = serde_json::to_value(&id).unwrap_or_default();
+    stream
+        .map(move |event| {
+            event.map(|mut sse| {
+                if let Some(tagged) = sse.data.as_deref().and_then(|data| tag(data, &id)) {
+                    sse.data = Some(tagged);
+                }
+                sse
+            })
+        })
+        .boxed()
+}
+
+fn tag(data: &str, id: &serde_json::Value) -> Option<String> {
+    let mut message: serde_json::Value = serde_json::from_str(data).ok()?;
+    let object = message.as_object_mut()?;
+    object.get("method")?;
+    let params = object
+        .entry("params")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()?;
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()?;
+    meta.insert(RELATED_REQUEST_META.to_owned(), id.clone());
+    serde_json::to_string(&message).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_notifications_are_tagged_and_responses_are_not() {
+        let id = serde_json::json!(7);
+        let request =
+            r#"{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"hi"}}"#;
+        let tagged: serde_json::Value = serde_json::from_str(&tag(request, &id).unwrap()).unwrap();
+        assert_eq!(tagged["params"]["_meta"][RELATED_REQUEST_META], 7);
+        assert_eq!(tagged["params"]["message"], "hi");
+        let bare = r#"{"jsonrpc":"2.0","method":"notifications/message"}"#;
+        let tagged: serde_json::Value = serde_json::from_str(&tag(bare, &id).unwrap()).unwrap();
+        assert_eq!(tagged["params"]["_meta"][RELATED_REQUEST_META], 7);
+        assert!(tag(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, &id).is_none());
+        assert!(tag("not json", &id).is_none());
+        assert!(tag("", &id).is_none());
+    }
+
+    struct Named;
+    impl InputResponder for Named {
+        fn answer(
+            &self,
+            _request: InputRequest,
+        ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
+            Box::pin(async { Ok(serde_json::Value::Null) })
+        }
+    }
+
+    #[test]
+    fn untagged_requests_go_to_the_only_call_in_flight() {
+        let in_flight = InFlight::default();
+        assert!(in_flight.find(None).is_none());
+        let first = in_flight.register(RequestId::Number(1), Arc::new(Named), Default::default());
+        assert!(in_flight.find(None).is_some());
+        let cancel = CancellationToken::new();
+        let second = in_flight.register(RequestId::Number(2), Arc::new(Named), cancel.clone());
+        assert!(in_flight.find(None).is_none(), "ambiguous");
+        assert!(in_flight.find(Some(&RequestId::Number(2))).is_some());
+        cancel.cancel();
+        assert!(
+            in_flight.find(None).is_some(),
+            "a cancelled call wants no input"
+        );
+        assert!(in_flight.find(Some(&RequestId::Number(2))).is_none());
+        drop(second);
+        assert!(in_flight.find(Some(&RequestId::Number(2))).is_none());
+        assert!(in_flight.find(None).is_some());
+        drop(first);
+        assert!(in_flight.find(None).is_none());
+    }
+}

@@ -1,0 +1,517 @@
+//! Switchboard's own MCP server (`/mcp` and `switchboard stdio`), driven by real clients: an
+//! rmcp-based client (Switchboard's own connector, which speaks 2026-07-28 to it) and the
+//! official TypeScript SDK client (2025-11-25 sessions), in front of real and fixture servers.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
+use switchboard_fixtures::{Era, transports};
+use switchboard_upstream::{CallContext, ConnectOptions, Connection, InputPolicy, connect};
+
+fn switchboard(data_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("SWITCHBOARD_VAULT_KEY")
+        .output()
+        .expect("the switchboard binary runs")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn add(data_dir: &Path, args: &[&str]) {
+    let mut all = vec!["server", "add"];
+    all.extend_from_slice(args);
+    ok(&switchboard(data_dir, &all));
+}
+
+fn everything() -> String {
+    switchboard_fixtures::server_everything_entry()
+        .display()
+        .to_string()
+}
+
+fn stdio_fixture() -> String {
+    switchboard_fixtures::stdio_fixture_binary()
+        .display()
+        .to_string()
+}
+
+/// A running `switchboard serve`; killed on drop.
+struct Daemon {
+    _child: tokio::process::Child,
+    base: String,
+}
+
+impl Daemon {
+    /// Starts the daemon and waits (up to 30 s) until `servers` of its servers are connected.
+    async fn start(data_dir: &Path, servers: usize) -> (Self, Value) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let daemon = Self {
+            _child: child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let status = daemon.wait_for(|s| connected(s) == servers).await;
+        (daemon, status)
+    }
+
+    fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    async fn status(&self) -> Option<Value> {
+        let response = reqwest::get(format!("{}/api/status", self.base))
+            .await
+            .ok()?;
+        response.json().await.ok()
+    }
+
+    async fn wait_for(&self, done: impl Fn(&Value) -> bool) -> Value {
+        let mut last = None;
+        for _ in 0..600 {
+            if let Some(status) = self.status().await {
+                if done(&status) {
+                    return status;
+                }
+                last = Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the daemon did not get there within 30 s; last status: {last:#?}");
+    }
+}
+
+fn connected(status: &Value) -> usize {
+    status["servers"].as_array().map_or(0, |s| {
+        s.iter().filter(|s| s["state"] == "connected").count()
+    })
+}
+
+/// Connects Switchboard's own rmcp-based client to `transport`, answering input requests with
+/// the schema's defaults.
+async fn client(transport: TransportSpec) -> Connection {
+    let def = ServerDefinition::new(ServerId::new("switchboard").unwrap(), transport);
+    let mut options = ConnectOptions::new("test");
+    options.input_policy = InputPolicy::AcceptDefaults;
+    connect(&def, None, &options)
+        .await
+        .expect("the client connects to Switchboard")
+}
+
+fn args(value: Value) -> Option<serde_json::Map<String, Value>> {
+    value.as_object().cloned()
+}
+
+fn text(result: &switchboard_upstream::rmcp_model::CallToolResult) -> String {
+    serde_json::to_value(&result.content).unwrap().to_string()
+}
+
+#[tokio::test]
+async fn an_rmcp_client_uses_server_everything_through_mcp_with_progress_and_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["everything", "--", "node", &everything()]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let upstream = &connection.upstream;
+    assert_eq!(upstream.protocol_version().as_deref(), Some("2026-07-28"));
+
+    let tools = upstream.list_tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == "everything__echo"),
+        "{tools:?}"
+    );
+    assert!(tools.iter().all(|t| t.name.starts_with("everything__")));
+    let echoed = upstream
+        .call_tool(
+            "everything__echo",
+            args(json!({"message": "hi"})),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text(&echoed).contains("Echo: hi"), "{}", text(&echoed));
+
+    let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let long = upstream
+        .call_tool(
+            "everything__trigger-long-running-operation",
+            args(json!({"duration": 1, "steps": 3})),
+            &CallContext {
+                progress: Some(progress),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(long.is_error != Some(true), "{}", text(&long));
+    let mut seen = Vec::new();
+    while let Ok(report) = reports.try_recv() {
+        seen.push(report.progress);
+    }
+    assert_eq!(
+        seen,
+        [1.0, 2.0, 3.0],
+        "every progress report arrives, in order"
+    );
+
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let cancelling = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cancelling.cancel();
+    });
+    let started = std::time::Instant::now();
+    let cancelled = upstream
+        .call_tool(
+            "everything__trigger-long-running-operation",
+            args(json!({"duration": 30, "steps": 30})),
+            &CallContext {
+                cancel,
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(
+            cancelled,
+            Err(switchboard_upstream::UpstreamError::Cancelled)
+        ),
+        "{cancelled:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // Switchboard still serves after the cancellation.
+    let again = upstream
+        .call_tool(
+            "everything__echo",
+            args(json!({"message": "again"})),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text(&again).contains("again"));
+}
+
+#[tokio::test]
+async fn input_requests_cross_eras_in_both_directions() {
+    let modern = transports::streamable_http(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["everything", "--", "node", &everything()]);
+    add(dir.path(), &["modern", &modern.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 2).await;
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let upstream = &connection.upstream;
+
+    // A legacy server's elicitation request reaches a 2026-07-28 client as input_required;
+    // the client's answer (the schema defaults) reaches the server.
+    let elicited = upstream
+        .call_tool(
+            "everything__trigger-elicitation-request",
+            Some(Default::default()),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        text(&elicited).contains("It was a dark and stormy night."),
+        "{}",
+        text(&elicited)
+    );
+
+    // A 2026-07-28 server's input_required goes to the client and comes back with the
+    // server's own requestState, unchanged.
+    let confirmed = upstream
+        .call_tool("modern__confirm", None, &CallContext::default())
+        .await
+        .unwrap();
+    let confirmed = text(&confirmed);
+    assert!(confirmed.contains(r#"\"ok\":true"#), "{confirmed}");
+    assert!(confirmed.contains("state=opaque-state-1"), "{confirmed}");
+}
+
+#[tokio::test]
+async fn colliding_names_are_withheld_reported_and_fixed_by_a_prefix() {
+    let a = transports::streamable_http(Era::Legacy).await;
+    let b = transports::streamable_http(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["alpha", &a.url, "--prefix", ""]);
+    add(dir.path(), &["beta", &b.url, "--prefix", ""]);
+    let (daemon, status) = Daemon::start(dir.path(), 2).await;
+    let status = if status["collisions"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty())
+    {
+        status
+    } else {
+        daemon
+            .wait_for(|s| s["collisions"].as_array().is_some_and(|c| !c.is_empty()))
+            .await
+    };
+    let collisions = status["collisions"].as_array().unwrap();
+    let echo = collisions
+        .iter()
+        .find(|c| c["name"] == "echo")
+        .expect("the shared tool name is reported");
+    assert_eq!(echo["kind"], "tool");
+    assert_eq!(echo["servers"], json!(["alpha", "beta"]));
+    assert!(
+        status["servers"][0]["collisions"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "each server's status names its collisions"
+    );
+
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let upstream = &connection.upstream;
+    let tools = upstream.list_tools().await.unwrap();
+    assert!(
+        !tools.iter().any(|t| t.name == "echo"),
+        "neither server shadows the other"
+    );
+    let refused = upstream
+        .call_tool(
+            "echo",
+            args(json!({"message": "x"})),
+            &CallContext::default(),
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(switchboard_upstream::UpstreamError::Rpc { code: -32602, message }) if message.contains("unknown tool")),
+        "{refused:?}"
+    );
+    drop(daemon);
+
+    // With a prefix on one of them, both tools are there.
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "beta",
+            &b.url,
+            "--prefix",
+            "b",
+            "--replace",
+        ],
+    ));
+    let (daemon, status) = Daemon::start(dir.path(), 2).await;
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let upstream = &connection.upstream;
+    let tools = upstream.list_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert!(
+        names.contains(&"echo".to_owned()) && names.contains(&"b__echo".to_owned()),
+        "{names:?} {status}"
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_that_dies_mid_call_fails_that_call_only() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["doomed", "--", &stdio_fixture()]);
+    add(dir.path(), &["steady", "--", &stdio_fixture()]);
+    let (daemon, _) = Daemon::start(dir.path(), 2).await;
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let upstream = &connection.upstream;
+    let crashed = upstream
+        .call_tool("doomed__crash", None, &CallContext::default())
+        .await
+        .unwrap();
+    assert_eq!(crashed.is_error, Some(true));
+    let message = text(&crashed);
+    assert!(message.contains("server 'doomed'"), "{message}");
+    let steady = upstream
+        .call_tool(
+            "steady__echo",
+            args(json!({"message": "still here"})),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text(&steady).contains("still here"));
+}
+
+#[tokio::test]
+async fn hostile_requests_get_clear_errors_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["steady", "--", &stdio_fixture()]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let http = reqwest::Client::new();
+    let post = |body: String| {
+        http.post(daemon.mcp_url())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+
+    let foreign = post(initialize.clone())
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403, "a foreign Origin is refused");
+
+    let oversized = post(format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(5 * 1024 * 1024)
+    ))
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(oversized.status(), 413, "an oversized body is refused");
+
+    let malformed = post("{not json".into()).send().await.unwrap();
+    assert_eq!(malformed.status(), 400);
+    let body = malformed.text().await.unwrap();
+    assert!(
+        body.contains("-32700") || body.to_lowercase().contains("parse"),
+        "{body}"
+    );
+
+    let unknown_session =
+        post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string())
+            .header("mcp-session-id", "no-such-session")
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(unknown_session.status(), 404, "an unknown session is 404");
+
+    // Nothing broke: a proper client still gets everything.
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let upstream = &connection.upstream;
+    let echoed = upstream
+        .call_tool(
+            "steady__echo",
+            args(json!({"message": "fine"})),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text(&echoed).contains("fine"));
+}
+
+#[tokio::test]
+async fn switchboard_stdio_serves_the_same_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["everything", "--", "node", &everything()]);
+    let transport = TransportSpec::stdio(
+        env!("CARGO_BIN_EXE_switchboard"),
+        vec![
+            "--data-dir".into(),
+            dir.path().display().to_string(),
+            "stdio".into(),
+        ],
+        vec![],
+        None,
+    )
+    .unwrap();
+    let connection = client(transport).await;
+    let upstream = &connection.upstream;
+    let tools = upstream.list_tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == "everything__get-sum"),
+        "{tools:?}"
+    );
+    let sum = upstream
+        .call_tool(
+            "everything__get-sum",
+            args(json!({"a": 2, "b": 40})),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text(&sum).contains("42"), "{}", text(&sum));
+    let prompts = upstream.list_prompts().await.unwrap();
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.name == "everything__simple-prompt")
+    );
+    let resources = upstream.list_resources().await.unwrap();
+    let first = resources.first().expect("server-everything has resources");
+    assert!(first.uri.contains("everything__"), "{}", first.uri);
+    let read = upstream
+        .read_resource(&first.uri, &CallContext::default())
+        .await
+        .unwrap();
+    let read = serde_json::to_value(&read).unwrap();
+    assert_eq!(
+        read["contents"][0]["uri"],
+        first.uri.as_str(),
+        "read results carry exposed URIs"
+    );
+}
+
+/// The official TypeScript SDK client, through `/mcp` and through `switchboard stdio`.
+#[tokio::test]
+async fn the_typescript_sdk_client_lists_calls_gets_progress_and_cancels() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["everything", "--", "node", &everything()]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let script = switchboard_fixtures::repository_root().join("tests/npm/sdk-client.mjs");
+    for target in [
+        vec!["http".to_owned(), daemon.mcp_url()],
+        vec![
+            "stdio".to_owned(),
+            env!("CARGO_BIN_EXE_switchboard").to_owned(),
+            "--data-dir".to_owned(),
+            dir.path().display().to_string(),
+            "stdio".to_owned(),
+        ],
+    ] {
+        let output = tokio::time::timeout(
+            Duration::from_secs(90),
+            tokio::process::Command::new("node")
+                .arg(&script)
+                .args(&target)
+                .output(),
+        )
+        .await
+        .expect("the SDK client finishes within 90 s")
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{target:?}: exit {:?}\n{stdout}\n{}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.trim()).expect("the client prints JSON");
+        assert_eq!(report["protocolVersion"], "2025-11-25", "{target:?}");
+        assert!(report["tools"].as_u64().unwrap() > 10, "{report}");
+        assert_eq!(report["echo"], "Echo: hi", "{report}");
+        assert_eq!(report["progress"], json!([1, 2, 3]), "{report}");
+        assert_eq!(report["cancelled"], true, "{report}");
+        assert_eq!(report["elicited"], true, "{report}");
+    }
+}
