@@ -1,14 +1,16 @@
 //! Switchboard's front doors, on axum.
 //!
-//! The aggregated MCP server ([`mcp`]) at `/mcp` (and over stdio), `GET /healthz` (liveness),
+//! The aggregated MCP server ([`mcp`]) at `/mcp` (HTTP+SSE clients: `/sse`; and over stdio), `GET /healthz` (liveness),
 //! `GET /api/status` (every server's status and the merged catalog's name collisions, as JSON),
 //! and sign-in through the daemon ([`oauth`]: `POST /api/servers/{id}/login`,
 //! `GET /oauth/callback`, the client ID metadata document). The rest of the admin API and the
 //! web UI are built on this router.
 //!
-//! Every request passes a DNS-rebinding guard: its `Host` must name a loopback address and an
-//! `Origin`, when present, must be a loopback origin; anything else is refused with 403. (API keys
-//! for non-loopback use arrive with the admin API.)
+//! Every request passes an [`Access`] guard. On a loopback listener that is a DNS-rebinding
+//! guard: its `Host` must name a loopback address and an `Origin`, when present, must be a
+//! loopback origin; anything else is refused with 403. A listener on any other address requires
+//! an API key (`Authorization: Bearer <key>`, else 401) on everything but `/healthz` and the
+//! OAuth redirect and metadata routes, and still refuses foreign browser origins.
 
 pub mod mcp;
 mod oauth;
@@ -63,14 +65,107 @@ pub(crate) struct AppState {
     pub(crate) logins: Arc<oauth::PendingLogins>,
 }
 
+/// Who may use the front doors.
+#[derive(Clone)]
+pub enum Access {
+    /// Only this machine: loopback `Host` and `Origin` required. This is the DNS-rebinding
+    /// defence: a page on another site that resolves its own name to 127.0.0.1 still sends its
+    /// own `Host` and `Origin`.
+    Loopback,
+    /// Anyone holding one of these API keys (kept as SHA-256 digests).
+    ApiKeys(Arc<Vec<[u8; 32]>>),
+}
+
+impl Access {
+    /// Access for holders of `keys`.
+    pub fn api_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Self {
+        Self::ApiKeys(Arc::new(keys.into_iter().map(digest).collect()))
+    }
+
+    /// Why `request` may not pass, if it may not.
+    fn refusal(&self, request: &Request) -> Option<Refusal> {
+        let headers = request.headers();
+        match self {
+            Self::Loopback => (!request_is_local(headers)).then_some(Refusal::NotLoopback),
+            Self::ApiKeys(keys) => {
+                let origin_ok = headers
+                    .get(header::ORIGIN)
+                    .is_none_or(|o| o.to_str().is_ok_and(is_loopback_origin));
+                if !origin_ok {
+                    return Some(Refusal::ForeignOrigin);
+                }
+                if is_public_path(request.uri().path()) {
+                    return None;
+                }
+                let presented = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(|key| digest(key.trim()));
+                (!presented.is_some_and(|key| keys.contains(&key))).then_some(Refusal::NoApiKey)
+            }
+        }
+    }
+}
+
+/// Why a request was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// A loopback listener got a non-loopback `Host` or `Origin`.
+    NotLoopback,
+    /// A browser page from another origin.
+    ForeignOrigin,
+    /// No valid API key.
+    NoApiKey,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Self::NotLoopback => (
+                StatusCode::FORBIDDEN,
+                "forbidden: not a loopback Host or Origin\n",
+            )
+                .into_response(),
+            Self::ForeignOrigin => {
+                (StatusCode::FORBIDDEN, "forbidden: a foreign Origin\n").into_response()
+            }
+            Self::NoApiKey => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer realm=\"switchboard\"")],
+                "an API key is required: Authorization: Bearer <key>\n",
+            )
+                .into_response(),
+        }
+    }
+}
+
+/// Comparing digests keeps the comparison's timing independent of how much of a key matched.
+fn digest(key: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes()).into()
+}
+
+/// Routes anyone may reach: liveness, and the OAuth redirect and metadata document, which
+/// authorization servers and browsers fetch without an API key (`state` protects the redirect).
+fn is_public_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/healthz" | oauth::CALLBACK_PATH | "/oauth/client-metadata.json"
+    )
+}
+
 /// The router with every front door; `addr` is where it is served (for the OAuth redirect URI).
 /// Cancelling `stop` ends every MCP session and stream.
 pub fn router(
     hub: Arc<Hub>,
     addr: SocketAddr,
+    access: Access,
     stop: tokio_util::sync::CancellationToken,
 ) -> Router {
-    let mcp = mcp::http::service(mcp::Shared::new(hub.clone()), stop);
+    let shared = mcp::Shared::new(hub.clone());
+    let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
+    let mcp = mcp::http::service(shared, stop);
     let state = AppState {
         hub,
         callback_url: callback_url(addr),
@@ -82,12 +177,21 @@ pub fn router(
                 .route_service(mcp::http::MCP_PATH, mcp)
                 .layer(middleware::from_fn(mcp::http::check_body)),
         )
+        .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
         .route("/api/servers/{id}/login", post(oauth::start_login))
         .route(oauth::CALLBACK_PATH, get(oauth::callback))
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
-        .layer(middleware::from_fn(refuse_foreign_hosts))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            let access = access.clone();
+            async move {
+                match access.refusal(&request) {
+                    None => next.run(request).await,
+                    Some(refusal) => refusal.into_response(),
+                }
+            }
+        }))
         .with_state(state)
 }
 
@@ -126,20 +230,6 @@ fn request_is_local(headers: &HeaderMap) -> bool {
     host_ok && origin_ok
 }
 
-/// DNS-rebinding defence: a page on another site that resolves its own name to 127.0.0.1 still
-/// sends its own `Host` and `Origin`, which this refuses.
-async fn refuse_foreign_hosts(request: Request, next: Next) -> Response {
-    if request_is_local(request.headers()) {
-        next.run(request).await
-    } else {
-        (
-            StatusCode::FORBIDDEN,
-            "forbidden: not a loopback Host or Origin\n",
-        )
-            .into_response()
-    }
-}
-
 async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
     Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION"),
@@ -171,12 +261,13 @@ impl Gateway {
     pub async fn serve(
         self,
         hub: Arc<Hub>,
+        access: Access,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
         let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
         let stop = tokio_util::sync::CancellationToken::new();
         let streams = stop.clone();
-        axum::serve(self.listener, router(hub, addr, stop))
+        axum::serve(self.listener, router(hub, addr, access, stop))
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 // Long-lived SSE streams would hold the graceful shutdown open.
@@ -197,6 +288,59 @@ mod tests {
             map.insert(*name, value.parse().unwrap());
         }
         map
+    }
+
+    fn request(path: &str, pairs: &[(&'static str, &str)]) -> Request {
+        let mut builder = axum::http::Request::builder().uri(path);
+        for (name, value) in pairs {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(axum::body::Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn a_non_loopback_listener_requires_an_api_key_but_not_for_health_and_oauth_redirects() {
+        let access = Access::api_keys(["k3y-0123456789abcdef", "second-key-0123456789"]);
+        let host = ("host", "switchboard.internal:8750");
+        let status = |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
+        assert_eq!(status(access.refusal(&request("/mcp", &[host]))), Some(401));
+        assert_eq!(
+            status(access.refusal(&request(
+                "/mcp",
+                &[host, ("authorization", "Bearer wrong-key-0123456789")]
+            ))),
+            Some(401)
+        );
+        for key in ["k3y-0123456789abcdef", "second-key-0123456789"] {
+            let bearer = format!("Bearer {key}");
+            assert_eq!(
+                status(access.refusal(&request("/mcp", &[host, ("authorization", &bearer)]))),
+                None
+            );
+            assert_eq!(
+                status(access.refusal(&request(
+                    "/api/status",
+                    &[
+                        host,
+                        ("authorization", &bearer),
+                        ("origin", "https://evil.example")
+                    ]
+                ))),
+                Some(403),
+                "a key does not make a foreign page's request acceptable"
+            );
+        }
+        for public in ["/healthz", "/oauth/callback", "/oauth/client-metadata.json"] {
+            assert_eq!(
+                status(access.refusal(&request(public, &[host]))),
+                None,
+                "{public}"
+            );
+        }
+        assert_eq!(
+            status(Access::Loopback.refusal(&request("/mcp", &[host]))),
+            Some(403)
+        );
     }
 
     #[test]

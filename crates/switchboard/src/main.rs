@@ -122,6 +122,34 @@ fn options() -> ConnectOptions {
     ConnectOptions::new(env!("CARGO_PKG_VERSION"))
 }
 
+/// The environment variable with the API keys a non-loopback listener requires.
+const API_KEYS_ENV: &str = "SWITCHBOARD_API_KEYS";
+
+/// Loopback listeners serve this machine only; any other address needs API keys.
+fn access_for(listen: std::net::SocketAddr) -> anyhow::Result<switchboard_gateway::Access> {
+    if listen.ip().is_loopback() {
+        return Ok(switchboard_gateway::Access::Loopback);
+    }
+    let keys = std::env::var(API_KEYS_ENV).unwrap_or_default();
+    let keys: Vec<&str> = keys
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .collect();
+    if keys.is_empty() {
+        bail!(
+            "--listen {listen} is reachable from other machines, so clients must present an API key: set {API_KEYS_ENV} to one or more comma-separated keys (e.g. from `openssl rand -hex 32`)"
+        );
+    }
+    if let Some(short) = keys.iter().find(|k| k.len() < 16) {
+        bail!(
+            "an API key in {API_KEYS_ENV} is {} characters long; use at least 16 random characters",
+            short.len()
+        );
+    }
+    Ok(switchboard_gateway::Access::api_keys(keys))
+}
+
 /// Options for Switchboard as an MCP server: servers' requests for input go to the client
 /// behind each call.
 fn relaying_options() -> ConnectOptions {
@@ -160,13 +188,14 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         }
         oauth.identity.metadata_document_url = Some(url);
     }
+    let access = access_for(listen)?;
     let hub = Hub::with_oauth(store, relaying_options(), oauth);
     let gateway = switchboard_gateway::Gateway::bind(listen).await?;
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
     let stop = CancellationToken::new();
-    let server = tokio::spawn(gateway.serve(hub.clone(), stop.clone().cancelled_owned()));
+    let server = tokio::spawn(gateway.serve(hub.clone(), access, stop.clone().cancelled_owned()));
     shutdown_signal().await;
     tracing::info!("shutting down");
     stop.cancel();

@@ -515,3 +515,53 @@ async fn the_typescript_sdk_client_lists_calls_gets_progress_and_cancels() {
         assert_eq!(report["elicited"], true, "{report}");
     }
 }
+
+#[tokio::test]
+async fn http_sse_clients_of_2024_get_the_same_server_at_sse() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["steady", "--", &stdio_fixture()]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let connection =
+        client(TransportSpec::from_url(&format!("{}/sse", daemon.base), vec![]).unwrap()).await;
+    assert_eq!(
+        connection.detected,
+        Some(switchboard_core::DetectedTransport::HttpSse)
+    );
+    let upstream = &connection.upstream;
+    let tools = upstream.list_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "steady__echo"), "{tools:?}");
+    let echoed = upstream
+        .call_tool(
+            "steady__echo",
+            args(json!({"message": "old school"})),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text(&echoed).contains("old school"));
+
+    let http = reqwest::Client::new();
+    let unknown = http
+        .post(format!("{}/message?sessionId=nope", daemon.base))
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404, "an unknown session is 404");
+}
+
+#[test]
+fn serving_beyond_loopback_without_api_keys_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env_remove("SWITCHBOARD_API_KEYS")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("SWITCHBOARD_API_KEYS"), "{stderr}");
+}

@@ -4,7 +4,8 @@
 //! ([`switchboard_hub::ExposedCatalog`]). It resolves exposed names to their one upstream, sends
 //! the request there through the hub's live session, and brings back progress, log messages,
 //! requests for input ([`exchange`]) and the result, rewritten into exposed names. The same
-//! handler serves Streamable HTTP of every era and HTTP+SSE ([`http`]) and stdio ([`stdio`]);
+//! handler serves Streamable HTTP of every era ([`http`]), HTTP+SSE ([`legacy_sse`]) and stdio
+//! ([`stdio`]);
 //! rmcp does the per-era framing (sessions, `server/discover`, `resultType`, cache hints).
 
 // Logging, sampling and roots are deprecated in 2026-07-28 but still part of every legacy
@@ -14,6 +15,7 @@
 mod downstream;
 mod exchange;
 pub mod http;
+pub mod legacy_sse;
 pub mod stdio;
 
 use std::collections::{HashMap, HashSet};

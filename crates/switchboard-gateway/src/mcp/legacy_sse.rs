@@ -1,0 +1,141 @@
+//! The aggregated server over the 2024-11-05 HTTP+SSE transport, for clients that predate
+//! Streamable HTTP: `GET /sse` opens a session whose first event, `endpoint`, names where to POST
+//! (`/message?sessionId=…`); every message from the server arrives as a `message` event.
+//!
+//! rmcp has no server side of this transport (it was removed from the SDK), so it is written
+//! here: each session is the same [`AggregateServer`] served over a pair of channels, which rmcp
+//! accepts as a transport.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::channel::mpsc;
+use futures::{SinkExt, Stream, StreamExt};
+use rmcp::ServiceExt;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use tokio_util::sync::CancellationToken;
+
+use super::{AggregateServer, Shared};
+
+/// Where HTTP+SSE clients open their stream.
+pub const SSE_PATH: &str = "/sse";
+/// Where they POST their messages.
+pub const MESSAGE_PATH: &str = "/message";
+
+/// Messages queued per session before a POST waits for the server to catch up.
+const QUEUE: usize = 64;
+
+type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
+
+#[derive(Clone)]
+struct LegacySse {
+    shared: Arc<Shared>,
+    sessions: Sessions,
+    stop: CancellationToken,
+}
+
+/// The `/sse` and `/message` routes; every stream ends when `stop` is cancelled.
+pub fn router<S: Clone + Send + Sync + 'static>(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) -> Router<S> {
+    let state = LegacySse {
+        shared,
+        sessions: Arc::default(),
+        stop,
+    };
+    Router::new()
+        .route(SSE_PATH, get(open))
+        .route(MESSAGE_PATH, post(receive))
+        .layer(DefaultBodyLimit::max(super::http::MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Removes its session when the client's stream is dropped, which ends the session's server.
+struct SessionGuard {
+    sessions: Sessions,
+    id: String,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        super::lock(&self.sessions).remove(&self.id);
+    }
+}
+
+async fn open(State(sse): State<LegacySse>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let id = format!("{:032x}", rand::random::<u128>());
+    let (to_server, from_client) = mpsc::channel::<ClientJsonRpcMessage>(QUEUE);
+    let (to_client, from_server) = mpsc::channel::<ServerJsonRpcMessage>(QUEUE);
+    super::lock(&sse.sessions).insert(id.clone(), to_server);
+    let server = AggregateServer::new(sse.shared.clone());
+    tokio::spawn(async move {
+        match server.serve((to_client, from_client)).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(error) => tracing::debug!(%error, "an HTTP+SSE client did not open its session"),
+        }
+    });
+    let guard = SessionGuard {
+        sessions: sse.sessions.clone(),
+        id: id.clone(),
+    };
+    let endpoint = Event::default()
+        .event("endpoint")
+        .data(format!("{MESSAGE_PATH}?sessionId={id}"));
+    let messages = from_server.map(move |message| {
+        let _session = &guard;
+        let data = serde_json::to_string(&message).unwrap_or_default();
+        Ok(Event::default().event("message").data(data))
+    });
+    let events = futures::stream::once(async { Ok(endpoint) })
+        .chain(messages)
+        .take_until(sse.stop.clone().cancelled_owned());
+    Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+#[derive(serde::Deserialize)]
+struct SessionQuery {
+    #[serde(rename = "sessionId")]
+    session_id: String,
+}
+
+async fn receive(
+    State(sse): State<LegacySse>,
+    Query(query): Query<SessionQuery>,
+    body: Bytes,
+) -> Response {
+    let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(error) => {
+            let body = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": {"code": -32700, "message": format!("Parse error: {error}")},
+            });
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+                .into_response();
+        }
+    };
+    let sender = super::lock(&sse.sessions).get(&query.session_id).cloned();
+    let Some(mut sender) = sender else {
+        return (StatusCode::NOT_FOUND, "unknown or closed session\n").into_response();
+    };
+    match sender.send(message).await {
+        Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
+        Err(_) => (StatusCode::NOT_FOUND, "the session has ended\n").into_response(),
+    }
+}
