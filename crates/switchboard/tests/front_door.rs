@@ -380,13 +380,18 @@ async fn hostile_requests_get_clear_errors_and_change_nothing() {
         .unwrap();
     assert_eq!(foreign.status(), 403, "a foreign Origin is refused");
 
-    let oversized = post(format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
-        "x".repeat(5 * 1024 * 1024)
-    ))
-    .send()
-    .await
-    .unwrap();
+    // Its own connection: the server answers 413 without reading the rest and closes it.
+    let oversized = reqwest::Client::new()
+        .post(daemon.mcp_url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+            "x".repeat(5 * 1024 * 1024)
+        ))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(oversized.status(), 413, "an oversized body is refused");
 
     let malformed = post("{not json".into()).send().await.unwrap();
