@@ -302,9 +302,10 @@ fn only_legacy_versions(error: &ClientInitializeError) -> bool {
 
 fn handshake_error(error: ClientInitializeError) -> UpstreamError {
     match &error {
-        ClientInitializeError::JsonRpcError(data) => UpstreamError::Rpc {
-            code: data.code.0,
-            message: data.message.to_string(),
+        ClientInitializeError::JsonRpcError(error) => UpstreamError::Rpc {
+            code: error.code.0,
+            message: error.message.to_string(),
+            data: error.data.clone(),
         },
         ClientInitializeError::ConnectionClosed(_) => {
             UpstreamError::Handshake("the server closed the connection during the handshake".into())

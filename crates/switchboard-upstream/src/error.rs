@@ -52,6 +52,9 @@ pub enum UpstreamError {
         code: i32,
         /// The server's message.
         message: String,
+        /// The error's `data`, passed on untouched (e.g. the versions or capabilities a
+        /// 2026-07-28 server requires).
+        data: Option<serde_json::Value>,
     },
     /// No answer within the configured time.
     #[error("no answer within {0:?}")]
@@ -128,9 +131,10 @@ impl UpstreamError {
 pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
     use rmcp::ServiceError;
     match error {
-        ServiceError::McpError(data) => UpstreamError::Rpc {
-            code: data.code.0,
-            message: data.message.into_owned(),
+        ServiceError::McpError(error) => UpstreamError::Rpc {
+            code: error.code.0,
+            message: error.message.into_owned(),
+            data: error.data,
         },
         ServiceError::Timeout { timeout } => UpstreamError::Timeout(timeout),
         ServiceError::Cancelled { .. } => UpstreamError::Cancelled,

@@ -355,6 +355,7 @@ impl Upstream {
                                     "cannot answer the server's '{key}' input request: {}",
                                     e.message
                                 ),
+                                data: e.data,
                             })?;
                     answers.insert(key, answer);
                 }

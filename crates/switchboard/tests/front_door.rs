@@ -301,7 +301,7 @@ async fn colliding_names_are_withheld_reported_and_fixed_by_a_prefix() {
         )
         .await;
     assert!(
-        matches!(&refused, Err(switchboard_upstream::UpstreamError::Rpc { code: -32602, message }) if message.contains("unknown tool")),
+        matches!(&refused, Err(switchboard_upstream::UpstreamError::Rpc { code: -32602, message, .. }) if message.contains("unknown tool")),
         "{refused:?}"
     );
     drop(daemon);

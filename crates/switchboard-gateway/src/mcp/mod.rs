@@ -290,7 +290,11 @@ fn prefix_of(catalog: &ExposedCatalog, server: &ServerId) -> Prefix {
 /// their code; everything else is an internal error naming the server.
 fn upstream_error(server: &ServerId, error: UpstreamError) -> ErrorData {
     match error {
-        UpstreamError::Rpc { code, message } => ErrorData::new(ErrorCode(code), message, None),
+        UpstreamError::Rpc {
+            code,
+            message,
+            data,
+        } => ErrorData::new(ErrorCode(code), message, data),
         other => ErrorData::internal_error(format!("server '{server}': {other}"), None),
     }
 }
@@ -429,8 +433,8 @@ impl ServerHandler for AggregateServer {
                 format!("server '{server}' answered tools/call with another kind of result"),
                 None,
             )),
-            Outcome::Done(Err(UpstreamError::Rpc { code, message })) => {
-                Err(ErrorData::new(ErrorCode(code), message, None))
+            Outcome::Done(Err(error @ UpstreamError::Rpc { .. })) => {
+                Err(upstream_error(&server, error))
             }
             // The tool could not run because its server failed: a result the model can read.
             Outcome::Done(Err(error)) => {
