@@ -65,6 +65,10 @@ pub struct CallContext {
     /// Who answers the server's requests for input (elicitation, sampling, roots) during the
     /// request; the session's input policy when `None`.
     pub responder: Option<Arc<dyn InputResponder>>,
+    /// The least severe log level the caller wants messages of during the request; sent as
+    /// the request's `_meta` log level to 2026-07-28 servers, which log only when asked.
+    #[allow(deprecated)]
+    pub log_level: Option<rmcp::model::LoggingLevel>,
 }
 
 /// A handle on one live upstream session.
@@ -373,12 +377,19 @@ impl Upstream {
         }
     }
 
+    #[allow(deprecated)]
     async fn send(
         &self,
-        request: ClientRequest,
+        mut request: ClientRequest,
         timeout: Duration,
         context: &CallContext,
     ) -> Result<ServerResult, UpstreamError> {
+        if let Some(level) = context.log_level
+            && self.is_stateless()
+        {
+            use rmcp::model::GetMeta;
+            request.get_meta_mut().set_log_level(level);
+        }
         let progress = &context.progress;
         let cancel = &context.cancel;
         let options = PeerRequestOptions::with_timeout(timeout)

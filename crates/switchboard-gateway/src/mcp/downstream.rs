@@ -11,9 +11,6 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use switchboard_upstream::Progress;
 
-/// The `_meta` key with which a 2026-07-28 request opts in to log messages.
-const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
-
 /// Whether the request comes from a 2026-07-28 (stateless) client, which cannot be sent
 /// requests and gets log messages only when the request asks for them.
 pub(crate) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
@@ -110,12 +107,7 @@ impl Forwarder {
         session_level: Option<LoggingLevel>,
     ) -> Self {
         let log_level = if is_modern(context) {
-            context
-                .meta
-                .0
-                .0
-                .get(LOG_LEVEL_META)
-                .and_then(|v| serde_json::from_value(v.clone()).ok())
+            context.meta.log_level()
         } else {
             session_level
         };
@@ -124,6 +116,11 @@ impl Forwarder {
             progress_token: context.meta.get_progress_token(),
             log_level,
         }
+    }
+
+    /// The least severe level of log message the client wants for this request.
+    pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
+        self.log_level
     }
 
     /// Forwards a progress report, if the client asked for progress.

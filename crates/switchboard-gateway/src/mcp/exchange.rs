@@ -119,7 +119,12 @@ impl Drop for Exchange {
 
 impl Exchange {
     /// Starts `work` upstream with a responder for the client behind `context`.
-    pub(crate) fn start<F>(purpose: String, context: &RequestContext<RoleServer>, work: F) -> Self
+    pub(crate) fn start<F>(
+        purpose: String,
+        context: &RequestContext<RoleServer>,
+        forward: &downstream::Forwarder,
+        work: F,
+    ) -> Self
     where
         F: FnOnce(
             switchboard_upstream::CallContext,
@@ -138,6 +143,7 @@ impl Exchange {
             progress: Some(progress_tx),
             cancel: cancel.clone(),
             responder: Some(Arc::new(responder)),
+            log_level: forward.log_level(),
         };
         let upstream = work(call);
         // One task forwards progress and then the result, so the last reports are never

@@ -123,15 +123,15 @@ impl AggregateServer {
         )
             -> futures::future::BoxFuture<'static, Result<ServerResult, UpstreamError>>,
     {
+        let forward = downstream::Forwarder::new(context, self.log_level());
         let exchange = match request_state {
             Some(handle) => {
                 let mut exchange = self.shared.parked.resume(&handle, &purpose)?;
                 exchange.deliver(input_responses);
                 exchange
             }
-            None => Exchange::start(purpose, context, work),
+            None => Exchange::start(purpose, context, &forward, work),
         };
-        let forward = downstream::Forwarder::new(context, self.log_level());
         Ok(exchange
             .advance(context, &forward, &self.shared.parked)
             .await)
@@ -546,9 +546,13 @@ impl ServerHandler for AggregateServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let catalog = self.catalog();
-        let (server, uri) = catalog
-            .resolve_uri(&request.uri)
-            .map_err(|e| ErrorData::new(ErrorCode::RESOURCE_NOT_FOUND, e.to_string(), None))?;
+        let (server, uri) = catalog.resolve_uri(&request.uri).map_err(|e| {
+            ErrorData::new(
+                ErrorCode::RESOURCE_NOT_FOUND,
+                e.to_string(),
+                Some(serde_json::json!({"uri": request.uri})),
+            )
+        })?;
         let upstream = self.upstream(&server)?;
         let outcome = self
             .exchange(
