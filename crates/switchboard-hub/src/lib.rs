@@ -227,8 +227,9 @@ impl Hub {
     }
 
     /// Rebuilds the merged catalog from the servers that are connected now, and notes each
-    /// server's collisions in its status.
-    fn rebuild_exposed(&self) {
+    /// server's collisions in its status. The hub does this by itself whenever a server
+    /// changes; call it to be sure a snapshot taken right now is current.
+    pub fn rebuild_exposed(&self) {
         let mut slots: Vec<_> = read(&self.servers).values().cloned().collect();
         slots.sort_by(|a, b| a.definition.id.cmp(&b.definition.id));
         let contributions: Vec<_> = slots

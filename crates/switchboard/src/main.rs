@@ -797,7 +797,9 @@ async fn call_on_hub(
 
 async fn status(store: Store, json: bool) -> anyhow::Result<i32> {
     let hub = connected_hub(store, None).await?;
+    hub.rebuild_exposed();
     let statuses = hub.status();
+    let collisions: Vec<_> = hub.exposed().collisions().cloned().collect();
     hub.shutdown().await;
     if json {
         print_json(&statuses)?;
@@ -831,6 +833,9 @@ async fn status(store: Store, json: bool) -> anyhow::Result<i32> {
                 &rows
             )
         );
+        for collision in &collisions {
+            println!("warning: {collision}");
+        }
     }
     let unhealthy = statuses
         .iter()

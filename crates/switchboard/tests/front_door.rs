@@ -254,13 +254,30 @@ async fn input_requests_cross_eras_in_both_directions() {
     assert!(confirmed.contains("state=opaque-state-1"), "{confirmed}");
 }
 
-#[tokio::test]
+// Multi-threaded: the fixtures run in this process while the one-shot CLI blocks a thread.
+#[tokio::test(flavor = "multi_thread")]
 async fn colliding_names_are_withheld_reported_and_fixed_by_a_prefix() {
     let a = transports::streamable_http(Era::Legacy).await;
     let b = transports::streamable_http(Era::Legacy).await;
     let dir = tempfile::tempdir().unwrap();
     add(dir.path(), &["alpha", &a.url, "--prefix", ""]);
     add(dir.path(), &["beta", &b.url, "--prefix", ""]);
+    // The one-shot `status` reports them too.
+    let status: Value = serde_json::from_str(&ok(&switchboard(dir.path(), &["status", "--json"])))
+        .expect("status --json prints JSON");
+    let alpha = &status[0]["collisions"];
+    assert!(
+        alpha
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["name"] == "echo")),
+        "{status:#}"
+    );
+    let human = ok(&switchboard(dir.path(), &["status"]));
+    assert!(
+        human.contains("tool 'echo' is exposed by alpha and beta"),
+        "{human}"
+    );
+
     let (daemon, status) = Daemon::start(dir.path(), 2).await;
     let status = if status["collisions"]
         .as_array()
