@@ -351,12 +351,15 @@ impl ConnectionTask {
                 level,
                 logger,
                 data,
+                to_caller,
             } => {
                 tracing::info!(target: "switchboard::upstream::log", server = %self.server(), level, logger, %data);
                 let _ = self.events.send(HubEvent::Log {
                     server: self.server().clone(),
                     level,
+                    logger,
                     data,
+                    to_caller,
                 });
                 Refresh::NONE
             }

@@ -119,8 +119,14 @@ pub enum HubEvent {
         server: ServerId,
         /// Level.
         level: String,
+        /// The server's logger name, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        logger: Option<String>,
         /// Payload.
         data: serde_json::Value,
+        /// Whether it went to the client whose request it belongs to (otherwise it is the
+        /// server's own, unsolicited).
+        to_caller: bool,
     },
 }
 

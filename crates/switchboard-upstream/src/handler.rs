@@ -66,6 +66,8 @@ pub enum UpstreamEvent {
         logger: Option<String>,
         /// The message payload.
         data: serde_json::Value,
+        /// Whether it was delivered to the caller of the request it belongs to.
+        to_caller: bool,
     },
 }
 
@@ -288,7 +290,8 @@ impl ClientHandler for UpstreamHandler {
     ) {
         let (params, tagged) = untag(params);
         let related = tagged.or_else(|| take_related(&mut context.meta.0));
-        if let Some(responder) = self.in_flight.find(related.as_ref()) {
+        let responder = self.in_flight.find(related.as_ref());
+        if let Some(responder) = &responder {
             responder.log(params.clone());
         }
         let level = serde_json::to_value(params.level)
@@ -299,6 +302,7 @@ impl ClientHandler for UpstreamHandler {
             level,
             logger: params.logger,
             data: params.data,
+            to_caller: responder.is_some(),
         });
     }
 

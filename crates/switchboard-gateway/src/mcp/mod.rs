@@ -169,6 +169,14 @@ impl AggregateServer {
                                 }
                             }
                         }
+                        Ok(HubEvent::Log { server, level, logger, data, to_caller: false }) => {
+                            let wanted = *lock(&session.log_level);
+                            if let Some(message) = unsolicited_log(wanted, &server, &level, logger, data)
+                                && peer.notify_logging_message(message).await.is_err()
+                            {
+                                return;
+                            }
+                        }
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                         Err(broadcast::error::RecvError::Closed) => return,
                     },
@@ -274,6 +282,30 @@ async fn notify_list_changes(
         peer.notify_resource_list_changed().await?;
     }
     Ok(())
+}
+
+/// A server's own log message (not about any request) as a session that set `wanted` with
+/// `logging/setLevel` should see it: only at or above that level, and only if it set one;
+/// the logger names the server.
+fn unsolicited_log(
+    wanted: Option<LoggingLevel>,
+    server: &ServerId,
+    level: &str,
+    logger: Option<String>,
+    data: serde_json::Value,
+) -> Option<rmcp::model::LoggingMessageNotificationParam> {
+    let wanted = wanted?;
+    let level: LoggingLevel = serde_json::from_value(level.into()).ok()?;
+    if downstream::severity(level) < downstream::severity(wanted) {
+        return None;
+    }
+    let logger = match logger {
+        Some(logger) => format!("{server}/{logger}"),
+        None => server.to_string(),
+    };
+    let mut message = rmcp::model::LoggingMessageNotificationParam::new(level, data);
+    message.logger = Some(logger);
+    Some(message)
 }
 
 /// The prefix a server's names carry in `catalog` (its id if it is not in the catalog).
@@ -758,5 +790,44 @@ impl AggregateServer {
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_servers_own_log_messages_reach_sessions_that_asked_at_their_level() {
+        let server = ServerId::new("notes").unwrap();
+        let data = serde_json::json!("disk almost full");
+        assert!(
+            unsolicited_log(None, &server, "error", None, data.clone()).is_none(),
+            "a session that never set a level is not flooded with every server's logs"
+        );
+        assert!(
+            unsolicited_log(
+                Some(LoggingLevel::Warning),
+                &server,
+                "info",
+                None,
+                data.clone()
+            )
+            .is_none()
+        );
+        let message = unsolicited_log(
+            Some(LoggingLevel::Warning),
+            &server,
+            "error",
+            Some("disk".into()),
+            data.clone(),
+        )
+        .expect("an error is at or above warning");
+        assert_eq!(message.logger.as_deref(), Some("notes/disk"));
+        assert_eq!(message.data, data);
+        assert!(
+            unsolicited_log(Some(LoggingLevel::Debug), &server, "loud", None, data).is_none(),
+            "an unknown level is dropped, not guessed"
+        );
     }
 }
