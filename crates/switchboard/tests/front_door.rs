@@ -587,3 +587,39 @@ fn serving_beyond_loopback_without_api_keys_is_refused_with_the_fix() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("SWITCHBOARD_API_KEYS"), "{stderr}");
 }
+
+#[tokio::test]
+async fn clients_hear_list_changed_when_a_server_changes_its_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["steady", "--", &stdio_fixture()]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    // A 2026-07-28 client (subscriptions/listen on /mcp) and a 2024-11-05 one (/sse).
+    let mut modern = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let mut legacy =
+        client(TransportSpec::from_url(&format!("{}/sse", daemon.base), vec![]).unwrap()).await;
+    let names = |tools: Vec<switchboard_upstream::rmcp_model::Tool>| -> Vec<String> {
+        tools.iter().map(|t| t.name.to_string()).collect()
+    };
+    assert!(!names(modern.upstream.list_tools().await.unwrap()).contains(&"steady__late".into()));
+
+    let added = modern
+        .upstream
+        .call_tool("steady__add_tool", None, &CallContext::default())
+        .await
+        .unwrap();
+    assert!(text(&added).contains("added"));
+    for (era, connection) in [("2026-07-28", &mut modern), ("2024-11-05", &mut legacy)] {
+        let heard = tokio::time::timeout(Duration::from_secs(15), async {
+            while let Some(event) = connection.events.recv().await {
+                if event == switchboard_upstream::UpstreamEvent::ToolsChanged {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(heard, Ok(true), "the {era} client hears tools/list_changed");
+        let tools = names(connection.upstream.list_tools().await.unwrap());
+        assert!(tools.contains(&"steady__late".into()), "{era}: {tools:?}");
+    }
+}
