@@ -1,6 +1,9 @@
 // Vacuous-pass guard for one conformance run (called by .ci/conformance.sh).
 //
-//   node conformance-check.mjs <output dir of `conformance client -o`> <revision>
+//   node conformance-check.mjs <output dir of `conformance client|server -o`> <revision> [server]
+//
+// The server side's table (what Switchboard's front door must show) is in
+// conformance-expected-server.mjs; scenarios it lists as unsupported are reported, not held.
 //
 // The harness can score a scenario as passing when the client did nothing (0 checks), and
 // SKIPPED checks count as neither pass nor fail; in --requirements mode it also ignores
@@ -15,6 +18,7 @@
 // missing, so "0 failed" holds exactly when the guard passes.
 import fs from 'node:fs';
 import path from 'node:path';
+import { SERVER_REQUIRED, SERVER_UNSUPPORTED } from './conformance-expected-server.mjs';
 
 const ELICITATION_DEFAULTS = ['string', 'integer', 'number', 'enum', 'boolean'].map(
   (t) => `client-elicitation-sep1034-${t}-default`,
@@ -198,12 +202,15 @@ const REQUIRED = {
   },
 };
 
-const [outDir, revision] = process.argv.slice(2);
-const required = REQUIRED[revision];
-if (!outDir || !required) {
-  console.error(`usage: conformance-check.mjs <output dir> <${Object.keys(REQUIRED).join('|')}>`);
+const [outDir, revision, side = 'client'] = process.argv.slice(2);
+const server = side === 'server';
+const required = (server ? SERVER_REQUIRED : REQUIRED)[revision];
+const unsupported = server ? SERVER_UNSUPPORTED : {};
+if (!outDir || !required || !['client', 'server'].includes(side)) {
+  console.error(`usage: conformance-check.mjs <output dir> <${Object.keys(REQUIRED).join('|')}> [client|server]`);
   process.exit(2);
 }
+const label = server ? `conformance-server-${revision}` : `conformance-${revision}`;
 
 // Results live in <outDir>/<scenario>-<ISO timestamp>/checks.json, auth ones under
 // <outDir>/auth/<name>-<ISO timestamp>/. The output dir is fresh per run, so one dir per
@@ -216,7 +223,9 @@ function collect(dir, prefix) {
       collect(path.join(dir, 'auth'), 'auth/');
       continue;
     }
-    const scenario = prefix + entry.name.replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, '');
+    // Server results are named server-<scenario>-<timestamp>.
+    const name = server ? entry.name.replace(/^server-/, '') : entry.name;
+    const scenario = prefix + name.replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, '');
     const file = path.join(dir, entry.name, 'checks.json');
     if (results.has(scenario)) throw new Error(`two result dirs for ${scenario} in ${outDir}`);
     results.set(scenario, {
@@ -232,6 +241,11 @@ let passed = 0;
 let failed = 0;
 for (const scenario of [...new Set([...Object.keys(required), ...results.keys()])].sort()) {
   const result = results.get(scenario);
+  if (unsupported[scenario]) {
+    const failing = result?.checks?.filter?.((c) => c.status === 'FAILURE').length ?? 0;
+    console.log(`  n/a  ${scenario}: not held (${unsupported[scenario]}); ${failing} failing checks`);
+    continue;
+  }
   const want = Object.values(required[scenario] ?? {}).reduce((a, b) => a + b, 0);
   const mine = []; // this scenario's problems
   if (!required[scenario]) {
@@ -258,7 +272,7 @@ for (const scenario of [...new Set([...Object.keys(required), ...results.keys()]
         mine.push(`expected ${min} SUCCESS of ${id}, got ${n} (rows: ${seen.join(', ') || 'none'})`);
       }
     }
-    if (mine.length > 0) mine.push(`adapter output: ${result.dir}/stderr.txt`);
+    if (mine.length > 0 && !server) mine.push(`adapter output: ${result.dir}/stderr.txt`);
   }
   const got = result?.checks?.filter?.((c) => c.status === 'SUCCESS').length ?? 0;
   console.log(`  ${mine.length === 0 ? 'ok  ' : 'FAIL'} ${scenario}: ${got}/${want} expected SUCCESS checks`);
@@ -266,5 +280,5 @@ for (const scenario of [...new Set([...Object.keys(required), ...results.keys()]
   problems.push(...mine);
 }
 
-console.log(`conformance-${revision}: ${passed} passed, ${failed} failed`);
+console.log(`${label}: ${passed} passed, ${failed} failed`);
 process.exit(problems.length === 0 ? 0 : 1);

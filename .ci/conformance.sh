@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Run the official MCP conformance suite's client scenarios against Switchboard's adapter.
+# Run the official MCP conformance suite against Switchboard: its client scenarios against the
+# adapter (Switchboard's upstream side), its server scenarios against `switchboard serve` (the
+# front door, with the conformance fixture server behind it).
 #
 #   .ci/conformance.sh [REVISION...]      (default: 2025-11-25 2026-07-28)
 #
-# Needs target/release/switchboard-conformance (cargo build --release --workspace --bins), npm,
+# Needs target/release/{switchboard-conformance,switchboard,switchboard-conformance-everything}
+# (cargo build --release --workspace --bins), npm,
 # and the loopback guard at <repo>/../shared/tools/loopback-guard.mjs. The harness and the
 # Node 22 it needs are pinned in .ci/package.json / package-lock.json and installed with
 # `npm ci` into .ci/work/harness (gitignored). Results: .ci/work/conformance-<REVISION>/.
@@ -15,8 +18,15 @@
 #      extension scenarios included, and no FAILURE or WARNING anywhere (the harness alone
 #      ignores WARNINGs and extensions, and would score a do-nothing run of some scenarios as
 #      passing).
-# Both revisions always run; the last lines are one `conformance-<REVISION>: N passed, M failed`
-# line per revision, and the exit status is 1 if any revision failed.
+# The server side runs `conformance server --requirements REVISION` against Switchboard's /mcp,
+# with switchboard-conformance-everything added as its only server (empty prefix, so the names
+# are the suite's own): once with the fixture speaking every revision (Switchboard reaches it
+# statelessly, 2026-07-28) for both revisions, and once with it limited to legacy sessions for
+# 2025-11-25. conformance-check.mjs (server) holds every scenario to the checks listed in
+# conformance-expected-server.mjs, with no FAILURE or WARNING; the tasks extension, which the
+# front door does not bridge, is reported and not held.
+# Everything always runs; the last lines are one `N passed, M failed` line per run, and the
+# exit status is 1 if any run failed.
 set -euo pipefail
 
 ROOT="$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)"
@@ -24,6 +34,8 @@ CI_DIR="$ROOT/.ci"
 WORK="$CI_DIR/work"
 HARNESS_DIR="$WORK/harness"
 ADAPTER="$ROOT/target/release/switchboard-conformance"
+SWITCHBOARD="$ROOT/target/release/switchboard"
+FIXTURE="$ROOT/target/release/switchboard-conformance-everything"
 GUARD_REL="$ROOT/../shared/tools/loopback-guard.mjs"
 # The harness's own scenario timeout is 30 s and scenarios run in parallel; a whole run takes
 # well under a minute. This outer bound only stops a wedged harness from eating the CI budget.
@@ -38,8 +50,9 @@ if [ "$#" -gt 0 ]; then REVISIONS=("$@"); else REVISIONS=(2025-11-25 2026-07-28)
 directory beside the repository (shared/tools/loopback-guard.mjs); the harness must not run \
 without it, because no test may send traffic off this machine."
 GUARD="$(cd "$(dirname "$GUARD_REL")" && pwd)/$(basename "$GUARD_REL")"
-[ -x "$ADAPTER" ] || die "adapter binary $ADAPTER is missing. Build it first: \
-cargo build --release --workspace --bins"
+for bin in "$ADAPTER" "$SWITCHBOARD" "$FIXTURE"; do
+  [ -x "$bin" ] || die "binary $bin is missing. Build it first: cargo build --release --workspace --bins"
+done
 # The harness runs `<command> <url>` through /bin/sh and NODE_OPTIONS is split on spaces, so
 # these paths must not contain spaces or shell metacharacters.
 for p in "$ADAPTER" "$GUARD"; do
@@ -71,6 +84,15 @@ NODE_VERSION="$("$NODE22" --version 2>&1)" || die "pinned Node binary $NODE22 do
 [ -f "$HARNESS_JS" ] || die "harness entry point $HARNESS_JS is missing after npm ci"
 echo "conformance: harness @modelcontextprotocol/conformance@$("$NODE22" -p "require('$HARNESS_DIR/node_modules/@modelcontextprotocol/conformance/package.json').version") on Node $NODE_VERSION"
 
+# harness <limit in seconds> <harness arguments...>: one run of the harness, with Node 22 first
+# on PATH for the harness only and the guard preload, which refuses non-loopback fetch/DNS inside
+# it; no stdin, and stopped (then killed) if it outlives the limit.
+harness() {
+  local limit="$1"; shift
+  PATH="$(dirname "$NODE22"):$PATH" NODE_OPTIONS="--import=$GUARD" \
+    timeout --kill-after=30 "$limit" "$NODE22" "$HARNESS_JS" "$@" </dev/null
+}
+
 # --- run each revision -------------------------------------------------------------------------
 rm -f "$WORK/conformance-summary.txt"  # scripts/test re-prints this file last; never a stale one
 rm -rf "$WORK/conformance-extra"
@@ -82,16 +104,12 @@ for rev in "${REVISIONS[@]}"; do
   mkdir -p "$out"
   echo
   echo "=== conformance client --requirements $rev (log: $out.log) ==="
-  # Node 22 first on PATH for the harness only; the guard preload refuses non-loopback
-  # fetch/DNS inside the harness. `exec` makes the adapter replace the /bin/sh the harness
+  # `exec` makes the adapter replace the /bin/sh the harness
   # spawns, so the harness's timeout kill reaches the adapter itself instead of leaving it
   # orphaned, and the exit status the harness sees is the adapter's own.
   set +e
-  PATH="$(dirname "$NODE22"):$PATH" NODE_OPTIONS="--import=$GUARD" \
-    timeout --kill-after=30 "$RUN_LIMIT" "$NODE22" "$HARNESS_JS" client \
-      --command "exec $ADAPTER" \
-      --requirements "$rev" \
-      -o "$out" </dev/null 2>&1 | tee "$out.log"
+  harness "$RUN_LIMIT" client --command "exec $ADAPTER" --requirements "$rev" -o "$out" 2>&1 \
+    | tee "$out.log"
   harness_rc=${PIPESTATUS[0]}
   set -e
   case "$harness_rc" in
@@ -132,9 +150,7 @@ for scenario in "${EXTRA_SCENARIOS[@]}"; do
   echo
   echo "=== conformance client --scenario $scenario ==="
   set +e
-  PATH="$(dirname "$NODE22"):$PATH" NODE_OPTIONS="--import=$GUARD" \
-    timeout --kill-after=30 120 "$NODE22" "$HARNESS_JS" client \
-      --command "exec $ADAPTER" --scenario "$scenario" -o "$out" </dev/null 2>&1 | tail -n 3
+  harness 120 client --command "exec $ADAPTER" --scenario "$scenario" -o "$out" 2>&1 | tail -n 3
   rc=${PIPESTATUS[0]}
   set -e
   if [ "$rc" -eq 0 ]; then
@@ -144,6 +160,100 @@ for scenario in "${EXTRA_SCENARIOS[@]}"; do
     SUMMARY+=("conformance-$scenario: FAILED")
     FAILED_REVS+=("$scenario")
   fi
+done
+
+# --- server side: Switchboard's front door ------------------------------------------------------
+# Background processes of this section, stopped on exit whatever happens.
+PIDS=()
+stop_all() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; PIDS=(); }
+trap stop_all EXIT
+free_port() {
+  "$NODE22" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+# wait_connected <status url>: until the one server reports `connected` (bounded: 30 s).
+wait_connected() {
+  "$NODE22" -e '
+    const url = process.argv[1];
+    const deadline = Date.now() + 30000;
+    (async () => {
+      let last = "no answer";
+      while (Date.now() < deadline) {
+        try {
+          const status = await (await fetch(url)).json();
+          const state = status.servers?.[0]?.state;
+          if (state === "connected") return;
+          last = JSON.stringify(status.servers?.[0] ?? status);
+        } catch (e) { last = String(e); }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      console.error(`not connected within 30 s: ${last}`);
+      process.exit(1);
+    })();' "$1"
+}
+
+# name:fixture flags:revisions the suite tests through it (those asked for on the command line).
+SERVER_CONFIGS=("all-revisions::2025-11-25 2026-07-28" "legacy-only:--legacy-only:2025-11-25")
+for config in "${SERVER_CONFIGS[@]}"; do
+  IFS=: read -r upstream fixture_flags server_revs <<<"$config"
+  data="$WORK/server-data-$upstream"
+  rm -rf "$data"
+  fixture_port="$(free_port)"
+  serve_port="$(free_port)"
+  echo
+  echo "=== switchboard serve on 127.0.0.1:$serve_port, upstream: the conformance fixture, $upstream ==="
+  # shellcheck disable=SC2086 # fixture_flags is empty or one flag
+  "$FIXTURE" --port "$fixture_port" $fixture_flags 2>"$WORK/server-fixture-$upstream.log" &
+  PIDS+=($!)
+  "$SWITCHBOARD" --data-dir "$data" server add everything "http://127.0.0.1:$fixture_port/mcp" --prefix '' \
+    || die "switchboard server add failed"
+  "$SWITCHBOARD" --data-dir "$data" serve --listen "127.0.0.1:$serve_port" >"$WORK/server-serve-$upstream.log" 2>&1 &
+  PIDS+=($!)
+  if ! wait_connected "http://127.0.0.1:$serve_port/api/status"; then
+    echo "conformance server ($upstream): FAILED: Switchboard did not connect to the fixture; its log:"
+    tail -n 20 "$WORK/server-serve-$upstream.log"
+    stop_all
+    for rev in $server_revs; do
+      SUMMARY+=("conformance-server-$rev: 0 passed, 1 failed (fixture upstream: $upstream)")
+      FAILED_REVS+=("server-$rev-$upstream")
+    done
+    continue
+  fi
+  for rev in $server_revs; do
+    [[ " ${REVISIONS[*]} " == *" $rev "* ]] || continue
+    out="$WORK/conformance-server-$upstream-$rev"
+    rm -rf "$out" "$out.log"
+    mkdir -p "$out"
+    echo
+    echo "=== conformance server --requirements $rev, fixture upstream: $upstream (log: $out.log) ==="
+    set +e
+    harness "$RUN_LIMIT" server --url "http://127.0.0.1:$serve_port/mcp" --requirements "$rev" -o "$out" \
+      >"$out.log" 2>&1
+    harness_rc=$?
+    check_out="$("$NODE22" "$CI_DIR/conformance-check.mjs" "$out" "$rev" server 2>&1)"
+    check_rc=$?
+    set -e
+    grep -E '^(Total|Not scored)' "$out.log" || true
+    printf '%s\n' "$check_out"
+    case "$harness_rc" in
+      0) ;;
+      124|137) echo "conformance server $rev: FAILED: the harness did not finish within ${RUN_LIMIT}s" ;;
+      *) echo "conformance server $rev: FAILED: harness exited $harness_rc (a scored scenario failed; see $out.log)" ;;
+    esac
+    last="$(printf '%s\n' "$check_out" | tail -n 1)"
+    if [[ ! "$last" =~ ^conformance-server-$rev:\ [0-9]+\ passed,\ [0-9]+\ failed$ ]]; then
+      echo "conformance server $rev: FAILED: the guard script did not produce its summary line"
+      last="conformance-server-$rev: 0 passed, 1 failed"
+      check_rc=1
+    fi
+    not_held="$(printf '%s\n' "$check_out" | grep -c '^  n/a ' || true)"
+    if [ "$not_held" -gt 0 ]; then
+      SUMMARY+=("$last (fixture upstream: $upstream; $not_held scenarios of an unsupported extension not held)")
+    else
+      SUMMARY+=("$last (fixture upstream: $upstream)")
+    fi
+    if [ "$harness_rc" -ne 0 ] || [ "$check_rc" -ne 0 ]; then FAILED_REVS+=("server-$rev-$upstream"); fi
+  done
+  stop_all
 done
 
 echo

@@ -9,9 +9,11 @@
 //! - WebSocket (subprotocol `mcp`),
 //! - stdio (the `switchboard-fixture-stdio` binary).
 //!
-//! [`chaos`] has servers that misbehave on purpose. Everything binds 127.0.0.1 only.
+//! [`conformance`] is the upstream behind Switchboard when the official conformance suite tests
+//! its server side. [`chaos`] has servers that misbehave on purpose. Everything binds 127.0.0.1 only.
 
 pub mod chaos;
+pub mod conformance;
 pub mod oauth;
 mod server;
 pub mod transports;

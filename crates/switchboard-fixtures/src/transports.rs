@@ -95,6 +95,28 @@ pub async fn streamable_http(era: Era) -> RunningFixture {
     }
 }
 
+/// The conformance server ([`crate::conformance`]) over Streamable HTTP at `/mcp`, speaking every
+/// revision or, with `legacy_only`, the revisions up to 2025-11-25.
+pub async fn conformance_http(legacy_only: bool) -> RunningFixture {
+    let stop = CancellationToken::new();
+    let mut server = crate::conformance::ConformanceServer::new();
+    if legacy_only {
+        server = server.legacy_only();
+    }
+    let service = crate::conformance::http_service(server, stop.child_token());
+    let (listener, addr) = listen().await;
+    spawn_router(
+        listener,
+        Router::new().nest_service("/mcp", service),
+        stop.clone(),
+    );
+    RunningFixture {
+        url: format!("http://{addr}/mcp"),
+        state: Arc::default(),
+        stop,
+    }
+}
+
 /// The fixture as a Streamable HTTP service: with sessions for [`Era::Legacy`], stateless for
 /// [`Era::Modern`]; it stops with `stop`.
 pub(crate) fn streamable_service(

@@ -576,7 +576,11 @@ fn spawn_change_listener(
 ) {
     let caps = upstream.capabilities();
     let mut filter = rmcp::model::SubscriptionFilter::builder();
-    let mut wanted = false;
+    // Resource subscriptions join the filter later (see `Upstream::subscribe_resource`).
+    let mut wanted = caps
+        .resources
+        .as_ref()
+        .is_some_and(|r| r.subscribe == Some(true));
     if caps
         .tools
         .as_ref()
@@ -604,18 +608,36 @@ fn spawn_change_listener(
     if !wanted {
         return;
     }
-    let filter = filter.build();
+    let lists = filter.build();
+    let mut subscribed = upstream.watch_subscribed_resources();
     let server = upstream.server().to_string();
     tokio::spawn(async move {
         // A listen stream that drops while the session lives is opened again, with backoff:
-        // without it the catalog would silently stop following the server.
+        // without it the catalog would silently stop following the server. A change of the
+        // subscribed resources opens it again at once with the new filter.
         let mut backoff = Duration::from_secs(1);
         while !peer.is_transport_closed() {
-            match peer.listen(filter.clone()).await {
+            let mut reopen_now = false;
+            let mut filter = lists.clone();
+            let uris: Vec<String> = subscribed.borrow_and_update().iter().cloned().collect();
+            if !uris.is_empty() {
+                filter.resource_subscriptions = Some(uris);
+            }
+            match peer.listen(filter).await {
                 Ok(mut subscription) => {
                     backoff = Duration::from_secs(1);
                     loop {
-                        let event = match subscription.next().await {
+                        let next = tokio::select! {
+                            next = subscription.next() => next,
+                            changed = subscribed.changed() => match changed {
+                                Ok(()) => {
+                                    reopen_now = true;
+                                    break;
+                                }
+                                Err(_) => return,
+                            },
+                        };
+                        let event = match next {
                             Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
                                 UpstreamEvent::ToolsChanged
                             }
@@ -647,7 +669,13 @@ fn spawn_change_listener(
             if events.is_closed() {
                 return;
             }
-            tokio::time::sleep(backoff).await;
+            if reopen_now || subscribed.has_changed().unwrap_or(false) {
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = subscribed.changed() => {}
+            }
             backoff = (backoff * 2).min(Duration::from_secs(60));
         }
     });

@@ -84,6 +84,7 @@ pub enum InputPolicy {
 impl crate::relay::InputResponder for InputPolicy {
     fn answer(
         &self,
+        _key: Option<&str>,
         request: InputRequest,
     ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
         let answer = InputPolicy::answer(*self, &request);
@@ -100,6 +101,16 @@ pub fn relay_capabilities() -> ClientCapabilities {
     capabilities.sampling = Some(Default::default());
     capabilities.elicitation =
         serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok();
+    capabilities
+}
+
+/// What a 2026-07-28 server may rely on during one relayed request: the input kinds the caller
+/// declared (sampling, elicitation, roots), since those are what Switchboard can relay.
+pub fn relay_capabilities_for(caller: &ClientCapabilities) -> ClientCapabilities {
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.roots = caller.roots.clone();
+    capabilities.sampling = caller.sampling.clone();
+    capabilities.elicitation = caller.elicitation.clone();
     capabilities
 }
 
@@ -221,7 +232,7 @@ impl UpstreamHandler {
                 Some(responder) => responder,
                 None => std::sync::Arc::new(self.policy),
             };
-        let answer = responder.answer(wrap(params)).await?;
+        let answer = responder.answer(None, wrap(params)).await?;
         serde_json::from_value(answer).map_err(|e| {
             ErrorData::internal_error(format!("the client's answer is malformed: {e}"), None)
         })

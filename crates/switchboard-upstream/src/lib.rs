@@ -25,7 +25,7 @@ mod wire;
 
 pub use connect::{ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use error::UpstreamError;
-pub use handler::{InputPolicy, UpstreamEvent};
+pub use handler::{InputPolicy, UpstreamEvent, relay_capabilities_for};
 pub use relay::InputResponder;
 pub use upstream::{CallContext, Progress, Upstream};
 

@@ -32,9 +32,15 @@ pub const RELATED_REQUEST_META: &str = "dev.switchboard/relatedRequestId";
 /// Answers a server's requests for input on behalf of one call.
 pub trait InputResponder: Send + Sync {
     /// Answers one request; the value is the `ElicitResult`, `CreateMessageResult` or
-    /// `ListRootsResult` as JSON.
+    /// `ListRootsResult` as JSON. `key` is the request's key in a 2026-07-28 server's
+    /// `inputRequests` (none for a legacy server's request).
+    ///
+    /// A server's requests asked together are all passed in before any answer is awaited, so
+    /// a responder that asks its own client in batches should register the question when
+    /// called, not when the future is first polled.
     fn answer(
         &self,
+        key: Option<&str>,
         request: InputRequest,
     ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>>;
 
@@ -176,6 +182,7 @@ mod tests {
     impl InputResponder for Named {
         fn answer(
             &self,
+            _key: Option<&str>,
             _request: InputRequest,
         ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
             Box::pin(async { Ok(serde_json::Value::Null) })

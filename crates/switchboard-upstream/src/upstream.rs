@@ -6,7 +6,7 @@
 //! asked for it, cancellation, and the 2026-07-28 `input_required` rounds answered by the same
 //! policy as legacy server-to-client requests.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RoleClient};
 use switchboard_core::{ServerId, Timeouts};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{UpstreamError, from_service_error};
@@ -69,6 +69,13 @@ pub struct CallContext {
     /// the request's `_meta` log level to 2026-07-28 servers, which log only when asked.
     #[allow(deprecated)]
     pub log_level: Option<rmcp::model::LoggingLevel>,
+    /// What the caller can be asked for; a 2026-07-28 server gets it as the request's
+    /// `clientCapabilities` (so it never asks for input the caller cannot give). The session's
+    /// own capabilities when `None`.
+    pub client_capabilities: Option<rmcp::model::ClientCapabilities>,
+    /// Answers the caller sent with its first request (as a client may for a server that keeps
+    /// no request state); they go with the first request to the server, which decides.
+    pub input_responses: Option<InputResponses>,
 }
 
 /// A handle on one live upstream session.
@@ -80,6 +87,9 @@ pub struct Upstream {
     policy: InputPolicy,
     in_flight: InFlight,
     timeouts: Timeouts,
+    /// The resources subscribed to on a 2026-07-28 server, where a subscription is a URI in the
+    /// filter of the session's `subscriptions/listen` stream (opened again when this changes).
+    subscribed_resources: Arc<watch::Sender<BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -106,7 +116,62 @@ impl Upstream {
             policy,
             in_flight,
             timeouts,
+            subscribed_resources: Arc::new(watch::channel(BTreeSet::new()).0),
         }
+    }
+
+    /// Follows the resources subscribed to on a 2026-07-28 server (for its listen stream).
+    pub(crate) fn watch_subscribed_resources(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.subscribed_resources.subscribe()
+    }
+
+    /// Subscribes to updates of the resource `uri` (they arrive as
+    /// [`UpstreamEvent::ResourceUpdated`](crate::UpstreamEvent)): `resources/subscribe` in a
+    /// legacy session; on a 2026-07-28 server, which has no such request, the URI joins the
+    /// filter of the session's `subscriptions/listen` stream.
+    pub async fn subscribe_resource(&self, uri: &str) -> Result<(), UpstreamError> {
+        self.change_resource_subscription(uri, true).await
+    }
+
+    /// Ends a subscription made with [`Self::subscribe_resource`].
+    pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), UpstreamError> {
+        self.change_resource_subscription(uri, false).await
+    }
+
+    #[allow(deprecated)]
+    async fn change_resource_subscription(
+        &self,
+        uri: &str,
+        subscribe: bool,
+    ) -> Result<(), UpstreamError> {
+        let supported = self
+            .capabilities()
+            .resources
+            .as_ref()
+            .is_some_and(|r| r.subscribe == Some(true));
+        if !supported {
+            return Err(UpstreamError::Unsupported("resource subscriptions"));
+        }
+        if self.is_stateless() {
+            self.subscribed_resources.send_if_modified(|uris| {
+                if subscribe {
+                    uris.insert(uri.to_owned())
+                } else {
+                    uris.remove(uri)
+                }
+            });
+            return Ok(());
+        }
+        let request = if subscribe {
+            ClientRequest::SubscribeRequest(Request::new(rmcp::model::SubscribeRequestParams::new(
+                uri,
+            )))
+        } else {
+            ClientRequest::UnsubscribeRequest(Request::new(
+                rmcp::model::UnsubscribeRequestParams::new(uri),
+            ))
+        };
+        self.request(request).await.map(|_| ())
     }
 
     /// The server this session belongs to.
@@ -320,6 +385,9 @@ impl Upstream {
         timeout: Duration,
         context: &CallContext,
     ) -> Result<T, UpstreamError> {
+        if context.input_responses.is_some() {
+            attach_inputs(&mut params, context.input_responses.clone(), None);
+        }
         for _ in 0..MAX_INPUT_ROUNDS {
             let result = self
                 .send(into_request(params.clone()), timeout, context)
@@ -347,20 +415,25 @@ impl Upstream {
         let responder = self.responder(context);
         let responses = match required.input_requests {
             Some(requests) => {
+                // Every question is handed over before any answer is awaited, so a caller that
+                // is asked in batches gets them all at once; answers are then awaited in order.
+                let pending: Vec<_> = requests
+                    .into_iter()
+                    .map(|(key, request)| {
+                        let answer = responder.answer(Some(&key), request);
+                        (key, answer)
+                    })
+                    .collect();
                 let mut answers = InputResponses::new();
-                for (key, request) in requests {
-                    let answer =
-                        responder
-                            .answer(request)
-                            .await
-                            .map_err(|e| UpstreamError::Rpc {
-                                code: e.code.0,
-                                message: format!(
-                                    "cannot answer the server's '{key}' input request: {}",
-                                    e.message
-                                ),
-                                data: e.data,
-                            })?;
+                for (key, answer) in pending {
+                    let answer = answer.await.map_err(|e| UpstreamError::Rpc {
+                        code: e.code.0,
+                        message: format!(
+                            "cannot answer the server's '{key}' input request: {}",
+                            e.message
+                        ),
+                        data: e.data,
+                    })?;
                     answers.insert(key, answer);
                 }
                 Some(answers)
@@ -392,9 +465,17 @@ impl Upstream {
         }
         let progress = &context.progress;
         let cancel = &context.cancel;
-        let options = PeerRequestOptions::with_timeout(timeout)
+        let mut options = PeerRequestOptions::with_timeout(timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(timeout.saturating_mul(5));
+        if let Some(capabilities) = &context.client_capabilities
+            && self.is_stateless()
+        {
+            // rmcp stamps the session's capabilities on every request; options' meta goes last.
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.set_client_capabilities(capabilities.clone());
+            options = options.with_meta(meta);
+        }
         let handle = self
             .peer
             .send_cancellable_request(request, options)

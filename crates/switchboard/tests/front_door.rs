@@ -623,3 +623,196 @@ async fn clients_hear_list_changed_when_a_server_changes_its_tools() {
         assert!(tools.contains(&"steady__late".into()), "{era}: {tools:?}");
     }
 }
+
+/// One 2026-07-28 `tools/call` to `url` by a caller with `capabilities`, as a raw HTTP client
+/// sends it; returns the HTTP status and the JSON-RPC response (from a JSON or an SSE body).
+async fn tools_call_2026(url: &str, mut params: Value, capabilities: Value) -> (u16, Value) {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", params["name"].as_str().unwrap_or_default())
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .expect("Switchboard answers");
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap();
+    let message = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:").map(str::trim).or(Some(line)))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|message| message["id"] == 7)
+        .unwrap_or_else(|| panic!("no response to the request in {body}"));
+    (status, message)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_servers_input_requests_keep_their_names_and_see_the_callers_capabilities() {
+    let fixture = transports::conformance_http(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["test", &fixture.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let url = daemon.mcp_url();
+    let everything = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+    let call = |name: &str| json!({"name": name, "arguments": {}});
+
+    // The server's three questions reach the client at once, under the server's own names.
+    let (_, asked) = tools_call_2026(
+        &url,
+        call("test__test_input_required_result_multiple_inputs"),
+        everything.clone(),
+    )
+    .await;
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let mut keys: Vec<&String> = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["client_roots", "greeting", "user_name"], "{asked}");
+    let state = result["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_owned();
+
+    // The answers go back by those names and complete the call.
+    let mut retry = call("test__test_input_required_result_multiple_inputs");
+    retry["requestState"] = state.into();
+    retry["inputResponses"] = json!({
+        "user_name": {"action": "accept", "content": {"name": "Alice"}},
+        "greeting": {"role": "assistant", "model": "m", "content": {"type": "text", "text": "Hi"}},
+        "client_roots": {"roots": [{"uri": "file:///work", "name": "work"}]},
+    });
+    let (_, done) = tools_call_2026(&url, retry, everything.clone()).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Name: Alice; Greeting: Hi; Roots: 1",
+        "{done}"
+    );
+
+    // The server sees what this caller declared, not what Switchboard could relay: a caller
+    // without sampling is refused by a tool that needs it (400, -32021), one with it is served,
+    // and a caller that can only sample is asked only to sample.
+    let (status, refused) =
+        tools_call_2026(&url, call("test__test_missing_capability"), json!({})).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (400, &json!(-32021)),
+        "{refused}"
+    );
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"],
+        json!({"sampling": {}})
+    );
+    let (_, served) = tools_call_2026(
+        &url,
+        call("test__test_missing_capability"),
+        json!({"sampling": {}}),
+    )
+    .await;
+    assert_eq!(
+        served["result"]["content"][0]["text"], "Success",
+        "{served}"
+    );
+    let (_, asked) = tools_call_2026(
+        &url,
+        call("test__test_input_required_result_capabilities"),
+        json!({"sampling": {}}),
+    )
+    .await;
+    let keys: Vec<&String> = asked["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["sample_input"], "{asked}");
+
+    // Answers that cannot be results of any input request are refused, not passed on.
+    let mut malformed = call("test__test_input_required_result_elicitation");
+    malformed["inputResponses"] = json!({"user_name": 12345});
+    let (_, refused) = tools_call_2026(&url, malformed, everything).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resource_updates_reach_subscribers_of_both_eras_from_a_modern_server() {
+    let fixture = transports::conformance_http(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["test", &fixture.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    // Switchboard reaches the fixture statelessly, so its subscriptions ride on the fixture's
+    // subscriptions/listen stream; downstream, a 2026-07-28 client subscribes the same way and
+    // a 2024-11-05 client with resources/subscribe.
+    let mut modern = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let mut legacy =
+        client(TransportSpec::from_url(&format!("{}/sse", daemon.base), vec![]).unwrap()).await;
+    let uri = "test://test__watched-resource";
+    modern.upstream.subscribe_resource(uri).await.unwrap();
+    legacy.upstream.subscribe_resource(uri).await.unwrap();
+    let caller = modern.upstream.clone();
+
+    for (era, connection) in [("2026-07-28", &mut modern), ("2024-11-05", &mut legacy)] {
+        // Each subscription reaches the fixture asynchronously (the listen streams are opened
+        // again with the new filter), so the update is announced until it arrives (bounded).
+        let mut heard = false;
+        for _ in 0..75 {
+            caller
+                .call_tool(
+                    "test__test_update_watched_resource",
+                    None,
+                    &CallContext::default(),
+                )
+                .await
+                .unwrap();
+            let wait = tokio::time::timeout(Duration::from_millis(200), async {
+                loop {
+                    match connection.events.recv().await {
+                        Some(switchboard_upstream::UpstreamEvent::ResourceUpdated(updated)) => {
+                            break updated;
+                        }
+                        Some(_) => continue,
+                        None => break String::new(),
+                    }
+                }
+            });
+            if let Ok(updated) = wait.await {
+                assert_eq!(updated, uri, "{era}: the update names the exposed URI");
+                heard = true;
+                break;
+            }
+        }
+        assert!(heard, "the {era} subscriber hears the update within 15 s");
+    }
+
+    // After unsubscribing, no more updates reach the modern client.
+    modern.upstream.unsubscribe_resource(uri).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while modern.events.try_recv().is_ok() {}
+    modern
+        .upstream
+        .call_tool(
+            "test__test_update_watched_resource",
+            None,
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    let late = tokio::time::timeout(Duration::from_millis(500), async {
+        loop {
+            if let Some(switchboard_upstream::UpstreamEvent::ResourceUpdated(u)) =
+                modern.events.recv().await
+            {
+                break u;
+            }
+        }
+    })
+    .await;
+    assert!(late.is_err(), "an update after unsubscribing: {late:?}");
+}

@@ -38,8 +38,13 @@ type Reply = oneshot::Sender<Result<serde_json::Value, ErrorData>>;
 
 /// What the upstream side of an exchange reports.
 pub(crate) enum Step {
-    /// The server wants input; the answer goes back on `reply`.
-    Input { request: InputRequest, reply: Reply },
+    /// The server wants input; the answer goes back on `reply`. `key` is the server's own key
+    /// for it (2026-07-28 servers), kept so the client sees the server's names.
+    Input {
+        key: Option<String>,
+        request: InputRequest,
+        reply: Reply,
+    },
     /// A progress report.
     Progress(Progress),
     /// A log message the server sent while working on the request.
@@ -59,6 +64,7 @@ pub(crate) struct DownstreamResponder {
 impl InputResponder for DownstreamResponder {
     fn answer(
         &self,
+        key: Option<&str>,
         request: InputRequest,
     ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
         if let Err(missing) = downstream::supports(&self.capabilities, &request) {
@@ -68,7 +74,11 @@ impl InputResponder for DownstreamResponder {
             Some(peer) => Box::pin(downstream::ask(peer.clone(), request)),
             None => {
                 let (reply, answer) = oneshot::channel();
-                let sent = self.steps.send(Step::Input { request, reply });
+                let sent = self.steps.send(Step::Input {
+                    key: key.map(str::to_owned),
+                    request,
+                    reply,
+                });
                 Box::pin(async move {
                     if sent.is_err() {
                         return Err(gone());
@@ -118,9 +128,11 @@ impl Drop for Exchange {
 }
 
 impl Exchange {
-    /// Starts `work` upstream with a responder for the client behind `context`.
+    /// Starts `work` upstream with a responder for the client behind `context`; answers the
+    /// client sent without a `requestState` go with the first upstream request.
     pub(crate) fn start<F>(
         purpose: String,
+        input_responses: Option<InputResponses>,
         context: &RequestContext<RoleServer>,
         forward: &downstream::Forwarder,
         work: F,
@@ -133,10 +145,12 @@ impl Exchange {
         let (steps_tx, steps) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let peer = (!downstream::is_modern(context)).then(|| context.peer.clone());
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        let call_capabilities = switchboard_upstream::relay_capabilities_for(&capabilities);
         let responder = DownstreamResponder {
             steps: steps_tx.clone(),
             peer,
-            capabilities: context.client_capabilities().unwrap_or_default(),
+            capabilities,
         };
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel();
         let call = switchboard_upstream::CallContext {
@@ -144,6 +158,8 @@ impl Exchange {
             cancel: cancel.clone(),
             responder: Some(Arc::new(responder)),
             log_level: forward.log_level(),
+            client_capabilities: Some(call_capabilities),
+            input_responses,
         };
         let upstream = work(call);
         // One task forwards progress and then the result, so the last reports are never
@@ -189,10 +205,19 @@ impl Exchange {
         }
     }
 
-    fn note_input(&mut self, request: InputRequest, reply: Reply) {
-        self.next_key += 1;
-        self.pending
-            .push((format!("input-{}", self.next_key), request, reply));
+    fn note_input(&mut self, key: Option<String>, request: InputRequest, reply: Reply) {
+        let taken = |key: &str| self.pending.iter().any(|(k, _, _)| k == key);
+        let key = match key {
+            Some(key) if !taken(&key) => key,
+            _ => loop {
+                self.next_key += 1;
+                let key = format!("input-{}", self.next_key);
+                if !taken(&key) {
+                    break key;
+                }
+            },
+        };
+        self.pending.push((key, request, reply));
     }
 
     /// Runs the exchange for the downstream request `context` until the upstream finishes or
@@ -208,7 +233,11 @@ impl Exchange {
                 // Take everything already queued, so questions asked together are asked together.
                 while let Ok(step) = self.steps.try_recv() {
                     match step {
-                        Step::Input { request, reply } => self.note_input(request, reply),
+                        Step::Input {
+                            key,
+                            request,
+                            reply,
+                        } => self.note_input(key, request, reply),
                         Step::Progress(report) => forward.progress(report).await,
                         Step::Log(message) => forward.log(message).await,
                         Step::Done(result) => return Outcome::Done(result),
@@ -226,7 +255,7 @@ impl Exchange {
             }
             tokio::select! {
                 step = self.steps.recv() => match step {
-                    Some(Step::Input { request, reply }) => self.note_input(request, reply),
+                    Some(Step::Input { key, request, reply }) => self.note_input(key, request, reply),
                     Some(Step::Progress(report)) => forward.progress(report).await,
                     Some(Step::Log(message)) => forward.log(message).await,
                     Some(Step::Done(result)) => return Outcome::Done(result),
@@ -238,6 +267,22 @@ impl Exchange {
                 }
             }
         }
+    }
+}
+
+/// Refuses answers that cannot be results of an input request: each one is an `ElicitResult`,
+/// `CreateMessageResult` or `ListRootsResult`, so a JSON object. Nothing malformed is passed on
+/// to a server as if the client had answered.
+pub(crate) fn check_input_responses(responses: &InputResponses) -> Result<(), ErrorData> {
+    match responses.iter().find(|(_, answer)| !answer.is_object()) {
+        Some((key, _)) => Err(ErrorData::invalid_params(
+            format!(
+                "inputResponses['{key}'] is not an object (an elicitation, sampling or roots \
+                 result)"
+            ),
+            None,
+        )),
+        None => Ok(()),
     }
 }
 

@@ -123,6 +123,9 @@ impl AggregateServer {
         )
             -> futures::future::BoxFuture<'static, Result<ServerResult, UpstreamError>>,
     {
+        if let Some(responses) = &input_responses {
+            exchange::check_input_responses(responses)?;
+        }
         let forward = downstream::Forwarder::new(context, self.log_level());
         let exchange = match request_state {
             Some(handle) => {
@@ -130,7 +133,7 @@ impl AggregateServer {
                 exchange.deliver(input_responses);
                 exchange
             }
-            None => Exchange::start(purpose, context, &forward, work),
+            None => Exchange::start(purpose, input_responses, context, &forward, work),
         };
         Ok(exchange
             .advance(context, &forward, &self.shared.parked)
@@ -215,18 +218,12 @@ impl AggregateServer {
             return Ok(());
         }
         let upstream = self.upstream(&server)?;
-        let request = if subscribe {
-            ClientRequest::SubscribeRequest(Request::new(SubscribeRequestParams::new(upstream_uri)))
+        let changed = if subscribe {
+            upstream.subscribe_resource(&upstream_uri).await
         } else {
-            ClientRequest::UnsubscribeRequest(Request::new(UnsubscribeRequestParams::new(
-                upstream_uri,
-            )))
+            upstream.unsubscribe_resource(&upstream_uri).await
         };
-        upstream
-            .request(request)
-            .await
-            .map(|_| ())
-            .map_err(|e| upstream_error(&server, e))
+        changed.map_err(|e| upstream_error(&server, e))
     }
 }
 

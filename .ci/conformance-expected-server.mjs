@@ -1,0 +1,194 @@
+// What the conformance suite's server scenarios must show when they test Switchboard's front
+// door (with switchboard-conformance-everything behind it): scenario -> { check id -> minimum
+// number of SUCCESS rows }. Figures measured with the complete chain; used by
+// conformance-check.mjs --side server.
+
+const ones = (ids) => Object.fromEntries(ids.map((id) => [id, 1]));
+// Most scenarios make one check of their own name plus the wire-schema check.
+const plain = (names) => Object.fromEntries(names.map((n) => [n, ones([n, 'wire-schema-valid'])]));
+
+// In both revisions.
+const COMMON = {
+  ...plain([
+    'completion-complete',
+    'tools-call-simple-text',
+    'tools-call-image',
+    'tools-call-audio',
+    'tools-call-embedded-resource',
+    'tools-call-mixed-content',
+    'tools-call-error',
+    'tools-call-with-progress',
+    'resources-list',
+    'resources-read-text',
+    'resources-read-binary',
+    'resources-templates-read',
+    'prompts-list',
+    'prompts-get-simple',
+    'prompts-get-with-args',
+    'prompts-get-embedded-resource',
+    'prompts-get-with-image',
+  ]),
+  'server-sse-multiple-streams': ones(['server-accepts-multiple-post-streams', 'server-sse-streams-functional']),
+  'dns-rebinding-protection': ones(['localhost-host-rebinding-rejected', 'localhost-host-valid-accepted']),
+  // Not scored (pending), held to the same standard.
+  'json-schema-2020-12': ones([
+    'json-schema-2020-12-tool-found',
+    'json-schema-2020-12-$schema',
+    'json-schema-2020-12-$defs',
+    'json-schema-2020-12-additionalProperties',
+    'sep-2106-composition-keywords-preserved',
+    'sep-2106-conditional-keywords-preserved',
+    'sep-2106-anchor-keyword-preserved',
+    'wire-schema-valid',
+  ]),
+};
+
+const LEGACY = {
+  ...COMMON,
+  ...plain([
+    'logging-set-level',
+    'ping',
+    'tools-call-with-logging',
+    'tools-call-sampling',
+    'tools-call-elicitation',
+    'resources-subscribe',
+    'resources-unsubscribe',
+  ]),
+  'server-initialize': ones(['server-initialize', 'server-session-id-visible-ascii', 'wire-schema-valid']),
+  'tools-list': ones(['tools-list', 'tools-name-format', 'wire-schema-valid']),
+  'elicitation-sep1034-defaults': ones([
+    ...['string', 'integer', 'number', 'enum', 'boolean'].map((t) => `elicitation-sep1034-${t}-default`),
+    'wire-schema-valid',
+  ]),
+  'elicitation-sep1330-enums': ones([
+    ...['untitled-single', 'titled-single', 'legacy-enumnames', 'untitled-multi', 'titled-multi'].map(
+      (v) => `elicitation-sep1330-${v}`,
+    ),
+    'wire-schema-valid',
+  ]),
+  // Not scored (added after the release / pending).
+  'server-session-lifecycle': ones([
+    'server-session-initialized-accepted',
+    'server-session-delete-accepted',
+    'server-session-terminated-returns-404',
+  ]),
+  'server-sse-polling': ones(['server-sse-priming-event', 'server-sse-retry-field']),
+};
+
+// The input_required scenarios: `<slug>-incomplete` (the first answer asks) and
+// `<slug>-complete` (the retry with answers completes).
+const rounds = (scenario, slug) => ({
+  [`input-required-result-${scenario}`]: ones([`sep-2322-${slug}-incomplete`, `sep-2322-${slug}-complete`, 'wire-schema-valid']),
+});
+
+const STATELESS = {
+  ...COMMON,
+  'tools-list': ones(['tools-list', 'tools-name-format', 'tools-list-deterministic-order', 'wire-schema-valid']),
+  'sep-2164-resource-not-found': ones([
+    'sep-2164-no-empty-contents',
+    'sep-2164-error-code',
+    'sep-2164-data-uri',
+    'wire-schema-valid',
+  ]),
+  caching: ones([
+    'sep-2549-tools-list-caching-hints',
+    'sep-2549-prompts-list-caching-hints',
+    'sep-2549-resources-list-caching-hints',
+    'sep-2549-resources-templates-list-caching-hints',
+    'sep-2549-resources-read-caching-hints',
+    'sep-2549-ttl-non-negative',
+    'sep-2549-cache-scope-valid',
+    'wire-schema-valid',
+  ]),
+  'server-stateless': {
+    ...ones([
+      'sep-2575-request-meta-invalid-missing-meta',
+      'sep-2575-request-meta-invalid-missing-protocol-version',
+      'sep-2575-request-meta-invalid-missing-client-capabilities',
+      'sep-2575-request-meta-client-info-optional',
+      'sep-2575-server-implements-discover',
+      'sep-2575-server-identifies-in-result-meta',
+      'sep-2575-server-declares-prompts-in-discover',
+      'sep-2575-discover-capabilities-match-handlers',
+      'sep-2575-server-unsupported-version-error',
+      'sep-2575-http-server-unsupported-version-400',
+      'sep-2575-http-server-header-mismatch-400',
+      'sep-2575-server-rejects-undeclared-capability',
+      'sep-2575-missing-capability-http-400',
+      ...['initialize', 'ping', 'logging-setlevel', 'resources-subscribe', 'resources-unsubscribe'].map(
+        (m) => `sep-2575-http-server-method-not-found-404-${m}`,
+      ),
+      'sep-2575-http-server-method-not-found-404',
+      'sep-2575-http-server-no-independent-requests-on-stream',
+      'sep-2575-server-no-log-without-loglevel',
+      'sep-2575-server-sends-subscription-ack',
+      'sep-2575-server-tags-subscription-id',
+      'sep-2575-server-honors-notification-filter',
+      'sep-2575-server-sends-prompts-list-changed-on-subscription',
+      'sep-2575-server-sends-tools-list-changed-on-subscription',
+      'sep-2575-http-server-error-jsonrpc-id',
+    ]),
+    'sep-2575-http-server-meta-invalid-400': 3,
+  },
+  ...rounds('basic-elicitation', 'elicitation'),
+  ...rounds('basic-sampling', 'sampling'),
+  ...rounds('basic-list-roots', 'list-roots'),
+  ...rounds('request-state', 'request-state'),
+  ...rounds('multiple-input-requests', 'multiple-inputs'),
+  ...rounds('non-tool-request', 'non-tool'),
+  'input-required-result-multi-round': ones([
+    'sep-2322-multi-round-r1',
+    'sep-2322-multi-round-r2',
+    'sep-2322-multi-round-r3',
+    'wire-schema-valid',
+  ]),
+  'input-required-result-missing-input-response': ones(['sep-2322-missing-response-rerequests', 'wire-schema-valid']),
+  'input-required-result-result-type': ones(['sep-2322-result-type-included', 'wire-schema-valid']),
+  'input-required-result-unsupported-methods': ones(['sep-2322-not-on-unsupported-requests', 'wire-schema-valid']),
+  'input-required-result-tampered-state': ones(['sep-2322-reject-tampered-state', 'wire-schema-valid']),
+  'input-required-result-capability-check': ones(['sep-2322-respect-client-capabilities', 'wire-schema-valid']),
+  'input-required-result-ignore-extra-params': ones(['sep-2322-ignore-unexpected-params', 'wire-schema-valid']),
+  'input-required-result-validate-input': ones([
+    'sep-2322-validate-input-responses',
+    'sep-2322-error-on-protocol-error',
+    'wire-schema-valid',
+  ]),
+  // Not scored (pending).
+  'http-header-validation': {
+    'sep-2243-server-reject-invalid-headers': 5,
+    'sep-2243-server-reject-error-code': 5,
+    'sep-2243-server-accepts-whitespace-header-value': 1,
+    'sep-2243-header-name-case-insensitive': 2,
+    'wire-schema-valid': 1,
+  },
+  'http-custom-header-server-validation': {
+    'sep-2243-server-decode-base64': 1,
+    'sep-2243-server-reject-invalid-param-chars': 2,
+    'sep-2243-server-reject-param-mismatch': 3,
+    'sep-2243-server-validate-param-match': 3,
+    'wire-schema-valid': 1,
+  },
+};
+
+/** Expected checks per revision. */
+export const SERVER_REQUIRED = { '2025-11-25': LEGACY, '2026-07-28': STATELESS };
+
+/**
+ * Scenarios run but not held to a pass, each with the reason; the guard prints them every run.
+ * The tasks extension (SEP-2663) is not bridged by the front door: Switchboard neither declares
+ * nor serves `tasks`, and these scenarios test a server that does.
+ */
+export const SERVER_UNSUPPORTED = Object.fromEntries(
+  [
+    'tasks-capability-negotiation',
+    'tasks-dispatch-and-envelope',
+    'tasks-lifecycle',
+    'tasks-mrtr-composition',
+    'tasks-mrtr-input',
+    'tasks-request-headers',
+    'tasks-request-state-removal',
+    'tasks-required-task-error',
+    'tasks-status-notifications',
+    'tasks-wire-fields',
+  ].map((s) => [s, 'tasks extension (SEP-2663) is not bridged by the front door']),
+);
