@@ -11,6 +11,7 @@ pub mod error;
 pub mod exposure;
 pub mod server;
 pub mod state;
+pub mod supervision;
 
 pub use error::{ErrorSource, RetryClass};
 pub use server::{
@@ -18,3 +19,4 @@ pub use server::{
     ServerIdError, Timeouts, TransportSpec,
 };
 pub use state::{ConnectionState, IllegalTransition, StateMachine};
+pub use supervision::{Backoff, Supervision};

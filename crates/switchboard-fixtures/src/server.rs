@@ -41,6 +41,8 @@ pub struct FixtureState {
     pub sessionless_posts: AtomicUsize,
     /// DELETE requests (session terminations).
     pub deletes: AtomicUsize,
+    /// While set, HTTP requests get no answer (the connection stays open): a server that hangs.
+    pub frozen: AtomicBool,
     /// The last `Mcp-Param-Region` header seen on a `lookup` call (HTTP only).
     pub last_region_header: std::sync::Mutex<Option<String>>,
 }

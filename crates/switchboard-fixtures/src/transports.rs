@@ -157,6 +157,10 @@ async fn observe_sessions(
     if has_session && is_post && state.expire_session_once.swap(false, Ordering::SeqCst) {
         return axum::response::IntoResponse::into_response(StatusCode::NOT_FOUND);
     }
+    // A frozen server holds POSTs unanswered until it thaws (bounded by the client's timeout).
+    while is_post && state.frozen.load(Ordering::SeqCst) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     next.run(request).await
 }
 

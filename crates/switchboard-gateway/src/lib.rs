@@ -158,12 +158,13 @@ fn is_public_path(path: &str) -> bool {
 /// The router with every front door; `addr` is where it is served (for the OAuth redirect URI).
 /// Cancelling `stop` ends every MCP session and stream.
 pub fn router(
-    hub: Arc<Hub>,
+    shared: Arc<mcp::Shared>,
     addr: SocketAddr,
     access: Access,
     stop: tokio_util::sync::CancellationToken,
 ) -> Router {
-    let shared = mcp::Shared::new(hub.clone());
+    let hub = shared.hub().clone();
+    let draining = shared.clone();
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
     let mcp = mcp::http::service(shared, stop);
     let state = AppState {
@@ -184,6 +185,15 @@ pub fn router(
         .route(oauth::CALLBACK_PATH, get(oauth::callback))
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
         .layer(middleware::from_fn(move |request: Request, next: Next| {
+            let draining = draining.clone();
+            async move {
+                if request.method() == axum::http::Method::POST && draining.is_draining() {
+                    return shutting_down();
+                }
+                next.run(request).await
+            }
+        }))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
             let access = access.clone();
             async move {
                 match access.refusal(&request) {
@@ -193,6 +203,22 @@ pub fn router(
             }
         }))
         .with_state(state)
+}
+
+/// The answer to a request that arrives while the daemon shuts down: 503 with a JSON-RPC error,
+/// so MCP clients show a reason and may retry against the next instance.
+fn shutting_down() -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": "Switchboard is shutting down; try again shortly"},
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::RETRY_AFTER, "5")],
+        axum::Json(body),
+    )
+        .into_response()
 }
 
 /// The OAuth redirect URI of a daemon listening on `addr`.
@@ -257,19 +283,33 @@ impl Gateway {
         self.listener.local_addr().ok()
     }
 
-    /// Serves until `shutdown` completes.
+    /// Serves until `shutdown` completes, then drains: new requests get 503, requests in flight
+    /// get up to `drain` to finish, and every stream is closed.
     pub async fn serve(
         self,
         hub: Arc<Hub>,
         access: Access,
         shutdown: impl Future<Output = ()> + Send + 'static,
+        drain: std::time::Duration,
     ) -> Result<(), GatewayError> {
         let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
         let stop = tokio_util::sync::CancellationToken::new();
         let streams = stop.clone();
-        axum::serve(self.listener, router(hub, addr, access, stop))
+        let shared = mcp::Shared::new(hub);
+        let draining = shared.clone();
+        axum::serve(self.listener, router(shared, addr, access, stop))
             .with_graceful_shutdown(async move {
                 shutdown.await;
+                let unfinished = draining.drain(drain).await;
+                if unfinished > 0 {
+                    tracing::warn!(
+                        unfinished,
+                        "requests still in flight after the drain deadline are cut off"
+                    );
+                }
+                // A request that just finished has its response queued on its stream: give the
+                // streams a moment to flush before closing them.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 // Long-lived SSE streams would hold the graceful shutdown open.
                 streams.cancel();
             })
@@ -296,6 +336,55 @@ mod tests {
             builder = builder.header(*name, *value);
         }
         builder.body(axum::body::Body::empty()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn while_draining_new_requests_get_503_with_a_json_rpc_error_and_health_still_answers() {
+        use tower::ServiceExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = switchboard_store::Store::open(dir.path()).await.unwrap();
+        let hub = Hub::new(store, switchboard_upstream::ConnectOptions::new("test"));
+        let shared = mcp::Shared::new(hub);
+        let addr: SocketAddr = "127.0.0.1:8750".parse().unwrap();
+        let app = router(shared.clone(), addr, Access::Loopback, Default::default());
+        assert_eq!(
+            shared.drain(std::time::Duration::ZERO).await,
+            0,
+            "nothing in flight"
+        );
+
+        let ping = axum::http::Request::post("/mcp")
+            .header("host", "127.0.0.1:8750")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(axum::body::Body::from(
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            ))
+            .unwrap();
+        let refused = app.clone().oneshot(ping).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            refused
+                .headers()
+                .contains_key(axum::http::header::RETRY_AFTER)
+        );
+        let body = axum::body::to_bytes(refused.into_body(), 4096)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], -32000);
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("shutting down")
+        );
+
+        let health = app
+            .oneshot(request("/healthz", &[("host", "127.0.0.1:8750")]))
+            .await
+            .unwrap();
+        assert_eq!(health.status(), StatusCode::OK);
     }
 
     #[test]

@@ -2,14 +2,15 @@
 //!
 //! One task per server owns the server's state machine. It connects (probing the era and caching
 //! the result), lists the catalog, waits for the session to end while applying `list_changed`
-//! refreshes, and on failure backs off exponentially (1 s doubling to 60 s, with jitter) before
-//! reconnecting. A server that needs sign-in stops retrying until it is restarted.
+//! refreshes and checking the server's health, and on failure backs off exponentially with full
+//! jitter (by default below 1 s, doubling to 30 s) before reconnecting. A server that needs
+//! sign-in waits for one instead of retrying.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_core::error::{Classified, RetryClass};
-use switchboard_core::{ConnectionState, StateMachine};
+use switchboard_core::{Backoff, ConnectionState, StateMachine};
 use switchboard_oauth::{AuthEvent, ServerAuth};
 use switchboard_store::{CachedProbe, Store};
 use switchboard_upstream::{ConnectOptions, Connection, Upstream, UpstreamError, UpstreamEvent};
@@ -17,12 +18,6 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::event::now_ms;
 use crate::{HubEvent, ServerCatalog, ServerSlot, write};
-
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// A session must stay up this long before the backoff starts again from the beginning, so a
-/// server that crashes right after its handshake is not restarted every second forever.
-const STABLE_SESSION: Duration = Duration::from_secs(30);
 
 /// How often a server waiting for sign-in checks the store for tokens (stored by
 /// `switchboard login` in another process).
@@ -191,7 +186,8 @@ impl ConnectionTask {
 
     pub(crate) async fn run(mut self) {
         let stop = self.slot.stop.clone();
-        let mut backoff = FIRST_BACKOFF;
+        let supervision = self.options.supervision.clone();
+        let mut backoff = Backoff::from_supervision(&supervision);
         loop {
             self.set_state(ConnectionState::Connecting, None);
             let attempt = tokio::select! {
@@ -202,8 +198,8 @@ impl ConnectionTask {
                 Ok(connection) => {
                     let started = tokio::time::Instant::now();
                     let ended = self.serve(connection).await;
-                    if started.elapsed() >= STABLE_SESSION {
-                        backoff = FIRST_BACKOFF;
+                    if started.elapsed() >= supervision.stable_session {
+                        backoff.reset();
                     }
                     ended
                 }
@@ -220,15 +216,15 @@ impl ConnectionTask {
                 }
                 self.set_state(ConnectionState::NeedsAuth, Some(failure.to_string()));
                 if self.wait_for_sign_in().await {
-                    backoff = FIRST_BACKOFF;
+                    backoff.reset();
                     continue;
                 }
                 break;
             }
             self.set_state(ConnectionState::Error, Some(failure.to_string()));
             self.set_state(ConnectionState::Reconnecting, Some(failure.to_string()));
-            let delay = jittered(backoff);
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            let delay = backoff.next_delay(rand::random::<f64>());
+            tracing::debug!(server = %self.server(), ?delay, "reconnecting after a delay");
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(delay) => {}
@@ -290,17 +286,30 @@ impl ConnectionTask {
         *write(&self.slot.upstream) = Some(upstream.clone());
         self.set_state(ConnectionState::Connected, None);
 
-        let stop = self.slot.stop.clone();
-        let closed = session.run_until_closed(stop.cancelled_owned());
+        // Ending the session (stop, or a failed health check) closes it from our side.
+        let end = self.slot.stop.child_token();
+        let closed = session.run_until_closed(end.clone().cancelled_owned());
         tokio::pin!(closed);
+        let mut health = HealthChecks::new(self.options.supervision.health_interval);
+        let mut unhealthy = None;
         loop {
             tokio::select! {
                 _ = &mut closed => break,
                 Some(event) = events.recv() => self.on_events(&upstream, event, &mut events).await,
                 Some(event) = self.auth_events.recv() => self.on_auth_event(event),
+                _ = health.due() => {
+                    if let Err(error) = upstream.health_check().await {
+                        tracing::warn!(server = %self.server(), %error, "health check failed; reconnecting");
+                        unhealthy = Some(UpstreamError::Protocol(format!("the health check failed: {error}")));
+                        end.cancel();
+                    }
+                }
             }
         }
         *write(&self.slot.upstream) = None;
+        if let Some(error) = unhealthy {
+            return error;
+        }
         let last_words = stderr.and_then(|tail| tail.last_line());
         match last_words {
             Some(line) => UpstreamError::Protocol(format!(
@@ -427,6 +436,33 @@ impl ConnectionTask {
     }
 }
 
+/// When the next health check is due; never when checks are off.
+struct HealthChecks {
+    timer: Option<tokio::time::Interval>,
+}
+
+impl HealthChecks {
+    fn new(interval: Option<Duration>) -> Self {
+        let timer = interval.filter(|i| !i.is_zero()).map(|interval| {
+            // The first check comes one interval after connecting, not at once.
+            let mut timer =
+                tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+            timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            timer
+        });
+        Self { timer }
+    }
+
+    async fn due(&mut self) {
+        match &mut self.timer {
+            Some(timer) => {
+                timer.tick().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Refresh {
     tools: bool,
@@ -472,13 +508,4 @@ impl Refresh {
     fn is_empty(self) -> bool {
         self == Self::NONE
     }
-}
-
-/// Up to 20% random jitter so that many servers failing together do not retry in lockstep.
-fn jittered(base: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let fraction = f64::from(nanos % 1000) / 1000.0 * 0.2;
-    base.mul_f64(1.0 + fraction)
 }

@@ -238,3 +238,133 @@ async fn the_probe_result_is_cached_in_the_store() {
     assert_eq!(hub.status()[0].detected_transport, Some("http_sse"));
     hub.shutdown().await;
 }
+
+async fn hub_supervised(
+    supervision: switchboard_core::Supervision,
+) -> (Arc<Hub>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    let options = ConnectOptions {
+        supervision,
+        ..ConnectOptions::new("test")
+    };
+    (Hub::new(store, options), dir)
+}
+
+#[tokio::test]
+async fn a_server_that_stops_answering_fails_its_health_check_fails_fast_and_recovers() {
+    for era in [Era::Legacy, Era::Modern] {
+        let fixture = transports::streamable_http(era).await;
+        let (hub, _dir) = hub_supervised(switchboard_core::Supervision {
+            health_interval: Some(Duration::from_millis(200)),
+            reconnect_initial: Duration::from_millis(100),
+            reconnect_max: Duration::from_millis(300),
+            ..Default::default()
+        })
+        .await;
+        let mut def = http("frozen", &fixture.url);
+        def.timeouts.request = Duration::from_millis(500);
+        let mut events = hub.subscribe();
+        hub.start(def).await;
+        eventually(&hub, "frozen", "connected", |s| {
+            s.state == ConnectionState::Connected
+        })
+        .await;
+
+        // The connection stays open but nothing answers: only a health check can tell.
+        fixture
+            .state
+            .frozen
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let left_connected = tokio::time::timeout(Duration::from_secs(15), async {
+            loop {
+                if let Ok(HubEvent::StateChanged {
+                    from: ConnectionState::Connected,
+                    error,
+                    ..
+                }) = events.recv().await
+                {
+                    break error;
+                }
+            }
+        })
+        .await
+        .expect("the server is noticed down within 15 s");
+        assert!(
+            left_connected
+                .as_deref()
+                .is_some_and(|e| e.contains("health check")),
+            "{era:?}: {left_connected:?}"
+        );
+        eventually(&hub, "frozen", "not connected", |s| {
+            s.state != ConnectionState::Connected
+        })
+        .await;
+        // While it is known down, a call is refused at once with the reason.
+        match hub.upstream(&id("frozen")) {
+            Err(HubError::NotConnected { reason, .. }) => {
+                assert!(reason.is_some(), "{era:?}: the refusal says why")
+            }
+            other => panic!("{era:?}: expected NotConnected, got {other:?}"),
+        }
+
+        fixture
+            .state
+            .frozen
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        eventually(&hub, "frozen", "connected again", |s| {
+            s.state == ConnectionState::Connected
+        })
+        .await;
+        assert_eq!(echo(&hub, "frozen").await, "ok", "{era:?}");
+        hub.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn requests_beyond_a_servers_bounds_are_refused_as_busy_and_the_rest_complete() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let (hub, _dir) = hub_supervised(switchboard_core::Supervision {
+        max_concurrent_calls: 1,
+        max_queued_calls: 1,
+        ..Default::default()
+    })
+    .await;
+    hub.start(http("busy", &fixture.url)).await;
+    eventually(&hub, "busy", "connected", |s| {
+        s.state == ConnectionState::Connected
+    })
+    .await;
+    let upstream = hub.upstream(&id("busy")).unwrap();
+
+    // One runs, one waits for its slot, one finds the line full.
+    let calls = (0..3).map(|_| {
+        let upstream = upstream.clone();
+        async move {
+            upstream
+                .call_tool(
+                    "slow",
+                    serde_json::json!({"ms": 600}).as_object().cloned(),
+                    &CallContext::default(),
+                )
+                .await
+        }
+    });
+    let outcomes = futures::future::join_all(calls).await;
+    let done = outcomes
+        .iter()
+        .filter(|o| {
+            o.as_ref()
+                .is_ok_and(|r| r.content[0].as_text().unwrap().text == "done")
+        })
+        .count();
+    let busy: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().err())
+        .filter(|e| matches!(e, switchboard_upstream::UpstreamError::Busy { .. }))
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!((done, busy.len()), (2, 1), "{outcomes:?}");
+    assert!(busy[0].contains("busy"), "{busy:?}");
+    hub.shutdown().await;
+}

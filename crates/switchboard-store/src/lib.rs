@@ -84,6 +84,11 @@ pub struct Store {
 }
 
 impl Store {
+    /// Closes every connection, so the database and its write-ahead log are complete on disk.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
     /// Opens (creating if needed) the store in `data_dir`: the directory (mode 0700), the vault key
     /// and the database, then applies pending migrations.
     pub async fn open(data_dir: &Path) -> Result<Self, StoreError> {

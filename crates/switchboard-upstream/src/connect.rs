@@ -63,6 +63,8 @@ pub struct ConnectOptions {
     /// OAuth state for the server being connected (HTTP transports only): credentials for every
     /// request, and what to do on 401 and 403.
     pub auth: Option<std::sync::Arc<switchboard_oauth::ServerAuth>>,
+    /// Reconnect, health-check and load bounds (the request bounds apply per session here).
+    pub supervision: switchboard_core::Supervision,
 }
 
 impl ConnectOptions {
@@ -74,6 +76,7 @@ impl ConnectOptions {
             relay_input: false,
             http: default_http_client(),
             auth: None,
+            supervision: switchboard_core::Supervision::default(),
         }
     }
 }
@@ -121,7 +124,13 @@ impl Session {
             reason = &mut waiting => reason.unwrap_or(QuitReason::Closed),
             () = shutdown => {
                 stop.cancel();
-                waiting.await.unwrap_or(QuitReason::Cancelled)
+                // Closing may need the server (a DELETE behind a request it never answered):
+                // a server that hangs does not get to hang its supervisor too.
+                tokio::time::timeout(CLOSE_LIMIT, waiting)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or(QuitReason::Cancelled)
             }
         }
     }
@@ -131,6 +140,9 @@ impl Session {
         let _ = self.service.close().await;
     }
 }
+
+/// How long closing a session may take before it is abandoned.
+const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 
 /// Connects to `def`, trying `cached` first for HTTP servers.
 pub async fn connect(
@@ -225,6 +237,10 @@ pub async fn connect(
         options.input_policy,
         in_flight,
         def.timeouts,
+        crate::limits::CallLimiter::new(
+            options.supervision.max_concurrent_calls,
+            options.supervision.max_queued_calls,
+        ),
     );
     if upstream.is_stateless() {
         spawn_change_listener(&upstream, service.peer().clone(), events_tx);

@@ -82,6 +82,20 @@ pub enum UpstreamError {
     /// The server does not offer what was asked (a capability it did not declare).
     #[error("the server does not support {0}")]
     Unsupported(&'static str),
+    /// Too many requests to this server are running and waiting already; nothing was sent.
+    #[error(
+        "the server is busy: {running} requests are running and {waiting} waiting, the most \
+         Switchboard lets pile up; try again shortly"
+    )]
+    Busy {
+        /// Requests running (the limit).
+        running: usize,
+        /// Requests waiting (the limit).
+        waiting: usize,
+    },
+    /// The request waited its whole timeout for a free slot; nothing was sent.
+    #[error("the server stayed busy: no request slot freed up within {0:?}")]
+    StayedBusy(Duration),
 }
 
 fn detail_suffix(detail: &str) -> String {
@@ -110,7 +124,9 @@ impl Classified for UpstreamError {
             | Self::NoTransport(_)
             | Self::Handshake(_) => RetryClass::Safe,
             Self::HttpStatus { status, .. } if *status == 429 || *status >= 500 => RetryClass::Safe,
-            Self::ProcessExited { .. } => RetryClass::Safe,
+            Self::ProcessExited { .. } | Self::Busy { .. } | Self::StayedBusy(_) => {
+                RetryClass::Safe
+            }
             Self::Timeout(_) | Self::Closed | Self::Protocol(_) => RetryClass::OnlyIfIdempotent,
             _ => RetryClass::Never,
         }

@@ -15,6 +15,7 @@ pub mod handler;
 pub mod http_client;
 mod late_discover;
 pub mod legacy_sse;
+mod limits;
 #[allow(deprecated)]
 pub mod relay;
 pub mod sse;

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{UpstreamError, from_service_error};
 use crate::handler::InputPolicy;
+use crate::limits::CallLimiter;
 use crate::relay::{InFlight, InputResponder};
 
 /// Most `input_required` rounds one request may take before Switchboard gives up.
@@ -90,6 +91,8 @@ pub struct Upstream {
     /// The resources subscribed to on a 2026-07-28 server, where a subscription is a URI in the
     /// filter of the session's `subscriptions/listen` stream (opened again when this changes).
     subscribed_resources: Arc<watch::Sender<BTreeSet<String>>>,
+    /// Bounds the requests running and waiting on this session.
+    limiter: CallLimiter,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -108,6 +111,7 @@ impl Upstream {
         policy: InputPolicy,
         in_flight: InFlight,
         timeouts: Timeouts,
+        limiter: CallLimiter,
     ) -> Self {
         Self {
             server,
@@ -117,6 +121,37 @@ impl Upstream {
             in_flight,
             timeouts,
             subscribed_resources: Arc::new(watch::channel(BTreeSet::new()).0),
+            limiter,
+        }
+    }
+
+    /// Checks that the server still answers: `server/discover` for a stateless 2026-07-28
+    /// server, `ping` in a session, within the request timeout. It takes no request slot, so a
+    /// server that is merely busy is not mistaken for a dead one. A JSON-RPC error counts as
+    /// alive (the server answered); a timeout, an HTTP failure or a lost connection does not.
+    pub async fn health_check(&self) -> Result<(), UpstreamError> {
+        let request = if self.is_stateless() {
+            ClientRequest::DiscoverRequest(Request::new(rmcp::model::DiscoverRequestParams {}))
+        } else {
+            ClientRequest::PingRequest(Default::default())
+        };
+        let limit = self.timeouts.request;
+        // The whole exchange is bounded: handing the request to a transport that is itself
+        // stuck on the server can block before any response timer starts.
+        let answered = tokio::time::timeout(limit, async {
+            let options = PeerRequestOptions::with_timeout(limit);
+            let handle = self
+                .peer
+                .send_cancellable_request(request, options)
+                .await
+                .map_err(from_service_error)?;
+            handle.await_response().await.map_err(from_service_error)
+        })
+        .await
+        .unwrap_or(Err(UpstreamError::Timeout(limit)));
+        match answered {
+            Ok(_) | Err(UpstreamError::Rpc { .. }) => Ok(()),
+            Err(error) => Err(error),
         }
     }
 
@@ -476,11 +511,19 @@ impl Upstream {
             meta.set_client_capabilities(capabilities.clone());
             options = options.with_meta(meta);
         }
-        let handle = self
-            .peer
-            .send_cancellable_request(request, options)
-            .await
-            .map_err(from_service_error)?;
+        // A caller that gives up while waiting for a slot leaves the line at once.
+        let _slot = tokio::select! {
+            slot = self.limiter.acquire(timeout) => slot?,
+            _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
+        };
+        // Handing the request over can itself wait on a transport stuck on the server, before
+        // any response timer runs: bound it by the same timeout, and let the caller cancel it.
+        let handle = tokio::select! {
+            sent = tokio::time::timeout(timeout, self.peer.send_cancellable_request(request, options)) => {
+                sent.map_err(|_| UpstreamError::Timeout(timeout))?.map_err(from_service_error)?
+            }
+            _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
+        };
         let request_id = handle.id.clone();
         let _registration = context.responder.clone().map(|responder| {
             self.in_flight

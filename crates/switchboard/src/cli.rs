@@ -76,6 +76,54 @@ pub struct ServeArgs {
     /// metadata documents then know Switchboard by this URL instead of a dynamic registration.
     #[arg(long, env = "SWITCHBOARD_CLIENT_METADATA_URL")]
     pub client_metadata_url: Option<url::Url>,
+    /// Seconds below which the first reconnect after a failure happens (full jitter); each
+    /// further failure doubles it, up to --reconnect-max.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = seconds, env = "SWITCHBOARD_RECONNECT_INITIAL")]
+    pub reconnect_initial: std::time::Duration,
+    /// The most seconds between reconnect attempts.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = seconds, env = "SWITCHBOARD_RECONNECT_MAX")]
+    pub reconnect_max: std::time::Duration,
+    /// Seconds between health checks of each connected server (`ping`, or `server/discover`
+    /// for stateless servers); 0 turns them off.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = seconds, env = "SWITCHBOARD_HEALTH_INTERVAL")]
+    pub health_interval: std::time::Duration,
+    /// Most requests in flight to one server at once.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..), env = "SWITCHBOARD_MAX_CONCURRENT_CALLS")]
+    pub max_concurrent_calls: u32,
+    /// Most requests waiting for a slot on one server; more are refused with a "busy" error.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 256,
+        env = "SWITCHBOARD_MAX_QUEUED_CALLS"
+    )]
+    pub max_queued_calls: u32,
+    /// On SIGTERM or Ctrl-C, seconds to let calls in flight finish before closing everything.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds, env = "SWITCHBOARD_DRAIN_TIMEOUT")]
+    pub drain_timeout: std::time::Duration,
+}
+
+impl ServeArgs {
+    /// The supervision settings these options describe.
+    pub fn supervision(&self) -> switchboard_core::Supervision {
+        switchboard_core::Supervision {
+            reconnect_initial: self.reconnect_initial,
+            reconnect_max: self.reconnect_max,
+            health_interval: Some(self.health_interval).filter(|i| !i.is_zero()),
+            max_concurrent_calls: self.max_concurrent_calls as usize,
+            max_queued_calls: self.max_queued_calls as usize,
+            ..Default::default()
+        }
+    }
+}
+
+/// Parses a number of seconds (fractions allowed) into a duration.
+fn seconds(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("'{text}' is not a usable number of seconds (0 or more)"))
 }
 
 /// Options of the listing commands.

@@ -179,6 +179,7 @@ async fn stdio(store: Store) -> anyhow::Result<i32> {
 async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     let listen = args.listen;
     let mut oauth = switchboard_hub::OAuthOptions::from_env();
+    let supervision = args.supervision();
     if let Some(url) = args.client_metadata_url {
         // The spec: an https URL with a path component, used verbatim as the client id.
         if url.scheme() != "https" || url.path().len() <= 1 {
@@ -189,18 +190,29 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         oauth.identity.metadata_document_url = Some(url);
     }
     let access = access_for(listen)?;
-    let hub = Hub::with_oauth(store, relaying_options(), oauth);
+    let options = ConnectOptions {
+        supervision,
+        ..relaying_options()
+    };
+    let hub = Hub::with_oauth(store, options, oauth);
     let gateway = switchboard_gateway::Gateway::bind(listen).await?;
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
     let stop = CancellationToken::new();
-    let server = tokio::spawn(gateway.serve(hub.clone(), access, stop.clone().cancelled_owned()));
+    let drain = args.drain_timeout;
+    let server =
+        tokio::spawn(gateway.serve(hub.clone(), access, stop.clone().cancelled_owned(), drain));
     shutdown_signal().await;
-    tracing::info!("shutting down");
+    // Stop taking requests and let those in flight finish (up to the drain timeout), then close
+    // every upstream session (DELETE for HTTP sessions, stdio children stopped) and the store.
+    tracing::info!(?drain, "shutting down: finishing calls in flight");
     stop.cancel();
+    let served = server.await;
     hub.shutdown().await;
-    server.await??;
+    hub.store().close().await;
+    tracing::info!("stopped");
+    served??;
     Ok(0)
 }
 

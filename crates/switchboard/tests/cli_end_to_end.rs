@@ -318,7 +318,7 @@ fn the_real_server_everything_is_added_listed_and_called_over_http() {
 }
 
 #[tokio::test]
-async fn serve_answers_health_and_status_and_stops_on_sigterm() {
+async fn serve_answers_health_and_status_and_on_sigterm_finishes_calls_then_closes_sessions() {
     let fixture = transports::streamable_http(Era::Legacy).await;
     let dir = tempfile::tempdir().unwrap();
     ok(&switchboard(
@@ -344,17 +344,72 @@ async fn serve_answers_health_and_status_and_stops_on_sigterm() {
     let health = client.get(format!("{base}/healthz")).send().await.unwrap();
     assert_eq!(health.text().await.unwrap(), "ok");
 
+    // A call in flight when SIGTERM arrives: a 2026-07-28 request for progress, read as a stream.
+    let mut call = client
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "fixture__slow")
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "fixture__slow", "arguments": {"ms": 1500},
+            "_meta": {"progressToken": "p1",
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut received = String::new();
+    while !received.contains("notifications/progress") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), call.chunk())
+            .await
+            .expect("progress within 10 s")
+            .unwrap()
+            .expect("the stream is open");
+        received.push_str(&String::from_utf8_lossy(&chunk));
+    }
+
     let pid = daemon.id().unwrap() as i32;
     // The `kill` command keeps this test free of unsafe code.
     Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
         .unwrap();
+
+    // The call still finishes with its result...
+    while !received.contains("\"result\"") {
+        match tokio::time::timeout(Duration::from_secs(10), call.chunk()).await {
+            Ok(Ok(Some(chunk))) => received.push_str(&String::from_utf8_lossy(&chunk)),
+            other => panic!("the call in flight was cut off: {other:?}; received {received}"),
+        }
+    }
+    assert!(received.contains("done"), "{received}");
+    // ...while a new request is not served.
+    let late = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .send()
+        .await;
+    assert!(
+        late.as_ref().map_or(true, |r| r.status() == 503),
+        "a request after SIGTERM: {late:?}"
+    );
     let exit = tokio::time::timeout(Duration::from_secs(20), daemon.wait())
         .await
         .expect("the daemon stops within 20 s of SIGTERM")
         .unwrap();
     assert!(exit.success(), "{exit:?}");
+    // The upstream session was closed, not just dropped.
+    assert!(
+        fixture
+            .state
+            .deletes
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1,
+        "the daemon ended its session with DELETE"
+    );
 }
 
 #[tokio::test]

@@ -52,6 +52,10 @@ pub struct Shared {
     /// Downstream subscriptions per upstream resource, so the upstream is unsubscribed only when
     /// the last downstream subscriber leaves.
     subscribers: Mutex<HashMap<(ServerId, String), usize>>,
+    /// Requests being worked on upstream (calls, reads, prompts), for a graceful shutdown.
+    in_flight: tokio_util::task::TaskTracker,
+    /// Set once a shutdown began: new requests are refused.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -61,7 +65,29 @@ impl Shared {
             hub,
             parked: Parked::default(),
             subscribers: Mutex::default(),
+            in_flight: tokio_util::task::TaskTracker::new(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The hub served.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// Whether a shutdown began (new requests are refused).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Begins a shutdown: from now on new requests are refused, and this waits up to `deadline`
+    /// for the requests in flight to finish. Returns how many had not.
+    pub async fn drain(&self, deadline: std::time::Duration) -> usize {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.in_flight.close();
+        let _ = tokio::time::timeout(deadline, self.in_flight.wait()).await;
+        self.in_flight.len()
     }
 }
 
@@ -126,6 +152,8 @@ impl AggregateServer {
         if let Some(responses) = &input_responses {
             exchange::check_input_responses(responses)?;
         }
+        // Counted until the outcome is in hand, so a shutdown lets it finish.
+        let _in_flight = self.shared.in_flight.token();
         let forward = downstream::Forwarder::new(context, self.log_level());
         let exchange = match request_state {
             Some(handle) => {
