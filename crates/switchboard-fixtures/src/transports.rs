@@ -68,6 +68,9 @@ async fn listen() -> (TcpListener, std::net::SocketAddr) {
 
 fn spawn_router(listener: TcpListener, router: Router, stop: CancellationToken) {
     tokio::spawn(async move {
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let _ = axum::serve(listener, router)
             .with_graceful_shutdown(stop.cancelled_owned())
             .await;

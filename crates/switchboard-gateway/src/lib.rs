@@ -297,7 +297,14 @@ impl Gateway {
         let streams = stop.clone();
         let shared = mcp::Shared::new(hub);
         let draining = shared.clone();
-        axum::serve(self.listener, router(shared, addr, access, stop))
+        // Responses go out in several writes (SSE): without TCP_NODELAY, Nagle's algorithm and
+        // the client's delayed ACK hold each one back by up to 40 ms.
+        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
+            }
+        });
+        axum::serve(listener, router(shared, addr, access, stop))
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 let unfinished = draining.drain(drain).await;

@@ -35,14 +35,24 @@ pub trait InputResponder: Send + Sync {
     /// `ListRootsResult` as JSON. `key` is the request's key in a 2026-07-28 server's
     /// `inputRequests` (none for a legacy server's request).
     ///
-    /// A server's requests asked together are all passed in before any answer is awaited, so
-    /// a responder that asks its own client in batches should register the question when
-    /// called, not when the future is first polled.
     fn answer(
         &self,
         key: Option<&str>,
         request: InputRequest,
     ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>>;
+
+    /// Answers requests a server asked together (a 2026-07-28 `inputRequests` map), one future
+    /// per request in order. The default answers each on its own; a responder that asks its
+    /// client in batches asks these as one batch.
+    fn answer_all(
+        &self,
+        requests: Vec<(String, InputRequest)>,
+    ) -> Vec<BoxFuture<'static, Result<serde_json::Value, ErrorData>>> {
+        requests
+            .into_iter()
+            .map(|(key, request)| self.answer(Some(&key), request))
+            .collect()
+    }
 
     /// Delivers a log message the server sent while working on the call. The default drops it.
     fn log(&self, _message: LoggingMessageNotificationParam) {}

@@ -450,17 +450,12 @@ impl Upstream {
         let responder = self.responder(context);
         let responses = match required.input_requests {
             Some(requests) => {
-                // Every question is handed over before any answer is awaited, so a caller that
-                // is asked in batches gets them all at once; answers are then awaited in order.
-                let pending: Vec<_> = requests
-                    .into_iter()
-                    .map(|(key, request)| {
-                        let answer = responder.answer(Some(&key), request);
-                        (key, answer)
-                    })
-                    .collect();
+                // The questions are handed over together (a caller asked in batches gets them
+                // all at once); the answers are then awaited in order.
+                let keys: Vec<String> = requests.keys().cloned().collect();
+                let pending = responder.answer_all(requests.into_iter().collect());
                 let mut answers = InputResponses::new();
-                for (key, answer) in pending {
+                for (key, answer) in keys.into_iter().zip(pending) {
                     let answer = answer.await.map_err(|e| UpstreamError::Rpc {
                         code: e.code.0,
                         message: format!(
@@ -544,10 +539,14 @@ impl Upstream {
         };
         let response = handle.await_response();
         tokio::pin!(response);
+        let mut reported = false;
         let outcome = loop {
             tokio::select! {
                 biased;
-                Some(report) = next_report(&mut reports) => forward(report),
+                Some(report) = next_report(&mut reports) => {
+                    reported = true;
+                    forward(report);
+                }
                 response = &mut response => break response.map_err(from_service_error),
                 _ = cancel.cancelled() => {
                     let notice = rmcp::model::CancelledNotificationParam::new(
@@ -566,8 +565,9 @@ impl Upstream {
         // Reports that arrived together with the response are still delivered. rmcp hands each
         // notification to the handler in a task of its own while the response goes straight to
         // the caller, so a report sent just before the response may still be on its way: wait
-        // a few milliseconds for stragglers (only when the caller asked for progress).
-        if let Some(reports) = reports.as_mut() {
+        // a few milliseconds for stragglers (only when the caller asked for progress and the
+        // server reported some: a server that sent none during the call will not now).
+        if let Some(reports) = reports.as_mut().filter(|_| reported) {
             while let Ok(Some(report)) =
                 tokio::time::timeout(PROGRESS_STRAGGLERS, reports.next()).await
             {

@@ -34,6 +34,9 @@ async fn main() {
         }
     };
     eprintln!("conformance everything server on http://127.0.0.1:{port}/mcp");
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     if let Err(error) = axum::serve(listener, router).await {
         eprintln!("server failed: {error}");
         std::process::exit(1);

@@ -118,6 +118,11 @@ impl Forwarder {
         }
     }
 
+    /// Whether the client asked for progress reports.
+    pub(crate) fn wants_progress(&self) -> bool {
+        self.progress_token.is_some()
+    }
+
     /// The least severe level of log message the client wants for this request.
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         self.log_level

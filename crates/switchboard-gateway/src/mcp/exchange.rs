@@ -36,15 +36,24 @@ pub(crate) const PARKED_LIMIT: Duration = Duration::from_secs(600);
 /// Where the answer to one input request goes.
 type Reply = oneshot::Sender<Result<serde_json::Value, ErrorData>>;
 
+/// One question from the server; the answer goes back on `reply`. `key` is the server's own
+/// key for it (2026-07-28 servers), kept so the client sees the server's names.
+pub(crate) struct Question {
+    key: Option<String>,
+    request: InputRequest,
+    reply: Reply,
+}
+
 /// What the upstream side of an exchange reports.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a handful per request, each moved once through a channel; boxing the result \
+              would only add an allocation to every call"
+)]
 pub(crate) enum Step {
-    /// The server wants input; the answer goes back on `reply`. `key` is the server's own key
-    /// for it (2026-07-28 servers), kept so the client sees the server's names.
-    Input {
-        key: Option<String>,
-        request: InputRequest,
-        reply: Reply,
-    },
+    /// The server wants input: questions it asked together arrive in one step, so the client
+    /// is asked them together.
+    Input(Vec<Question>),
     /// A progress report.
     Progress(Progress),
     /// A log message the server sent while working on the request.
@@ -67,30 +76,58 @@ impl InputResponder for DownstreamResponder {
         key: Option<&str>,
         request: InputRequest,
     ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
-        if let Err(missing) = downstream::supports(&self.capabilities, &request) {
-            return Box::pin(std::future::ready(Err(missing)));
-        }
-        match &self.peer {
-            Some(peer) => Box::pin(downstream::ask(peer.clone(), request)),
-            None => {
-                let (reply, answer) = oneshot::channel();
-                let sent = self.steps.send(Step::Input {
-                    key: key.map(str::to_owned),
-                    request,
-                    reply,
-                });
-                Box::pin(async move {
-                    if sent.is_err() {
-                        return Err(gone());
-                    }
-                    answer.await.unwrap_or_else(|_| Err(gone()))
-                })
-            }
-        }
+        let mut answers = self.ask_together(vec![(key.map(str::to_owned), request)]);
+        answers
+            .pop()
+            .unwrap_or_else(|| Box::pin(async { Err(gone()) }))
+    }
+
+    fn answer_all(
+        &self,
+        requests: Vec<(String, InputRequest)>,
+    ) -> Vec<BoxFuture<'static, Result<serde_json::Value, ErrorData>>> {
+        self.ask_together(requests.into_iter().map(|(k, r)| (Some(k), r)).collect())
     }
 
     fn log(&self, message: LoggingMessageNotificationParam) {
         let _ = self.steps.send(Step::Log(message));
+    }
+}
+
+impl DownstreamResponder {
+    /// Asks the client `requests`: a legacy client each on its session, a 2026-07-28 client
+    /// all in one `input_required` result. Requests it cannot answer fail at once.
+    fn ask_together(
+        &self,
+        requests: Vec<(Option<String>, InputRequest)>,
+    ) -> Vec<BoxFuture<'static, Result<serde_json::Value, ErrorData>>> {
+        let mut answers = Vec::with_capacity(requests.len());
+        let mut questions = Vec::new();
+        for (key, request) in requests {
+            if let Err(missing) = downstream::supports(&self.capabilities, &request) {
+                answers.push(Box::pin(std::future::ready(Err(missing))) as BoxFuture<'static, _>);
+                continue;
+            }
+            match &self.peer {
+                Some(peer) => answers.push(Box::pin(downstream::ask(peer.clone(), request))),
+                None => {
+                    let (reply, answer) = oneshot::channel();
+                    questions.push(Question {
+                        key,
+                        request,
+                        reply,
+                    });
+                    answers.push(Box::pin(async move {
+                        answer.await.unwrap_or_else(|_| Err(gone()))
+                    }));
+                }
+            }
+        }
+        if !questions.is_empty() {
+            // If the exchange is gone the replies are dropped, and the answers say so.
+            let _ = self.steps.send(Step::Input(questions));
+        }
+        answers
     }
 }
 
@@ -154,7 +191,7 @@ impl Exchange {
         };
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel();
         let call = switchboard_upstream::CallContext {
-            progress: Some(progress_tx),
+            progress: forward.wants_progress().then_some(progress_tx),
             cancel: cancel.clone(),
             responder: Some(Arc::new(responder)),
             log_level: forward.log_level(),
@@ -205,6 +242,17 @@ impl Exchange {
         }
     }
 
+    fn note_inputs(&mut self, questions: Vec<Question>) {
+        for Question {
+            key,
+            request,
+            reply,
+        } in questions
+        {
+            self.note_input(key, request, reply);
+        }
+    }
+
     fn note_input(&mut self, key: Option<String>, request: InputRequest, reply: Reply) {
         let taken = |key: &str| self.pending.iter().any(|(k, _, _)| k == key);
         let key = match key {
@@ -233,11 +281,7 @@ impl Exchange {
                 // Take everything already queued, so questions asked together are asked together.
                 while let Ok(step) = self.steps.try_recv() {
                     match step {
-                        Step::Input {
-                            key,
-                            request,
-                            reply,
-                        } => self.note_input(key, request, reply),
+                        Step::Input(questions) => self.note_inputs(questions),
                         Step::Progress(report) => forward.progress(report).await,
                         Step::Log(message) => forward.log(message).await,
                         Step::Done(result) => return Outcome::Done(result),
@@ -255,7 +299,7 @@ impl Exchange {
             }
             tokio::select! {
                 step = self.steps.recv() => match step {
-                    Some(Step::Input { key, request, reply }) => self.note_input(key, request, reply),
+                    Some(Step::Input(questions)) => self.note_inputs(questions),
                     Some(Step::Progress(report)) => forward.progress(report).await,
                     Some(Step::Log(message)) => forward.log(message).await,
                     Some(Step::Done(result)) => return Outcome::Done(result),

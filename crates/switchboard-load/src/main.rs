@@ -1,0 +1,340 @@
+//! `switchboard-load`: the load harness.
+//!
+//! It starts two fast Rust fixture servers in this process (one serving 2025-11-25 sessions,
+//! one stateless 2026-07-28), starts a real `switchboard serve` (release binary, separate
+//! process, its own temporary store) with both plus a few idle servers, and then, for each
+//! protocol shape and concurrency, drives the same `echo` tool twice: directly at the fixture,
+//! and through Switchboard's `/mcp`. It reports calls/s, p50/p90/p99 latency, errors, the latency
+//! Switchboard adds, its CPU seconds per 1,000 relayed calls, its idle and peak RSS, and checks
+//! the targets in `docs/benchmarks.md`. Every figure is the median of `--runs` runs.
+//!
+//! Loopback only. Exit status 1 when any call failed (every load run must be error-free).
+
+mod client;
+mod process;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use client::{McpClient, Shape};
+use serde_json::json;
+use switchboard_fixtures::{Era, transports};
+
+/// Drive a switchboard daemon and its upstream directly, and compare.
+#[derive(Debug, Parser)]
+#[command(name = "switchboard-load")]
+struct Args {
+    /// The switchboard binary (default: `switchboard` next to this program).
+    #[arg(long)]
+    switchboard: Option<PathBuf>,
+    /// Calls per measured run.
+    #[arg(long, default_value_t = 5000)]
+    calls: usize,
+    /// Concurrency levels (clients calling at once), comma-separated.
+    #[arg(long, default_value = "1,32", value_delimiter = ',')]
+    concurrency: Vec<usize>,
+    /// Runs per measurement; figures are medians.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Servers configured in the daemon (two serve the load, the rest are connected and idle).
+    #[arg(long, default_value_t = 5)]
+    servers: usize,
+}
+
+/// One measured run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    calls: usize,
+    errors: usize,
+    calls_per_second: f64,
+    p50: Duration,
+    p90: Duration,
+    p99: Duration,
+    /// Daemon CPU seconds per 1,000 calls (through Switchboard only).
+    cpu_per_1000: f64,
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Runs `calls` calls of `tool` at `url` from `concurrency` clients of `shape`.
+async fn measure(
+    url: &str,
+    shape: Shape,
+    tool: &str,
+    concurrency: usize,
+    calls: usize,
+) -> anyhow::Result<Sample> {
+    let mut clients = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        clients.push(McpClient::open(url, shape).await?);
+    }
+    // Warm every connection and code path before measuring.
+    for client in &clients {
+        for _ in 0..20 {
+            client.call(tool, json!({"message": "warm"})).await?;
+        }
+    }
+    let per_client = (calls / concurrency).max(1);
+    let started = Instant::now();
+    let workers = clients.into_iter().map(|client| {
+        let tool = tool.to_owned();
+        tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(per_client);
+            let mut errors = 0;
+            for _ in 0..per_client {
+                let sent = Instant::now();
+                match client.call(&tool, json!({"message": "hello"})).await {
+                    Ok(_) => latencies.push(sent.elapsed()),
+                    Err(error) => {
+                        if errors == 0 {
+                            eprintln!("switchboard-load: a call failed: {error:#}");
+                        }
+                        errors += 1;
+                    }
+                }
+            }
+            (latencies, errors)
+        })
+    });
+    let mut latencies = Vec::with_capacity(per_client * concurrency);
+    let mut errors = 0;
+    for worker in workers.collect::<Vec<_>>() {
+        let (mine, failed) = worker.await.context("a load worker panicked")?;
+        latencies.extend(mine);
+        errors += failed;
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    let total = per_client * concurrency;
+    Ok(Sample {
+        calls: total,
+        errors,
+        calls_per_second: total as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&latencies, 0.50),
+        p90: percentile(&latencies, 0.90),
+        p99: percentile(&latencies, 0.99),
+        cpu_per_1000: 0.0,
+    })
+}
+
+fn median<T: Copy + PartialOrd>(mut values: Vec<T>) -> T {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    values[values.len() / 2]
+}
+
+fn median_sample(samples: &[Sample]) -> Sample {
+    Sample {
+        calls: samples.iter().map(|s| s.calls).sum(),
+        errors: samples.iter().map(|s| s.errors).sum(),
+        calls_per_second: median(samples.iter().map(|s| s.calls_per_second).collect()),
+        p50: median(samples.iter().map(|s| s.p50).collect()),
+        p90: median(samples.iter().map(|s| s.p90).collect()),
+        p99: median(samples.iter().map(|s| s.p99).collect()),
+        cpu_per_1000: median(samples.iter().map(|s| s.cpu_per_1000).collect()),
+    }
+}
+
+/// A `switchboard serve` child process, killed on drop.
+struct Daemon {
+    child: std::process::Child,
+    base: String,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn start_daemon(binary: &PathBuf, servers: &[(String, String)]) -> anyhow::Result<Daemon> {
+    let data = tempfile::tempdir()?;
+    let mut config = String::new();
+    for (id, url) in servers {
+        config.push_str(&format!("[servers.{id}]\nurl = \"{url}\"\n\n"));
+    }
+    let config_path = data.path().join("servers.toml");
+    std::fs::write(&config_path, config)?;
+    let port = free_port()?;
+    let child = std::process::Command::new(binary)
+        .arg("--data-dir")
+        .arg(data.path().join("store"))
+        .arg("--config")
+        .arg(&config_path)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let daemon = Daemon {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        _data: data,
+    };
+    let http = reqwest::Client::new();
+    for _ in 0..600 {
+        if let Ok(response) = http.get(format!("{}/api/status", daemon.base)).send().await
+            && let Ok(status) = response.json::<serde_json::Value>().await
+        {
+            let connected = status["servers"].as_array().map_or(0, |s| {
+                s.iter().filter(|s| s["state"] == "connected").count()
+            });
+            if connected == servers.len() {
+                return Ok(daemon);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!(
+        "the daemon did not connect all {} servers within 30 s",
+        servers.len()
+    )
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let binary = match args.switchboard.clone() {
+        Some(path) => path,
+        None => std::env::current_exe()?
+            .parent()
+            .context("the harness has a directory")?
+            .join("switchboard"),
+    };
+    let ticks = process::clock_ticks();
+
+    let legacy = transports::streamable_http(Era::Legacy).await;
+    let modern = transports::streamable_http(Era::Modern).await;
+    let mut servers = vec![
+        ("legacy".to_owned(), legacy.url.clone()),
+        ("modern".to_owned(), modern.url.clone()),
+    ];
+    for i in 2..args.servers.max(2) {
+        let url = if i % 2 == 0 { &legacy.url } else { &modern.url };
+        servers.push((format!("idle-{i}"), url.clone()));
+    }
+    let daemon = start_daemon(&binary, &servers).await?;
+    let pid = daemon.child.id();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = process::usage(pid, ticks)?;
+    let mcp = format!("{}/mcp", daemon.base);
+
+    println!(
+        "switchboard-load: {} calls per run, median of {} runs, {} servers connected ({} cores)",
+        args.calls,
+        args.runs,
+        servers.len(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!(
+        "| shape | concurrency | direct calls/s | via calls/s | ratio | direct p50 / p90 / p99 | via p50 / p90 / p99 | added p50 | CPU per 1,000 calls | errors |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut errors = 0;
+    let mut misses = Vec::new();
+    for shape in [Shape::Stateless, Shape::Session] {
+        let (upstream, tool) = match shape {
+            Shape::Stateless => (&modern.url, "modern__echo"),
+            Shape::Session => (&legacy.url, "legacy__echo"),
+        };
+        for &concurrency in &args.concurrency {
+            let mut direct = Vec::new();
+            let mut via = Vec::new();
+            for _ in 0..args.runs.max(1) {
+                direct.push(measure(upstream, shape, "echo", concurrency, args.calls).await?);
+                let before = process::usage(pid, ticks)?;
+                let mut sample = measure(&mcp, shape, tool, concurrency, args.calls).await?;
+                let after = process::usage(pid, ticks)?;
+                sample.cpu_per_1000 =
+                    (after.cpu_seconds - before.cpu_seconds) / sample.calls as f64 * 1000.0;
+                via.push(sample);
+            }
+            let direct = median_sample(&direct);
+            let via = median_sample(&via);
+            errors += direct.errors + via.errors;
+            let added = via.p50.saturating_sub(direct.p50);
+            let ratio = via.calls_per_second / direct.calls_per_second;
+            println!(
+                "| {} | {concurrency} | {:.0} | {:.0} | {:.2} | {} / {} / {} | {} / {} / {} | {} | {:.0} ms | {} |",
+                shape.label(),
+                direct.calls_per_second,
+                via.calls_per_second,
+                ratio,
+                micros(direct.p50),
+                micros(direct.p90),
+                micros(direct.p99),
+                micros(via.p50),
+                micros(via.p90),
+                micros(via.p99),
+                micros(added),
+                via.cpu_per_1000 * 1000.0,
+                direct.errors + via.errors,
+            );
+            if concurrency == 1 && added > Duration::from_micros(100) {
+                misses.push(format!(
+                    "{}: added p50 {} > 100 µs",
+                    shape.label(),
+                    micros(added)
+                ));
+            }
+            if via.cpu_per_1000 > 0.060 {
+                misses.push(format!(
+                    "{} at {concurrency}: {:.0} ms CPU per 1,000 calls > 60 ms",
+                    shape.label(),
+                    via.cpu_per_1000 * 1000.0
+                ));
+            }
+            if concurrency >= 32 && ratio < 0.5 {
+                misses.push(format!(
+                    "{} at {concurrency}: throughput {:.2} of direct < 0.5",
+                    shape.label(),
+                    ratio
+                ));
+            }
+        }
+    }
+    let end = process::usage(pid, ticks)?;
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    println!();
+    println!(
+        "switchboard RSS: idle {:.1} MiB with {} servers connected; peak {:.1} MiB",
+        mib(idle.rss),
+        servers.len(),
+        mib(end.peak_rss)
+    );
+    if mib(idle.rss) > 20.0 {
+        misses.push(format!("idle RSS {:.1} MiB > 20 MiB", mib(idle.rss)));
+    }
+    if misses.is_empty() {
+        println!("targets: all met");
+    } else {
+        for miss in &misses {
+            println!("target missed: {miss}");
+        }
+    }
+    if errors > 0 {
+        bail!("{errors} calls failed; every load run must be error-free");
+    }
+    Ok(())
+}
