@@ -47,6 +47,102 @@ pub async fn garbage_json() -> RunningFixture {
     .await
 }
 
+/// A way for a fixture server to fail one `tools/call`, armed with
+/// [`FixtureState::fault`](crate::FixtureState::fault) on a running fixture (HTTP transports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No answer at all; the connection stays open.
+    Hang,
+    /// An SSE response that breaks off in the middle of an event.
+    CloseMidResponse,
+    /// A 200 JSON response that is not valid JSON.
+    Malformed,
+    /// An error status (a burst: arm it for several calls).
+    Status(u16),
+    /// An SSE response that trickles a byte every 100 ms and never completes.
+    Drip,
+    /// A JSON response far larger than any client should accept (20 MiB).
+    Oversized,
+    /// 404 for the request's session, as when a server forgot it.
+    ExpireSession,
+}
+
+/// Takes one use of the armed fault, if any.
+pub(crate) fn take_fault(state: &FixtureState) -> Option<Fault> {
+    let mut armed = state.fault.lock().unwrap_or_else(|e| e.into_inner());
+    let (fault, left) = armed.as_mut()?;
+    let fault = *fault;
+    *left = left.saturating_sub(1);
+    if *left == 0 {
+        *armed = None;
+    }
+    Some(fault)
+}
+
+impl FixtureState {
+    /// Arms `fault` for the next `calls` tool calls.
+    pub fn arm(&self, fault: Fault, calls: usize) {
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some((fault, calls));
+    }
+}
+
+impl Fault {
+    /// The response that carries the fault.
+    pub(crate) async fn respond(self) -> Response {
+        let sse =
+            |chunks: futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>| {
+                Response::builder()
+                    .status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, "text/event-stream")
+                    .body(Body::from_stream(chunks))
+                    .unwrap_or_default()
+            };
+        match self {
+            Fault::Hang => {
+                std::future::pending::<()>().await;
+                Response::default()
+            }
+            Fault::CloseMidResponse => sse(Box::pin(futures::stream::iter([
+                Ok(bytes::Bytes::from_static(
+                    b"id: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\"",
+                )),
+                Err(std::io::Error::other("connection reset by the fixture")),
+            ]))),
+            Fault::Malformed => Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(
+                    "{\"jsonrpc\": \"2.0\", \"id\": 1, \"result\": {oops",
+                ))
+                .unwrap_or_default(),
+            Fault::Status(code) => Response::builder()
+                .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+                .body(Body::from("the fixture fails on purpose"))
+                .unwrap_or_default(),
+            Fault::Drip => sse(Box::pin(futures::stream::unfold((), |()| async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Some((Ok(bytes::Bytes::from_static(b":")), ()))
+            }))),
+            Fault::Oversized => {
+                let mut body = String::from(
+                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"",
+                );
+                body.push_str(&"x".repeat(20 * 1024 * 1024));
+                body.push_str("\"}]}}");
+                Response::builder()
+                    .status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(body))
+                    .unwrap_or_default()
+            }
+            Fault::ExpireSession => Response::builder()
+                .status(StatusCode::NOT_FOUND)
+                .body(Body::from("session not found"))
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// Answers every POST with an SSE stream that breaks off in the middle of an event.
 pub async fn broken_sse() -> RunningFixture {
     serve(Router::new().route(

@@ -164,7 +164,30 @@ async fn observe_sessions(
     while is_post && state.frozen.load(Ordering::SeqCst) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    next.run(request).await
+    let armed = is_post
+        && state
+            .fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+    if !armed {
+        return next.run(request).await;
+    }
+    // A fault is armed: it hits the next tools/call POSTs (the body has to be read to tell).
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, 4 * 1024 * 1024)
+        .await
+        .unwrap_or_default();
+    let is_call = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .is_ok_and(|message| message["method"] == "tools/call");
+    if is_call && let Some(fault) = crate::chaos::take_fault(&state) {
+        return fault.respond().await;
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
