@@ -17,6 +17,7 @@ pub mod conformance;
 pub mod oauth;
 mod server;
 pub mod transports;
+pub mod wide;
 
 pub use server::{Era, FixtureServer, FixtureState};
 pub use transports::RunningFixture;

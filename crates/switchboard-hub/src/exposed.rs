@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use switchboard_core::ServerId;
 use switchboard_core::exposure::{Collision, Exposed, NameTable, Prefix};
-use switchboard_upstream::rmcp_model::{MetaObject, Prompt, Resource, ResourceTemplate, Tool};
+use switchboard_upstream::rmcp_model::{
+    CallToolResult, ContentBlock, GetPromptResult, MetaObject, Prompt, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, Tool,
+};
 
 use crate::ServerCatalog;
 
@@ -250,6 +253,64 @@ fn expose_tool(prefix: &Prefix, tool: &Tool) -> Tool {
     exposed
 }
 
+/// Results that name resources: their URIs are rewritten into exposed form on the way to a
+/// downstream client (resource links, embedded resources, read contents, prompt messages).
+/// Typed, field by field, because it runs on every relayed call.
+pub trait ExposeUris {
+    /// Rewrites every resource URI in `self` under `prefix`.
+    fn expose_uris(&mut self, prefix: &Prefix);
+}
+
+impl ExposeUris for ResourceContents {
+    fn expose_uris(&mut self, prefix: &Prefix) {
+        if let ResourceContents::TextResourceContents { uri, .. }
+        | ResourceContents::BlobResourceContents { uri, .. } = self
+        {
+            *uri = prefix.uri(uri);
+        }
+    }
+}
+
+impl ExposeUris for ContentBlock {
+    fn expose_uris(&mut self, prefix: &Prefix) {
+        match self {
+            ContentBlock::Resource(embedded) => embedded.resource.expose_uris(prefix),
+            ContentBlock::ResourceLink(link) => link.uri = prefix.uri(&link.uri),
+            _ => {}
+        }
+    }
+}
+
+impl<T: ExposeUris> ExposeUris for [T] {
+    fn expose_uris(&mut self, prefix: &Prefix) {
+        if !prefix.is_empty() {
+            self.iter_mut().for_each(|item| item.expose_uris(prefix));
+        }
+    }
+}
+
+impl ExposeUris for CallToolResult {
+    fn expose_uris(&mut self, prefix: &Prefix) {
+        self.content.expose_uris(prefix);
+    }
+}
+
+impl ExposeUris for ReadResourceResult {
+    fn expose_uris(&mut self, prefix: &Prefix) {
+        self.contents.expose_uris(prefix);
+    }
+}
+
+impl ExposeUris for GetPromptResult {
+    fn expose_uris(&mut self, prefix: &Prefix) {
+        if !prefix.is_empty() {
+            for message in &mut self.messages {
+                message.content.expose_uris(prefix);
+            }
+        }
+    }
+}
+
 /// Whether an RFC 6570 template could expand to `uri`: its literal text before the first
 /// expression is a prefix of the URI (a cheap, conservative test used only to pick between
 /// unprefixed servers).
@@ -261,6 +322,7 @@ fn template_may_match(template: &str, uri: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchboard_upstream::rmcp_model::{PromptMessage, Role};
 
     fn id(s: &str) -> ServerId {
         ServerId::new(s).unwrap()
@@ -301,6 +363,47 @@ mod tests {
         assert_eq!(
             catalog.resolve_uri("ui://apps__chart/view.html").unwrap(),
             (id("apps"), "ui://chart/view.html".to_owned())
+        );
+    }
+
+    #[test]
+    fn results_name_resources_by_their_exposed_uris_and_leave_the_rest_alone() {
+        let prefix = Prefix::new("files").unwrap();
+        let mut call = CallToolResult::success(vec![
+            ContentBlock::text("file:///not/a/link"),
+            ContentBlock::resource_link(Resource::new("file:///a.txt", "a")),
+            ContentBlock::embedded_text("test://b", "b"),
+        ]);
+        call.expose_uris(&prefix);
+        let call = serde_json::to_value(&call).unwrap();
+        assert_eq!(call["content"][0]["text"], "file:///not/a/link");
+        assert_eq!(call["content"][1]["uri"], "file://files__/a.txt");
+        assert_eq!(call["content"][2]["resource"]["uri"], "test://files__b");
+
+        let mut read = ReadResourceResult::new(vec![ResourceContents::text("x", "ui://w/a.html")]);
+        read.expose_uris(&prefix);
+        assert_eq!(
+            serde_json::to_value(&read).unwrap()["contents"][0]["uri"],
+            "ui://files__w/a.html"
+        );
+
+        let mut prompt = GetPromptResult::new(vec![PromptMessage::new(
+            Role::User,
+            ContentBlock::resource_link(Resource::new("test://c", "c")),
+        )]);
+        prompt.expose_uris(&prefix);
+        assert_eq!(
+            serde_json::to_value(&prompt).unwrap()["messages"][0]["content"]["uri"],
+            "test://files__c"
+        );
+
+        let mut untouched = CallToolResult::success(vec![ContentBlock::resource_link(
+            Resource::new("test://d", "d"),
+        )]);
+        untouched.expose_uris(&Prefix::default());
+        assert_eq!(
+            serde_json::to_value(&untouched).unwrap()["content"][0]["uri"],
+            "test://d"
         );
     }
 

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use event::{HubEvent, ServerStatus};
-pub use exposed::{ExposedCatalog, Revisions, UnknownResource};
+pub use exposed::{ExposeUris, ExposedCatalog, Revisions, UnknownResource};
 pub use switchboard_upstream::rmcp_model as model;
 
 /// Errors from the hub.

@@ -41,6 +41,11 @@ struct Args {
     /// Servers configured in the daemon (two serve the load, the rest are connected and idle).
     #[arg(long, default_value_t = 5)]
     servers: usize,
+    /// Instead of the load runs, the scale scenario: SERVERSxTOOLS stateless servers (e.g.
+    /// `500x50`) all configured at once; reports the time until all are connected, the RSS, and
+    /// how long a catalog change takes to reach the daemon's catalog.
+    #[arg(long, value_name = "SERVERSxTOOLS")]
+    scale: Option<String>,
 }
 
 /// One measured run.
@@ -162,7 +167,13 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-async fn start_daemon(binary: &PathBuf, servers: &[(String, String)]) -> anyhow::Result<Daemon> {
+/// Starts the daemon with `servers` and waits (up to `limit`) until all are connected; returns
+/// it and how long that took from the process start.
+async fn start_daemon(
+    binary: &PathBuf,
+    servers: &[(String, String)],
+    limit: Duration,
+) -> anyhow::Result<(Daemon, Duration)> {
     let data = tempfile::tempdir()?;
     let mut config = String::new();
     for (id, url) in servers {
@@ -171,6 +182,7 @@ async fn start_daemon(binary: &PathBuf, servers: &[(String, String)]) -> anyhow:
     let config_path = data.path().join("servers.toml");
     std::fs::write(&config_path, config)?;
     let port = free_port()?;
+    let started = Instant::now();
     let child = std::process::Command::new(binary)
         .arg("--data-dir")
         .arg(data.path().join("store"))
@@ -188,23 +200,105 @@ async fn start_daemon(binary: &PathBuf, servers: &[(String, String)]) -> anyhow:
         _data: data,
     };
     let http = reqwest::Client::new();
-    for _ in 0..600 {
-        if let Ok(response) = http.get(format!("{}/api/status", daemon.base)).send().await
-            && let Ok(status) = response.json::<serde_json::Value>().await
-        {
+    while started.elapsed() < limit {
+        if let Ok(status) = status(&http, &daemon.base).await {
             let connected = status["servers"].as_array().map_or(0, |s| {
                 s.iter().filter(|s| s["state"] == "connected").count()
             });
             if connected == servers.len() {
-                return Ok(daemon);
+                return Ok((daemon, started.elapsed()));
             }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     bail!(
-        "the daemon did not connect all {} servers within 30 s",
+        "the daemon did not connect all {} servers within {limit:?}",
         servers.len()
     )
+}
+
+async fn status(http: &reqwest::Client, base: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(http
+        .get(format!("{base}/api/status"))
+        .send()
+        .await?
+        .json()
+        .await?)
+}
+
+/// The scale scenario: `servers` stateless servers of `tools` tools each.
+async fn scale(binary: &PathBuf, servers: usize, tools: usize) -> anyhow::Result<()> {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    let urls = switchboard_fixtures::wide::serve_many(servers, tools, stop).await?;
+    let configured: Vec<(String, String)> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("s{i:04}"), url.clone()))
+        .collect();
+    let (daemon, connected_after) =
+        start_daemon(binary, &configured, Duration::from_secs(120)).await?;
+    let pid = daemon.child.id();
+    let ticks = process::clock_ticks();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = process::usage(pid, ticks)?;
+
+    // A catalog change: one server grows a tool; how long until the daemon's catalog has it.
+    let http = reqwest::Client::new();
+    let grower = McpClient::open(&urls[0], Shape::Stateless).await?;
+    let mut delays = Vec::new();
+    for round in 1..=5 {
+        let expected = tools + 1 + round; // tool_* plus grow, plus one per round
+        let sent = Instant::now();
+        grower.call("grow", json!({})).await?;
+        loop {
+            let now = status(&http, &daemon.base).await?;
+            if now["servers"][0]["tools"] == expected {
+                break;
+            }
+            if sent.elapsed() > Duration::from_secs(10) {
+                bail!("the catalog change did not arrive within 10 s");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        delays.push(sent.elapsed());
+    }
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    println!(
+        "switchboard-load scale: {servers} servers x {tools} tools ({} tools exposed)",
+        servers * (tools + 1)
+    );
+    println!(
+        "| all connected after | RSS when settled | peak RSS | catalog change (median of 5, max) |"
+    );
+    println!("| --- | --- | --- | --- |");
+    let mut sorted = delays.clone();
+    sorted.sort();
+    println!(
+        "| {:.1} s | {:.1} MiB | {:.1} MiB | {:.1} ms, {:.1} ms |",
+        connected_after.as_secs_f64(),
+        mib(settled.rss),
+        mib(process::usage(pid, ticks)?.peak_rss),
+        sorted[sorted.len() / 2].as_secs_f64() * 1e3,
+        sorted[sorted.len() - 1].as_secs_f64() * 1e3,
+    );
+    let mut misses = Vec::new();
+    if mib(settled.rss) > 300.0 {
+        misses.push(format!("RSS {:.1} MiB > 300 MiB", mib(settled.rss)));
+    }
+    if connected_after > Duration::from_secs(30) {
+        misses.push(format!("all connected after {connected_after:?} > 30 s"));
+    }
+    if sorted[sorted.len() / 2] > Duration::from_millis(50) {
+        misses.push("catalog change slower than 50 ms".into());
+    }
+    if misses.is_empty() {
+        println!("targets: all met");
+    }
+    for miss in misses {
+        println!("target missed: {miss}");
+    }
+    Ok(())
 }
 
 fn micros(d: Duration) -> String {
@@ -221,6 +315,13 @@ async fn main() -> anyhow::Result<()> {
             .context("the harness has a directory")?
             .join("switchboard"),
     };
+    if let Some(spec) = &args.scale {
+        let (servers, tools) = spec
+            .split_once('x')
+            .and_then(|(s, t)| Some((s.parse().ok()?, t.parse().ok()?)))
+            .context("--scale takes SERVERSxTOOLS, e.g. 500x50")?;
+        return scale(&binary, servers, tools).await;
+    }
     let ticks = process::clock_ticks();
 
     let legacy = transports::streamable_http(Era::Legacy).await;
@@ -233,7 +334,7 @@ async fn main() -> anyhow::Result<()> {
         let url = if i % 2 == 0 { &legacy.url } else { &modern.url };
         servers.push((format!("idle-{i}"), url.clone()));
     }
-    let daemon = start_daemon(&binary, &servers).await?;
+    let (daemon, _) = start_daemon(&binary, &servers, Duration::from_secs(30)).await?;
     let pid = daemon.child.id();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = process::usage(pid, ticks)?;

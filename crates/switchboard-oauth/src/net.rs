@@ -229,40 +229,59 @@ impl Reply {
 }
 
 /// The guarded HTTP client.
+///
+/// Its two reqwest clients (each with its own TLS configuration and pool) are built on the
+/// first OAuth request: every HTTP server has an `OAuthHttp`, and most never sign in, so a
+/// daemon with hundreds of servers does not carry hundreds of idle clients.
 #[derive(Clone, Debug)]
 pub struct OAuthHttp {
+    clients: Arc<std::sync::OnceLock<Clients>>,
+    policy: NetworkPolicy,
+}
+
+/// One client that follows checked redirects and one that follows none.
+#[derive(Debug)]
+struct Clients {
     follow: reqwest::Client,
     no_follow: reqwest::Client,
-    policy: NetworkPolicy,
 }
 
 impl OAuthHttp {
     /// A client enforcing `policy`.
     pub fn new(policy: NetworkPolicy) -> Self {
-        let build = |redirect: reqwest::redirect::Policy| {
-            reqwest::Client::builder()
-                .dns_resolver(Arc::new(GuardedResolver { policy }))
-                .redirect(redirect)
-                .timeout(REQUEST_TIMEOUT)
-                .connect_timeout(Duration::from_secs(10))
-                .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .unwrap_or_else(|_| reqwest::Client::new())
-        };
-        let follow = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= MAX_REDIRECTS {
-                attempt.error("too many redirects")
-            } else if let Err(error) = policy.check_url(attempt.url(), "redirect") {
-                attempt.error(error.to_string())
-            } else {
-                attempt.follow()
-            }
-        });
         Self {
-            follow: build(follow),
-            no_follow: build(reqwest::redirect::Policy::none()),
+            clients: Arc::default(),
             policy,
         }
+    }
+
+    fn clients(&self) -> &Clients {
+        let policy = self.policy;
+        self.clients.get_or_init(|| {
+            let build = |redirect: reqwest::redirect::Policy| {
+                reqwest::Client::builder()
+                    .dns_resolver(Arc::new(GuardedResolver { policy }))
+                    .redirect(redirect)
+                    .timeout(REQUEST_TIMEOUT)
+                    .connect_timeout(Duration::from_secs(10))
+                    .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .unwrap_or_else(|_| reqwest::Client::new())
+            };
+            let follow = reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() >= MAX_REDIRECTS {
+                    attempt.error("too many redirects")
+                } else if let Err(error) = policy.check_url(attempt.url(), "redirect") {
+                    attempt.error(error.to_string())
+                } else {
+                    attempt.follow()
+                }
+            });
+            Clients {
+                follow: build(follow),
+                no_follow: build(reqwest::redirect::Policy::none()),
+            }
+        })
     }
 
     /// The policy in force.
@@ -278,7 +297,7 @@ impl OAuthHttp {
         headers: HeaderMap,
     ) -> Result<Reply, OAuthError> {
         self.policy.check_url(url, what)?;
-        let request = self.follow.get(url.clone()).headers(headers);
+        let request = self.clients().follow.get(url.clone()).headers(headers);
         read(request, url, what).await
     }
 
@@ -289,7 +308,7 @@ impl OAuthHttp {
         what: &'static str,
     ) -> Result<Reply, OAuthError> {
         self.policy.check_url(url, what)?;
-        read(self.no_follow.get(url.clone()), url, what).await
+        read(self.clients().no_follow.get(url.clone()), url, what).await
     }
 
     /// POST a form (never follows redirects: a token request must not be replayed elsewhere).
@@ -302,6 +321,7 @@ impl OAuthHttp {
     ) -> Result<Reply, OAuthError> {
         self.policy.check_url(url, what)?;
         let request = self
+            .clients()
             .no_follow
             .post(url.clone())
             .headers(headers)
@@ -319,6 +339,7 @@ impl OAuthHttp {
     ) -> Result<Reply, OAuthError> {
         self.policy.check_url(url, what)?;
         let request = self
+            .clients()
             .no_follow
             .post(url.clone())
             .header(http::header::ACCEPT, "application/json")

@@ -36,7 +36,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use switchboard_core::ServerId;
 use switchboard_core::exposure::Prefix;
-use switchboard_hub::{ExposedCatalog, Hub, HubEvent};
+use switchboard_hub::{ExposeUris, ExposedCatalog, Hub, HubEvent};
 use switchboard_upstream::{Upstream, UpstreamError};
 use tokio::sync::broadcast;
 
@@ -356,42 +356,10 @@ fn upstream_error(server: &ServerId, error: UpstreamError) -> ErrorData {
     }
 }
 
-/// Rewrites every resource URI in a result (resource links, embedded resources, read contents)
-/// into its exposed form.
-fn expose_uris<T>(prefix: &Prefix, result: T) -> T
-where
-    T: serde::Serialize + serde::de::DeserializeOwned,
-{
-    if prefix.is_empty() {
-        return result;
-    }
-    let Ok(mut value) = serde_json::to_value(&result) else {
-        return result;
-    };
-    for list in ["content", "contents", "messages"] {
-        let Some(items) = value.get_mut(list).and_then(|v| v.as_array_mut()) else {
-            continue;
-        };
-        for item in items {
-            // Prompt messages wrap their content block one level down.
-            let item = if item.get("content").is_some() {
-                &mut item["content"]
-            } else {
-                item
-            };
-            let uri = match item.get("type").and_then(|t| t.as_str()) {
-                Some("resource") => item.get_mut("resource").and_then(|r| r.get_mut("uri")),
-                Some("resource_link") | None => item.get_mut("uri"),
-                _ => None,
-            };
-            if let Some(uri) = uri
-                && let Some(text) = uri.as_str()
-            {
-                *uri = prefix.uri(text).into();
-            }
-        }
-    }
-    serde_json::from_value(value).unwrap_or(result)
+/// `result` with every resource URI in its exposed form.
+fn expose_uris<T: ExposeUris>(prefix: &Prefix, mut result: T) -> T {
+    result.expose_uris(prefix);
+    result
 }
 
 impl ServerHandler for AggregateServer {

@@ -1,0 +1,129 @@
+//! Criterion benches for what every relayed request runs through: finding a tool in the merged
+//! catalog, mapping names and URIs between their exposed and upstream forms, and the JSON-RPC
+//! relay's decode and encode of a `tools/call` on both sides.
+//!
+//! `cargo bench -p switchboard-hub --bench hot_paths`; figures are in `docs/benchmarks.md`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use switchboard_core::ServerId;
+use switchboard_core::exposure::{Exposed, NameTable, Prefix};
+use switchboard_hub::ExposeUris;
+use switchboard_hub::model::{
+    CallToolResult, ClientJsonRpcMessage, ContentBlock, Resource, ServerJsonRpcMessage,
+    ServerResult, Tool,
+};
+
+/// The catalog of the scale target: 500 servers of 50 tools each.
+const SERVERS: usize = 500;
+const TOOLS: usize = 50;
+
+fn catalog() -> NameTable<Tool> {
+    let schema: Arc<serde_json::Map<String, serde_json::Value>> = Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        }))
+        .expect("a schema"),
+    );
+    NameTable::build(
+        "tool",
+        (0..SERVERS).flat_map(|s| {
+            let server = ServerId::new(format!("server-{s}")).expect("a valid id");
+            let prefix = Prefix::of_server(&server);
+            let schema = schema.clone();
+            (0..TOOLS).map(move |t| {
+                let upstream = format!("tool_{t}");
+                let exposed = prefix.name(&upstream);
+                let item = Tool::new(exposed.clone(), "A tool.", schema.clone());
+                (
+                    exposed,
+                    Exposed {
+                        server: server.clone(),
+                        upstream,
+                        item,
+                    },
+                )
+            })
+        }),
+    )
+}
+
+fn catalog_lookup(c: &mut Criterion) {
+    let table = catalog();
+    assert_eq!(table.len(), SERVERS * TOOLS);
+    let mut group = c.benchmark_group("catalog");
+    group.bench_function("lookup of 25000 tools, hit", |b| {
+        b.iter(|| {
+            table
+                .get(black_box("server-250__tool_25"))
+                .map(|e| &e.upstream)
+        })
+    });
+    group.bench_function("lookup of 25000 tools, miss", |b| {
+        b.iter(|| table.get(black_box("server-250__tool_x")).is_none())
+    });
+    group.finish();
+}
+
+fn name_mapping(c: &mut Criterion) {
+    let prefix = Prefix::new("github").expect("a valid prefix");
+    let mut group = c.benchmark_group("names");
+    group.bench_function("expose a tool name", |b| {
+        b.iter(|| prefix.name(black_box("create_issue")))
+    });
+    group.bench_function("expose a resource URI", |b| {
+        b.iter(|| prefix.uri(black_box("repo://octo/hello/README.md")))
+    });
+    group.bench_function("recover an upstream URI", |b| {
+        b.iter(|| prefix.original_uri(black_box("repo://github__octo/hello/README.md")))
+    });
+    let result = CallToolResult::success(vec![
+        ContentBlock::text("Created issue #42."),
+        ContentBlock::resource_link(Resource::new("repo://octo/hello/issues/42", "issue 42")),
+    ]);
+    group.bench_function("expose the URIs of a tool result", |b| {
+        b.iter_batched(
+            || result.clone(),
+            |mut result| {
+                result.expose_uris(&prefix);
+                result
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+fn relay(c: &mut Criterion) {
+    let request = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"github__create_issue","arguments":{"title":"Crash on start","body":"Steps to reproduce: run it."},"_meta":{"progressToken":7}}}"#;
+    let response = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Created issue #42."},{"type":"resource_link","uri":"repo://octo/hello/issues/42","name":"issue 42"}],"isError":false}}"#;
+    let mut group = c.benchmark_group("relay");
+    group.bench_function("decode a tools/call request", |b| {
+        b.iter(|| serde_json::from_slice::<ClientJsonRpcMessage>(black_box(request)).is_ok())
+    });
+    let decoded: ClientJsonRpcMessage = serde_json::from_slice(request).expect("a request");
+    group.bench_function("encode a tools/call request", |b| {
+        b.iter(|| serde_json::to_vec(black_box(&decoded)).map(|v| v.len()))
+    });
+    group.bench_function("decode a tools/call response", |b| {
+        b.iter(|| serde_json::from_slice::<ServerJsonRpcMessage>(black_box(response)).is_ok())
+    });
+    let ServerJsonRpcMessage::Response(answer) =
+        serde_json::from_slice(response).expect("a response")
+    else {
+        panic!("the fixture is a response");
+    };
+    assert!(matches!(answer.result, ServerResult::CallToolResult(_)));
+    let answer = ServerJsonRpcMessage::Response(answer);
+    group.bench_function("encode a tools/call response", |b| {
+        b.iter(|| serde_json::to_vec(black_box(&answer)).map(|v| v.len()))
+    });
+    group.finish();
+}
+
+criterion_group!(hot_paths, catalog_lookup, name_mapping, relay);
+criterion_main!(hot_paths);
