@@ -24,12 +24,7 @@ async fn serve(router: Router) -> RunningFixture {
         .expect("bind 127.0.0.1");
     let addr = listener.local_addr().expect("local addr");
     let stop = CancellationToken::new();
-    let serve_stop = stop.clone();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(serve_stop.cancelled_owned())
-            .await;
-    });
+    crate::transports::spawn_router(listener, router, stop.clone());
     running(format!("http://{addr}/mcp"), stop)
 }
 
@@ -47,8 +42,10 @@ pub async fn garbage_json() -> RunningFixture {
     .await
 }
 
-/// A way for a fixture server to fail one `tools/call`, armed with
-/// [`FixtureState::fault`](crate::FixtureState::fault) on a running fixture (HTTP transports).
+/// A way for a fixture server to fail a `tools/call`, armed on a running fixture (HTTP
+/// transports) per call ([`FixtureState::arm`]) or on a schedule ([`FixtureState::arm_every`],
+/// [`FixtureState::arm_for`]). A restart is not a response but an event:
+/// [`RunningFixture::restart`](crate::transports::RunningFixture::restart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// No answer at all; the connection stays open.
@@ -65,24 +62,95 @@ pub enum Fault {
     Oversized,
     /// 404 for the request's session, as when a server forgot it.
     ExpireSession,
+    /// 401 with a Bearer `invalid_token` challenge: the server no longer accepts the token the
+    /// request carried (revoked or expired early), in the middle of a session.
+    RejectToken,
 }
 
-/// Takes one use of the armed fault, if any.
+/// When an armed fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// The next this many calls, then never again.
+    Next(usize),
+    /// Every `nth` call (the `nth`, `2 * nth`, ...) until disarmed.
+    Every {
+        /// The period, in calls.
+        nth: usize,
+        /// Calls seen since arming.
+        seen: usize,
+    },
+    /// Every call until this moment.
+    Until(std::time::Instant),
+}
+
+/// A fault and its schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Armed {
+    /// The fault.
+    pub fault: Fault,
+    /// When it strikes.
+    pub schedule: Schedule,
+}
+
+/// Whether the armed fault strikes this call (and counts the call against its schedule).
 pub(crate) fn take_fault(state: &FixtureState) -> Option<Fault> {
-    let mut armed = state.fault.lock().unwrap_or_else(|e| e.into_inner());
-    let (fault, left) = armed.as_mut()?;
-    let fault = *fault;
-    *left = left.saturating_sub(1);
-    if *left == 0 {
-        *armed = None;
+    let mut slot = state.fault.lock().unwrap_or_else(|e| e.into_inner());
+    let armed = slot.as_mut()?;
+    let fault = armed.fault;
+    match &mut armed.schedule {
+        Schedule::Next(left) => {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                *slot = None;
+            }
+            Some(fault)
+        }
+        Schedule::Every { nth, seen } => {
+            *seen += 1;
+            (*seen % (*nth).max(1) == 0).then_some(fault)
+        }
+        Schedule::Until(end) => {
+            if std::time::Instant::now() < *end {
+                Some(fault)
+            } else {
+                *slot = None;
+                None
+            }
+        }
     }
-    Some(fault)
 }
 
 impl FixtureState {
     /// Arms `fault` for the next `calls` tool calls.
     pub fn arm(&self, fault: Fault, calls: usize) {
-        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some((fault, calls));
+        self.arm_schedule(fault, Schedule::Next(calls));
+    }
+
+    /// Arms `fault` for every `nth` tool call until [`FixtureState::disarm`].
+    pub fn arm_every(&self, fault: Fault, nth: usize) {
+        self.arm_schedule(fault, Schedule::Every { nth, seen: 0 });
+    }
+
+    /// Arms `fault` for every tool call during the next `window`.
+    pub fn arm_for(&self, fault: Fault, window: Duration) {
+        self.arm_schedule(fault, Schedule::Until(std::time::Instant::now() + window));
+    }
+
+    /// Stops any armed fault.
+    pub fn disarm(&self) {
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Whether a fault is armed.
+    pub fn is_armed(&self) -> bool {
+        self.fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    fn arm_schedule(&self, fault: Fault, schedule: Schedule) {
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(Armed { fault, schedule });
     }
 }
 
@@ -135,6 +203,14 @@ impl Fault {
                     .body(Body::from(body))
                     .unwrap_or_default()
             }
+            Fault::RejectToken => Response::builder()
+                .status(StatusCode::UNAUTHORIZED)
+                .header(
+                    header::WWW_AUTHENTICATE,
+                    "Bearer error=\"invalid_token\", error_description=\"the token was revoked\"",
+                )
+                .body(Body::from("the token was revoked"))
+                .unwrap_or_default(),
             Fault::ExpireSession => Response::builder()
                 .status(StatusCode::NOT_FOUND)
                 .body(Body::from("session not found"))

@@ -184,13 +184,18 @@ pub async fn protected(era: Era) -> OAuthFixture {
     let addr = listener.local_addr().expect("local addr");
     *auth.origin.lock().unwrap() = format!("http://{addr}");
     let shared = Shared { auth: auth.clone() };
-    let mcp =
-        Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(
-                shared.clone(),
-                require_token,
-            ));
+    // Faults armed on the fixture strike after the token check, like a server that rejects a
+    // token it accepted a moment ago.
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            fixture.clone(),
+            crate::transports::observe_sessions,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            require_token,
+        ));
     let router = Router::new()
         .route(
             "/.well-known/oauth-protected-resource/mcp",

@@ -43,9 +43,9 @@ pub struct FixtureState {
     pub deletes: AtomicUsize,
     /// While set, HTTP requests get no answer (the connection stays open): a server that hangs.
     pub frozen: AtomicBool,
-    /// A fault the next `tools/call` POSTs get instead of an answer, and how many get it (HTTP
-    /// only; see [`crate::chaos::Fault`]).
-    pub fault: std::sync::Mutex<Option<(crate::chaos::Fault, usize)>>,
+    /// A fault `tools/call` POSTs get instead of an answer, and when (HTTP only; see
+    /// [`crate::chaos::Fault`] and [`FixtureState::arm`]).
+    pub fault: std::sync::Mutex<Option<crate::chaos::Armed>>,
     /// The last `Mcp-Param-Region` header seen on a `lookup` call (HTTP only).
     pub last_region_header: std::sync::Mutex<Option<String>>,
 }

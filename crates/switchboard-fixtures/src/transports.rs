@@ -30,7 +30,12 @@ pub struct RunningFixture {
     /// What the server observed.
     pub state: Arc<FixtureState>,
     stop: CancellationToken,
+    /// Serves a fresh instance on a listener, for [`RunningFixture::restart`].
+    relaunch: Option<Relaunch>,
 }
+
+/// Starts a fresh server instance on a listener; it runs until the token is cancelled.
+type Relaunch = Box<dyn Fn(TcpListener, CancellationToken) + Send + Sync>;
 
 impl RunningFixture {
     pub(crate) fn from_parts(
@@ -38,7 +43,12 @@ impl RunningFixture {
         state: Arc<FixtureState>,
         stop: CancellationToken,
     ) -> Self {
-        Self { url, state, stop }
+        Self {
+            url,
+            state,
+            stop,
+            relaunch: None,
+        }
     }
 
     /// Moves the stop token out (the returned token now owns the server's lifetime).
@@ -46,9 +56,44 @@ impl RunningFixture {
         std::mem::take(&mut self.stop)
     }
 
-    /// Stops the server (connections are dropped).
+    /// Stops the server: the listener closes and every connection is cut.
     pub fn stop(&self) {
         self.stop.cancel();
+    }
+
+    /// Restarts the server the way a crashed process comes back: every connection is cut
+    /// (requests in flight get no answer), nothing listens for `down`, and then a fresh
+    /// instance serves on the same address, remembering no session. [`FixtureState`] (the
+    /// counters and any armed fault) carries over, so tests keep observing.
+    ///
+    /// # Panics
+    /// For fixtures that cannot restart (only [`streamable_http`] can), or when the address
+    /// cannot be bound again within 5 s.
+    pub async fn restart(&mut self, down: std::time::Duration) {
+        let relaunch = self
+            .relaunch
+            .as_ref()
+            .expect("this fixture cannot restart; use transports::streamable_http");
+        let addr: std::net::SocketAddr = url::Url::parse(&self.url)
+            .ok()
+            .and_then(|u| u.socket_addrs(|| None).ok())
+            .and_then(|a| a.first().copied())
+            .expect("the fixture's URL names its address");
+        self.stop.cancel();
+        tokio::time::sleep(down).await;
+        let mut listener = None;
+        for _ in 0..100 {
+            match TcpListener::bind(addr).await {
+                Ok(bound) => {
+                    listener = Some(bound);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            }
+        }
+        let listener = listener.expect("the fixture's address is free again within 5 s");
+        self.stop = CancellationToken::new();
+        relaunch(listener, self.stop.clone());
     }
 }
 
@@ -66,35 +111,66 @@ async fn listen() -> (TcpListener, std::net::SocketAddr) {
     (listener, addr)
 }
 
-fn spawn_router(listener: TcpListener, router: Router, stop: CancellationToken) {
+/// Serves `router` on `listener` until `stop`, which closes the listener and cuts every
+/// connection at once, requests in flight included, as a dying process would. (axum's own
+/// graceful shutdown would let them finish, which is not what a failure test wants.)
+pub(crate) fn spawn_router(listener: TcpListener, router: Router, stop: CancellationToken) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::service::TowerToHyperService;
     tokio::spawn(async move {
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        loop {
+            let (tcp, _) = tokio::select! {
+                _ = stop.cancelled() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(_) => continue,
+                },
+            };
             let _ = tcp.set_nodelay(true);
-        });
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
+            let service = TowerToHyperService::new(router.clone());
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = connection => {}
+                }
+            });
+        }
     });
 }
 
+/// The fixture's Streamable HTTP router at `/mcp`, one fresh instance (no sessions yet).
+fn streamable_router(era: Era, state: &Arc<FixtureState>, stop: &CancellationToken) -> Router {
+    Router::new()
+        .nest_service("/mcp", streamable_service(era, state, stop))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            observe_sessions,
+        ))
+}
+
 /// Streamable HTTP at `/mcp`: with sessions for [`Era::Legacy`], stateless for [`Era::Modern`].
+/// It can [restart](RunningFixture::restart).
 pub async fn streamable_http(era: Era) -> RunningFixture {
     let state = Arc::new(FixtureState::default());
     let stop = CancellationToken::new();
-    let service = streamable_service(era, &state, &stop);
     let (listener, addr) = listen().await;
-    let router =
-        Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(
-                state.clone(),
-                observe_sessions,
-            ));
-    spawn_router(listener, router, stop.clone());
+    let relaunch_state = state.clone();
+    let relaunch: Relaunch = Box::new(move |listener, stop| {
+        spawn_router(
+            listener,
+            streamable_router(era, &relaunch_state, &stop),
+            stop,
+        );
+    });
+    relaunch(listener, stop.clone());
     RunningFixture {
         url: format!("http://{addr}/mcp"),
         state,
         stop,
+        relaunch: Some(relaunch),
     }
 }
 
@@ -113,11 +189,7 @@ pub async fn conformance_http(legacy_only: bool) -> RunningFixture {
         Router::new().nest_service("/mcp", service),
         stop.clone(),
     );
-    RunningFixture {
-        url: format!("http://{addr}/mcp"),
-        state: Arc::default(),
-        stop,
-    }
+    RunningFixture::from_parts(format!("http://{addr}/mcp"), Arc::default(), stop)
 }
 
 /// The fixture as a Streamable HTTP service: with sessions for [`Era::Legacy`], stateless for
@@ -140,7 +212,7 @@ pub(crate) fn streamable_service(
 }
 
 /// Counts session-related requests and expires a session on demand.
-async fn observe_sessions(
+pub(crate) async fn observe_sessions(
     State(state): State<Arc<FixtureState>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -164,12 +236,7 @@ async fn observe_sessions(
     while is_post && state.frozen.load(Ordering::SeqCst) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let armed = is_post
-        && state
-            .fault
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some();
+    let armed = is_post && state.is_armed();
     if !armed {
         return next.run(request).await;
     }
@@ -216,11 +283,7 @@ pub async fn http_sse() -> RunningFixture {
         .with_state(sse_state);
     let (listener, addr) = listen().await;
     spawn_router(listener, router, stop.clone());
-    RunningFixture {
-        url: format!("http://{addr}/sse"),
-        state,
-        stop,
-    }
+    RunningFixture::from_parts(format!("http://{addr}/sse"), state, stop)
 }
 
 async fn open_sse(
@@ -344,9 +407,5 @@ pub async fn websocket() -> RunningFixture {
             });
         }
     });
-    RunningFixture {
-        url: format!("ws://{addr}/ws"),
-        state,
-        stop,
-    }
+    RunningFixture::from_parts(format!("ws://{addr}/ws"), state, stop)
 }

@@ -35,6 +35,18 @@ pub(crate) struct ConnectionTask {
     machine: StateMachine,
 }
 
+/// How long a session whose grant died stays open, so the requests that met the refusal report
+/// it themselves (closing at once would answer them "connection closed" instead).
+const SIGNED_OUT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl ConnectionTask {
     pub(crate) fn new(
         slot: Arc<ServerSlot>,
@@ -292,11 +304,23 @@ impl ConnectionTask {
         tokio::pin!(closed);
         let mut health = HealthChecks::new(self.options.supervision.health_interval);
         let mut unhealthy = None;
+        let mut signed_out = None;
         loop {
             tokio::select! {
                 _ = &mut closed => break,
                 Some(event) = events.recv() => self.on_events(&upstream, event, &mut events).await,
-                Some(event) = self.auth_events.recv() => self.on_auth_event(event),
+                Some(event) = self.auth_events.recv() => {
+                    self.on_auth_event(event);
+                    // The grant is dead, so no request of this session can succeed any more:
+                    // end it and wait for a sign-in, once the requests that found out have had
+                    // a moment to take their own error back to their callers.
+                    if self.machine.state() == ConnectionState::InvalidToken && unhealthy.is_none() {
+                        let reason = self.slot.status.borrow().error.clone().unwrap_or_default();
+                        unhealthy = Some(UpstreamError::AuthRequired(reason));
+                        signed_out = Some(tokio::time::Instant::now() + SIGNED_OUT_GRACE);
+                    }
+                }
+                _ = sleep_until_some(signed_out) => end.cancel(),
                 _ = health.due() => {
                     if let Err(error) = upstream.health_check().await {
                         tracing::warn!(server = %self.server(), %error, "health check failed; reconnecting");

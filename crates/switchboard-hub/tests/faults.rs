@@ -1,9 +1,10 @@
 //! Fault injection: a fixture server fails tool calls on purpose (hangs, broken or malformed
-//! responses, error bursts, a slow drip, an oversized body, a forgotten session), and for each
-//! fault the affected call ends with a clear error within its timeout (a forgotten session is
-//! reopened and the call retried, so there it succeeds), no call gets another call's answer, a
-//! healthy server beside it is untouched, and the faulty server serves again by itself once the
-//! fault stops.
+//! responses, error bursts, a slow drip, an oversized body, a forgotten session, a token
+//! rejected mid-session), per call or on a schedule, or restarts; and for each fault the
+//! affected call ends with a clear error within its timeout (a forgotten session is reopened and
+//! a rejected token replaced, and the call retried, so there it succeeds), no call gets another
+//! call's answer, a healthy server beside it is untouched, and the faulty server serves again by
+//! itself once the fault stops.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +79,254 @@ async fn recovers(hub: &Hub, fault: Fault, era: Era) {
     panic!("{era:?} {fault:?}: the server did not serve again within 20 s");
 }
 
+/// A hub (reconnecting quickly) over a store in `dir`.
+async fn hub_in(dir: &tempfile::TempDir) -> Arc<Hub> {
+    let options = ConnectOptions {
+        supervision: switchboard_core::Supervision {
+            reconnect_initial: Duration::from_millis(100),
+            reconnect_max: Duration::from_millis(500),
+            ..Default::default()
+        },
+        ..ConnectOptions::new("test")
+    };
+    Hub::new(Store::open(dir.path()).await.unwrap(), options)
+}
+
+/// A hub over a store in `dir` with servers `faulty` and `healthy` connected.
+async fn serving(dir: &tempfile::TempDir, faulty: &str, healthy: &str) -> Arc<Hub> {
+    let hub = hub_in(dir).await;
+    hub.start(server("faulty", faulty)).await;
+    hub.start(server("healthy", healthy)).await;
+    wait_connected(&hub, "faulty").await;
+    wait_connected(&hub, "healthy").await;
+    hub
+}
+
+/// Eight concurrent calls to the faulty server and one to the healthy one: every answer is the
+/// caller's own, the healthy server answers; returns the faulty server's outcomes.
+async fn calls_beside_a_healthy_server(
+    hub: &Arc<Hub>,
+    what: &str,
+) -> Vec<(String, Result<String, String>)> {
+    let calls = (0..8).map(|i| {
+        let hub = hub.clone();
+        async move {
+            let message = format!("call-{i}");
+            (message.clone(), echo(&hub, "faulty", &message).await)
+        }
+    });
+    let (outcomes, beside) = tokio::join!(
+        futures::future::join_all(calls),
+        echo(hub, "healthy", "still here")
+    );
+    for (message, outcome) in &outcomes {
+        if let Ok(answer) = outcome {
+            assert_eq!(answer, message, "{what}: a call got another's answer");
+        }
+    }
+    assert_eq!(
+        beside.as_deref(),
+        Ok("still here"),
+        "{what}: the healthy server was affected"
+    );
+    outcomes
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn faults_on_a_schedule_strike_only_their_calls_and_stop_when_disarmed() {
+    for era in [Era::Legacy, Era::Modern] {
+        let faulty = transports::streamable_http(era).await;
+        let healthy = transports::streamable_http(era).await;
+        let dir = tempfile::tempdir().unwrap();
+        let hub = serving(&dir, &faulty.url, &healthy.url).await;
+
+        // Every third call gets malformed JSON, until disarmed.
+        faulty.state.arm_every(Fault::Malformed, 3);
+        let mut failed = 0;
+        for round in 0..3 {
+            let outcomes =
+                calls_beside_a_healthy_server(&hub, &format!("{era:?} every 3rd, round {round}"))
+                    .await;
+            failed += outcomes.iter().filter(|(_, o)| o.is_err()).count();
+        }
+        assert!(
+            failed >= 8,
+            "{era:?}: 24 calls with every third faulty, yet {failed} failed"
+        );
+        assert!(faulty.state.is_armed(), "a schedule stays armed");
+        faulty.state.disarm();
+        recovers(&hub, Fault::Malformed, era).await;
+
+        // A window of 503s: every call in it fails, and service resumes by itself after it.
+        faulty
+            .state
+            .arm_for(Fault::Status(503), Duration::from_millis(700));
+        let outcomes = calls_beside_a_healthy_server(&hub, &format!("{era:?} 503 window")).await;
+        assert!(
+            outcomes.iter().all(|(_, o)| o.is_err()),
+            "{era:?}: calls inside the window succeeded: {outcomes:?}"
+        );
+        recovers(&hub, Fault::Status(503), era).await;
+        assert!(!faulty.state.is_armed(), "the window closed");
+        hub.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_server_cuts_its_calls_clearly_and_is_reconnected_by_itself() {
+    for era in [Era::Legacy, Era::Modern] {
+        let mut faulty = transports::streamable_http(era).await;
+        let healthy = transports::streamable_http(era).await;
+        let dir = tempfile::tempdir().unwrap();
+        let hub = serving(&dir, &faulty.url, &healthy.url).await;
+        let sessions_before = faulty
+            .state
+            .sessionless_posts
+            .load(std::sync::atomic::Ordering::SeqCst);
+
+        // Calls are in flight (the server holds them) when the process dies.
+        faulty
+            .state
+            .frozen
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let in_flight = tokio::spawn({
+            let hub = hub.clone();
+            async move { calls_beside_a_healthy_server(&hub, "restart").await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        faulty.stop();
+        faulty
+            .state
+            .frozen
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let outcomes = in_flight.await.unwrap();
+        assert!(
+            outcomes.iter().all(|(_, o)| o.is_err()),
+            "{era:?}: calls cut by the restart were answered: {outcomes:?}"
+        );
+
+        // While it is down, calls fail (at once, with the reason) and nothing else is affected.
+        let down = calls_beside_a_healthy_server(&hub, "while down").await;
+        assert!(down.iter().all(|(_, o)| o.is_err()), "{era:?}: {down:?}");
+
+        faulty.restart(Duration::from_millis(500)).await;
+        recovers(&hub, Fault::Hang, era).await;
+        let after = calls_beside_a_healthy_server(&hub, "after the restart").await;
+        assert!(after.iter().all(|(_, o)| o.is_ok()), "{era:?}: {after:?}");
+        if era == Era::Legacy {
+            assert!(
+                faulty
+                    .state
+                    .sessionless_posts
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    > sessions_before,
+                "a new session was opened with the restarted server"
+            );
+        }
+        hub.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_rejected_mid_session_is_replaced_once_and_a_dead_grant_asks_for_a_sign_in() {
+    use std::sync::atomic::Ordering;
+    use switchboard_oauth::{HeadlessAuthorizer, NetworkPolicy, OAuthHttp};
+    for era in [Era::Legacy, Era::Modern] {
+        let protected = switchboard_fixtures::oauth::protected(era).await;
+        let healthy = transports::streamable_http(era).await;
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub_in(&dir).await;
+        let def = server("faulty", &protected.url);
+        hub.store().put_server(&def).await.unwrap();
+
+        // Sign in once, as `switchboard login` would: the tokens are in the hub's store.
+        let sign_in = || async {
+            let url = url::Url::parse(&protected.url).unwrap();
+            let http = OAuthHttp::new(NetworkPolicy::for_server(&url, false, false));
+            let auth = switchboard_hub::server_auth(&def, hub.store(), hub.oauth())
+                .unwrap()
+                .with_authorizer(Arc::new(HeadlessAuthorizer::new(
+                    http,
+                    "http://127.0.0.1:1/oauth/callback",
+                )));
+            let mut options = ConnectOptions::new("test");
+            options.auth = Some(Arc::new(auth));
+            switchboard_upstream::connect(&def, None, &options)
+                .await
+                .unwrap()
+                .session
+                .close()
+                .await;
+        };
+        sign_in().await;
+        hub.start(def.clone()).await;
+        hub.start(server("healthy", &healthy.url)).await;
+        wait_connected(&hub, "faulty").await;
+        wait_connected(&hub, "healthy").await;
+
+        // The server rejects the token in the middle of the session: one refresh, and every
+        // call goes through.
+        let refreshes = protected.auth.refreshes.load(Ordering::SeqCst);
+        protected.fixture.arm(Fault::RejectToken, 1);
+        let outcomes = calls_beside_a_healthy_server(&hub, &format!("{era:?} 401")).await;
+        assert!(!protected.fixture.is_armed(), "{era:?}: the 401 was served");
+        assert!(
+            outcomes.iter().all(|(_, o)| o.is_ok()),
+            "{era:?}: {outcomes:?}"
+        );
+        assert_eq!(
+            protected.auth.refreshes.load(Ordering::SeqCst),
+            refreshes + 1,
+            "{era:?}: one refresh replaced the rejected token"
+        );
+
+        // The grant itself is dead: the call ends with a clear request to sign in again, the
+        // server waits for one, and the healthy server does not notice.
+        protected.auth.revoke_refresh_tokens();
+        protected.fixture.arm(Fault::RejectToken, 1);
+        let outcome = echo(&hub, "faulty", "dead grant").await;
+        let error = outcome.expect_err("a call with a dead grant cannot succeed");
+        assert!(
+            error.contains("switchboard login faulty"),
+            "{era:?}: the error says what to do: {error}"
+        );
+        for _ in 0..200 {
+            let state = hub
+                .status()
+                .into_iter()
+                .find(|s| s.server.as_str() == "faulty")
+                .map(|s| s.state);
+            if state == Some(ConnectionState::NeedsAuth) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            hub.status()
+                .into_iter()
+                .find(|s| s.server.as_str() == "faulty")
+                .map(|s| s.state),
+            Some(ConnectionState::NeedsAuth),
+            "{era:?}"
+        );
+        assert_eq!(
+            echo(&hub, "healthy", "fine").await.as_deref(),
+            Ok("fine"),
+            "{era:?}"
+        );
+
+        // A new sign-in (another process writing the store) is picked up without a restart.
+        sign_in().await;
+        wait_connected(&hub, "faulty").await;
+        assert_eq!(
+            echo(&hub, "faulty", "back").await.as_deref(),
+            Ok("back"),
+            "{era:?}"
+        );
+        hub.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
     let faults = [
@@ -93,19 +342,7 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
         let faulty = transports::streamable_http(era).await;
         let healthy = transports::streamable_http(era).await;
         let dir = tempfile::tempdir().unwrap();
-        let options = ConnectOptions {
-            supervision: switchboard_core::Supervision {
-                reconnect_initial: Duration::from_millis(100),
-                reconnect_max: Duration::from_millis(500),
-                ..Default::default()
-            },
-            ..ConnectOptions::new("test")
-        };
-        let hub: Arc<Hub> = Hub::new(Store::open(dir.path()).await.unwrap(), options);
-        hub.start(server("faulty", &faulty.url)).await;
-        hub.start(server("healthy", &healthy.url)).await;
-        wait_connected(&hub, "faulty").await;
-        wait_connected(&hub, "healthy").await;
+        let hub = serving(&dir, &faulty.url, &healthy.url).await;
 
         for fault in faults {
             if fault == Fault::ExpireSession && era == Era::Modern {
@@ -114,19 +351,9 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
             // One call gets the fault; seven others run beside it and must each get their own
             // answer or a clear error, never another call's.
             faulty.state.arm(fault, 1);
-            let calls = (0..8).map(|i| {
-                let hub = hub.clone();
-                async move {
-                    let message = format!("call-{i}");
-                    (message.clone(), echo(&hub, "faulty", &message).await)
-                }
-            });
-            let (outcomes, beside) = tokio::join!(
-                futures::future::join_all(calls),
-                echo(&hub, "healthy", "still here")
-            );
+            let outcomes = calls_beside_a_healthy_server(&hub, &format!("{era:?} {fault:?}")).await;
             assert!(
-                faulty.state.fault.lock().unwrap().is_none(),
+                !faulty.state.is_armed(),
                 "{era:?} {fault:?}: the fault was served"
             );
             let failed = outcomes.iter().filter(|(_, o)| o.is_err()).count();
@@ -139,19 +366,6 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
                     "{era:?} {fault:?}: no call failed: {outcomes:?}"
                 );
             }
-            for (message, outcome) in &outcomes {
-                if let Ok(answer) = outcome {
-                    assert_eq!(
-                        answer, message,
-                        "{era:?} {fault:?}: a call got another's answer"
-                    );
-                }
-            }
-            assert_eq!(
-                beside.as_deref(),
-                Ok("still here"),
-                "{era:?} {fault:?}: the healthy server was affected"
-            );
             recovers(&hub, fault, era).await;
         }
 
