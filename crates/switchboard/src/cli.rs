@@ -16,6 +16,18 @@ pub struct Cli {
     #[arg(long, global = true, env = "SWITCHBOARD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Threads that run Switchboard's work. 1 keeps everything on one thread, which on a small
+    /// machine is fastest (no hand-offs between threads); more serve more traffic on more
+    /// cores. Default: one per core.
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_WORKER_THREADS",
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub worker_threads: Option<u16>,
+
     /// Log more (repeat for more detail). `RUST_LOG` overrides this.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,

@@ -34,7 +34,17 @@ const EXIT_FAILURE: i32 = 1;
 fn main() {
     let cli = Cli::parse();
     init_tracing(&cli);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match cli.worker_threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(threads) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(usize::from(threads))
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Runtime::new(),
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

@@ -155,12 +155,19 @@ pub(crate) struct Exchange {
     pending: Vec<(String, InputRequest, Reply)>,
     next_key: u32,
     cancel: CancellationToken,
+    /// The upstream work (and the forwarding of its progress), run inside the handler's own
+    /// task while the handler waits for it: a plain call costs no extra task and no hop between
+    /// threads. It moves to a task of its own only when the exchange is parked or dropped
+    /// unfinished. `None` once it finished or moved.
+    running: Option<BoxFuture<'static, ()>>,
 }
 
 impl Drop for Exchange {
     fn drop(&mut self) {
-        // Nobody can resume it any more: stop the upstream work.
+        // Nobody can resume it any more: stop the upstream work, and let it finish stopping
+        // (a cancelled call tells its server) on its own.
         self.cancel.cancel();
+        self.detach();
     }
 }
 
@@ -199,9 +206,9 @@ impl Exchange {
             input_responses,
         };
         let upstream = work(call);
-        // One task forwards progress and then the result, so the last reports are never
+        // One future forwards progress and then the result, so the last reports are never
         // overtaken by the result they came with.
-        tokio::spawn(async move {
+        let running = Box::pin(async move {
             tokio::pin!(upstream);
             let result = loop {
                 tokio::select! {
@@ -223,6 +230,16 @@ impl Exchange {
             pending: Vec::new(),
             next_key: 0,
             cancel,
+            running: Some(running),
+        }
+    }
+
+    /// Moves unfinished upstream work to a task of its own, for when no handler drives it.
+    fn detach(&mut self) {
+        if let Some(running) = self.running.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(running);
         }
     }
 
@@ -292,23 +309,36 @@ impl Exchange {
                     .iter()
                     .map(|(key, request, _)| (key.clone(), request.clone()))
                     .collect();
+                self.detach();
                 let handle = parked.park(self);
                 let mut result = InputRequiredResult::from_request_state(handle);
                 result.input_requests = Some(requests);
                 return Outcome::InputRequired(result);
             }
-            tokio::select! {
-                step = self.steps.recv() => match step {
-                    Some(Step::Input(questions)) => self.note_inputs(questions),
-                    Some(Step::Progress(report)) => forward.progress(report).await,
-                    Some(Step::Log(message)) => forward.log(message).await,
-                    Some(Step::Done(result)) => return Outcome::Done(result),
-                    None => return Outcome::Done(Err(UpstreamError::Closed)),
-                },
+            let running = self.running.as_mut();
+            let step = tokio::select! {
+                step = self.steps.recv() => step,
+                () = async {
+                    match running {
+                        Some(running) => running.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    // Its result is queued as the last step.
+                    self.running = None;
+                    continue;
+                }
                 _ = context.ct.cancelled() => {
                     self.cancel.cancel();
                     return Outcome::Done(Err(UpstreamError::Cancelled));
                 }
+            };
+            match step {
+                Some(Step::Input(questions)) => self.note_inputs(questions),
+                Some(Step::Progress(report)) => forward.progress(report).await,
+                Some(Step::Log(message)) => forward.log(message).await,
+                Some(Step::Done(result)) => return Outcome::Done(result),
+                None => return Outcome::Done(Err(UpstreamError::Closed)),
             }
         }
     }

@@ -29,7 +29,10 @@ pub fn service(
     shared: Arc<Shared>,
     stop: CancellationToken,
 ) -> StreamableHttpService<AggregateServer, LocalSessionManager> {
+    // A request answered by one message gets it as plain JSON; one that streams progress or
+    // asks for input first gets SSE. JSON spares each plain call an SSE stream and its task.
     let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
         .with_allowed_hosts(Vec::<String>::new())
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(stop);
