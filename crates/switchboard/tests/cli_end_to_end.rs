@@ -39,8 +39,9 @@ fn stdio_fixture() -> String {
         .to_string()
 }
 
-/// Starts `switchboard serve` on a free loopback port; the daemon is killed when dropped.
-fn spawn_daemon(data_dir: &Path) -> (tokio::process::Child, u16) {
+/// Starts `switchboard <global options> serve` on a free loopback port; the daemon is killed
+/// when dropped.
+fn spawn_daemon(data_dir: &Path, options: &[&str]) -> (tokio::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -49,6 +50,7 @@ fn spawn_daemon(data_dir: &Path) -> (tokio::process::Child, u16) {
     let daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .arg("--data-dir")
         .arg(data_dir)
+        .args(options)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -325,7 +327,8 @@ async fn serve_answers_health_and_status_and_on_sigterm_finishes_calls_then_clos
         dir.path(),
         &["server", "add", "fixture", &fixture.url],
     ));
-    let (mut daemon, port) = spawn_daemon(dir.path());
+    // On one thread (the current-thread runtime), which must serve and drain like the default.
+    let (mut daemon, port) = spawn_daemon(dir.path(), &["--worker-threads", "1"]);
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
     let mut connected = None;
@@ -415,7 +418,7 @@ async fn serve_answers_health_and_status_and_on_sigterm_finishes_calls_then_clos
 #[tokio::test]
 async fn the_daemon_refuses_foreign_hosts_and_origins() {
     let dir = tempfile::tempdir().unwrap();
-    let (_daemon, port) = spawn_daemon(dir.path());
+    let (_daemon, port) = spawn_daemon(dir.path(), &[]);
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/api/status");
     let mut up = false;
