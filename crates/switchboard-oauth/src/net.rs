@@ -419,6 +419,28 @@ pub fn describe_reqwest(error: &reqwest::Error) -> String {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn clients_are_built_on_the_first_request_and_shared_by_clones() {
+        let http = OAuthHttp::new(NetworkPolicy::default());
+        let clone = http.clone();
+        assert!(http.clients.get().is_none(), "no client before a request");
+        // A refused address fails the policy before any client is needed.
+        let refused = clone
+            .get(
+                &url("http://169.254.169.254/x"),
+                "metadata",
+                HeaderMap::new(),
+            )
+            .await;
+        assert!(refused.is_err());
+        assert!(
+            http.clients.get().is_none(),
+            "a refused request builds none"
+        );
+        let _ = clone.clients();
+        assert!(http.clients.get().is_some(), "clones share one set");
+    }
+
     fn url(s: &str) -> Url {
         Url::parse(s).unwrap()
     }

@@ -124,6 +124,30 @@ async fn client(transport: TransportSpec) -> Connection {
         .expect("the client connects to Switchboard")
 }
 
+/// Calls `tool` and cancels the call after `after`; the call must end as cancelled.
+async fn call_and_cancel(
+    upstream: &switchboard_upstream::Upstream,
+    tool: &str,
+    arguments: Value,
+    after: Duration,
+) {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let cancelling = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        cancelling.cancel();
+    });
+    let context = CallContext {
+        cancel,
+        ..Default::default()
+    };
+    let outcome = upstream.call_tool(tool, args(arguments), &context).await;
+    assert!(
+        matches!(outcome, Err(switchboard_upstream::UpstreamError::Cancelled)),
+        "{tool}: {outcome:?}"
+    );
+}
+
 fn args(value: Value) -> Option<serde_json::Map<String, Value>> {
     value.as_object().cloned()
 }
@@ -180,30 +204,14 @@ async fn an_rmcp_client_uses_server_everything_through_mcp_with_progress_and_can
         "every progress report arrives, in order"
     );
 
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let cancelling = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        cancelling.cancel();
-    });
     let started = std::time::Instant::now();
-    let cancelled = upstream
-        .call_tool(
-            "everything__trigger-long-running-operation",
-            args(json!({"duration": 30, "steps": 30})),
-            &CallContext {
-                cancel,
-                ..Default::default()
-            },
-        )
-        .await;
-    assert!(
-        matches!(
-            cancelled,
-            Err(switchboard_upstream::UpstreamError::Cancelled)
-        ),
-        "{cancelled:?}"
-    );
+    call_and_cancel(
+        upstream,
+        "everything__trigger-long-running-operation",
+        json!({"duration": 30, "steps": 30}),
+        Duration::from_millis(500),
+    )
+    .await;
     assert!(started.elapsed() < Duration::from_secs(20));
     // Switchboard still serves after the cancellation.
     let again = upstream
@@ -815,4 +823,36 @@ async fn resource_updates_reach_subscribers_of_both_eras_from_a_modern_server() 
     })
     .await;
     assert!(late.is_err(), "an update after unsubscribing: {late:?}");
+}
+
+// Multi-threaded: the fixtures run in this process while the one-shot CLI blocks a thread.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_the_client_cancels_is_cancelled_at_its_server_too() {
+    use std::sync::atomic::Ordering;
+    for era in [Era::Legacy, Era::Modern] {
+        let fixture = transports::streamable_http(era).await;
+        let dir = tempfile::tempdir().unwrap();
+        add(dir.path(), &["fx", &fixture.url]);
+        let (daemon, _) = Daemon::start(dir.path(), 1).await;
+        let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+
+        call_and_cancel(
+            &connection.upstream,
+            "fx__slow",
+            json!({"ms": 10000}),
+            Duration::from_millis(300),
+        )
+        .await;
+        // Bounded wait (5 s) for the server to see its call cancelled, not run on unobserved.
+        let mut seen = false;
+        for _ in 0..250 {
+            if fixture.state.cancelled_calls.load(Ordering::SeqCst) == 1 {
+                seen = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(seen, "{era:?}: the server's call was cancelled");
+        connection.session.close().await;
+    }
 }
