@@ -30,8 +30,9 @@ pub struct RunningFixture {
     /// What the server observed.
     pub state: Arc<FixtureState>,
     stop: CancellationToken,
-    /// Serves a fresh instance on a listener, for [`RunningFixture::restart`].
-    relaunch: Option<Relaunch>,
+    /// Where it listens, and how to serve a fresh instance there, for
+    /// [`RunningFixture::restart`].
+    relaunch: Option<(std::net::SocketAddr, Relaunch)>,
 }
 
 /// Starts a fresh server instance on a listener; it runs until the token is cancelled.
@@ -70,15 +71,11 @@ impl RunningFixture {
     /// For fixtures that cannot restart (only [`streamable_http`] can), or when the address
     /// cannot be bound again within 5 s.
     pub async fn restart(&mut self, down: std::time::Duration) {
-        let relaunch = self
+        let (addr, relaunch) = self
             .relaunch
             .as_ref()
             .expect("this fixture cannot restart; use transports::streamable_http");
-        let addr: std::net::SocketAddr = url::Url::parse(&self.url)
-            .ok()
-            .and_then(|u| u.socket_addrs(|| None).ok())
-            .and_then(|a| a.first().copied())
-            .expect("the fixture's URL names its address");
+        let addr = *addr;
         self.stop.cancel();
         tokio::time::sleep(down).await;
         let mut listener = None;
@@ -170,7 +167,7 @@ pub async fn streamable_http(era: Era) -> RunningFixture {
         url: format!("http://{addr}/mcp"),
         state,
         stop,
-        relaunch: Some(relaunch),
+        relaunch: Some((addr, relaunch)),
     }
 }
 

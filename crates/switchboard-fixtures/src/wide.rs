@@ -127,14 +127,7 @@ pub async fn serve_many(
         );
         router = router.nest_service(&format!("/s/{i}/mcp"), service);
     }
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
-    });
+    crate::transports::spawn_router(listener, router, stop);
     Ok((0..servers)
         .map(|i| format!("http://{addr}/s/{i}/mcp"))
         .collect())

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use switchboard_core::ServerId;
 use switchboard_core::exposure::{Collision, Exposed, NameTable, Prefix};
 use switchboard_upstream::rmcp_model::{
-    CallToolResult, ContentBlock, GetPromptResult, MetaObject, Prompt, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate, Tool,
+    CallToolResult, ContentBlock, GetPromptResult, MetaObject, Prompt, PromptMessage,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Tool,
 };
 
 use crate::ServerCatalog;
@@ -259,6 +259,15 @@ fn expose_tool(prefix: &Prefix, tool: &Tool) -> Tool {
 pub trait ExposeUris {
     /// Rewrites every resource URI in `self` under `prefix`.
     fn expose_uris(&mut self, prefix: &Prefix);
+
+    /// `self` with every resource URI in its exposed form.
+    fn exposed(mut self, prefix: &Prefix) -> Self
+    where
+        Self: Sized,
+    {
+        self.expose_uris(prefix);
+        self
+    }
 }
 
 impl ExposeUris for ResourceContents {
@@ -301,13 +310,15 @@ impl ExposeUris for ReadResourceResult {
     }
 }
 
+impl ExposeUris for PromptMessage {
+    fn expose_uris(&mut self, prefix: &Prefix) {
+        self.content.expose_uris(prefix);
+    }
+}
+
 impl ExposeUris for GetPromptResult {
     fn expose_uris(&mut self, prefix: &Prefix) {
-        if !prefix.is_empty() {
-            for message in &mut self.messages {
-                message.content.expose_uris(prefix);
-            }
-        }
+        self.messages.expose_uris(prefix);
     }
 }
 
@@ -322,7 +333,7 @@ fn template_may_match(template: &str, uri: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_upstream::rmcp_model::{PromptMessage, Role};
+    use switchboard_upstream::rmcp_model::Role;
 
     fn id(s: &str) -> ServerId {
         ServerId::new(s).unwrap()

@@ -17,8 +17,8 @@ pub struct Cli {
     pub config: Option<PathBuf>,
 
     /// Threads that run Switchboard's work. 1 keeps everything on one thread, which on a small
-    /// machine is fastest (no hand-offs between threads); more serve more traffic on more
-    /// cores. Default: one per core.
+    /// machine costs the least CPU per call (no hand-offs between threads); more serve more
+    /// traffic on more cores. Default: one per core.
     #[arg(
         long,
         global = true,

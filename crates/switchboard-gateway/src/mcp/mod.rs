@@ -356,12 +356,6 @@ fn upstream_error(server: &ServerId, error: UpstreamError) -> ErrorData {
     }
 }
 
-/// `result` with every resource URI in its exposed form.
-fn expose_uris<T: ExposeUris>(prefix: &Prefix, mut result: T) -> T {
-    result.expose_uris(prefix);
-    result
-}
-
 impl ServerHandler for AggregateServer {
     fn get_info(&self) -> ServerInfo {
         let capabilities = ServerCapabilities::builder()
@@ -448,12 +442,9 @@ impl ServerHandler for AggregateServer {
             .await?;
         match outcome {
             Outcome::InputRequired(required) => Ok(CallToolResponse::InputRequired(required)),
-            Outcome::Done(Ok(ServerResult::CallToolResult(result))) => {
-                Ok(CallToolResponse::Complete(complete(expose_uris(
-                    &prefix_of(&catalog, &server),
-                    result,
-                ))))
-            }
+            Outcome::Done(Ok(ServerResult::CallToolResult(result))) => Ok(
+                CallToolResponse::Complete(complete(result.exposed(&prefix_of(&catalog, &server)))),
+            ),
             Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
                 format!("server '{server}' answered tools/call with another kind of result"),
                 None,
@@ -522,10 +513,9 @@ impl ServerHandler for AggregateServer {
         match outcome {
             Outcome::InputRequired(required) => Ok(GetPromptResponse::InputRequired(required)),
             Outcome::Done(Ok(ServerResult::GetPromptResult(result))) => {
-                Ok(GetPromptResponse::Complete(complete(expose_uris(
-                    &prefix_of(&catalog, &server),
-                    result,
-                ))))
+                Ok(GetPromptResponse::Complete(complete(
+                    result.exposed(&prefix_of(&catalog, &server)),
+                )))
             }
             Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
                 format!("server '{server}' answered prompts/get with another kind of result"),
@@ -599,10 +589,9 @@ impl ServerHandler for AggregateServer {
         match outcome {
             Outcome::InputRequired(required) => Ok(ReadResourceResponse::InputRequired(required)),
             Outcome::Done(Ok(ServerResult::ReadResourceResult(result))) => {
-                Ok(ReadResourceResponse::Complete(complete(expose_uris(
-                    &prefix_of(&catalog, &server),
-                    result,
-                ))))
+                Ok(ReadResourceResponse::Complete(complete(
+                    result.exposed(&prefix_of(&catalog, &server)),
+                )))
             }
             Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
                 format!("server '{server}' answered resources/read with another kind of result"),
