@@ -166,18 +166,16 @@ pub fn router(
     let hub = shared.hub().clone();
     let draining = shared.clone();
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
-    let mcp = mcp::http::service(shared, stop);
+    let mcp = mcp::http::service(shared.clone(), stop);
     let state = AppState {
         hub,
         callback_url: callback_url(addr),
         logins: Arc::default(),
     };
     Router::new()
-        .merge(
-            Router::new()
-                .route_service(mcp::http::MCP_PATH, mcp)
-                .layer(middleware::from_fn(mcp::http::check_body)),
-        )
+        .merge(Router::new().route_service(mcp::http::MCP_PATH, mcp).layer(
+            middleware::from_fn_with_state(shared, mcp::http::check_body),
+        ))
         .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))

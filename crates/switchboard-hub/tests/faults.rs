@@ -14,7 +14,7 @@ use switchboard_fixtures::chaos::Fault;
 use switchboard_fixtures::{Era, transports};
 use switchboard_hub::Hub;
 use switchboard_store::Store;
-use switchboard_upstream::{CallContext, ConnectOptions, UpstreamError};
+use switchboard_upstream::{CallContext, ConnectOptions, Upstream, UpstreamError};
 
 /// The tool-call and request timeout of the servers under test.
 const TIMEOUT: Duration = Duration::from_millis(1500);
@@ -31,20 +31,85 @@ fn server(id: &str, url: &str) -> ServerDefinition {
     def
 }
 
-async fn echo(hub: &Hub, server: &str, message: &str) -> Result<String, String> {
+/// Which way a test call goes: through the server's session (rmcp's client; every era), or
+/// directly as one HTTP exchange (stateless servers; the front door's short path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Session,
+    Direct,
+}
+
+/// Every era, by every path it can be called on.
+const ROUTES: [(Era, Path); 3] = [
+    (Era::Legacy, Path::Session),
+    (Era::Modern, Path::Session),
+    (Era::Modern, Path::Direct),
+];
+
+async fn echo(hub: &Hub, server: &str, message: &str, path: Path) -> Result<String, String> {
     let upstream = hub
         .upstream(&ServerId::new(server).unwrap())
         .map_err(|e| e.to_string())?;
-    let context = CallContext::default();
-    let call = upstream.call_tool(
-        "echo",
-        serde_json::json!({"message": message}).as_object().cloned(),
-        &context,
-    );
+    let arguments = serde_json::json!({"message": message}).as_object().cloned();
+    let call = async {
+        match path {
+            Path::Session => upstream
+                .call_tool("echo", arguments, &CallContext::default())
+                .await
+                .map(|result| result.content[0].as_text().unwrap().text.clone())
+                .map_err(|error| error_text(&error)),
+            Path::Direct => echo_directly(&upstream, arguments).await,
+        }
+    };
     match tokio::time::timeout(TIMEOUT + HUNG, call).await {
-        Err(_) => panic!("a call to {server} hung past its timeout"),
-        Ok(Ok(result)) => Ok(result.content[0].as_text().unwrap().text.clone()),
-        Ok(Err(error)) => Err(error_text(&error)),
+        Err(_) => panic!("a call to {server} ({path:?}) hung past its timeout"),
+        Ok(outcome) => outcome,
+    }
+}
+
+/// `echo` as a stateless client's call, sent with [`Upstream::call_tool_direct`]: its answer,
+/// or the error (the call's own JSON-RPC error, or why there is no answer).
+async fn echo_directly(
+    upstream: &Upstream,
+    arguments: Option<serde_json::Map<String, serde_json::Value>>,
+) -> Result<String, String> {
+    use futures::StreamExt;
+    use switchboard_upstream::DirectReply;
+    use switchboard_upstream::rmcp_model::{JsonRpcMessage, ServerResult};
+    let request = serde_json::from_value(serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo", "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }},
+    }))
+    .unwrap();
+    let reply = upstream
+        .call_tool_direct(request)
+        .await
+        .map_err(|error| error_text(&error))?;
+    let response = match reply {
+        DirectReply::Message(message) => message,
+        DirectReply::Stream(mut messages) => loop {
+            match messages.next().await {
+                Some(Ok(message @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)))) => {
+                    break message;
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => return Err(error_text(&error)),
+                None => panic!("a direct reply stream ended without saying why"),
+            }
+        },
+    };
+    match response {
+        JsonRpcMessage::Response(response) => match response.result {
+            ServerResult::CallToolResult(result) => {
+                Ok(result.content[0].as_text().unwrap().text.clone())
+            }
+            other => panic!("echo answered with another kind of result: {other:?}"),
+        },
+        JsonRpcMessage::Error(error) => Err(error.error.message.to_string()),
+        other => panic!("not an answer: {other:?}"),
     }
 }
 
@@ -69,14 +134,14 @@ async fn wait_connected(hub: &Hub, server: &str) {
 }
 
 /// Calls the faulty server until it answers again (bounded: 20 s).
-async fn recovers(hub: &Hub, fault: Fault, era: Era) {
+async fn recovers(hub: &Hub, fault: Fault, era: Era, path: Path) {
     for _ in 0..100 {
-        if echo(hub, "faulty", "again").await.as_deref() == Ok("again") {
+        if echo(hub, "faulty", "again", path).await.as_deref() == Ok("again") {
             return;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!("{era:?} {fault:?}: the server did not serve again within 20 s");
+    panic!("{era:?} {path:?} {fault:?}: the server did not serve again within 20 s");
 }
 
 /// A hub (reconnecting quickly) over a store in `dir`.
@@ -107,17 +172,19 @@ async fn serving(dir: &tempfile::TempDir, faulty: &str, healthy: &str) -> Arc<Hu
 async fn calls_beside_a_healthy_server(
     hub: &Arc<Hub>,
     what: &str,
+    path: Path,
 ) -> Vec<(String, Result<String, String>)> {
+    let what = &format!("{what} ({path:?})");
     let calls = (0..8).map(|i| {
         let hub = hub.clone();
         async move {
             let message = format!("call-{i}");
-            (message.clone(), echo(&hub, "faulty", &message).await)
+            (message.clone(), echo(&hub, "faulty", &message, path).await)
         }
     });
     let (outcomes, beside) = tokio::join!(
         futures::future::join_all(calls),
-        echo(hub, "healthy", "still here")
+        echo(hub, "healthy", "still here", path)
     );
     for (message, outcome) in &outcomes {
         if let Ok(answer) = outcome {
@@ -134,7 +201,7 @@ async fn calls_beside_a_healthy_server(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn faults_on_a_schedule_strike_only_their_calls_and_stop_when_disarmed() {
-    for era in [Era::Legacy, Era::Modern] {
+    for (era, path) in ROUTES {
         let faulty = transports::streamable_http(era).await;
         let healthy = transports::streamable_http(era).await;
         let dir = tempfile::tempdir().unwrap();
@@ -144,9 +211,12 @@ async fn faults_on_a_schedule_strike_only_their_calls_and_stop_when_disarmed() {
         faulty.state.arm_every(Fault::Malformed, 3);
         let mut failed = 0;
         for round in 0..3 {
-            let outcomes =
-                calls_beside_a_healthy_server(&hub, &format!("{era:?} every 3rd, round {round}"))
-                    .await;
+            let outcomes = calls_beside_a_healthy_server(
+                &hub,
+                &format!("{era:?} every 3rd, round {round}"),
+                path,
+            )
+            .await;
             failed += outcomes.iter().filter(|(_, o)| o.is_err()).count();
         }
         assert!(
@@ -155,18 +225,19 @@ async fn faults_on_a_schedule_strike_only_their_calls_and_stop_when_disarmed() {
         );
         assert!(faulty.state.is_armed(), "a schedule stays armed");
         faulty.state.disarm();
-        recovers(&hub, Fault::Malformed, era).await;
+        recovers(&hub, Fault::Malformed, era, path).await;
 
         // A window of 503s: every call in it fails, and service resumes by itself after it.
         faulty
             .state
             .arm_for(Fault::Status(503), Duration::from_millis(700));
-        let outcomes = calls_beside_a_healthy_server(&hub, &format!("{era:?} 503 window")).await;
+        let outcomes =
+            calls_beside_a_healthy_server(&hub, &format!("{era:?} 503 window"), path).await;
         assert!(
             outcomes.iter().all(|(_, o)| o.is_err()),
             "{era:?}: calls inside the window succeeded: {outcomes:?}"
         );
-        recovers(&hub, Fault::Status(503), era).await;
+        recovers(&hub, Fault::Status(503), era, path).await;
         assert!(!faulty.state.is_armed(), "the window closed");
         hub.shutdown().await;
     }
@@ -174,7 +245,7 @@ async fn faults_on_a_schedule_strike_only_their_calls_and_stop_when_disarmed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_server_cuts_its_calls_clearly_and_is_reconnected_by_itself() {
-    for era in [Era::Legacy, Era::Modern] {
+    for (era, path) in ROUTES {
         let mut faulty = transports::streamable_http(era).await;
         let healthy = transports::streamable_http(era).await;
         let dir = tempfile::tempdir().unwrap();
@@ -191,7 +262,7 @@ async fn a_restarted_server_cuts_its_calls_clearly_and_is_reconnected_by_itself(
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let in_flight = tokio::spawn({
             let hub = hub.clone();
-            async move { calls_beside_a_healthy_server(&hub, "restart").await }
+            async move { calls_beside_a_healthy_server(&hub, "restart", path).await }
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         faulty.stop();
@@ -206,12 +277,12 @@ async fn a_restarted_server_cuts_its_calls_clearly_and_is_reconnected_by_itself(
         );
 
         // While it is down, calls fail (at once, with the reason) and nothing else is affected.
-        let down = calls_beside_a_healthy_server(&hub, "while down").await;
+        let down = calls_beside_a_healthy_server(&hub, "while down", path).await;
         assert!(down.iter().all(|(_, o)| o.is_err()), "{era:?}: {down:?}");
 
         faulty.restart(Duration::from_millis(500)).await;
-        recovers(&hub, Fault::Hang, era).await;
-        let after = calls_beside_a_healthy_server(&hub, "after the restart").await;
+        recovers(&hub, Fault::Hang, era, path).await;
+        let after = calls_beside_a_healthy_server(&hub, "after the restart", path).await;
         assert!(after.iter().all(|(_, o)| o.is_ok()), "{era:?}: {after:?}");
         if era == Era::Legacy {
             assert!(
@@ -231,7 +302,7 @@ async fn a_restarted_server_cuts_its_calls_clearly_and_is_reconnected_by_itself(
 async fn a_token_rejected_mid_session_is_replaced_once_and_a_dead_grant_asks_for_a_sign_in() {
     use std::sync::atomic::Ordering;
     use switchboard_oauth::{HeadlessAuthorizer, NetworkPolicy, OAuthHttp};
-    for era in [Era::Legacy, Era::Modern] {
+    for (era, path) in ROUTES {
         let protected = switchboard_fixtures::oauth::protected(era).await;
         let healthy = transports::streamable_http(era).await;
         let dir = tempfile::tempdir().unwrap();
@@ -268,7 +339,7 @@ async fn a_token_rejected_mid_session_is_replaced_once_and_a_dead_grant_asks_for
         // call goes through.
         let refreshes = protected.auth.refreshes.load(Ordering::SeqCst);
         protected.fixture.arm(Fault::RejectToken, 1);
-        let outcomes = calls_beside_a_healthy_server(&hub, &format!("{era:?} 401")).await;
+        let outcomes = calls_beside_a_healthy_server(&hub, &format!("{era:?} 401"), path).await;
         assert!(!protected.fixture.is_armed(), "{era:?}: the 401 was served");
         assert!(
             outcomes.iter().all(|(_, o)| o.is_ok()),
@@ -284,7 +355,7 @@ async fn a_token_rejected_mid_session_is_replaced_once_and_a_dead_grant_asks_for
         // server waits for one, and the healthy server does not notice.
         protected.auth.revoke_refresh_tokens();
         protected.fixture.arm(Fault::RejectToken, 1);
-        let outcome = echo(&hub, "faulty", "dead grant").await;
+        let outcome = echo(&hub, "faulty", "dead grant", path).await;
         let error = outcome.expect_err("a call with a dead grant cannot succeed");
         assert!(
             error.contains("switchboard login faulty"),
@@ -310,7 +381,7 @@ async fn a_token_rejected_mid_session_is_replaced_once_and_a_dead_grant_asks_for
             "{era:?}"
         );
         assert_eq!(
-            echo(&hub, "healthy", "fine").await.as_deref(),
+            echo(&hub, "healthy", "fine", path).await.as_deref(),
             Ok("fine"),
             "{era:?}"
         );
@@ -319,7 +390,7 @@ async fn a_token_rejected_mid_session_is_replaced_once_and_a_dead_grant_asks_for
         sign_in().await;
         wait_connected(&hub, "faulty").await;
         assert_eq!(
-            echo(&hub, "faulty", "back").await.as_deref(),
+            echo(&hub, "faulty", "back", path).await.as_deref(),
             Ok("back"),
             "{era:?}"
         );
@@ -338,7 +409,7 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
         Fault::Oversized,
         Fault::ExpireSession,
     ];
-    for era in [Era::Legacy, Era::Modern] {
+    for (era, path) in ROUTES {
         let faulty = transports::streamable_http(era).await;
         let healthy = transports::streamable_http(era).await;
         let dir = tempfile::tempdir().unwrap();
@@ -351,7 +422,8 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
             // One call gets the fault; seven others run beside it and must each get their own
             // answer or a clear error, never another call's.
             faulty.state.arm(fault, 1);
-            let outcomes = calls_beside_a_healthy_server(&hub, &format!("{era:?} {fault:?}")).await;
+            let outcomes =
+                calls_beside_a_healthy_server(&hub, &format!("{era:?} {fault:?}"), path).await;
             assert!(
                 !faulty.state.is_armed(),
                 "{era:?} {fault:?}: the fault was served"
@@ -366,13 +438,13 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
                     "{era:?} {fault:?}: no call failed: {outcomes:?}"
                 );
             }
-            recovers(&hub, fault, era).await;
+            recovers(&hub, fault, era, path).await;
         }
 
         // A burst: five 503s in a row, then service resumes by itself.
         faulty.state.arm(Fault::Status(503), 5);
         for i in 0..5 {
-            let outcome = echo(&hub, "faulty", "burst").await;
+            let outcome = echo(&hub, "faulty", "burst", path).await;
             if let Err(error) = &outcome {
                 assert!(
                     error.contains("503") || error.contains("not connected"),
@@ -380,7 +452,7 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
                 );
             }
         }
-        recovers(&hub, Fault::Status(503), era).await;
+        recovers(&hub, Fault::Status(503), era, path).await;
         hub.shutdown().await;
     }
 }

@@ -162,6 +162,7 @@ pub async fn connect(
         in_flight.clone(),
     );
     let handshake = def.timeouts.request;
+    let mut direct = None;
     let (service, detected, stderr) = match &def.transport {
         TransportSpec::Http { url, headers } => {
             let headers = crate::http_client::header_map(headers)
@@ -182,6 +183,9 @@ pub async fn connect(
             client
                 .standalone_stream_settled(handshake.min(STANDALONE_STREAM_WAIT))
                 .await;
+            if detected == DetectedTransport::StreamableHttpStateless {
+                direct = Some(crate::direct::DirectRoute::new(client, url.as_str()));
+            }
             (service, Some(detected), None)
         }
         TransportSpec::WebSocket { url, headers } => {
@@ -241,7 +245,8 @@ pub async fn connect(
             options.supervision.max_concurrent_calls,
             options.supervision.max_queued_calls,
         ),
-    );
+    )
+    .with_direct(direct);
     if upstream.is_stateless() {
         spawn_change_listener(&upstream, service.peer().clone(), events_tx);
     }
@@ -443,7 +448,7 @@ fn http_failure(error: &ClientInitializeError) -> Option<&StreamableHttpError<Ht
 }
 
 /// Errors every probe step treats alike: unreachable hosts and auth challenges end the probe.
-fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Option<UpstreamError> {
+pub(crate) fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Option<UpstreamError> {
     match error {
         StreamableHttpError::Client(HttpFailure::Request(e)) => Some(UpstreamError::Unreachable(
             crate::http_client::describe_reqwest(e),

@@ -8,6 +8,7 @@
 //! client, the HTTP+SSE and WebSocket transports and the request helpers are ours.
 
 pub mod connect;
+pub mod direct;
 pub mod error;
 // Logging, sampling and roots are deprecated in 2026-07-28 but legacy servers still use them.
 #[allow(deprecated)]
@@ -25,6 +26,7 @@ pub mod websocket;
 mod wire;
 
 pub use connect::{ConnectOptions, Connection, Session, auth_challenge, connect};
+pub use direct::DirectReply;
 pub use error::UpstreamError;
 pub use handler::{InputPolicy, UpstreamEvent, relay_capabilities_for};
 pub use relay::InputResponder;

@@ -24,6 +24,7 @@ use switchboard_core::{ServerId, Timeouts};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::direct::{DirectReply, DirectRoute};
 use crate::error::{UpstreamError, from_service_error};
 use crate::handler::InputPolicy;
 use crate::limits::CallLimiter;
@@ -93,6 +94,8 @@ pub struct Upstream {
     subscribed_resources: Arc<watch::Sender<BTreeSet<String>>>,
     /// Bounds the requests running and waiting on this session.
     limiter: CallLimiter,
+    /// For a stateless HTTP server: where calls can go without the session machinery.
+    direct: Option<DirectRoute>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -122,7 +125,36 @@ impl Upstream {
             timeouts,
             subscribed_resources: Arc::new(watch::channel(BTreeSet::new()).0),
             limiter,
+            direct: None,
         }
+    }
+
+    pub(crate) fn with_direct(mut self, direct: Option<DirectRoute>) -> Self {
+        self.direct = direct;
+        self
+    }
+
+    /// Whether [`Upstream::call_tool_direct`] can reach this server: it is a stateless
+    /// (2026-07-28) server over HTTP.
+    pub fn calls_directly(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// Sends a `tools/call` as one HTTP exchange and returns what the server answered as it
+    /// sent it (see [`crate::direct`]). `request` names the server's own tool and carries the
+    /// caller's `_meta`; its id is the caller's. Within the session's request slots and the
+    /// tool-call timeout; [`UpstreamError::Unsupported`] when the server is not reached
+    /// directly.
+    pub async fn call_tool_direct(
+        &self,
+        request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
+    ) -> Result<DirectReply, UpstreamError> {
+        let Some(direct) = &self.direct else {
+            return Err(UpstreamError::Unsupported("direct calls"));
+        };
+        direct
+            .call_tool(request, &self.limiter, self.timeouts.tool_call)
+            .await
     }
 
     /// Checks that the server still answers: `server/discover` for a stateless 2026-07-28

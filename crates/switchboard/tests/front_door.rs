@@ -634,40 +634,188 @@ async fn clients_hear_list_changed_when_a_server_changes_its_tools() {
 
 /// One 2026-07-28 `tools/call` to `url` by a caller with `capabilities`, as a raw HTTP client
 /// sends it; returns the HTTP status and the JSON-RPC response (from a JSON or an SSE body).
-async fn tools_call_2026(url: &str, mut params: Value, capabilities: Value) -> (u16, Value) {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    });
+async fn tools_call_2026(url: &str, params: Value, capabilities: Value) -> (u16, Value) {
+    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    let (status, mut messages) = post_tools_call_2026(url, params, capabilities, &name).await;
+    let response = messages.pop().expect("a response");
+    (status, response)
+}
+
+/// Like [`tools_call_2026`] with `mcp_name` as the `Mcp-Name` header, keeping any `_meta`
+/// already in `params`; returns the status and every message of the answer, the response last.
+async fn post_tools_call_2026(
+    url: &str,
+    mut params: Value,
+    capabilities: Value,
+    mcp_name: &str,
+) -> (u16, Vec<Value>) {
+    if params.get("_meta").is_none() {
+        params["_meta"] = json!({});
+    }
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2026-07-28".into();
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
     let response = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
-        .header("mcp-name", params["name"].as_str().unwrap_or_default())
+        .header("mcp-name", mcp_name)
         .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}))
         .send()
         .await
         .expect("Switchboard answers");
     let status = response.status().as_u16();
     let body = response.text().await.unwrap();
-    let message = body
+    let messages: Vec<Value> = body
         .lines()
         .filter_map(|line| line.strip_prefix("data:").map(str::trim).or(Some(line)))
         .filter_map(|data| serde_json::from_str::<Value>(data).ok())
-        .find(|message| message["id"] == 7)
-        .unwrap_or_else(|| panic!("no response to the request in {body}"));
-    (status, message)
+        .collect();
+    let answered = messages.iter().position(|message| message["id"] == 7);
+    assert_eq!(
+        answered,
+        Some(messages.len().wrapping_sub(1)),
+        "the response comes last, once: {body}"
+    );
+    (status, messages)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_modern_servers_input_requests_keep_their_names_and_see_the_callers_capabilities() {
+/// A daemon serving the conformance fixture (every revision, so reached statelessly) as `test`.
+async fn serving_the_conformance_fixture() -> (Daemon, transports::RunningFixture, tempfile::TempDir)
+{
     let fixture = transports::conformance_http(false).await;
     let dir = tempfile::tempdir().unwrap();
     add(dir.path(), &["test", &fixture.url]);
     let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    (daemon, fixture, dir)
+}
+
+/// The capabilities of a client that can answer every kind of input request.
+fn answers_everything() -> Value {
+    json!({"elicitation": {}, "sampling": {}, "roots": {}})
+}
+
+/// `name` as SEP-2243 sends a header value it must protect: `=?base64?…?=`.
+fn base64_header(name: &str) -> String {
+    use base64::Engine;
+    format!(
+        "=?base64?{}?=",
+        base64::engine::general_purpose::STANDARD.encode(name)
+    )
+}
+
+/// A 2026-07-28 client calling a 2026-07-28 server's tool is relayed straight through: the
+/// server's own `requestState` reaches the client and its retry completes the call; progress
+/// and the log messages asked for stream through as the server sent them. The same calls
+/// with the tool's name Base64-encoded in `Mcp-Name` (a form only the full path checks) get the
+/// same answers, except that the `requestState` and the progress token the server sees are
+/// then Switchboard's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_call_to_a_stateless_server_goes_straight_through_with_the_same_answers() {
+    let (daemon, _fixture, _dir) = serving_the_conformance_fixture().await;
     let url = daemon.mcp_url();
-    let everything = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+    let everything = answers_everything();
+
+    for straight in [true, false] {
+        let header = |name: &str| {
+            if straight {
+                name.to_owned()
+            } else {
+                base64_header(name)
+            }
+        };
+        let path = if straight { "straight" } else { "full" };
+
+        // Asked for input: the state is the server's own on the straight path.
+        let tool = "test__test_input_required_result_request_state";
+        let call = json!({"name": tool, "arguments": {}});
+        let (_, mut asked) =
+            post_tools_call_2026(&url, call.clone(), everything.clone(), &header(tool)).await;
+        let asked = asked.pop().unwrap();
+        assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+        let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+        let servers_own = serde_json::from_str::<Value>(&state)
+            .is_ok_and(|state| state["kind"] == "request-state");
+        assert_eq!(servers_own, straight, "{path}: requestState {state}");
+        let mut retry = call.clone();
+        retry["requestState"] = state.into();
+        retry["inputResponses"] = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        let (_, mut done) =
+            post_tools_call_2026(&url, retry, everything.clone(), &header(tool)).await;
+        let done = done.pop().unwrap();
+        assert_eq!(
+            done["result"]["content"][0]["text"], "state-ok: requestState validated",
+            "{path}: {done}"
+        );
+        assert_eq!(done["result"]["resultType"], "complete", "{path}: {done}");
+
+        // Progress for the caller's token, then the result.
+        let tool = "test__test_tool_with_progress";
+        let call = json!({"name": tool, "arguments": {}, "_meta": {"progressToken": "p-1"}});
+        let (status, messages) =
+            post_tools_call_2026(&url, call, everything.clone(), &header(tool)).await;
+        assert_eq!(status, 200);
+        let progress: Vec<&Value> = messages
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .collect();
+        assert!(!progress.is_empty(), "{path}: {messages:?}");
+        assert!(
+            progress
+                .iter()
+                .all(|p| p["params"]["progressToken"] == "p-1"),
+            "{path}: {progress:?}"
+        );
+        // The tool answers with the token it was sent: the caller's own on the straight path
+        // (the full path sends one of Switchboard's and maps the reports back).
+        let seen = &messages.last().unwrap()["result"]["content"][0]["text"];
+        assert!(seen.is_string(), "{path}: {messages:?}");
+        assert_eq!(
+            seen == "p-1",
+            straight,
+            "{path}: the server saw token {seen}"
+        );
+
+        // Log messages only when asked for, at the level asked for.
+        let tool = "test__test_tool_with_logging";
+        for (level, expected) in [(None, 0), (Some("info"), 3), (Some("error"), 0)] {
+            let mut call = json!({"name": tool, "arguments": {}});
+            if let Some(level) = level {
+                call["_meta"] = json!({"io.modelcontextprotocol/logLevel": level});
+            }
+            let (_, messages) =
+                post_tools_call_2026(&url, call, everything.clone(), &header(tool)).await;
+            let logs = messages
+                .iter()
+                .filter(|m| m["method"] == "notifications/message")
+                .count();
+            assert_eq!(logs, expected, "{path}, level {level:?}: {messages:?}");
+            assert_eq!(
+                messages.last().unwrap()["result"]["content"][0]["text"],
+                "Tool with logging executed successfully",
+                "{path}"
+            );
+        }
+
+        // A tool error is the server's, as it sent it.
+        let tool = "test__test_error_handling";
+        let (_, mut failed) = post_tools_call_2026(
+            &url,
+            json!({"name": tool, "arguments": {}}),
+            everything.clone(),
+            &header(tool),
+        )
+        .await;
+        let failed = failed.pop().unwrap();
+        assert_eq!(failed["result"]["isError"], true, "{path}: {failed}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_servers_input_requests_keep_their_names_and_see_the_callers_capabilities() {
+    let (daemon, _fixture, _dir) = serving_the_conformance_fixture().await;
+    let url = daemon.mcp_url();
+    let everything = answers_everything();
     let call = |name: &str| json!({"name": name, "arguments": {}});
 
     // The server's three questions reach the client at once, under the server's own names.
@@ -751,10 +899,7 @@ async fn a_modern_servers_input_requests_keep_their_names_and_see_the_callers_ca
 
 #[tokio::test(flavor = "multi_thread")]
 async fn resource_updates_reach_subscribers_of_both_eras_from_a_modern_server() {
-    let fixture = transports::conformance_http(false).await;
-    let dir = tempfile::tempdir().unwrap();
-    add(dir.path(), &["test", &fixture.url]);
-    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let (daemon, _fixture, _dir) = serving_the_conformance_fixture().await;
     // Switchboard reaches the fixture statelessly, so its subscriptions ride on the fixture's
     // subscriptions/listen stream; downstream, a 2026-07-28 client subscribes the same way and
     // a 2024-11-05 client with resources/subscribe.

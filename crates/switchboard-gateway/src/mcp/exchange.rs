@@ -381,6 +381,11 @@ impl Parked {
         handle
     }
 
+    /// Whether `handle` is one of ours (a `requestState` another server issued is not).
+    pub(crate) fn holds(&self, handle: &str) -> bool {
+        self.lock().contains_key(handle)
+    }
+
     /// Takes the exchange behind `handle`, if it is for `purpose` and has not expired.
     pub(crate) fn resume(&self, handle: &str, purpose: &str) -> Result<Exchange, ErrorData> {
         let mut parked = self.lock();

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -46,7 +46,13 @@ pub fn service(
 /// Refuses POST bodies that are too large (413) or not JSON (400 with a JSON-RPC parse error)
 /// before they reach rmcp, which would answer a parse failure with 415. Runs before rmcp reads
 /// the body, which it then gets back unchanged.
-pub async fn check_body(request: Request, next: Next) -> Response {
+/// A plain stateless `tools/call` of a stateless server's tool is then relayed directly
+/// (`direct`); everything else goes on to rmcp.
+pub async fn check_body(
+    State(shared): State<Arc<Shared>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -73,6 +79,9 @@ pub async fn check_body(request: Request, next: Next) -> Response {
             body.to_string(),
         )
             .into_response();
+    }
+    if let Some(response) = super::direct::try_call(&shared, &parts, &bytes).await {
+        return response;
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

@@ -12,6 +12,7 @@
 // revision Switchboard serves.
 #![allow(deprecated)]
 
+mod direct;
 mod downstream;
 mod exchange;
 pub mod http;
@@ -356,6 +357,34 @@ fn upstream_error(server: &ServerId, error: UpstreamError) -> ErrorData {
     }
 }
 
+/// What the client gets for a `tools/call` its server answered with `result`: the result with
+/// exposed names and URIs, the server's input requests as they are, the server's JSON-RPC error;
+/// a failure of the server itself is a tool error the model can read.
+fn call_result(
+    catalog: &ExposedCatalog,
+    server: &ServerId,
+    result: Result<ServerResult, UpstreamError>,
+) -> Result<CallToolResponse, ErrorData> {
+    match result {
+        Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(complete(
+            result.exposed(&prefix_of(catalog, server)),
+        ))),
+        Ok(ServerResult::InputRequiredResult(required)) => {
+            Ok(CallToolResponse::InputRequired(required))
+        }
+        Ok(_) => Err(ErrorData::internal_error(
+            format!("server '{server}' answered tools/call with another kind of result"),
+            None,
+        )),
+        Err(error @ UpstreamError::Rpc { .. }) => Err(upstream_error(server, error)),
+        Err(error) => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+            ContentBlock::text(format!(
+                "Switchboard could not complete the call: server '{server}': {error}"
+            )),
+        ]))),
+    }
+}
+
 impl ServerHandler for AggregateServer {
     fn get_info(&self) -> ServerInfo {
         let capabilities = ServerCapabilities::builder()
@@ -442,24 +471,7 @@ impl ServerHandler for AggregateServer {
             .await?;
         match outcome {
             Outcome::InputRequired(required) => Ok(CallToolResponse::InputRequired(required)),
-            Outcome::Done(Ok(ServerResult::CallToolResult(result))) => Ok(
-                CallToolResponse::Complete(complete(result.exposed(&prefix_of(&catalog, &server)))),
-            ),
-            Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
-                format!("server '{server}' answered tools/call with another kind of result"),
-                None,
-            )),
-            Outcome::Done(Err(error @ UpstreamError::Rpc { .. })) => {
-                Err(upstream_error(&server, error))
-            }
-            // The tool could not run because its server failed: a result the model can read.
-            Outcome::Done(Err(error)) => {
-                Ok(CallToolResponse::Complete(CallToolResult::error(vec![
-                    ContentBlock::text(format!(
-                        "Switchboard could not complete the call: server '{server}': {error}"
-                    )),
-                ])))
-            }
+            Outcome::Done(result) => call_result(&catalog, &server, result),
         }
     }
 

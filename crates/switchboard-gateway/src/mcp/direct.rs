@@ -1,0 +1,353 @@
+//! The short path for the commonest request: a stateless client calling a tool of a stateless
+//! server.
+//!
+//! When a 2026-07-28 client calls a tool of a 2026-07-28 server there is nothing to bridge: no
+//! session on either side, and input requests, progress and log levels mean the same on both.
+//! The full path (rmcp's server, an exchange, rmcp's client) costs several task hand-offs and
+//! most of the relay's CPU (`docs/benchmarks.md`), so such a call takes this path instead: the
+//! request is checked, its tool name mapped, and it goes to the server as one HTTP exchange
+//! ([`Upstream::call_tool_direct`]); the server's messages come back to the client as it sent
+//! them, with the result's names and URIs mapped. `input_required` passes through with the
+//! server's own `requestState`, so the client's retry takes this path again.
+//!
+//! Anything else (a session, another method, a header this path does not check, a tool with
+//! `x-mcp-header` parameters, a server reached another way or not connected, a retry of an
+//! exchange Switchboard parked, a shutdown under way) is not taken here: [`try_call`] returns
+//! `None` before anything is sent, and the full path answers, with the same results and errors.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, ErrorCode, JsonObject, JsonRpcError, JsonRpcMessage,
+    JsonRpcRequest, JsonRpcResponse, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerNotification, ServerResult,
+};
+use switchboard_upstream::{DirectReply, UpstreamError};
+
+use super::{Shared, call_result, downstream::severity};
+
+/// Prefix of a header value sent Base64-encoded (SEP-2243); such values take the full path.
+const BASE64_HEADER_PREFIX: &str = "=?base64?";
+
+/// Relays `body` (a POST to `/mcp` with `parts`) directly when it is a plain stateless
+/// `tools/call` of a stateless server's tool; `None` when the full path must answer it.
+pub(crate) async fn try_call(
+    shared: &Arc<Shared>,
+    parts: &Parts,
+    body: &Bytes,
+) -> Option<Response> {
+    if shared.is_draining() || !plain_stateless_call(&parts.headers) {
+        return None;
+    }
+    let Ok(JsonRpcMessage::Request(JsonRpcRequest {
+        jsonrpc,
+        id,
+        request: ClientRequest::CallToolRequest(mut call),
+    })) = serde_json::from_slice::<ClientJsonRpcMessage>(body)
+    else {
+        return None;
+    };
+    let meta = call.extensions.get::<RequestMetaObject>()?;
+    if meta.protocol_version() != Some(ProtocolVersion::V_2026_07_28)
+        || !meta
+            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+            .is_empty()
+        || single(&parts.headers, "mcp-name") != Some(&*call.params.name)
+    {
+        return None;
+    }
+    // Answers that cannot be answers to anything, and retries of exchanges parked here, are
+    // the full path's.
+    if call
+        .params
+        .input_responses
+        .as_ref()
+        .is_some_and(|responses| super::exchange::check_input_responses(responses).is_err())
+    {
+        return None;
+    }
+    if call
+        .params
+        .request_state
+        .as_deref()
+        .is_some_and(|state| shared.parked.holds(state))
+    {
+        return None;
+    }
+    let catalog = shared.hub.exposed();
+    let tool = catalog.tools.get(&call.params.name)?;
+    if !plain_header_value(&tool.upstream) || mentions_key(&tool.item.input_schema, "x-mcp-header")
+    {
+        return None;
+    }
+    let upstream = shared
+        .hub
+        .upstream_for_tool(&tool.server, &tool.upstream)
+        .ok()
+        .filter(|upstream| upstream.calls_directly())?;
+
+    // From here on the call is this path's to answer.
+    tracing::trace!(tool = %tool.upstream, server = %tool.server, "relayed directly");
+    let in_flight = shared.in_flight.token();
+    let server = tool.server.clone();
+    let log_level = meta.log_level();
+    call.params.name = tool.upstream.clone().into();
+    let call = JsonRpcRequest {
+        jsonrpc,
+        id: id.clone(),
+        request: call,
+    };
+    let answer = move |outcome| answer(&catalog, &server, &id, outcome);
+    let messages = match upstream.call_tool_direct(call).await {
+        Ok(DirectReply::Message(message)) => return Some(json(answer(Ok(message)))),
+        Err(error) => return Some(json(answer(Err(error)))),
+        Ok(DirectReply::Stream(messages)) => messages,
+    };
+    // Notifications the client wants, then the response, mapped.
+    let wanted = move |message: &ServerJsonRpcMessage| match message {
+        JsonRpcMessage::Notification(notification) => match &notification.notification {
+            ServerNotification::ProgressNotification(_) => true,
+            ServerNotification::LoggingMessageNotification(log) => {
+                log_level.is_some_and(|level| severity(log.params.level) >= severity(level))
+            }
+            _ => false,
+        },
+        _ => true,
+    };
+    let mut messages = messages
+        .filter(move |message| std::future::ready(message.as_ref().map_or(true, &wanted)))
+        .map(move |message| match message {
+            Ok(JsonRpcMessage::Notification(notification)) => {
+                JsonRpcMessage::Notification(notification)
+            }
+            other => answer(other),
+        });
+    let first = messages.next().await?;
+    if is_final(&first) {
+        return Some(json(first));
+    }
+    // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
+    let events = futures::stream::iter([first])
+        .chain(messages)
+        .map(move |message| {
+            let _counted = &in_flight;
+            let data = serde_json::to_string(&message).unwrap_or_default();
+            Ok::<_, Infallible>(Event::default().data(data))
+        });
+    Some(
+        Sse::new(events)
+            .keep_alive(KeepAlive::default())
+            .into_response(),
+    )
+}
+
+/// Whether the headers are those of a stateless 2026-07-28 `tools/call` that this path checks
+/// completely: no session, one of each standard header, no `Mcp-Param-*` header, no Base64
+/// name, and a client that accepts both JSON and SSE answers.
+fn plain_stateless_call(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    !headers.contains_key("mcp-session-id")
+        && json_body
+        && accept.contains("application/json")
+        && accept.contains("text/event-stream")
+        && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
+        && single(headers, "mcp-method") == Some("tools/call")
+        && single(headers, "mcp-name").is_some_and(|name| !name.starts_with(BASE64_HEADER_PREFIX))
+        && !headers
+            .keys()
+            .any(|name| name.as_str().starts_with("mcp-param-"))
+}
+
+/// The header's value when it is present exactly once and readable.
+fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    match values.next() {
+        None => value.to_str().ok(),
+        Some(_) => None,
+    }
+}
+
+/// Whether `name` travels as an HTTP header value as it is (visible ASCII, not Base64-marked).
+fn plain_header_value(name: &str) -> bool {
+    !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_graphic())
+        && !name.starts_with(BASE64_HEADER_PREFIX)
+}
+
+/// Whether `key` appears anywhere in `object` (at any depth).
+fn mentions_key(object: &JsonObject, key: &str) -> bool {
+    fn in_value(value: &serde_json::Value, key: &str) -> bool {
+        match value {
+            serde_json::Value::Object(object) => mentions_key(object, key),
+            serde_json::Value::Array(items) => items.iter().any(|item| in_value(item, key)),
+            _ => false,
+        }
+    }
+    object
+        .iter()
+        .any(|(name, value)| name == key || in_value(value, key))
+}
+
+/// The client's answer to the server's response (or to the failure to get one), mapped as the
+/// full path maps it.
+fn answer(
+    catalog: &switchboard_hub::ExposedCatalog,
+    server: &switchboard_core::ServerId,
+    id: &RequestId,
+    outcome: Result<ServerJsonRpcMessage, UpstreamError>,
+) -> ServerJsonRpcMessage {
+    let result = match outcome {
+        Ok(JsonRpcMessage::Response(response)) => Ok(response.result),
+        Ok(JsonRpcMessage::Error(error)) => Err(UpstreamError::Rpc {
+            code: error.error.code.0,
+            message: error.error.message.into_owned(),
+            data: error.error.data,
+        }),
+        Ok(_) => Err(UpstreamError::Protocol(
+            "a message that does not answer the call".into(),
+        )),
+        Err(error) => Err(error),
+    };
+    match call_result(catalog, server, result) {
+        Ok(response) => JsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: Default::default(),
+            id: id.clone(),
+            result: ServerResult::from(response),
+        }),
+        Err(error) => JsonRpcMessage::Error(JsonRpcError::new(Some(id.clone()), error)),
+    }
+}
+
+fn is_final(message: &ServerJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)
+    )
+}
+
+/// One message as the whole HTTP answer, with the status a 2026-07-28 server gives it (as rmcp
+/// does on the full path: some errors are HTTP errors too).
+fn json(message: ServerJsonRpcMessage) -> Response {
+    let status = match &message {
+        JsonRpcMessage::Error(error) => match error.error.code {
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::OK,
+        },
+        _ => StatusCode::OK,
+    };
+    let body = serde_json::to_vec(&message).unwrap_or_default();
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        Bytes::from(body),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    const PLAIN: [(&str, &str); 5] = [
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "files__read"),
+    ];
+
+    #[test]
+    fn only_requests_whose_headers_this_path_checks_completely_are_taken() {
+        assert!(plain_stateless_call(&headers(&PLAIN)));
+        let with = |extra: (&'static str, &'static str)| {
+            let mut pairs = PLAIN.to_vec();
+            pairs.push(extra);
+            plain_stateless_call(&headers(&pairs))
+        };
+        let without = |name: &str| {
+            let pairs: Vec<_> = PLAIN.iter().copied().filter(|(n, _)| *n != name).collect();
+            plain_stateless_call(&headers(&pairs))
+        };
+        let replaced = |name: &str, value: &'static str| {
+            let pairs: Vec<_> = PLAIN
+                .iter()
+                .map(|&(n, v)| if n == name { (n, value) } else { (n, v) })
+                .collect();
+            plain_stateless_call(&headers(&pairs))
+        };
+        assert!(!with(("mcp-session-id", "abc")), "a session");
+        assert!(!with(("mcp-method", "tools/list")), "two methods");
+        assert!(!with(("mcp-name", "other")), "two names");
+        assert!(!with(("mcp-param-region", "eu")), "a parameter header");
+        for name in [
+            "accept",
+            "content-type",
+            "mcp-protocol-version",
+            "mcp-method",
+            "mcp-name",
+        ] {
+            assert!(!without(name), "without {name}");
+        }
+        assert!(!replaced("accept", "application/json"), "JSON only");
+        assert!(
+            !replaced("mcp-protocol-version", "2025-11-25"),
+            "a legacy version"
+        );
+        assert!(!replaced("mcp-method", "prompts/get"), "another method");
+        assert!(
+            !replaced("mcp-name", "=?base64?ZmlsZXNfX3JlYWQ=?="),
+            "a Base64 name"
+        );
+    }
+
+    #[test]
+    fn header_annotations_are_found_at_any_depth() {
+        let schema = |value: serde_json::Value| value.as_object().unwrap().clone();
+        assert!(!mentions_key(
+            &schema(serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}})),
+            "x-mcp-header"
+        ));
+        assert!(mentions_key(
+            &schema(serde_json::json!({"properties": {"q": {"x-mcp-header": "Q"}}})),
+            "x-mcp-header"
+        ));
+        assert!(mentions_key(
+            &schema(serde_json::json!({"anyOf": [{"properties": {"r": {"x-mcp-header": "R"}}}]})),
+            "x-mcp-header"
+        ));
+    }
+
+    #[test]
+    fn names_that_need_encoding_are_not_plain_header_values() {
+        assert!(plain_header_value("read_file.v2"));
+        for name in ["", "two words", "naïve", "=?base64?eA==?=", "tab\t"] {
+            assert!(!plain_header_value(name), "{name:?}");
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! A stateless server's `tools/call` sent as one HTTP exchange, outside the session machinery.
+//!
+//! A 2026-07-28 server keeps no session: every request is a POST that carries all it needs and
+//! is answered on its own response. Sending a relayed call there through rmcp's client (a worker
+//! task, a channel and a progress subscription per request, the input rounds) costs several
+//! times what relaying the message itself does, so for the plain case the aggregated server
+//! hands the call to [`DirectRoute`]: the request goes out as it came (the caller maps the tool
+//! name), and the server's messages come back as it sent them, for the caller to pass on.
+//! Progress tokens, log levels, client capabilities, `input_required` and `requestState` all
+//! belong to the downstream client and travel untouched.
+//!
+//! What keeps every other call safe applies here too: the session's request slots, the
+//! tool-call timeout (reset by each progress report, capped at five times), OAuth (the same
+//! [`StatusAwareHttpClient`]), and the bounds on bodies and events. Cancelling is dropping: the
+//! response stream closes, which a 2026-07-28 server takes as the cancellation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::{
+    CallToolRequest, ClientRequest, JsonRpcMessage, JsonRpcRequest, ServerJsonRpcMessage,
+    ServerNotification,
+};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+use tokio::time::Instant;
+
+use crate::error::UpstreamError;
+use crate::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::limits::CallLimiter;
+
+/// How many times its timeout a call may run in all, however often progress resets the timer
+/// (the same cap as calls through the session).
+const MAX_TOTAL_TIMEOUTS: u32 = 5;
+
+/// What a server answered to a direct call, as it sent it.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per call, moved once to the caller; boxing the message would only add an \
+              allocation to every call"
+)]
+pub enum DirectReply {
+    /// The response (result or error) alone.
+    Message(ServerJsonRpcMessage),
+    /// Messages in order: notifications about the call (progress, log messages), then the
+    /// response. The stream ends after the response, or with an error when the server stops
+    /// before it.
+    Stream(BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>>),
+}
+
+/// Where a stateless HTTP server's calls go directly.
+#[derive(Clone)]
+pub(crate) struct DirectRoute {
+    client: StatusAwareHttpClient,
+    uri: Arc<str>,
+}
+
+impl DirectRoute {
+    pub(crate) fn new(client: StatusAwareHttpClient, uri: &str) -> Self {
+        Self {
+            client,
+            uri: uri.into(),
+        }
+    }
+
+    /// Sends `request` (its tool name already the server's own), holding a slot of `limiter`
+    /// until the reply is complete, within `timeout` (reset by progress).
+    pub(crate) async fn call_tool(
+        &self,
+        request: JsonRpcRequest<CallToolRequest>,
+        limiter: &CallLimiter,
+        timeout: Duration,
+    ) -> Result<DirectReply, UpstreamError> {
+        let slot = limiter.acquire(timeout).await?;
+        let headers = standard_headers(&request)?;
+        let message = JsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc: request.jsonrpc,
+            id: request.id,
+            request: ClientRequest::CallToolRequest(request.request),
+        });
+        let started = Instant::now();
+        let cap = started + timeout.saturating_mul(MAX_TOTAL_TIMEOUTS);
+        let sent = self
+            .client
+            .post_message(self.uri.clone(), message, None, None, headers);
+        let reply = tokio::time::timeout(timeout, sent)
+            .await
+            .map_err(|_| UpstreamError::Timeout(timeout))?
+            .map_err(http_error)?;
+        match reply {
+            StreamableHttpPostResponse::Json(message, _) => Ok(DirectReply::Message(message)),
+            StreamableHttpPostResponse::Sse(events, _) => {
+                let deadline = (started + timeout).min(cap);
+                let reading = Reading {
+                    events,
+                    deadline,
+                    cap,
+                    timeout,
+                    done: false,
+                    _slot: slot,
+                };
+                let messages = futures::stream::unfold(reading, |mut reading| async move {
+                    let message = reading.next().await?;
+                    Some((message, reading))
+                });
+                Ok(DirectReply::Stream(messages.boxed()))
+            }
+            _ => Err(UpstreamError::Protocol(
+                "the server accepted the call without answering it".into(),
+            )),
+        }
+    }
+}
+
+/// The SEP-2243 headers of a `tools/call` (`Mcp-Method`, `Mcp-Name`) and its protocol version.
+/// Callers send only names that travel as plain header values.
+fn standard_headers(
+    request: &JsonRpcRequest<CallToolRequest>,
+) -> Result<HashMap<HeaderName, HeaderValue>, UpstreamError> {
+    let version = request
+        .request
+        .extensions
+        .get::<rmcp::model::RequestMetaObject>()
+        .and_then(|meta| meta.protocol_version())
+        .ok_or_else(|| UpstreamError::Protocol("a direct call names no protocol version".into()))?;
+    let value = |text: &str| {
+        HeaderValue::from_str(text)
+            .map_err(|_| UpstreamError::Protocol(format!("'{text}' cannot be an HTTP header")))
+    };
+    Ok(HashMap::from([
+        (
+            HeaderName::from_static("mcp-protocol-version"),
+            value(version.as_str())?,
+        ),
+        (
+            HeaderName::from_static("mcp-method"),
+            HeaderValue::from_static("tools/call"),
+        ),
+        (
+            HeaderName::from_static("mcp-name"),
+            value(&request.request.params.name)?,
+        ),
+    ]))
+}
+
+/// Reads a call's SSE response into messages, bounded in time.
+struct Reading {
+    events: BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+    deadline: Instant,
+    cap: Instant,
+    timeout: Duration,
+    done: bool,
+    /// The call's request slot, given back when the reading ends.
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Reading {
+    /// The next message; `None` once the response was read or the reading failed.
+    async fn next(&mut self) -> Option<Result<ServerJsonRpcMessage, UpstreamError>> {
+        while !self.done {
+            let event = tokio::time::timeout_at(self.deadline, self.events.next()).await;
+            let event = match event {
+                Ok(Some(Ok(event))) => event,
+                Ok(Some(Err(error))) => {
+                    return self.fail(UpstreamError::Protocol(format!(
+                        "the response stream broke: {error}"
+                    )));
+                }
+                Ok(None) => return self.fail(UpstreamError::Closed),
+                Err(_) => return self.fail(UpstreamError::Timeout(self.timeout)),
+            };
+            // Events without data (priming events, comments) carry no message.
+            let Some(data) = event.data.filter(|data| !data.is_empty()) else {
+                continue;
+            };
+            let mut message = match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
+                Ok(message) => message,
+                Err(error) => {
+                    return self.fail(UpstreamError::Protocol(format!(
+                        "an event is not a JSON-RPC message: {error}"
+                    )));
+                }
+            };
+            match &mut message {
+                JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => self.done = true,
+                JsonRpcMessage::Notification(notification) => {
+                    use rmcp::model::GetMeta;
+                    if let ServerNotification::ProgressNotification(_) = &notification.notification
+                    {
+                        self.deadline = (Instant::now() + self.timeout).min(self.cap);
+                    }
+                    // The HTTP client tagged it with the request it belongs to; the caller
+                    // relays it as the server sent it.
+                    crate::relay::take_related(notification.notification.get_meta_mut());
+                }
+                // A 2026-07-28 server asks for input with `input_required`, never with a
+                // request of its own; one that does anyway is not answered.
+                JsonRpcMessage::Request(request) => {
+                    tracing::debug!(id = ?request.id, "a stateless server sent a request on a call's stream; ignored");
+                    continue;
+                }
+            }
+            return Some(Ok(message));
+        }
+        None
+    }
+
+    fn fail(
+        &mut self,
+        error: UpstreamError,
+    ) -> Option<Result<ServerJsonRpcMessage, UpstreamError>> {
+        self.done = true;
+        Some(Err(error))
+    }
+}
+
+/// What a failed HTTP exchange means for the call.
+fn http_error(error: StreamableHttpError<HttpFailure>) -> UpstreamError {
+    if let Some(fatal) = crate::connect::fatal_http_error(&error) {
+        return fatal;
+    }
+    match error {
+        StreamableHttpError::Client(HttpFailure::Status { status, excerpt }) => {
+            UpstreamError::HttpStatus {
+                status,
+                detail: excerpt,
+            }
+        }
+        other => UpstreamError::Protocol(other.to_string()),
+    }
+}
