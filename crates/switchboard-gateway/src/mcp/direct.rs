@@ -110,6 +110,7 @@ pub(crate) async fn try_call(
         Err(error) => return Some(json(answer(Err(error)))),
         Ok(DirectReply::Stream(messages)) => messages,
     };
+    let ended = answer.clone();
     // Notifications the client wants, then the response, mapped.
     let wanted = move |message: &ServerJsonRpcMessage| match message {
         JsonRpcMessage::Notification(notification) => match &notification.notification {
@@ -129,7 +130,10 @@ pub(crate) async fn try_call(
             }
             other => answer(other),
         });
-    let first = messages.next().await?;
+    // The call went out: whatever happens now is answered here, never by the full path.
+    let Some(first) = messages.next().await else {
+        return Some(json(ended(Err(UpstreamError::Closed))));
+    };
     if is_final(&first) {
         return Some(json(first));
     }
