@@ -265,6 +265,7 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
 /// A bound listener, so callers learn the real port (for `:0`) before serving.
 pub struct Gateway {
     listener: tokio::net::TcpListener,
+    max_sessions: usize,
 }
 
 impl Gateway {
@@ -273,7 +274,16 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|error| GatewayError::Bind { addr, error })?;
-        Ok(Self { listener })
+        Ok(Self {
+            listener,
+            max_sessions: mcp::DEFAULT_MAX_SESSIONS,
+        })
+    }
+
+    /// Serves at most `max` MCP sessions at once (see [`mcp::Shared::with_max_sessions`]).
+    pub fn with_max_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = max;
+        self
     }
 
     /// The address actually bound.
@@ -293,7 +303,7 @@ impl Gateway {
         let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
         let stop = tokio_util::sync::CancellationToken::new();
         let streams = stop.clone();
-        let shared = mcp::Shared::new(hub);
+        let shared = mcp::Shared::with_max_sessions(hub, self.max_sessions);
         let draining = shared.clone();
         // Responses go out in several writes (SSE): without TCP_NODELAY, Nagle's algorithm and
         // the client's delayed ACK hold each one back by up to 40 ms.

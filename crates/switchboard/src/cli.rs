@@ -110,6 +110,10 @@ pub struct ServeArgs {
         env = "SWITCHBOARD_MAX_QUEUED_CALLS"
     )]
     pub max_queued_calls: u32,
+    /// Most MCP client sessions served at once (Streamable HTTP and HTTP+SSE together); an
+    /// `initialize` beyond that is refused with an error saying so.
+    #[arg(long, value_name = "N", default_value_t = switchboard_gateway::mcp::DEFAULT_MAX_SESSIONS as u32, value_parser = clap::value_parser!(u32).range(1..), env = "SWITCHBOARD_MAX_SESSIONS")]
+    pub max_sessions: u32,
     /// On SIGTERM or Ctrl-C, seconds to let calls in flight finish before closing everything.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds, env = "SWITCHBOARD_DRAIN_TIMEOUT")]
     pub drain_timeout: std::time::Duration,

@@ -59,6 +59,11 @@ struct Daemon {
 impl Daemon {
     /// Starts the daemon and waits (up to 30 s) until `servers` of its servers are connected.
     async fn start(data_dir: &Path, servers: usize) -> (Self, Value) {
+        Self::start_with(data_dir, servers, &[]).await
+    }
+
+    /// [`Daemon::start`] with more options for `serve`.
+    async fn start_with(data_dir: &Path, servers: usize, options: &[&str]) -> (Self, Value) {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -68,6 +73,7 @@ impl Daemon {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(options)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -1000,4 +1006,108 @@ async fn a_call_the_client_cancels_is_cancelled_at_its_server_too() {
         assert!(seen, "{era:?}: the server's call was cancelled");
         connection.session.close().await;
     }
+}
+
+/// A legacy client's `initialize` at `url`: the HTTP status, the session it opened (if any) and
+/// the JSON-RPC answer.
+async fn initialize(url: &str) -> (u16, Option<String>, Value) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "front-door-test", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .expect("Switchboard answers");
+    let status = response.status().as_u16();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = response.text().await.unwrap();
+    let answer = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:").map(str::trim).or(Some(line)))
+        .find_map(|data| serde_json::from_str::<Value>(data).ok())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in {body}"));
+    (status, session, answer)
+}
+
+/// Sessions are bounded: with `--max-sessions 2` a third `initialize` is refused with an error
+/// that names the option and leaves nothing behind, an HTTP+SSE stream is refused too,
+/// requests without a session are still served, and ending a session makes room for a new one.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_beyond_the_limit_are_refused_clearly_until_one_ends() {
+    let fixture = transports::conformance_http(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["test", &fixture.url]);
+    let (daemon, _) = Daemon::start_with(dir.path(), 1, &["--max-sessions", "2"]).await;
+    let url = daemon.mcp_url();
+
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let (_, session, answer) = initialize(&url).await;
+        assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+        open.push(session.expect("a session id"));
+    }
+    let (_, refused_session, refused) = initialize(&url).await;
+    // Nothing of the refused session is kept: its id (rmcp hands one out) is unknown.
+    if let Some(id) = &refused_session {
+        let status = reqwest::Client::new()
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 404, "the refused session was kept");
+    }
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("maximum of 2 sessions") && message.contains("--max-sessions"),
+        "{refused}"
+    );
+
+    // An HTTP+SSE client is turned away before its stream opens, with the same reason.
+    let sse = reqwest::get(format!("{}/sse", daemon.base)).await.unwrap();
+    assert_eq!(sse.status(), 503);
+    assert!(sse.text().await.unwrap().contains("--max-sessions"));
+
+    // Stateless requests hold no session and are not refused.
+    let (status, answer) = tools_call_2026(
+        &url,
+        json!({"name": "test__test_simple_text", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "This is a simple text response for testing.",
+        "{answer}"
+    );
+
+    // Ending a session makes room (at once, give or take the session's own teardown).
+    let ended = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &open[0])
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "DELETE: {}", ended.status());
+    for _ in 0..50 {
+        let (_, session, answer) = initialize(&url).await;
+        if session.is_some() && answer["result"].is_object() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no room for a new session 5 s after one ended");
 }

@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::channel::mpsc;
-use futures::{SinkExt, Stream, StreamExt};
+use futures::{SinkExt, StreamExt};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use tokio_util::sync::CancellationToken;
@@ -71,12 +71,20 @@ impl Drop for SessionGuard {
     }
 }
 
-async fn open(State(sse): State<LegacySse>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// Opens a session: it counts against the sessions served at once from the moment its stream
+/// opens (before its `initialize`), so streams that never initialize are bounded too.
+async fn open(State(sse): State<LegacySse>) -> Response {
+    let Some(server) = AggregateServer::with_session_slot(sse.shared.clone()) else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            sse.shared.sessions_full().message.into_owned(),
+        )
+            .into_response();
+    };
     let id = format!("{:032x}", rand::random::<u128>());
     let (to_server, from_client) = mpsc::channel::<ClientJsonRpcMessage>(QUEUE);
     let (to_client, from_server) = mpsc::channel::<ServerJsonRpcMessage>(QUEUE);
     super::lock(&sse.sessions).insert(id.clone(), to_server);
-    let server = AggregateServer::new(sse.shared.clone());
     tokio::spawn(async move {
         match server.serve((to_client, from_client)).await {
             Ok(running) => {
@@ -95,12 +103,14 @@ async fn open(State(sse): State<LegacySse>) -> Sse<impl Stream<Item = Result<Eve
     let messages = from_server.map(move |message| {
         let _session = &guard;
         let data = serde_json::to_string(&message).unwrap_or_default();
-        Ok(Event::default().event("message").data(data))
+        Ok::<_, Infallible>(Event::default().event("message").data(data))
     });
     let events = futures::stream::once(async { Ok(endpoint) })
         .chain(messages)
         .take_until(sse.stop.clone().cancelled_owned());
-    Sse::new(events).keep_alive(KeepAlive::default())
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 #[derive(serde::Deserialize)]

@@ -46,9 +46,17 @@ use exchange::{Exchange, Outcome, Parked};
 /// How often a session's notification task checks whether its client has gone.
 const SESSION_CHECK: Duration = Duration::from_secs(30);
 
+/// How many sessions (Streamable HTTP, HTTP+SSE and stdio together) are served at once by
+/// default.
+pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+
 /// What every session of the aggregated server shares.
 pub struct Shared {
     hub: Arc<Hub>,
+    /// One permit per session open at once: every session holds memory and tasks until it
+    /// ends or idles out, so their number is bounded.
+    sessions: Arc<tokio::sync::Semaphore>,
+    max_sessions: usize,
     parked: Parked,
     /// Downstream subscriptions per upstream resource, so the upstream is unsubscribed only when
     /// the last downstream subscriber leaves.
@@ -60,10 +68,20 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// State shared by every session served from `hub`.
+    /// State shared by every session served from `hub`, at most [`DEFAULT_MAX_SESSIONS`] at
+    /// once.
     pub fn new(hub: Arc<Hub>) -> Arc<Self> {
+        Self::with_max_sessions(hub, DEFAULT_MAX_SESSIONS)
+    }
+
+    /// State shared by every session served from `hub`, at most `max_sessions` (at least one)
+    /// at once; an `initialize` beyond that is refused with an error that says so.
+    pub fn with_max_sessions(hub: Arc<Hub>, max_sessions: usize) -> Arc<Self> {
+        let max_sessions = max_sessions.max(1);
         Arc::new(Self {
             hub,
+            sessions: Arc::new(tokio::sync::Semaphore::new(max_sessions)),
+            max_sessions,
             parked: Parked::default(),
             subscribers: Mutex::default(),
             in_flight: tokio_util::task::TaskTracker::new(),
@@ -74,6 +92,23 @@ impl Shared {
     /// The hub served.
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
+    }
+
+    /// A place among the sessions served at once, if one is free.
+    fn session_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.sessions.clone().try_acquire_owned().ok()
+    }
+
+    /// The error for a session beyond the limit.
+    fn sessions_full(&self) -> ErrorData {
+        ErrorData::internal_error(
+            format!(
+                "Switchboard is serving its maximum of {} sessions; end an unused one or raise \
+                 --max-sessions (Streamable HTTP sessions idle for 5 minutes end by themselves)",
+                self.max_sessions
+            ),
+            None,
+        )
     }
 
     /// Whether a shutdown began (new requests are refused).
@@ -106,6 +141,10 @@ struct SessionState {
 pub struct AggregateServer {
     shared: Arc<Shared>,
     session: Arc<SessionState>,
+    /// The session's place among those served at once, taken by `initialize` and given back
+    /// when the session's server is dropped. Kept apart from `session`, which the session's
+    /// notification task holds a little longer.
+    slot: Arc<Mutex<Option<tokio::sync::OwnedSemaphorePermit>>>,
 }
 
 impl AggregateServer {
@@ -114,7 +153,17 @@ impl AggregateServer {
         Self {
             shared,
             session: Arc::default(),
+            slot: Arc::default(),
         }
+    }
+
+    /// A handler for a new session that takes its place among the sessions served at once
+    /// now rather than at `initialize`; `None` when there is no room.
+    pub(crate) fn with_session_slot(shared: Arc<Shared>) -> Option<Self> {
+        let slot = shared.session_slot()?;
+        let server = Self::new(shared);
+        *lock(&server.slot) = Some(slot);
+        Some(server)
     }
 
     fn hub(&self) -> &Hub {
@@ -413,6 +462,27 @@ impl ServerHandler for AggregateServer {
     /// against its `x-mcp-header` annotations.
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
         self.catalog().tools.get(name).map(|tool| tool.item.clone())
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        {
+            // A session that already holds its place (HTTP+SSE, from its stream's opening)
+            // keeps it; a repeated `initialize` does not take a second one.
+            let mut slot = lock(&self.slot);
+            if slot.is_none() {
+                *slot = Some(
+                    self.shared
+                        .session_slot()
+                        .ok_or_else(|| self.shared.sessions_full())?,
+                );
+            }
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
