@@ -166,16 +166,27 @@ pub fn router(
     let hub = shared.hub().clone();
     let draining = shared.clone();
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
-    let mcp = mcp::http::service(shared.clone(), stop);
+    let idle = shared.session_limits().idle;
+    let door = mcp::http::FrontDoor::new(shared, stop.clone(), idle);
+    let mcp = mcp::http::service(&door, stop);
     let state = AppState {
         hub,
         callback_url: callback_url(addr),
         logins: Arc::default(),
     };
     Router::new()
-        .merge(Router::new().route_service(mcp::http::MCP_PATH, mcp).layer(
-            middleware::from_fn_with_state(shared, mcp::http::check_body),
-        ))
+        .merge(
+            Router::new()
+                .route_service(mcp::http::MCP_PATH, mcp)
+                .layer(middleware::from_fn_with_state(
+                    door.clone(),
+                    mcp::http::check_body,
+                ))
+                .layer(middleware::from_fn_with_state(
+                    door,
+                    mcp::http::track_sessions,
+                )),
+        )
         .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
@@ -265,7 +276,7 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
 /// A bound listener, so callers learn the real port (for `:0`) before serving.
 pub struct Gateway {
     listener: tokio::net::TcpListener,
-    max_sessions: usize,
+    sessions: mcp::SessionLimits,
 }
 
 impl Gateway {
@@ -276,13 +287,13 @@ impl Gateway {
             .map_err(|error| GatewayError::Bind { addr, error })?;
         Ok(Self {
             listener,
-            max_sessions: mcp::DEFAULT_MAX_SESSIONS,
+            sessions: mcp::SessionLimits::default(),
         })
     }
 
-    /// Serves at most `max` MCP sessions at once (see [`mcp::Shared::with_max_sessions`]).
-    pub fn with_max_sessions(mut self, max: usize) -> Self {
-        self.max_sessions = max;
+    /// Serves MCP client sessions within `limits` (see [`mcp::SessionLimits`]).
+    pub fn with_session_limits(mut self, limits: mcp::SessionLimits) -> Self {
+        self.sessions = limits;
         self
     }
 
@@ -303,7 +314,7 @@ impl Gateway {
         let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
         let stop = tokio_util::sync::CancellationToken::new();
         let streams = stop.clone();
-        let shared = mcp::Shared::with_max_sessions(hub, self.max_sessions);
+        let shared = mcp::Shared::with_session_limits(hub, self.sessions);
         let draining = shared.clone();
         // Responses go out in several writes (SSE): without TCP_NODELAY, Nagle's algorithm and
         // the client's delayed ACK hold each one back by up to 40 ms.

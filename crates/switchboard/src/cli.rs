@@ -114,6 +114,10 @@ pub struct ServeArgs {
     /// `initialize` beyond that is refused with an error saying so.
     #[arg(long, value_name = "N", default_value_t = switchboard_gateway::mcp::DEFAULT_MAX_SESSIONS as u32, value_parser = clap::value_parser!(u32).range(1..), env = "SWITCHBOARD_MAX_SESSIONS")]
     pub max_sessions: u32,
+    /// Seconds a Streamable HTTP session lives without a request from its client (an open
+    /// stream counts as one); then it ends and its client must initialize again.
+    #[arg(long, value_name = "SECS", default_value = "300", value_parser = seconds, env = "SWITCHBOARD_SESSION_IDLE")]
+    pub session_idle: std::time::Duration,
     /// On SIGTERM or Ctrl-C, seconds to let calls in flight finish before closing everything.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds, env = "SWITCHBOARD_DRAIN_TIMEOUT")]
     pub drain_timeout: std::time::Duration,

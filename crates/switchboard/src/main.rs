@@ -207,7 +207,10 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     let hub = Hub::with_oauth(store, options, oauth);
     let gateway = switchboard_gateway::Gateway::bind(listen)
         .await?
-        .with_max_sessions(args.max_sessions as usize);
+        .with_session_limits(switchboard_gateway::mcp::SessionLimits {
+            max: args.max_sessions as usize,
+            idle: args.session_idle,
+        });
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");

@@ -1111,3 +1111,83 @@ async fn sessions_beyond_the_limit_are_refused_clearly_until_one_ends() {
     }
     panic!("no room for a new session 5 s after one ended");
 }
+
+/// A POST of `message` in session `id`; returns the HTTP status.
+async fn post_in_session(url: &str, id: &str, message: Value) -> u16 {
+    reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&message)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A session whose client went quiet ends after `--session-idle`, even while its server keeps
+/// it busy with `list_changed` notifications (rmcp alone would keep it); a session whose client
+/// keeps asking lives on, and so does one whose client holds its GET stream open.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_whose_clients_went_quiet_end_even_while_notifications_flow() {
+    let (_fixture, dir) = {
+        let fixture = transports::conformance_http(false).await;
+        let dir = tempfile::tempdir().unwrap();
+        add(dir.path(), &["test", &fixture.url]);
+        (fixture, dir)
+    };
+    let (daemon, _) = Daemon::start_with(dir.path(), 1, &["--session-idle", "1"]).await;
+    let url = daemon.mcp_url();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = initialize(&url).await.1.expect("a session");
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(post_in_session(&url, &id, initialized).await, 202);
+        ids.push(id);
+    }
+    let [quiet, busy, listening] = [&ids[0], &ids[1], &ids[2]];
+    let stream = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", listening.as_str())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+
+    // For three idle periods the server's tool list keeps changing (every session is told) and
+    // one client keeps asking.
+    for round in 0..15 {
+        let (_, changed) = tools_call_2026(
+            &url,
+            json!({"name": "test__test_trigger_tool_change", "arguments": {}}),
+            json!({}),
+        )
+        .await;
+        assert!(changed["result"].is_object(), "{changed}");
+        let ping = json!({"jsonrpc": "2.0", "id": round, "method": "ping"});
+        assert_eq!(
+            post_in_session(&url, busy, ping).await,
+            200,
+            "round {round}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let ping = json!({"jsonrpc": "2.0", "id": 99, "method": "ping"});
+    assert_eq!(
+        post_in_session(&url, quiet, ping.clone()).await,
+        404,
+        "the quiet session lives"
+    );
+    assert_eq!(post_in_session(&url, busy, ping.clone()).await, 200);
+    assert_eq!(
+        post_in_session(&url, listening, ping).await,
+        200,
+        "the listening session ended"
+    );
+    drop(stream);
+}

@@ -30,6 +30,7 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use switchboard_upstream::{DirectReply, UpstreamError};
+use tokio_util::sync::CancellationToken;
 
 use super::{Shared, call_result, downstream::severity};
 
@@ -38,8 +39,11 @@ const BASE64_HEADER_PREFIX: &str = "=?base64?";
 
 /// Relays `body` (a POST to `/mcp` with `parts`) directly when it is a plain stateless
 /// `tools/call` of a stateless server's tool; `None` when the full path must answer it.
+/// At shutdown, `stop` ends a call still running after the drain deadline, as it ends every
+/// other stream.
 pub(crate) async fn try_call(
     shared: &Arc<Shared>,
+    stop: &CancellationToken,
     parts: &Parts,
     body: &Bytes,
 ) -> Option<Response> {
@@ -105,12 +109,17 @@ pub(crate) async fn try_call(
         request: call,
     };
     let answer = move |outcome| answer(&catalog, &server, &id, outcome);
-    let messages = match upstream.call_tool_direct(call).await {
+    let ended = answer.clone();
+    let cut_off = || Some(json(ended(Err(UpstreamError::Cancelled))));
+    let reply = tokio::select! {
+        reply = upstream.call_tool_direct(call) => reply,
+        () = stop.cancelled() => return cut_off(),
+    };
+    let messages = match reply {
         Ok(DirectReply::Message(message)) => return Some(json(answer(Ok(message)))),
         Err(error) => return Some(json(answer(Err(error)))),
         Ok(DirectReply::Stream(messages)) => messages,
     };
-    let ended = answer.clone();
     // Notifications the client wants, then the response, mapped.
     let wanted = move |message: &ServerJsonRpcMessage| match message {
         JsonRpcMessage::Notification(notification) => match &notification.notification {
@@ -131,7 +140,11 @@ pub(crate) async fn try_call(
             other => answer(other),
         });
     // The call went out: whatever happens now is answered here, never by the full path.
-    let Some(first) = messages.next().await else {
+    let first = tokio::select! {
+        first = messages.next() => first,
+        () = stop.cancelled() => return cut_off(),
+    };
+    let Some(first) = first else {
         return Some(json(ended(Err(UpstreamError::Closed))));
     };
     if is_final(&first) {
@@ -140,6 +153,7 @@ pub(crate) async fn try_call(
     // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
     let events = futures::stream::iter([first])
         .chain(messages)
+        .take_until(stop.clone().cancelled_owned())
         .map(move |message| {
             let _counted = &in_flight;
             let data = serde_json::to_string(&message).unwrap_or_default();
@@ -156,24 +170,46 @@ pub(crate) async fn try_call(
 /// completely: no session, one of each standard header, no `Mcp-Param-*` header, no Base64
 /// name, and a client that accepts both JSON and SSE answers.
 fn plain_stateless_call(headers: &HeaderMap) -> bool {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+    let accepts = |wanted: &str| {
+        single(headers, header::ACCEPT.as_str()).is_some_and(|accept| {
+            accept
+                .split(',')
+                .any(|range| media_type(range) == Some(wanted) && !refused(range))
+        })
+    };
+    let json_body = single(headers, header::CONTENT_TYPE.as_str())
+        .is_some_and(|kind| media_type(kind) == Some("application/json"));
     !headers.contains_key("mcp-session-id")
+        && headers.contains_key(header::HOST)
         && json_body
-        && accept.contains("application/json")
-        && accept.contains("text/event-stream")
+        && accepts("application/json")
+        && accepts("text/event-stream")
         && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
         && single(headers, "mcp-method") == Some("tools/call")
         && single(headers, "mcp-name").is_some_and(|name| !name.starts_with(BASE64_HEADER_PREFIX))
         && !headers
             .keys()
             .any(|name| name.as_str().starts_with("mcp-param-"))
+}
+
+/// The media type of a `Content-Type` value or an `Accept` range, without its parameters.
+fn media_type(value: &str) -> Option<&str> {
+    value
+        .split(';')
+        .next()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Whether an `Accept` range says `q=0` (not acceptable).
+fn refused(range: &str) -> bool {
+    range.split(';').skip(1).any(|param| {
+        param
+            .trim()
+            .strip_prefix("q=")
+            .and_then(|q| q.trim().parse::<f32>().ok())
+            .is_some_and(|q| q <= 0.0)
+    })
 }
 
 /// The header's value when it is present exactly once and readable.
@@ -278,7 +314,8 @@ mod tests {
         map
     }
 
-    const PLAIN: [(&str, &str); 5] = [
+    const PLAIN: [(&str, &str); 6] = [
+        ("host", "127.0.0.1:8750"),
         ("accept", "application/json, text/event-stream"),
         ("content-type", "application/json"),
         ("mcp-protocol-version", "2026-07-28"),
@@ -310,6 +347,7 @@ mod tests {
         assert!(!with(("mcp-name", "other")), "two names");
         assert!(!with(("mcp-param-region", "eu")), "a parameter header");
         for name in [
+            "host",
             "accept",
             "content-type",
             "mcp-protocol-version",
@@ -319,6 +357,20 @@ mod tests {
             assert!(!without(name), "without {name}");
         }
         assert!(!replaced("accept", "application/json"), "JSON only");
+        assert!(
+            !replaced("accept", "application/json, text/event-stream;q=0"),
+            "SSE refused"
+        );
+        assert!(
+            !replaced("accept", "application/json-seq, text/event-stream"),
+            "another JSON type"
+        );
+        assert!(replaced(
+            "accept",
+            "application/json;q=0.9, text/event-stream; q=1"
+        ));
+        assert!(!replaced("content-type", "application/jsonl"), "JSON lines");
+        assert!(replaced("content-type", "application/json; charset=utf-8"));
         assert!(
             !replaced("mcp-protocol-version", "2025-11-25"),
             "a legacy version"

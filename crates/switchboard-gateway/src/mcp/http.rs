@@ -5,18 +5,25 @@
 //! GET stream, resumable SSE and DELETE). Host and Origin are checked by the router's
 //! DNS-rebinding guard before a request gets here, so rmcp's own host list is left open.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::{AggregateServer, Shared};
+
+/// The header naming a Streamable HTTP session.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The path of the aggregated MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
@@ -24,11 +31,13 @@ pub const MCP_PATH: &str = "/mcp";
 /// Largest request body accepted on `/mcp` (a JSON-RPC message); larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// The Streamable HTTP service; every session and stream ends when `stop` is cancelled.
+/// The Streamable HTTP service over `door`'s sessions; every session and stream ends when
+/// `stop` is cancelled.
 pub fn service(
-    shared: Arc<Shared>,
+    door: &FrontDoor,
     stop: CancellationToken,
 ) -> StreamableHttpService<AggregateServer, LocalSessionManager> {
+    let shared = door.shared.clone();
     // A request answered by one message gets it as plain JSON; one that streams progress or
     // asks for input first gets SSE. JSON spares each plain call an SSE stream and its task.
     let config = StreamableHttpServerConfig::default()
@@ -38,9 +47,183 @@ pub fn service(
         .with_cancellation_token(stop);
     StreamableHttpService::new(
         move || Ok(AggregateServer::new(shared.clone())),
-        Arc::new(LocalSessionManager::default()),
+        door.sessions.clone(),
         config,
     )
+}
+
+/// How long a Streamable HTTP session lives without a request from its client, by default.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
+
+/// What `/mcp` works with: the shared state, the Streamable HTTP sessions and their clients'
+/// activity, and the token that ends every stream at shutdown.
+#[derive(Clone)]
+pub struct FrontDoor {
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    sessions: Arc<LocalSessionManager>,
+    activity: Arc<SessionActivity>,
+}
+
+impl FrontDoor {
+    /// The front door of `shared`, ended by `stop`. A session whose client sent nothing and
+    /// held no stream open for `idle` is ended by a task this starts (which `stop` ends).
+    pub fn new(shared: Arc<Shared>, stop: CancellationToken, idle: Duration) -> Self {
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(idle);
+        let door = Self {
+            shared,
+            stop,
+            sessions: Arc::new(sessions),
+            activity: Arc::default(),
+        };
+        tokio::spawn(door.clone().end_idle_sessions(idle));
+        door
+    }
+
+    /// Ends the sessions whose clients went quiet, until `stop`.
+    ///
+    /// rmcp ends a session after its keep-alive without events, but the server's own messages
+    /// count as events: a session whose client left without a DELETE would live on as long as
+    /// its servers keep sending notifications, and keep its place among the sessions served at
+    /// once. Here only the client's requests and open streams count.
+    async fn end_idle_sessions(self, idle: Duration) {
+        let mut ticks = tokio::time::interval((idle / 4).max(Duration::from_millis(50)));
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = self.stop.cancelled() => return,
+            }
+            let live: HashSet<String> = self
+                .sessions
+                .sessions
+                .read()
+                .await
+                .keys()
+                .map(|id| id.to_string())
+                .collect();
+            for id in self.activity.idle(&live, idle) {
+                tracing::debug!(session = %id, "ending a session whose client went quiet");
+                let _ = self.sessions.close_session(&id.as_str().into()).await;
+            }
+        }
+    }
+}
+
+/// When each Streamable HTTP session's client was last heard from, and how many streams it
+/// holds open. Only sessions this daemon opened are tracked, so client-chosen ids add nothing.
+#[derive(Default)]
+struct SessionActivity {
+    sessions: std::sync::Mutex<HashMap<String, Activity>>,
+}
+
+struct Activity {
+    last: Instant,
+    streams: usize,
+}
+
+impl SessionActivity {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Activity>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn opened(&self, id: &str) {
+        let activity = Activity {
+            last: Instant::now(),
+            streams: 0,
+        };
+        self.lock().insert(id.to_owned(), activity);
+    }
+
+    fn heard(&self, id: &str) {
+        if let Some(activity) = self.lock().get_mut(id) {
+            activity.last = Instant::now();
+        }
+    }
+
+    /// Counts a stream of `id` as open until the guard is dropped.
+    fn streaming(self: &Arc<Self>, id: &str) -> StreamGuard {
+        if let Some(activity) = self.lock().get_mut(id) {
+            activity.streams += 1;
+        }
+        StreamGuard {
+            activity: self.clone(),
+            id: id.to_owned(),
+        }
+    }
+
+    /// Forgets sessions no longer `live`, and returns (and forgets) those whose client has been
+    /// quiet for `idle` with no stream open.
+    fn idle(&self, live: &HashSet<String>, idle: Duration) -> Vec<String> {
+        let mut sessions = self.lock();
+        sessions.retain(|id, _| live.contains(id));
+        let quiet: Vec<String> = sessions
+            .iter()
+            .filter(|(_, a)| a.streams == 0 && a.last.elapsed() >= idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &quiet {
+            sessions.remove(id);
+        }
+        quiet
+    }
+}
+
+/// An open stream of a session; counts as its client's activity until dropped.
+struct StreamGuard {
+    activity: Arc<SessionActivity>,
+    id: String,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if let Some(activity) = self.activity.lock().get_mut(&self.id) {
+            activity.streams = activity.streams.saturating_sub(1);
+            activity.last = Instant::now();
+        }
+    }
+}
+
+/// Notes the client activity of Streamable HTTP sessions: every request names its session, an
+/// `initialize` answered with a new one starts tracking it, and a GET stream counts as activity
+/// while it is open.
+pub async fn track_sessions(
+    State(door): State<FrontDoor>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let is_get = request.method() == Method::GET;
+    if let Some(id) = &session {
+        door.activity.heard(id);
+    }
+    let response = next.run(request).await;
+    match &session {
+        None => {
+            if let Some(id) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                door.activity.opened(id);
+            }
+            response
+        }
+        Some(id) if is_get && response.status().is_success() => {
+            let guard = door.activity.streaming(id);
+            let (parts, body) = response.into_parts();
+            let body = body.into_data_stream().map(move |chunk| {
+                let _open = &guard;
+                chunk
+            });
+            Response::from_parts(parts, Body::from_stream(body))
+        }
+        Some(_) => response,
+    }
 }
 
 /// Refuses POST bodies that are too large (413) or not JSON (400 with a JSON-RPC parse error)
@@ -48,11 +231,7 @@ pub fn service(
 /// the body, which it then gets back unchanged.
 /// A plain stateless `tools/call` of a stateless server's tool is then relayed directly
 /// (`direct`); everything else goes on to rmcp.
-pub async fn check_body(
-    State(shared): State<Arc<Shared>>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -80,7 +259,8 @@ pub async fn check_body(
         )
             .into_response();
     }
-    if let Some(response) = super::direct::try_call(&shared, &parts, &bytes).await {
+    if let Some(response) = super::direct::try_call(&door.shared, &door.stop, &parts, &bytes).await
+    {
         return response;
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))

@@ -50,13 +50,32 @@ const SESSION_CHECK: Duration = Duration::from_secs(30);
 /// default.
 pub const DEFAULT_MAX_SESSIONS: usize = 1000;
 
+/// How many client sessions are served at once, and how long one lives without its client.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Sessions served at once (at least one); an `initialize` beyond is refused.
+    pub max: usize,
+    /// A Streamable HTTP session whose client sent nothing and held no stream open this long
+    /// is ended.
+    pub idle: Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            max: DEFAULT_MAX_SESSIONS,
+            idle: http::DEFAULT_SESSION_IDLE,
+        }
+    }
+}
+
 /// What every session of the aggregated server shares.
 pub struct Shared {
     hub: Arc<Hub>,
     /// One permit per session open at once: every session holds memory and tasks until it
     /// ends or idles out, so their number is bounded.
     sessions: Arc<tokio::sync::Semaphore>,
-    max_sessions: usize,
+    limits: SessionLimits,
     parked: Parked,
     /// Downstream subscriptions per upstream resource, so the upstream is unsubscribed only when
     /// the last downstream subscriber leaves.
@@ -68,25 +87,29 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// State shared by every session served from `hub`, at most [`DEFAULT_MAX_SESSIONS`] at
-    /// once.
+    /// State shared by every session served from `hub`, within the default [`SessionLimits`].
     pub fn new(hub: Arc<Hub>) -> Arc<Self> {
-        Self::with_max_sessions(hub, DEFAULT_MAX_SESSIONS)
+        Self::with_session_limits(hub, SessionLimits::default())
     }
 
-    /// State shared by every session served from `hub`, at most `max_sessions` (at least one)
-    /// at once; an `initialize` beyond that is refused with an error that says so.
-    pub fn with_max_sessions(hub: Arc<Hub>, max_sessions: usize) -> Arc<Self> {
-        let max_sessions = max_sessions.max(1);
+    /// State shared by every session served from `hub`, within `limits`: an `initialize`
+    /// beyond the most sessions at once is refused with an error that says so.
+    pub fn with_session_limits(hub: Arc<Hub>, mut limits: SessionLimits) -> Arc<Self> {
+        limits.max = limits.max.max(1);
         Arc::new(Self {
             hub,
-            sessions: Arc::new(tokio::sync::Semaphore::new(max_sessions)),
-            max_sessions,
+            sessions: Arc::new(tokio::sync::Semaphore::new(limits.max)),
+            limits,
             parked: Parked::default(),
             subscribers: Mutex::default(),
             in_flight: tokio_util::task::TaskTracker::new(),
             draining: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The session limits.
+    pub fn session_limits(&self) -> SessionLimits {
+        self.limits
     }
 
     /// The hub served.
@@ -104,8 +127,9 @@ impl Shared {
         ErrorData::internal_error(
             format!(
                 "Switchboard is serving its maximum of {} sessions; end an unused one or raise \
-                 --max-sessions (Streamable HTTP sessions idle for 5 minutes end by themselves)",
-                self.max_sessions
+                 --max-sessions (sessions whose client is idle for --session-idle end by \
+                 themselves)",
+                self.limits.max
             ),
             None,
         )
