@@ -88,8 +88,10 @@ impl FixtureServer {
             ),
             Tool::new(
                 "slow",
-                "Reports progress every 50 ms for `ms` milliseconds; honours cancellation",
-                object(json!({"type": "object", "properties": {"ms": {"type": "integer"}}})),
+                "Reports progress every 50 ms for `ms` milliseconds (only once with `quiet`); \
+                 honours cancellation",
+                object(json!({"type": "object", "properties": {
+                    "ms": {"type": "integer"}, "quiet": {"type": "boolean"}}})),
             ),
             Tool::new(
                 "fail",
@@ -236,6 +238,7 @@ impl ServerHandler for FixtureServer {
             "slow" => {
                 let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(1000);
                 let token = context.meta.get_progress_token();
+                let quiet = args.get("quiet").and_then(Value::as_bool) == Some(true);
                 let steps = (ms / 50).max(1);
                 for step in 1..=steps {
                     tokio::select! {
@@ -245,7 +248,7 @@ impl ServerHandler for FixtureServer {
                         }
                         _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                     }
-                    if let Some(token) = &token {
+                    if let Some(token) = token.as_ref().filter(|_| step == 1 || !quiet) {
                         let _ = context
                             .peer
                             .notify_progress(

@@ -12,7 +12,9 @@
 //! What keeps every other call safe applies here too: the session's request slots, the
 //! tool-call timeout (reset by each progress report, capped at five times), OAuth (the same
 //! [`StatusAwareHttpClient`]), and the bounds on bodies and events. Cancelling is dropping: the
-//! response stream closes, which a 2026-07-28 server takes as the cancellation.
+//! response stream closes, which a 2026-07-28 server takes as the cancellation. A streamed reply
+//! is read by a task of its own, so a caller that stops reading cannot hold the call's slot past
+//! its timeout.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -104,17 +106,45 @@ impl DirectRoute {
                     done: false,
                     _slot: slot,
                 };
-                let messages = futures::stream::unfold(reading, |mut reading| async move {
-                    let message = reading.next().await?;
-                    Some((message, reading))
-                });
-                Ok(DirectReply::Stream(messages.boxed()))
+                Ok(DirectReply::Stream(pump(reading, timeout)))
             }
             _ => Err(UpstreamError::Protocol(
                 "the server accepted the call without answering it".into(),
             )),
         }
     }
+}
+
+/// Messages a streamed reply may have read ahead of its caller.
+const READ_AHEAD: usize = 16;
+
+/// Reads the reply in a task of its own, so its timeouts run whether or not the caller keeps
+/// up; a caller that takes no message for `timeout` is given up on (the reading ends, its
+/// request slot is freed and the server's stream closed), as is one that drops the stream.
+fn pump(
+    mut reading: Reading,
+    timeout: Duration,
+) -> BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(READ_AHEAD);
+    tokio::spawn(async move {
+        loop {
+            // A caller that is gone cancels the call at once, even while the server is silent.
+            let message = tokio::select! {
+                message = reading.next() => message,
+                () = sender.closed() => return,
+            };
+            let Some(message) = message else { return };
+            match tokio::time::timeout(timeout, sender.send(message)).await {
+                Ok(Ok(())) => {}
+                _ => return,
+            }
+        }
+    });
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        let message = receiver.recv().await?;
+        Some((message, receiver))
+    })
+    .boxed()
 }
 
 /// The SEP-2243 headers of a `tools/call` (`Mcp-Method`, `Mcp-Name`) and its protocol version.

@@ -1008,6 +1008,46 @@ async fn a_call_the_client_cancels_is_cancelled_at_its_server_too() {
     }
 }
 
+/// A stateless client that walks away from a streamed call (after its first progress report,
+/// while the server works on in silence) cancels it at the server at once, not when the
+/// server next speaks or the call times out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_call_the_client_abandons_is_cancelled_at_its_server_at_once() {
+    use std::sync::atomic::Ordering;
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["fx", &fixture.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let mut response = reqwest::Client::new()
+        .post(daemon.mcp_url())
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "fx__slow")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "fx__slow", "arguments": {"ms": 30000, "quiet": true},
+            "_meta": {"progressToken": "p", "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let first = response.chunk().await.unwrap().expect("the first event");
+    assert!(
+        String::from_utf8_lossy(&first).contains("notifications/progress"),
+        "{first:?}"
+    );
+    drop(response);
+    for _ in 0..250 {
+        if fixture.state.cancelled_calls.load(Ordering::SeqCst) == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the server's call ran on 5 s after its client left");
+}
+
 /// A legacy client's `initialize` at `url`: the HTTP status, the session it opened (if any) and
 /// the JSON-RPC answer.
 async fn initialize(url: &str) -> (u16, Option<String>, Value) {
