@@ -263,13 +263,24 @@ fn answer(
         )),
         Err(error) => Err(error),
     };
+    // As rmcp finishes every answer to a 2026-07-28 client on the full path: cache hints
+    // filled in, and the standard code for a missing resource.
     match call_result(catalog, server, result) {
-        Ok(response) => JsonRpcMessage::Response(JsonRpcResponse {
-            jsonrpc: Default::default(),
-            id: id.clone(),
-            result: ServerResult::from(response),
-        }),
-        Err(error) => JsonRpcMessage::Error(JsonRpcError::new(Some(id.clone()), error)),
+        Ok(response) => {
+            let mut result = ServerResult::from(response);
+            result.fill_missing_cache_hints();
+            JsonRpcMessage::Response(JsonRpcResponse {
+                jsonrpc: Default::default(),
+                id: id.clone(),
+                result,
+            })
+        }
+        Err(mut error) => {
+            if error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            JsonRpcMessage::Error(JsonRpcError::new(Some(id.clone()), error))
+        }
     }
 }
 
@@ -397,6 +408,28 @@ mod tests {
             &schema(serde_json::json!({"anyOf": [{"properties": {"r": {"x-mcp-header": "R"}}}]})),
             "x-mcp-header"
         ));
+    }
+
+    #[test]
+    fn answers_are_finished_as_rmcp_finishes_them_for_2026_clients() {
+        let catalog = switchboard_hub::ExposedCatalog::default();
+        let server = switchboard_core::ServerId::new("files").unwrap();
+        let id = RequestId::Number(3);
+        let missing = JsonRpcMessage::Error(JsonRpcError::new(
+            Some(id.clone()),
+            rmcp::model::ErrorData::resource_not_found("no such file", None),
+        ));
+        let JsonRpcMessage::Error(error) = answer(&catalog, &server, &id, Ok(missing)) else {
+            panic!("an error stays an error");
+        };
+        assert_eq!(error.error.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(error.error.message, "no such file");
+
+        let failed = answer(&catalog, &server, &id, Err(UpstreamError::Closed));
+        let text = serde_json::to_value(&failed).unwrap();
+        assert_eq!(text["id"], 3);
+        assert_eq!(text["result"]["isError"], true, "{text}");
+        assert_eq!(text["result"]["resultType"], "complete", "{text}");
     }
 
     #[test]
