@@ -24,7 +24,7 @@ async fn serve(router: Router) -> RunningFixture {
         .expect("bind 127.0.0.1");
     let addr = listener.local_addr().expect("local addr");
     let stop = CancellationToken::new();
-    crate::transports::spawn_router(listener, router, stop.clone());
+    crate::transports::spawn_router(listener, router, stop.clone(), None);
     running(format!("http://{addr}/mcp"), stop)
 }
 

@@ -31,6 +31,8 @@ pub enum Era {
 pub struct FixtureState {
     /// Calls that saw their cancellation token fire.
     pub cancelled_calls: AtomicUsize,
+    /// TCP connections accepted (by the servers that count them: Streamable HTTP).
+    pub connections: AtomicUsize,
     /// Whether the extra tool `late` is listed (set by the `add_tool` tool).
     pub extra_tool: AtomicBool,
     /// Make `tools/list` return the same cursor forever.

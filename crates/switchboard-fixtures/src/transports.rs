@@ -111,7 +111,13 @@ async fn listen() -> (TcpListener, std::net::SocketAddr) {
 /// Serves `router` on `listener` until `stop`, which closes the listener and cuts every
 /// connection at once, requests in flight included, as a dying process would. (axum's own
 /// graceful shutdown would let them finish, which is not what a failure test wants.)
-pub(crate) fn spawn_router(listener: TcpListener, router: Router, stop: CancellationToken) {
+/// `counted` counts the connections accepted.
+pub(crate) fn spawn_router(
+    listener: TcpListener,
+    router: Router,
+    stop: CancellationToken,
+    counted: Option<Arc<FixtureState>>,
+) {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::service::TowerToHyperService;
     tokio::spawn(async move {
@@ -124,6 +130,11 @@ pub(crate) fn spawn_router(listener: TcpListener, router: Router, stop: Cancella
                 },
             };
             let _ = tcp.set_nodelay(true);
+            if let Some(state) = &counted {
+                state
+                    .connections
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
             let service = TowerToHyperService::new(router.clone());
             let stop = stop.clone();
             tokio::spawn(async move {
@@ -156,11 +167,8 @@ pub async fn streamable_http(era: Era) -> RunningFixture {
     let (listener, addr) = listen().await;
     let relaunch_state = state.clone();
     let relaunch: Relaunch = Box::new(move |listener, stop| {
-        spawn_router(
-            listener,
-            streamable_router(era, &relaunch_state, &stop),
-            stop,
-        );
+        let router = streamable_router(era, &relaunch_state, &stop);
+        spawn_router(listener, router, stop, Some(relaunch_state.clone()));
     });
     relaunch(listener, stop.clone());
     RunningFixture {
@@ -185,6 +193,7 @@ pub async fn conformance_http(legacy_only: bool) -> RunningFixture {
         listener,
         Router::new().nest_service("/mcp", service),
         stop.clone(),
+        None,
     );
     RunningFixture::from_parts(format!("http://{addr}/mcp"), Arc::default(), stop)
 }
@@ -279,7 +288,7 @@ pub async fn http_sse() -> RunningFixture {
         .route("/message", post(post_message))
         .with_state(sse_state);
     let (listener, addr) = listen().await;
-    spawn_router(listener, router, stop.clone());
+    spawn_router(listener, router, stop.clone(), None);
     RunningFixture::from_parts(format!("http://{addr}/sse"), state, stop)
 }
 

@@ -127,7 +127,7 @@ pub async fn serve_many(
         );
         router = router.nest_service(&format!("/s/{i}/mcp"), service);
     }
-    crate::transports::spawn_router(listener, router, stop);
+    crate::transports::spawn_router(listener, router, stop, None);
     Ok((0..servers)
         .map(|i| format!("http://{addr}/s/{i}/mcp"))
         .collect())

@@ -98,7 +98,7 @@ impl DirectRoute {
             StreamableHttpPostResponse::Json(message, _) => Ok(DirectReply::Message(message)),
             StreamableHttpPostResponse::Sse(events, _) => {
                 let deadline = (started + timeout).min(cap);
-                let reading = Reading {
+                let mut reading = Reading {
                     events,
                     deadline,
                     cap,
@@ -106,7 +106,14 @@ impl DirectRoute {
                     done: false,
                     _slot: slot,
                 };
-                Ok(DirectReply::Stream(pump(reading, timeout)))
+                // The caller is waiting for this first message, so it is read here; most
+                // replies are that one message, and need no reading task.
+                match reading.next().await {
+                    Some(Ok(first)) if reading.done => Ok(DirectReply::Message(first)),
+                    Some(Ok(first)) => Ok(DirectReply::Stream(pump(first, reading, timeout))),
+                    Some(Err(error)) => Err(error),
+                    None => Err(UpstreamError::Closed),
+                }
             }
             _ => Err(UpstreamError::Protocol(
                 "the server accepted the call without answering it".into(),
@@ -118,10 +125,12 @@ impl DirectRoute {
 /// Messages a streamed reply may have read ahead of its caller.
 const READ_AHEAD: usize = 16;
 
-/// Reads the reply in a task of its own, so its timeouts run whether or not the caller keeps
-/// up; a caller that takes no message for `timeout` is given up on (the reading ends, its
-/// request slot is freed and the server's stream closed), as is one that drops the stream.
+/// `first`, then the rest of the reply, read in a task of its own so its timeouts run whether
+/// or not the caller keeps up; a caller that takes no message for `timeout` is given up on (the
+/// reading ends, its request slot is freed and the server's stream closed), as is one that
+/// drops the stream.
 fn pump(
+    first: ServerJsonRpcMessage,
     mut reading: Reading,
     timeout: Duration,
 ) -> BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>> {
@@ -140,11 +149,11 @@ fn pump(
             }
         }
     });
-    futures::stream::unfold(receiver, |mut receiver| async move {
+    let rest = futures::stream::unfold(receiver, |mut receiver| async move {
         let message = receiver.recv().await?;
         Some((message, receiver))
-    })
-    .boxed()
+    });
+    futures::stream::iter([Ok(first)]).chain(rest).boxed()
 }
 
 /// The SEP-2243 headers of a `tools/call` (`Mcp-Method`, `Mcp-Name`) and its protocol version.

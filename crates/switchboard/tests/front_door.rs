@@ -1048,6 +1048,28 @@ async fn a_streamed_call_the_client_abandons_is_cancelled_at_its_server_at_once(
     panic!("the server's call ran on 5 s after its client left");
 }
 
+/// Calls relayed straight to a stateless server reuse pooled connections: each call's stream is
+/// read to its end, so twenty calls in a row do not open twenty connections.
+#[tokio::test(flavor = "multi_thread")]
+async fn straight_calls_reuse_the_servers_connections() {
+    use std::sync::atomic::Ordering;
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["fx", &fixture.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let url = daemon.mcp_url();
+    let echo = |i: usize| json!({"name": "fx__echo", "arguments": {"message": format!("m{i}")}});
+    // The first call warms the pool.
+    tools_call_2026(&url, echo(0), json!({})).await;
+    let before = fixture.state.connections.load(Ordering::SeqCst);
+    for i in 1..=20 {
+        let (_, answer) = tools_call_2026(&url, echo(i), json!({})).await;
+        assert_eq!(answer["result"]["content"][0]["text"], format!("m{i}"));
+    }
+    let opened = fixture.state.connections.load(Ordering::SeqCst) - before;
+    assert!(opened <= 2, "20 calls opened {opened} connections");
+}
+
 /// A legacy client's `initialize` at `url`: the HTTP status, the session it opened (if any) and
 /// the JSON-RPC answer.
 async fn initialize(url: &str) -> (u16, Option<String>, Value) {
