@@ -689,10 +689,18 @@ async fn post_tools_call_2026(
 /// A daemon serving the conformance fixture (every revision, so reached statelessly) as `test`.
 async fn serving_the_conformance_fixture() -> (Daemon, transports::RunningFixture, tempfile::TempDir)
 {
-    let fixture = transports::conformance_http(false).await;
+    serving(transports::conformance_http(false).await, "test", &[]).await
+}
+
+/// A daemon (started with `options`) serving `fixture` as server `id`, once it is connected.
+async fn serving(
+    fixture: transports::RunningFixture,
+    id: &str,
+    options: &[&str],
+) -> (Daemon, transports::RunningFixture, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    add(dir.path(), &["test", &fixture.url]);
-    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    add(dir.path(), &[id, &fixture.url]);
+    let (daemon, _) = Daemon::start_with(dir.path(), 1, options).await;
     (daemon, fixture, dir)
 }
 
@@ -1014,10 +1022,8 @@ async fn a_call_the_client_cancels_is_cancelled_at_its_server_too() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_streamed_call_the_client_abandons_is_cancelled_at_its_server_at_once() {
     use std::sync::atomic::Ordering;
-    let fixture = transports::streamable_http(Era::Modern).await;
-    let dir = tempfile::tempdir().unwrap();
-    add(dir.path(), &["fx", &fixture.url]);
-    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let (daemon, fixture, _dir) =
+        serving(transports::streamable_http(Era::Modern).await, "fx", &[]).await;
     let mut response = reqwest::Client::new()
         .post(daemon.mcp_url())
         .header("accept", "application/json, text/event-stream")
@@ -1048,15 +1054,13 @@ async fn a_streamed_call_the_client_abandons_is_cancelled_at_its_server_at_once(
     panic!("the server's call ran on 5 s after its client left");
 }
 
-/// Calls relayed straight to a stateless server reuse pooled connections: each call's stream is
-/// read to its end, so twenty calls in a row do not open twenty connections.
+/// Calls relayed straight to a stateless server reuse pooled connections: twenty calls in a
+/// row do not open twenty connections.
 #[tokio::test(flavor = "multi_thread")]
 async fn straight_calls_reuse_the_servers_connections() {
     use std::sync::atomic::Ordering;
-    let fixture = transports::streamable_http(Era::Modern).await;
-    let dir = tempfile::tempdir().unwrap();
-    add(dir.path(), &["fx", &fixture.url]);
-    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let (daemon, fixture, _dir) =
+        serving(transports::streamable_http(Era::Modern).await, "fx", &[]).await;
     let url = daemon.mcp_url();
     let echo = |i: usize| json!({"name": "fx__echo", "arguments": {"message": format!("m{i}")}});
     // The first call warms the pool.
@@ -1104,10 +1108,12 @@ async fn initialize(url: &str) -> (u16, Option<String>, Value) {
 /// requests without a session are still served, and ending a session makes room for a new one.
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_beyond_the_limit_are_refused_clearly_until_one_ends() {
-    let fixture = transports::conformance_http(false).await;
-    let dir = tempfile::tempdir().unwrap();
-    add(dir.path(), &["test", &fixture.url]);
-    let (daemon, _) = Daemon::start_with(dir.path(), 1, &["--max-sessions", "2"]).await;
+    let (daemon, _fixture, _dir) = serving(
+        transports::conformance_http(false).await,
+        "test",
+        &["--max-sessions", "2"],
+    )
+    .await;
     let url = daemon.mcp_url();
 
     let mut open = Vec::new();
@@ -1194,13 +1200,12 @@ async fn post_in_session(url: &str, id: &str, message: Value) -> u16 {
 /// keeps asking lives on, and so does one whose client holds its GET stream open.
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_whose_clients_went_quiet_end_even_while_notifications_flow() {
-    let (_fixture, dir) = {
-        let fixture = transports::conformance_http(false).await;
-        let dir = tempfile::tempdir().unwrap();
-        add(dir.path(), &["test", &fixture.url]);
-        (fixture, dir)
-    };
-    let (daemon, _) = Daemon::start_with(dir.path(), 1, &["--session-idle", "1"]).await;
+    let (daemon, _fixture, _dir) = serving(
+        transports::conformance_http(false).await,
+        "test",
+        &["--session-idle", "1"],
+    )
+    .await;
     let url = daemon.mcp_url();
     let mut ids = Vec::new();
     for _ in 0..3 {
