@@ -30,6 +30,10 @@ use crate::handler::InputPolicy;
 use crate::limits::CallLimiter;
 use crate::relay::{InFlight, InputResponder};
 
+/// What a caller is told of a `requestState` nobody here or upstream can resume.
+pub const UNKNOWN_REQUEST_STATE: &str =
+    "requestState is unknown or expired; send the request again without it";
+
 /// Most `input_required` rounds one request may take before Switchboard gives up.
 pub const MAX_INPUT_ROUNDS: usize = 10;
 /// How long a call that wants progress waits after its response for reports still in flight.
@@ -78,6 +82,10 @@ pub struct CallContext {
     /// Answers the caller sent with its first request (as a client may for a server that keeps
     /// no request state); they go with the first request to the server, which decides.
     pub input_responses: Option<InputResponses>,
+    /// A `requestState` this server issued to the caller (relayed to it unchanged), sent back
+    /// with the caller's answers; it goes with the first request. Only a stateless server
+    /// issues them: any other server's request is refused as with an unknown state.
+    pub request_state: Option<String>,
 }
 
 /// A handle on one live upstream session.
@@ -452,8 +460,19 @@ impl Upstream {
         timeout: Duration,
         context: &CallContext,
     ) -> Result<T, UpstreamError> {
-        if context.input_responses.is_some() {
-            attach_inputs(&mut params, context.input_responses.clone(), None);
+        if context.request_state.is_some() && !self.is_stateless() {
+            return Err(UpstreamError::Rpc {
+                code: rmcp::model::ErrorCode::INVALID_PARAMS.0,
+                message: UNKNOWN_REQUEST_STATE.into(),
+                data: None,
+            });
+        }
+        if context.input_responses.is_some() || context.request_state.is_some() {
+            attach_inputs(
+                &mut params,
+                context.input_responses.clone(),
+                context.request_state.clone(),
+            );
         }
         for _ in 0..MAX_INPUT_ROUNDS {
             let result = self

@@ -709,6 +709,15 @@ fn answers_everything() -> Value {
     json!({"elicitation": {}, "sampling": {}, "roots": {}})
 }
 
+/// Answers the request-state tool's question (`confirm`: yes) with `state`, sending `mcp_name`
+/// as its `Mcp-Name`; returns the final message.
+async fn confirm_with_state(url: &str, tool: &str, state: Value, mcp_name: &str) -> Value {
+    let retry = json!({"name": tool, "arguments": {}, "requestState": state,
+        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}}});
+    let (_, mut done) = post_tools_call_2026(url, retry, answers_everything(), mcp_name).await;
+    done.pop().unwrap()
+}
+
 /// `name` as SEP-2243 sends a header value it must protect: `=?base64?…?=`.
 fn base64_header(name: &str) -> String {
     use base64::Engine;
@@ -723,7 +732,7 @@ fn base64_header(name: &str) -> String {
 /// and the log messages asked for stream through as the server sent them. The same calls
 /// with the tool's name Base64-encoded in `Mcp-Name` (a form only the full path checks) get the
 /// same answers, except that the `requestState` and the progress token the server sees are
-/// then Switchboard's.
+/// then Switchboard's; a state the server issued on the straight path is good on the full one.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stateless_call_to_a_stateless_server_goes_straight_through_with_the_same_answers() {
     let (daemon, _fixture, _dir) = serving_the_conformance_fixture().await;
@@ -751,12 +760,7 @@ async fn a_stateless_call_to_a_stateless_server_goes_straight_through_with_the_s
         let servers_own = serde_json::from_str::<Value>(&state)
             .is_ok_and(|state| state["kind"] == "request-state");
         assert_eq!(servers_own, straight, "{path}: requestState {state}");
-        let mut retry = call.clone();
-        retry["requestState"] = state.into();
-        retry["inputResponses"] = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
-        let (_, mut done) =
-            post_tools_call_2026(&url, retry, everything.clone(), &header(tool)).await;
-        let done = done.pop().unwrap();
+        let done = confirm_with_state(&url, tool, state.into(), &header(tool)).await;
         assert_eq!(
             done["result"]["content"][0]["text"], "state-ok: requestState validated",
             "{path}: {done}"
@@ -823,6 +827,18 @@ async fn a_stateless_call_to_a_stateless_server_goes_straight_through_with_the_s
         let failed = failed.pop().unwrap();
         assert_eq!(failed["result"]["isError"], true, "{path}: {failed}");
     }
+
+    // A state the server issued on the straight path is good on the full path too: the retry
+    // takes it to the server.
+    let tool = "test__test_input_required_result_request_state";
+    let call = json!({"name": tool, "arguments": {}});
+    let (_, mut asked) = post_tools_call_2026(&url, call, everything, tool).await;
+    let state = asked.pop().unwrap()["result"]["requestState"].clone();
+    let done = confirm_with_state(&url, tool, state, &base64_header(tool)).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "state-ok: requestState validated",
+        "{done}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -177,6 +177,7 @@ impl Exchange {
     pub(crate) fn start<F>(
         purpose: String,
         input_responses: Option<InputResponses>,
+        request_state: Option<String>,
         context: &RequestContext<RoleServer>,
         forward: &downstream::Forwarder,
         work: F,
@@ -204,6 +205,7 @@ impl Exchange {
             log_level: forward.log_level(),
             client_capabilities: Some(call_capabilities),
             input_responses,
+            request_state,
         };
         let upstream = work(call);
         // One future forwards progress and then the result, so the last reports are never
@@ -400,7 +402,7 @@ impl Parked {
                 ))
             }
             None => Err(ErrorData::invalid_params(
-                "requestState is unknown or expired; send the request again without it",
+                switchboard_upstream::upstream::UNKNOWN_REQUEST_STATE,
                 None,
             )),
         }

@@ -229,13 +229,15 @@ impl AggregateServer {
         // Counted until the outcome is in hand, so a shutdown lets it finish.
         let _in_flight = self.shared.in_flight.token();
         let forward = downstream::Forwarder::new(context, self.log_level());
+        // A state of ours resumes the exchange parked under it; any other goes to the server,
+        // which issued it to the client through the short path (`direct`).
         let exchange = match request_state {
-            Some(handle) => {
+            Some(handle) if self.shared.parked.holds(&handle) => {
                 let mut exchange = self.shared.parked.resume(&handle, &purpose)?;
                 exchange.deliver(input_responses);
                 exchange
             }
-            None => Exchange::start(purpose, input_responses, context, &forward, work),
+            foreign => Exchange::start(purpose, input_responses, foreign, context, &forward, work),
         };
         Ok(exchange
             .advance(context, &forward, &self.shared.parked)
