@@ -8,10 +8,15 @@
 //! Switchboard adds, its CPU seconds per 1,000 relayed calls, its idle and peak RSS, and checks
 //! the targets in `docs/benchmarks.md`. Every figure is the median of `--runs` runs.
 //!
+//! Beside each pair it measures the floor: the same calls through a plain one-thread TCP relay
+//! (`relay`), which shows how much of what Switchboard adds this machine's kernel charges any
+//! relay.
+//!
 //! Loopback only. Exit status 1 when any call failed (every load run must be error-free).
 
 mod client;
 mod process;
+mod relay;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -46,6 +51,9 @@ struct Args {
     /// how long a catalog change takes to reach the daemon's catalog.
     #[arg(long, value_name = "SERVERSxTOOLS")]
     scale: Option<String>,
+    /// Internal: run as the plain TCP relay to this address (the floor's child process).
+    #[arg(long, hide = true, value_name = "ADDR")]
+    tcp_relay: Option<std::net::SocketAddr>,
 }
 
 /// One measured run.
@@ -67,6 +75,23 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     }
     let rank = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Runs `calls` calls as [`measure`] does, through process `pid`, and adds its CPU cost.
+async fn measure_through(
+    pid: u32,
+    ticks: f64,
+    url: &str,
+    shape: Shape,
+    tool: &str,
+    concurrency: usize,
+    calls: usize,
+) -> anyhow::Result<Sample> {
+    let before = process::usage(pid, ticks)?;
+    let mut sample = measure(url, shape, tool, concurrency, calls).await?;
+    let after = process::usage(pid, ticks)?;
+    sample.cpu_per_1000 = (after.cpu_seconds - before.cpu_seconds) / sample.calls as f64 * 1000.0;
+    Ok(sample)
 }
 
 /// Runs `calls` calls of `tool` at `url` from `concurrency` clients of `shape`.
@@ -305,9 +330,30 @@ fn micros(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(target) = args.tcp_relay {
+        return relay::serve(target);
+    }
+    tokio::runtime::Runtime::new()?.block_on(run(args))
+}
+
+/// The same URL with its port replaced by a relay's.
+fn through_relay(url: &str, port: u16) -> anyhow::Result<String> {
+    let mut url = reqwest::Url::parse(url)?;
+    url.set_port(Some(port))
+        .map_err(|()| anyhow::anyhow!("{url} takes no port"))?;
+    Ok(url.into())
+}
+
+/// The socket address a loopback fixture URL names.
+fn socket_of(url: &str) -> anyhow::Result<std::net::SocketAddr> {
+    let url = reqwest::Url::parse(url)?;
+    let host: std::net::IpAddr = url.host_str().context("a host")?.parse()?;
+    Ok((host, url.port().context("a port")?).into())
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     let binary = match args.switchboard.clone() {
         Some(path) => path,
         None => std::env::current_exe()?
@@ -354,26 +400,41 @@ async fn main() -> anyhow::Result<()> {
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut errors = 0;
     let mut misses = Vec::new();
+    let mut floors = Vec::new();
     for shape in [Shape::Stateless, Shape::Session] {
         let (upstream, tool) = match shape {
             Shape::Stateless => (&modern.url, "modern__echo"),
             Shape::Session => (&legacy.url, "legacy__echo"),
         };
+        let relay = relay::Relay::start(socket_of(upstream)?)?;
+        let relayed = through_relay(upstream, relay.port)?;
         for &concurrency in &args.concurrency {
             let mut direct = Vec::new();
             let mut via = Vec::new();
+            let mut floor = Vec::new();
             for _ in 0..args.runs.max(1) {
                 direct.push(measure(upstream, shape, "echo", concurrency, args.calls).await?);
-                let before = process::usage(pid, ticks)?;
-                let mut sample = measure(&mcp, shape, tool, concurrency, args.calls).await?;
-                let after = process::usage(pid, ticks)?;
-                sample.cpu_per_1000 =
-                    (after.cpu_seconds - before.cpu_seconds) / sample.calls as f64 * 1000.0;
-                via.push(sample);
+                via.push(
+                    measure_through(pid, ticks, &mcp, shape, tool, concurrency, args.calls).await?,
+                );
+                floor.push(
+                    measure_through(
+                        relay.pid(),
+                        ticks,
+                        &relayed,
+                        shape,
+                        "echo",
+                        concurrency,
+                        args.calls,
+                    )
+                    .await?,
+                );
             }
             let direct = median_sample(&direct);
             let via = median_sample(&via);
-            errors += direct.errors + via.errors;
+            let floor = median_sample(&floor);
+            errors += direct.errors + via.errors + floor.errors;
+            floors.push((shape, concurrency, direct, via, floor));
             let added = via.p50.saturating_sub(direct.p50);
             let ratio = via.calls_per_second / direct.calls_per_second;
             println!(
@@ -414,6 +475,28 @@ async fn main() -> anyhow::Result<()> {
                 ));
             }
         }
+    }
+    println!();
+    println!(
+        "The floor: the same calls through a plain TCP relay (one thread, bytes copied, no parsing)"
+    );
+    println!();
+    println!(
+        "| shape | concurrency | relay calls/s | ratio | relay p50 | relay added p50 | relay CPU per 1,000 calls | Switchboard's added p50 beyond the relay's | Switchboard's CPU beyond the relay's |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (shape, concurrency, direct, via, floor) in floors {
+        println!(
+            "| {} | {concurrency} | {:.0} | {:.2} | {} | {} | {:.0} ms | {} | {:.0} ms |",
+            shape.label(),
+            floor.calls_per_second,
+            floor.calls_per_second / direct.calls_per_second,
+            micros(floor.p50),
+            micros(floor.p50.saturating_sub(direct.p50)),
+            floor.cpu_per_1000 * 1000.0,
+            micros(via.p50.saturating_sub(floor.p50)),
+            (via.cpu_per_1000 - floor.cpu_per_1000) * 1000.0,
+        );
     }
     let end = process::usage(pid, ticks)?;
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);

@@ -184,7 +184,7 @@ pub async fn connect(
                 .standalone_stream_settled(handshake.min(STANDALONE_STREAM_WAIT))
                 .await;
             if detected == DetectedTransport::StreamableHttpStateless {
-                direct = Some(crate::direct::DirectRoute::new(client, url.as_str()));
+                direct = Some(crate::direct::DirectRoute::new(client, url.clone()));
             }
             (service, Some(detected), None)
         }

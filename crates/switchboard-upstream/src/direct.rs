@@ -27,9 +27,7 @@ use rmcp::model::{
     CallToolRequest, ClientRequest, JsonRpcMessage, JsonRpcRequest, ServerJsonRpcMessage,
     ServerNotification,
 };
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-};
+use rmcp::transport::streamable_http_client::{StreamableHttpError, StreamableHttpPostResponse};
 use tokio::time::Instant;
 
 use crate::error::UpstreamError;
@@ -59,14 +57,14 @@ pub enum DirectReply {
 #[derive(Clone)]
 pub(crate) struct DirectRoute {
     client: StatusAwareHttpClient,
-    uri: Arc<str>,
+    url: Arc<url::Url>,
 }
 
 impl DirectRoute {
-    pub(crate) fn new(client: StatusAwareHttpClient, uri: &str) -> Self {
+    pub(crate) fn new(client: StatusAwareHttpClient, url: url::Url) -> Self {
         Self {
             client,
-            uri: uri.into(),
+            url: Arc::new(url),
         }
     }
 
@@ -87,9 +85,14 @@ impl DirectRoute {
         });
         let started = Instant::now();
         let cap = started + timeout.saturating_mul(MAX_TOTAL_TIMEOUTS);
-        let sent = self
-            .client
-            .post_message(self.uri.clone(), message, None, None, headers);
+        let sent = self.client.post(
+            &self.url,
+            message,
+            None,
+            None,
+            headers,
+            crate::sse::MAX_SSE_EVENT_BYTES,
+        );
         let reply = tokio::time::timeout(timeout, sent)
             .await
             .map_err(|_| UpstreamError::Timeout(timeout))?

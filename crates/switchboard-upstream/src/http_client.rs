@@ -29,6 +29,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 const EVENT_STREAM: &str = "text/event-stream";
 const JSON: &str = "application/json";
+/// What every request accepts: a JSON body or an SSE stream.
+const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 /// Largest JSON response body accepted.
 pub const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Largest error body read (only an excerpt is kept).
@@ -142,22 +144,17 @@ impl StatusAwareHttpClient {
     pub async fn send_authorized(
         &self,
         method: &reqwest::Method,
-        uri: &str,
+        url: &url::Url,
         build: impl Fn(HeaderMap) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, HttpFailure> {
         let Some(auth) = &self.auth else {
             return Ok(build(HeaderMap::new()).send().await?);
         };
-        let url = url::Url::parse(uri).map_err(|e| {
-            HttpFailure::Auth(switchboard_oauth::OAuthError::Config(format!(
-                "the server URL is invalid: {e}"
-            )))
-        })?;
         let mut attempt = 0;
         loop {
             attempt += 1;
             let sent = auth
-                .request_headers(method.as_str(), &url)
+                .request_headers(method.as_str(), url)
                 .await
                 .map_err(HttpFailure::Auth)?;
             let headers = sent.as_ref().map(|s| s.headers.clone()).unwrap_or_default();
@@ -205,7 +202,7 @@ impl StatusAwareHttpClient {
     fn request(
         &self,
         method: reqwest::Method,
-        uri: &str,
+        url: &url::Url,
         session_id: Option<&str>,
         auth_token: Option<&str>,
         custom_headers: &HashMap<HeaderName, HeaderValue>,
@@ -213,9 +210,9 @@ impl StatusAwareHttpClient {
     ) -> reqwest::RequestBuilder {
         let mut request = self
             .http
-            .request(method, uri)
+            .request(method, url.clone())
             .headers((*self.static_headers).clone())
-            .header(ACCEPT, format!("{JSON}, {EVENT_STREAM}"));
+            .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
         if let Some(token) = auth_token {
             request = request.bearer_auth(token);
         }
@@ -232,6 +229,15 @@ impl StatusAwareHttpClient {
 
 fn failure(error: HttpFailure) -> StreamableHttpError<HttpFailure> {
     StreamableHttpError::Client(error)
+}
+
+/// The server URL rmcp hands over as text, parsed once per request.
+fn parse_url(uri: &str) -> HttpResult<url::Url> {
+    url::Url::parse(uri).map_err(|e| {
+        failure(HttpFailure::Auth(switchboard_oauth::OAuthError::Config(
+            format!("the server URL is invalid: {e}"),
+        )))
+    })
 }
 
 /// 401/403 carrying a Bearer challenge become rmcp's auth errors (reached only when the OAuth
@@ -335,12 +341,114 @@ impl StreamableHttpClient for StatusAwareHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let method = reqwest::Method::POST;
+        self.post(
+            &parse_url(&uri)?,
+            message,
+            session_id,
+            auth_token,
+            custom_headers,
+            max_sse_event_size,
+        )
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<()> {
+        let method = reqwest::Method::DELETE;
+        let url = parse_url(&uri)?;
         let response = self
-            .send_authorized(&method, &uri, |credentials| {
+            .send_authorized(&method, &url, |credentials| {
                 self.request(
                     method.clone(),
-                    &uri,
+                    &url,
+                    Some(&session_id),
+                    auth_token.as_deref(),
+                    &custom_headers,
+                    credentials,
+                )
+            })
+            .await
+            .map_err(failure)?;
+        let status = response.status();
+        if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
+            Ok(())
+        } else {
+            Err(failure(HttpFailure::Status {
+                status: status.as_u16(),
+                excerpt: String::new(),
+            }))
+        }
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_token,
+            custom_headers,
+            crate::sse::MAX_SSE_EVENT_BYTES,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let resuming = last_event_id.is_some();
+        let outcome = self
+            .open_event_stream(
+                uri,
+                session_id,
+                last_event_id,
+                auth_token,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        if !resuming {
+            self.standalone.first_get_settled.send_replace(true);
+        }
+        outcome
+    }
+}
+
+impl StatusAwareHttpClient {
+    /// POSTs `message` to `url`: the body of rmcp's `post_message`, for callers that hold the
+    /// URL already parsed.
+    pub(crate) async fn post(
+        &self,
+        url: &url::Url,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let method = reqwest::Method::POST;
+        let response = self
+            .send_authorized(&method, url, |credentials| {
+                self.request(
+                    method.clone(),
+                    url,
                     session_id.as_deref(),
                     auth_token.as_deref(),
                     &custom_headers,
@@ -429,85 +537,6 @@ impl StreamableHttpClient for StatusAwareHttpClient {
         }
     }
 
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> HttpResult<()> {
-        let method = reqwest::Method::DELETE;
-        let response = self
-            .send_authorized(&method, &uri, |credentials| {
-                self.request(
-                    method.clone(),
-                    &uri,
-                    Some(&session_id),
-                    auth_token.as_deref(),
-                    &custom_headers,
-                    credentials,
-                )
-            })
-            .await
-            .map_err(failure)?;
-        let status = response.status();
-        if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
-            Ok(())
-        } else {
-            Err(failure(HttpFailure::Status {
-                status: status.as_u16(),
-                excerpt: String::new(),
-            }))
-        }
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
-        self.get_stream_with_max_sse_event_size(
-            uri,
-            session_id,
-            last_event_id,
-            auth_token,
-            custom_headers,
-            crate::sse::MAX_SSE_EVENT_BYTES,
-        )
-        .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
-        let resuming = last_event_id.is_some();
-        let outcome = self
-            .open_event_stream(
-                uri,
-                session_id,
-                last_event_id,
-                auth_token,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await;
-        if !resuming {
-            self.standalone.first_get_settled.send_replace(true);
-        }
-        outcome
-    }
-}
-
-impl StatusAwareHttpClient {
     async fn open_event_stream(
         &self,
         uri: Arc<str>,
@@ -518,11 +547,12 @@ impl StatusAwareHttpClient {
         max_sse_event_size: usize,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
         let method = reqwest::Method::GET;
+        let url = parse_url(&uri)?;
         let response = self
-            .send_authorized(&method, &uri, |credentials| {
+            .send_authorized(&method, &url, |credentials| {
                 let request = self.request(
                     method.clone(),
-                    &uri,
+                    &url,
                     session_id.as_deref(),
                     auth_token.as_deref(),
                     &custom_headers,

@@ -85,7 +85,7 @@ impl LegacySseTransport {
         server: String,
     ) -> Result<Self, LegacySseError> {
         let response = client
-            .send_authorized(&reqwest::Method::GET, url.as_str(), |credentials| {
+            .send_authorized(&reqwest::Method::GET, url, |credentials| {
                 client
                     .http()
                     .get(url.clone())
@@ -183,7 +183,7 @@ impl Transport<RoleClient> for LegacySseTransport {
         let post_url = self.post_url.clone();
         async move {
             let response = client
-                .send_authorized(&reqwest::Method::POST, post_url.as_str(), |credentials| {
+                .send_authorized(&reqwest::Method::POST, &post_url, |credentials| {
                     client
                         .http()
                         .post(post_url.clone())
