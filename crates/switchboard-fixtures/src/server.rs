@@ -43,6 +43,8 @@ pub struct FixtureState {
     pub sessionless_posts: AtomicUsize,
     /// DELETE requests (session terminations).
     pub deletes: AtomicUsize,
+    /// `subscriptions/listen` POSTs (by their `Mcp-Method` header).
+    pub listen_requests: AtomicUsize,
     /// While set, HTTP requests get no answer (the connection stays open): a server that hangs.
     pub frozen: AtomicBool,
     /// A fault `tools/call` POSTs get instead of an answer, and when (HTTP only; see

@@ -234,6 +234,13 @@ pub(crate) async fn observe_sessions(
         }
         _ => {}
     }
+    if request
+        .headers()
+        .get("mcp-method")
+        .is_some_and(|method| method == "subscriptions/listen")
+    {
+        state.listen_requests.fetch_add(1, Ordering::SeqCst);
+    }
     let is_post = request.method() == http::Method::POST;
     if has_session && is_post && state.expire_session_once.swap(false, Ordering::SeqCst) {
         return axum::response::IntoResponse::into_response(StatusCode::NOT_FOUND);

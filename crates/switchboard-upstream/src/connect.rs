@@ -639,6 +639,7 @@ fn spawn_change_listener(
         let mut backoff = Duration::from_secs(1);
         while !peer.is_transport_closed() {
             let mut reopen_now = false;
+            let mut refused = false;
             let mut filter = lists.clone();
             let uris: Vec<String> = subscribed.borrow_and_update().iter().cloned().collect();
             if !uris.is_empty() {
@@ -683,6 +684,19 @@ fn spawn_change_listener(
                         }
                     }
                 }
+                // A server without `subscriptions/listen` for this filter (it announced list
+                // changes it does not deliver) will not grow one by being asked again: ask again
+                // only with another filter.
+                Err(rmcp::ServiceError::McpError(error))
+                    if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
+                {
+                    tracing::warn!(
+                        server,
+                        "the server announces list changes but refuses subscriptions/listen; \
+                         its lists are read again when it reconnects"
+                    );
+                    refused = true;
+                }
                 Err(error) => {
                     tracing::warn!(server, %error, "subscriptions/listen failed; retrying in {backoff:?}");
                 }
@@ -691,6 +705,23 @@ fn spawn_change_listener(
                 return;
             }
             if reopen_now || subscribed.has_changed().unwrap_or(false) {
+                continue;
+            }
+            if refused {
+                // Until the filter changes; the task still ends with the session.
+                loop {
+                    tokio::select! {
+                        changed = subscribed.changed() => match changed {
+                            Ok(()) => break,
+                            Err(_) => return,
+                        },
+                        _ = tokio::time::sleep(Duration::from_secs(60)) => {
+                            if peer.is_transport_closed() || events.is_closed() {
+                                return;
+                            }
+                        }
+                    }
+                }
                 continue;
             }
             tokio::select! {

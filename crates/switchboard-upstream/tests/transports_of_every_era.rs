@@ -382,6 +382,36 @@ async fn a_stateless_server_reports_list_changes_through_subscriptions_listen() 
 }
 
 #[tokio::test]
+async fn a_server_that_refuses_subscriptions_listen_is_not_asked_again_and_again() {
+    // The fixture announces tool list changes but implements no `subscriptions/listen`.
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    let asked = || fixture.state.listen_requests.load(Ordering::SeqCst);
+    for _ in 0..100 {
+        if asked() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(asked(), 1, "the listen stream is asked for once");
+    // A refusal used to be asked again after 1 s, 2 s, 4 s, ... for as long as the session lived.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        asked(),
+        1,
+        "a refused listen is not asked again with the same filter"
+    );
+    // Calls are unaffected.
+    assert_eq!(
+        text_of(&connection, "echo", serde_json::json!({"message": "still"})).await,
+        "still"
+    );
+    connection.session.close().await;
+}
+
+#[tokio::test]
 async fn input_required_is_answered_by_the_policy_and_retried_with_the_exact_state() {
     let fixture = transports::streamable_http(Era::Modern).await;
     let mut accepting = options();
