@@ -92,10 +92,11 @@ impl FixtureServer {
             ),
             Tool::new(
                 "slow",
-                "Reports progress every 50 ms for `ms` milliseconds (only once with `quiet`); \
-                 honours cancellation",
+                "Reports progress every 50 ms for `ms` milliseconds (only once with `quiet`), each \
+                 message padded with `pad` bytes (at most 4 MiB); honours cancellation",
                 object(json!({"type": "object", "properties": {
-                    "ms": {"type": "integer"}, "quiet": {"type": "boolean"}}})),
+                    "ms": {"type": "integer"}, "quiet": {"type": "boolean"},
+                    "pad": {"type": "integer"}}})),
             ),
             Tool::new(
                 "fail",
@@ -243,6 +244,8 @@ impl ServerHandler for FixtureServer {
                 let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(1000);
                 let token = context.meta.get_progress_token();
                 let quiet = args.get("quiet").and_then(Value::as_bool) == Some(true);
+                let pad = args.get("pad").and_then(Value::as_u64).unwrap_or(0);
+                let pad = "x".repeat(pad.min(4 * 1024 * 1024) as usize);
                 let steps = (ms / 50).max(1);
                 for step in 1..=steps {
                     tokio::select! {
@@ -258,7 +261,7 @@ impl ServerHandler for FixtureServer {
                             .notify_progress(
                                 ProgressNotificationParam::new(token.clone(), step as f64)
                                     .with_total(steps as f64)
-                                    .with_message(format!("step {step}")),
+                                    .with_message(format!("step {step}{pad}")),
                             )
                             .await;
                     }

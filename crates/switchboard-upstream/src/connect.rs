@@ -168,7 +168,8 @@ pub async fn connect(
             let headers = crate::http_client::header_map(headers)
                 .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
             let client = StatusAwareHttpClient::new(options.http.clone(), headers)
-                .with_auth(options.auth.clone());
+                .with_auth(options.auth.clone())
+                .with_in_flight(in_flight.clone());
             let (service, detected) = connect_http(
                 def.id.as_str(),
                 url,

@@ -92,6 +92,7 @@ impl DirectRoute {
             None,
             headers,
             crate::sse::MAX_SSE_EVENT_BYTES,
+            false,
         );
         let reply = tokio::time::timeout(timeout, sent)
             .await
@@ -220,7 +221,7 @@ impl Reading {
             let Some(data) = event.data.filter(|data| !data.is_empty()) else {
                 continue;
             };
-            let mut message = match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
+            let message = match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
                 Ok(message) => message,
                 Err(error) => {
                     return self.fail(UpstreamError::Protocol(format!(
@@ -228,17 +229,13 @@ impl Reading {
                     )));
                 }
             };
-            match &mut message {
+            match &message {
                 JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => self.done = true,
                 JsonRpcMessage::Notification(notification) => {
-                    use rmcp::model::GetMeta;
                     if let ServerNotification::ProgressNotification(_) = &notification.notification
                     {
                         self.deadline = (Instant::now() + self.timeout).min(self.cap);
                     }
-                    // The HTTP client tagged it with the request it belongs to; the caller
-                    // relays it as the server sent it.
-                    crate::relay::take_related(notification.notification.get_meta_mut());
                 }
                 // A 2026-07-28 server asks for input with `input_required`, never with a
                 // request of its own; one that does anyway is not answered.

@@ -47,6 +47,17 @@ where
     }
 }
 
+/// The related-request tag of a notification. rmcp hands the handler a notification's `_meta`
+/// in the context's extensions (its `meta` is left empty), so both places are read.
+fn related_of(context: &mut NotificationContext<RoleClient>) -> Option<rmcp::model::RequestId> {
+    take_related(&mut context.meta.0).or_else(|| {
+        context
+            .extensions
+            .get_mut::<rmcp::model::NotificationMetaObject>()
+            .and_then(|meta| take_related(&mut meta.0))
+    })
+}
+
 /// Something an upstream server told Switchboard without being asked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UpstreamEvent {
@@ -288,10 +299,18 @@ impl ClientHandler for UpstreamHandler {
 
     async fn on_progress(
         &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        mut params: ProgressNotificationParam,
+        mut context: NotificationContext<RoleClient>,
     ) {
+        let related = params
+            .meta
+            .as_mut()
+            .and_then(|meta| take_related(&mut meta.0))
+            .or_else(|| related_of(&mut context));
         self.progress.handle_notification(params).await;
+        if let Some(related) = &related {
+            self.in_flight.delivered(related);
+        }
     }
 
     async fn on_logging_message(
@@ -300,10 +319,13 @@ impl ClientHandler for UpstreamHandler {
         mut context: NotificationContext<RoleClient>,
     ) {
         let (params, tagged) = untag(params);
-        let related = tagged.or_else(|| take_related(&mut context.meta.0));
+        let related = tagged.or_else(|| related_of(&mut context));
         let responder = self.in_flight.find(related.as_ref());
         if let Some(responder) = &responder {
             responder.log(params.clone());
+        }
+        if let Some(related) = &related {
+            self.in_flight.delivered(related);
         }
         let level = serde_json::to_value(params.level)
             .ok()

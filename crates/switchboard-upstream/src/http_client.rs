@@ -101,6 +101,8 @@ pub struct StatusAwareHttpClient {
     static_headers: Arc<HeaderMap>,
     auth: Option<Arc<ServerAuth>>,
     standalone: Arc<StandaloneStream>,
+    /// The session's calls, for tagging messages on their response streams.
+    in_flight: crate::relay::InFlight,
 }
 
 /// Attempts of one request: the first, a refresh or sign-in, a DPoP nonce, and the step-ups.
@@ -128,7 +130,14 @@ impl StatusAwareHttpClient {
                 session_assigned: std::sync::atomic::AtomicBool::new(false),
                 first_get_settled: tokio::sync::watch::Sender::new(false),
             }),
+            in_flight: crate::relay::InFlight::default(),
         }
+    }
+
+    /// Tags the messages on a request's response stream for the calls of `in_flight`.
+    pub(crate) fn with_in_flight(mut self, in_flight: crate::relay::InFlight) -> Self {
+        self.in_flight = in_flight;
+        self
     }
 
     /// Signs requests with `auth`'s tokens and lets it handle 401 and 403 answers.
@@ -348,6 +357,7 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             auth_token,
             custom_headers,
             max_sse_event_size,
+            true,
         )
         .await
     }
@@ -433,7 +443,13 @@ impl StreamableHttpClient for StatusAwareHttpClient {
 
 impl StatusAwareHttpClient {
     /// POSTs `message` to `url`: the body of rmcp's `post_message`, for callers that hold the
-    /// URL already parsed.
+    /// URL already parsed. With `tag`, messages on a request's response stream are tagged
+    /// with its id for the handler (see [`crate::relay`]); callers that relay them as they
+    /// came pass `false`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "rmcp's post_message with the parsed URL and the tagging choice"
+    )]
     pub(crate) async fn post(
         &self,
         url: &url::Url,
@@ -442,6 +458,7 @@ impl StatusAwareHttpClient {
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
+        tag: bool,
     ) -> HttpResult<StreamableHttpPostResponse> {
         let method = reqwest::Method::POST;
         let response = self
@@ -512,9 +529,11 @@ impl StatusAwareHttpClient {
             Some(k) if k.starts_with(EVENT_STREAM) => {
                 let events = bounded_sse(response.bytes_stream(), max_sse_event_size);
                 let events = match &message {
-                    JsonRpcMessage::Request(request) => {
-                        crate::relay::tag_related(events, request.id.clone())
-                    }
+                    JsonRpcMessage::Request(request) if tag => crate::relay::tag_related(
+                        events,
+                        request.id.clone(),
+                        self.in_flight.clone(),
+                    ),
                     _ => events,
                 };
                 Ok(StreamableHttpPostResponse::Sse(events, new_session))

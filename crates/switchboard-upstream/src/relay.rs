@@ -14,9 +14,19 @@
 //! the only call in flight that has a responder, and is answered by the fallback policy when
 //! there is none or several.
 //!
+//! The same tag keeps a call's own log messages and progress ahead of its result. rmcp hands
+//! each notification to the handler in a task of its own but the response straight to the
+//! caller, so a message the server sent just before its response could reach the caller after
+//! it (under load it does), and be lost. [`tag_related`] therefore also counts the log and
+//! progress notifications it tags, the handler counts them off once delivered
+//! ([`InFlight::delivered`]), and the call waits for its count to reach zero before it returns
+//! ([`InFlight::all_delivered`]).
+//!
 //! [`InputPolicy`]: crate::InputPolicy
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
@@ -66,11 +76,27 @@ struct Call {
     cancel: CancellationToken,
 }
 
-/// The calls in flight on one session that have a responder, by upstream request id.
+/// The calls in flight on one session that have a responder, by upstream request id, and the
+/// notifications tagged with a call that the handler has not delivered yet.
 #[derive(Clone, Default)]
 pub struct InFlight {
     calls: Arc<Mutex<Vec<Call>>>,
+    undelivered: Arc<Undelivered>,
 }
+
+/// Tagged log and progress notifications on their way through rmcp to the handler, by request.
+#[derive(Default)]
+struct Undelivered {
+    counts: Mutex<HashMap<RequestId, usize>>,
+    delivered: tokio::sync::Notify,
+}
+
+/// How long a call waits, after its response, for its tagged notifications to be delivered
+/// (they only have to pass through rmcp's handler tasks; this bounds a lost one).
+const DELIVERY_LIMIT: Duration = Duration::from_secs(1);
+
+/// Most requests with undelivered notifications counted at once.
+const MAX_COUNTED_REQUESTS: usize = 4096;
 
 /// Keeps a call registered in [`InFlight`] until dropped.
 pub(crate) struct Registration {
@@ -81,6 +107,14 @@ pub(crate) struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.in_flight.lock().retain(|call| call.id != self.id);
+    }
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight")
+            .field("calls", &self.lock().len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -103,6 +137,57 @@ impl InFlight {
         Registration {
             in_flight: self.clone(),
             id,
+        }
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, usize>> {
+        self.undelivered
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A log or progress notification tagged with request `id` is on its way to the handler.
+    fn expect(&self, id: &RequestId) {
+        let mut counts = self.counts();
+        // Counts of requests nobody waits for are left behind only when rmcp drops a message
+        // (one it cannot read); never let those pile up.
+        if counts.len() >= MAX_COUNTED_REQUESTS && !counts.contains_key(id) {
+            counts.clear();
+        }
+        *counts.entry(id.clone()).or_default() += 1;
+    }
+
+    /// The handler delivered a notification tagged with request `id`.
+    pub(crate) fn delivered(&self, id: &RequestId) {
+        let mut counts = self.counts();
+        if let Some(count) = counts.get_mut(id) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(id);
+                drop(counts);
+                self.undelivered.delivered.notify_waiters();
+            }
+        }
+    }
+
+    /// Waits (at most [`DELIVERY_LIMIT`]) until every notification tagged with request `id` so
+    /// far has been delivered; called once its response is in, so that is all of them.
+    pub(crate) async fn all_delivered(&self, id: &RequestId) {
+        let wait = async {
+            loop {
+                let delivered = self.undelivered.delivered.notified();
+                tokio::pin!(delivered);
+                delivered.as_mut().enable();
+                if !self.counts().contains_key(id) {
+                    return;
+                }
+                delivered.await;
+            }
+        };
+        if tokio::time::timeout(DELIVERY_LIMIT, wait).await.is_err() {
+            tracing::debug!(?id, "a call's notifications were not all delivered");
+            self.counts().remove(id);
         }
     }
 
@@ -130,20 +215,27 @@ pub(crate) fn take_related(meta: &mut rmcp::model::MetaObject) -> Option<Request
 }
 
 /// Marks every server request and notification on the response stream of request `id` with
-/// that id, under [`RELATED_REQUEST_META`]. Events that are not JSON-RPC messages with a method
-/// pass unchanged.
+/// that id, under [`RELATED_REQUEST_META`], and counts the log and progress notifications in
+/// `in_flight` until the handler delivers them. Events that are not JSON-RPC messages with a
+/// method pass unchanged.
 pub(crate) fn tag_related<S>(
     stream: S,
     id: RequestId,
+    in_flight: InFlight,
 ) -> futures::stream::BoxStream<'static, Result<Sse, SseError>>
 where
     S: Stream<Item = Result<Sse, SseError>> + Send + 'static,
 {
-    let id = serde_json::to_value(&id).unwrap_or_default();
+    let tag_value = serde_json::to_value(&id).unwrap_or_default();
     stream
         .map(move |event| {
             event.map(|mut sse| {
-                if let Some(tagged) = sse.data.as_deref().and_then(|data| tag(data, &id)) {
+                if let Some((tagged, counted)) =
+                    sse.data.as_deref().and_then(|data| tag(data, &tag_value))
+                {
+                    if counted {
+                        in_flight.expect(&id);
+                    }
                     sse.data = Some(tagged);
                 }
                 sse
@@ -152,10 +244,17 @@ where
         .boxed()
 }
 
-fn tag(data: &str, id: &serde_json::Value) -> Option<String> {
+/// Notifications the handler counts off when it has delivered them (`UpstreamHandler`'s
+/// `on_logging_message` and `on_progress`).
+const COUNTED_NOTIFICATIONS: [&str; 2] = ["notifications/message", "notifications/progress"];
+
+/// The message with its tag, and whether it is a notification counted until delivered.
+fn tag(data: &str, id: &serde_json::Value) -> Option<(String, bool)> {
     let mut message: serde_json::Value = serde_json::from_str(data).ok()?;
     let object = message.as_object_mut()?;
-    object.get("method")?;
+    let counted = object.get("method")?.as_str().is_some_and(|method| {
+        COUNTED_NOTIFICATIONS.contains(&method) && !object.contains_key("id")
+    });
     let params = object
         .entry("params")
         .or_insert_with(|| serde_json::json!({}))
@@ -165,7 +264,7 @@ fn tag(data: &str, id: &serde_json::Value) -> Option<String> {
         .or_insert_with(|| serde_json::json!({}))
         .as_object_mut()?;
     meta.insert(RELATED_REQUEST_META.to_owned(), id.clone());
-    serde_json::to_string(&message).ok()
+    Some((serde_json::to_string(&message).ok()?, counted))
 }
 
 #[cfg(test)]
@@ -177,12 +276,18 @@ mod tests {
         let id = serde_json::json!(7);
         let request =
             r#"{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"hi"}}"#;
-        let tagged: serde_json::Value = serde_json::from_str(&tag(request, &id).unwrap()).unwrap();
+        let (tagged, counted) = tag(request, &id).unwrap();
+        let tagged: serde_json::Value = serde_json::from_str(&tagged).unwrap();
         assert_eq!(tagged["params"]["_meta"][RELATED_REQUEST_META], 7);
         assert_eq!(tagged["params"]["message"], "hi");
+        assert!(!counted, "requests are answered, not counted");
         let bare = r#"{"jsonrpc":"2.0","method":"notifications/message"}"#;
-        let tagged: serde_json::Value = serde_json::from_str(&tag(bare, &id).unwrap()).unwrap();
+        let (tagged, counted) = tag(bare, &id).unwrap();
+        let tagged: serde_json::Value = serde_json::from_str(&tagged).unwrap();
         assert_eq!(tagged["params"]["_meta"][RELATED_REQUEST_META], 7);
+        assert!(counted, "log messages are counted until delivered");
+        let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        assert!(!tag(changed, &id).unwrap().1);
         assert!(tag(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, &id).is_none());
         assert!(tag("not json", &id).is_none());
         assert!(tag("", &id).is_none());

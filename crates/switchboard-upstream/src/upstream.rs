@@ -137,6 +137,11 @@ impl Upstream {
         }
     }
 
+    /// The server's timeouts.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
     pub(crate) fn with_direct(mut self, direct: Option<DirectRoute>) -> Self {
         self.direct = direct;
         self
@@ -598,7 +603,12 @@ impl Upstream {
                     reported = true;
                     forward(report);
                 }
-                response = &mut response => break response.map_err(from_service_error),
+                response = &mut response => {
+                    // The call's own log messages and progress, sent before the response, reach
+                    // the caller before it does (see `relay`).
+                    self.in_flight.all_delivered(&request_id).await;
+                    break response.map_err(from_service_error);
+                }
                 _ = cancel.cancelled() => {
                     let notice = rmcp::model::CancelledNotificationParam::new(
                         Some(request_id),
@@ -615,14 +625,21 @@ impl Upstream {
         };
         // Reports that arrived together with the response are still delivered. rmcp hands each
         // notification to the handler in a task of its own while the response goes straight to
-        // the caller, so a report sent just before the response may still be on its way: wait
-        // a few milliseconds for stragglers (only when the caller asked for progress and the
-        // server reported some: a server that sent none during the call will not now).
-        if let Some(reports) = reports.as_mut().filter(|_| reported) {
-            while let Ok(Some(report)) =
-                tokio::time::timeout(PROGRESS_STRAGGLERS, reports.next()).await
-            {
+        // the caller. On a response stream (Streamable HTTP) the wait above covered them, so
+        // they are in; elsewhere a report sent just before the response may still be on its
+        // way: wait a few milliseconds for stragglers (only when the caller asked for progress
+        // and the server reported some: a server that sent none during the call will not now).
+        if let Some(reports) = reports.as_mut() {
+            while let Some(Some(report)) = futures::FutureExt::now_or_never(reports.next()) {
+                reported = true;
                 forward(report);
+            }
+            if reported {
+                while let Ok(Some(report)) =
+                    tokio::time::timeout(PROGRESS_STRAGGLERS, reports.next()).await
+                {
+                    forward(report);
+                }
             }
         }
         outcome

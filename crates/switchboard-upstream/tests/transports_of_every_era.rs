@@ -411,6 +411,67 @@ async fn a_server_that_refuses_subscriptions_listen_is_not_asked_again_and_again
     connection.session.close().await;
 }
 
+/// Records the log messages of a call, slowly, as a busy client link may.
+#[derive(Default)]
+struct SlowLogRecorder {
+    logs: std::sync::Mutex<Vec<String>>,
+}
+
+// Logging: deprecated in 2026-07-28, still relayed for the servers that send it.
+#[allow(deprecated)]
+impl switchboard_upstream::InputResponder for SlowLogRecorder {
+    fn answer(
+        &self,
+        _key: Option<&str>,
+        _request: rmcp::model::InputRequest,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, rmcp::model::ErrorData>>
+    {
+        Box::pin(async { Err(rmcp::model::ErrorData::invalid_request("no input", None)) })
+    }
+
+    fn log(&self, message: rmcp::model::LoggingMessageNotificationParam) {
+        std::thread::sleep(Duration::from_millis(50));
+        self.logs.lock().unwrap().push(message.data.to_string());
+    }
+}
+
+/// A call's own log messages reach its caller, and before the call returns, even with another
+/// call in flight and when each takes a while to deliver. rmcp hands every notification to the
+/// handler in a task of its own while the response goes straight to the caller, so the last
+/// one used to arrive too late and be lost; and the tag naming the call was read where rmcp
+/// does not put it, so with two calls in flight neither got any. This holds for messages sent
+/// on the call's response stream, where the server's order is known (here a stateless server);
+/// a session server that sends them on its GET stream instead gives no order to keep.
+#[tokio::test(flavor = "multi_thread")]
+#[allow(deprecated)]
+async fn a_calls_log_messages_reach_its_caller_before_its_result() {
+    let fixture = transports::conformance_http(false).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    for round in 0..3 {
+        let call = || async {
+            let recorder = std::sync::Arc::new(SlowLogRecorder::default());
+            let context = CallContext {
+                responder: Some(recorder.clone()),
+                log_level: Some(rmcp::model::LoggingLevel::Debug),
+                ..CallContext::default()
+            };
+            connection
+                .upstream
+                .call_tool("test_tool_with_logging", None, &context)
+                .await
+                .unwrap();
+            recorder.logs.lock().unwrap().clone()
+        };
+        let (first, second) = tokio::join!(call(), call());
+        for logs in [first, second] {
+            assert_eq!(logs.len(), 3, "round {round}: {logs:?}");
+        }
+    }
+    connection.session.close().await;
+}
+
 #[tokio::test]
 async fn input_required_is_answered_by_the_policy_and_retried_with_the_exact_state() {
     let fixture = transports::streamable_http(Era::Modern).await;

@@ -1003,7 +1003,6 @@ async fn resource_updates_reach_subscribers_of_both_eras_from_a_modern_server() 
 // Multi-threaded: the fixtures run in this process while the one-shot CLI blocks a thread.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_the_client_cancels_is_cancelled_at_its_server_too() {
-    use std::sync::atomic::Ordering;
     for era in [Era::Legacy, Era::Modern] {
         let fixture = transports::streamable_http(era).await;
         let dir = tempfile::tempdir().unwrap();
@@ -1018,16 +1017,11 @@ async fn a_call_the_client_cancels_is_cancelled_at_its_server_too() {
             Duration::from_millis(300),
         )
         .await;
-        // Bounded wait (5 s) for the server to see its call cancelled, not run on unobserved.
-        let mut seen = false;
-        for _ in 0..250 {
-            if fixture.state.cancelled_calls.load(Ordering::SeqCst) == 1 {
-                seen = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(seen, "{era:?}: the server's call was cancelled");
+        // The server sees its call cancelled, not run on unobserved.
+        assert!(
+            saw_a_cancellation(&fixture, Duration::from_secs(5)).await,
+            "{era:?}: the server's call was cancelled"
+        );
         connection.session.close().await;
     }
 }
@@ -1037,7 +1031,6 @@ async fn a_call_the_client_cancels_is_cancelled_at_its_server_too() {
 /// server next speaks or the call times out.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_streamed_call_the_client_abandons_is_cancelled_at_its_server_at_once() {
-    use std::sync::atomic::Ordering;
     let (daemon, fixture, _dir) =
         serving(transports::streamable_http(Era::Modern).await, "fx", &[]).await;
     let mut response = reqwest::Client::new()
@@ -1061,13 +1054,110 @@ async fn a_streamed_call_the_client_abandons_is_cancelled_at_its_server_at_once(
         "{first:?}"
     );
     drop(response);
-    for _ in 0..250 {
-        if fixture.state.cancelled_calls.load(Ordering::SeqCst) == 1 {
-            return;
+    assert!(
+        saw_a_cancellation(&fixture, Duration::from_secs(5)).await,
+        "the server's call ran on 5 s after its client left"
+    );
+}
+
+/// Whether `fixture` saw one call cancelled within `limit`.
+async fn saw_a_cancellation(fixture: &transports::RunningFixture, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if fixture
+            .state
+            .cancelled_calls
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("the server's call ran on 5 s after its client left");
+    false
+}
+
+/// A client that stops reading a streamed call, while holding it open, is given up on once it
+/// has taken no message for the call's timeout: the server's call is cancelled and the request
+/// slot is free again. Filling the buffers between the two takes megabytes of progress. Both
+/// paths: the short one (a stateless client) and the full one (a session).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_client_that_stops_reading_a_streamed_call_is_given_up_on() {
+    given_up_on_when_not_reading(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_client_that_stops_reading_a_streamed_call_is_given_up_on() {
+    given_up_on_when_not_reading(true).await;
+}
+
+async fn given_up_on_when_not_reading(in_session: bool) {
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(
+        dir.path(),
+        &["fx", &fixture.url, "--tool-timeout-ms", "2000"],
+    );
+    let (daemon, _) = Daemon::start_with(
+        dir.path(),
+        1,
+        &["--max-concurrent-calls", "1", "--max-queued-calls", "0"],
+    )
+    .await;
+    let url = daemon.mcp_url();
+    // One progress report of 1 MiB every 50 ms, for a minute, to a client that reads nothing.
+    let arguments = json!({"ms": 60000, "pad": 1_048_576});
+    let request = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream");
+    let request = if in_session {
+        let session = initialize(&url).await.1.expect("a session");
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(post_in_session(&url, &session, initialized).await, 202);
+        request
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", &session)
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "fx__slow", "arguments": arguments, "_meta": {"progressToken": "p"}}}),
+            )
+    } else {
+        request
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "fx__slow")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "fx__slow", "arguments": arguments,
+                "_meta": {"progressToken": "p",
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+    };
+    let unread = request.send().await.unwrap();
+    assert_eq!(unread.status(), 200);
+    assert!(
+        saw_a_cancellation(&fixture, Duration::from_secs(20)).await,
+        "the server's call ran on for 20 s while its client held the stream unread"
+    );
+    // The only slot is free again (soon after the server saw the cancellation) while the first
+    // client still holds its response.
+    let mut answer = Value::Null;
+    for _ in 0..50 {
+        answer = tools_call_2026(
+            &url,
+            json!({"name": "fx__echo", "arguments": {"message": "after"}}),
+            json!({}),
+        )
+        .await
+        .1;
+        if answer["result"]["content"][0]["text"] == "after" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(answer["result"]["content"][0]["text"], "after", "{answer}");
+    drop(unread);
 }
 
 /// Calls relayed straight to a stateless server reuse pooled connections: twenty calls in a
@@ -1086,8 +1176,11 @@ async fn straight_calls_reuse_the_servers_connections() {
         let (_, answer) = tools_call_2026(&url, echo(i), json!({})).await;
         assert_eq!(answer["result"]["content"][0]["text"], format!("m{i}"));
     }
+    // A connection per call would be 20. hyper's pool takes a connection back in a task of its
+    // own once a response has been read, so a call right behind another can, on a busy machine,
+    // race that and open a spare (seen: 3 with the slow-reader tests running alongside).
     let opened = fixture.state.connections.load(Ordering::SeqCst) - before;
-    assert!(opened <= 2, "20 calls opened {opened} connections");
+    assert!(opened <= 5, "20 calls opened {opened} connections");
 }
 
 /// A legacy client's `initialize` at `url`: the HTTP status, the session it opened (if any) and

@@ -8,6 +8,8 @@ use rmcp::model::{
     ClientCapabilities, ErrorData, InputRequest, LoggingLevel, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken, ProtocolVersion,
 };
+use std::time::Duration;
+
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use switchboard_upstream::Progress;
 
@@ -97,14 +99,27 @@ pub(crate) struct Forwarder {
     peer: Peer<RoleServer>,
     progress_token: Option<ProgressToken>,
     log_level: Option<LoggingLevel>,
+    patience: Duration,
+}
+
+/// Whether a message reached the client's stream, or the client took none for as long as the
+/// request may wait (it stopped reading; the request is to be given up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Forwarded {
+    /// Sent, or not wanted.
+    Sent,
+    /// The client did not take it in time.
+    Stuck,
 }
 
 impl Forwarder {
     /// For the request `context`; `session_level` is the level a legacy session set with
-    /// `logging/setLevel` (2026-07-28 requests carry theirs in `_meta`).
+    /// `logging/setLevel` (2026-07-28 requests carry theirs in `_meta`). A message the client
+    /// does not take within `patience` (the request's own timeout) means it stopped reading.
     pub(crate) fn new(
         context: &RequestContext<RoleServer>,
         session_level: Option<LoggingLevel>,
+        patience: Duration,
     ) -> Self {
         let log_level = if is_modern(context) {
             context.meta.log_level()
@@ -115,6 +130,15 @@ impl Forwarder {
             peer: context.peer.clone(),
             progress_token: context.meta.get_progress_token(),
             log_level,
+            patience,
+        }
+    }
+
+    /// Waits for `sending` at most `patience`.
+    async fn within_patience(&self, sending: impl Future<Output = ()>) -> Forwarded {
+        match tokio::time::timeout(self.patience, sending).await {
+            Ok(()) => Forwarded::Sent,
+            Err(_) => Forwarded::Stuck,
         }
     }
 
@@ -129,28 +153,35 @@ impl Forwarder {
     }
 
     /// Forwards a progress report, if the client asked for progress.
-    pub(crate) async fn progress(&self, report: Progress) {
+    pub(crate) async fn progress(&self, report: Progress) -> Forwarded {
         let Some(token) = &self.progress_token else {
-            return;
+            return Forwarded::Sent;
         };
         let mut params = ProgressNotificationParam::new(token.clone(), report.progress);
         params.total = report.total;
         params.message = report.message;
-        let _ = self.peer.notify_progress(params).await;
+        self.within_patience(async {
+            let _ = self.peer.notify_progress(params).await;
+        })
+        .await
     }
 
     /// Forwards a log message at or above the client's level. A legacy session that never set
     /// a level gets everything (as from a server it talked to directly); a 2026-07-28 request
     /// gets messages only when it asked for them.
     #[allow(deprecated)]
-    pub(crate) async fn log(&self, message: LoggingMessageNotificationParam) {
+    pub(crate) async fn log(&self, message: LoggingMessageNotificationParam) -> Forwarded {
         let wanted = match self.log_level {
             Some(level) => severity(message.level) >= severity(level),
             None => !self.modern(),
         };
-        if wanted {
-            let _ = self.peer.notify_logging_message(message).await;
+        if !wanted {
+            return Forwarded::Sent;
         }
+        self.within_patience(async {
+            let _ = self.peer.notify_logging_message(message).await;
+        })
+        .await
     }
 
     fn modern(&self) -> bool {

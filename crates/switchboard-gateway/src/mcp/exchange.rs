@@ -28,7 +28,7 @@ use switchboard_upstream::{InputResponder, Progress, UpstreamError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::downstream;
+use super::downstream::{self, Forwarded};
 
 /// How long a parked exchange waits for the client to retry before it is cancelled upstream.
 pub(crate) const PARKED_LIMIT: Duration = Duration::from_secs(600);
@@ -299,11 +299,17 @@ impl Exchange {
             if !self.pending.is_empty() {
                 // Take everything already queued, so questions asked together are asked together.
                 while let Ok(step) = self.steps.try_recv() {
-                    match step {
-                        Step::Input(questions) => self.note_inputs(questions),
+                    let forwarded = match step {
+                        Step::Input(questions) => {
+                            self.note_inputs(questions);
+                            Forwarded::Sent
+                        }
                         Step::Progress(report) => forward.progress(report).await,
                         Step::Log(message) => forward.log(message).await,
                         Step::Done(result) => return Outcome::Done(result),
+                    };
+                    if forwarded == Forwarded::Stuck {
+                        return self.given_up();
                     }
                 }
                 let requests: InputRequests = self
@@ -335,14 +341,29 @@ impl Exchange {
                     return Outcome::Done(Err(UpstreamError::Cancelled));
                 }
             };
-            match step {
-                Some(Step::Input(questions)) => self.note_inputs(questions),
+            let forwarded = match step {
+                Some(Step::Input(questions)) => {
+                    self.note_inputs(questions);
+                    Forwarded::Sent
+                }
                 Some(Step::Progress(report)) => forward.progress(report).await,
                 Some(Step::Log(message)) => forward.log(message).await,
                 Some(Step::Done(result)) => return Outcome::Done(result),
                 None => return Outcome::Done(Err(UpstreamError::Closed)),
+            };
+            if forwarded == Forwarded::Stuck {
+                return self.given_up();
             }
         }
+    }
+
+    /// The client took no message for as long as the request may wait: it stopped reading its
+    /// stream. Waiting on would hold the request's slot on the server for as long as the client
+    /// keeps the stream open, so the upstream work is stopped (dropping the exchange cancels
+    /// it) and the request ends; its answer is the client's to miss.
+    fn given_up(self) -> Outcome {
+        tracing::info!(request = %self.purpose, "the client stopped reading; its request is given up");
+        Outcome::Done(Err(UpstreamError::Cancelled))
     }
 }
 

@@ -215,6 +215,7 @@ impl AggregateServer {
         request_state: Option<String>,
         input_responses: Option<rmcp::model::InputResponses>,
         context: &RequestContext<RoleServer>,
+        patience: std::time::Duration,
         work: F,
     ) -> Result<Outcome, ErrorData>
     where
@@ -228,7 +229,7 @@ impl AggregateServer {
         }
         // Counted until the outcome is in hand, so a shutdown lets it finish.
         let _in_flight = self.shared.in_flight.token();
-        let forward = downstream::Forwarder::new(context, self.log_level());
+        let forward = downstream::Forwarder::new(context, self.log_level(), patience);
         // A state of ours resumes the exchange parked under it; any other goes to the server,
         // which issued it to the client through the short path (`direct`).
         let exchange = match request_state {
@@ -548,12 +549,14 @@ impl ServerHandler for AggregateServer {
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
         let name = tool.upstream.clone();
         let arguments = request.arguments.take();
+        let patience = upstream.timeouts().tool_call;
         let outcome = self
             .exchange(
                 format!("tools/call {}", request.name),
                 request.request_state.take(),
                 request.input_responses.take(),
                 &context,
+                patience,
                 move |call| {
                     async move {
                         upstream
@@ -601,12 +604,14 @@ impl ServerHandler for AggregateServer {
         let upstream = self.upstream(&server)?;
         let name = prompt.upstream.clone();
         let arguments = request.arguments.take();
+        let patience = upstream.timeouts().request;
         let outcome = self
             .exchange(
                 format!("prompts/get {}", request.name),
                 request.request_state.take(),
                 request.input_responses.take(),
                 &context,
+                patience,
                 move |call| {
                     async move {
                         upstream
@@ -677,12 +682,14 @@ impl ServerHandler for AggregateServer {
             )
         })?;
         let upstream = self.upstream(&server)?;
+        let patience = upstream.timeouts().request;
         let outcome = self
             .exchange(
                 format!("resources/read {}", request.uri),
                 request.request_state.take(),
                 request.input_responses.take(),
                 &context,
+                patience,
                 move |call| {
                     async move {
                         upstream
