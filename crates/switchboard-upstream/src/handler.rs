@@ -307,6 +307,9 @@ impl ClientHandler for UpstreamHandler {
             .as_mut()
             .and_then(|meta| take_related(&mut meta.0))
             .or_else(|| related_of(&mut context));
+        if let Some(related) = &related {
+            self.in_flight.ready_for(related).await;
+        }
         self.progress.handle_notification(params).await;
         if let Some(related) = &related {
             self.in_flight.delivered(related);
@@ -320,6 +323,9 @@ impl ClientHandler for UpstreamHandler {
     ) {
         let (params, tagged) = untag(params);
         let related = tagged.or_else(|| related_of(&mut context));
+        if let Some(related) = &related {
+            self.in_flight.ready_for(related).await;
+        }
         let responder = self.in_flight.find(related.as_ref());
         if let Some(responder) = &responder {
             responder.log(params.clone());

@@ -20,7 +20,9 @@
 //! it (under load it does), and be lost. [`tag_related`] therefore also counts the log and
 //! progress notifications it tags, the handler counts them off once delivered
 //! ([`InFlight::delivered`]), and the call waits for its count to reach zero before it returns
-//! ([`InFlight::all_delivered`]).
+//! ([`InFlight::all_delivered`]). At the other end, a server can answer before the caller has
+//! registered for its call's messages; while a call is being sent ([`InFlight::setting_up`]) a
+//! tagged notification of a call not yet registered waits for it ([`InFlight::ready_for`]).
 //!
 //! [`InputPolicy`]: crate::InputPolicy
 
@@ -84,11 +86,31 @@ pub struct InFlight {
     undelivered: Arc<Undelivered>,
 }
 
-/// Tagged log and progress notifications on their way through rmcp to the handler, by request.
+/// Tagged log and progress notifications on their way through rmcp to the handler, by request,
+/// and the calls being sent whose caller is not yet listening for them.
 #[derive(Default)]
 struct Undelivered {
     counts: Mutex<HashMap<RequestId, usize>>,
     delivered: tokio::sync::Notify,
+    setting_up: std::sync::atomic::AtomicUsize,
+    set_up: tokio::sync::Notify,
+}
+
+/// How long a tagged notification waits for calls being sent to be ready for it (a server can
+/// answer before the caller has registered for its messages; the gap is microseconds).
+const SETUP_LIMIT: Duration = Duration::from_millis(100);
+
+/// A call being sent: until dropped, tagged notifications wait before delivery
+/// ([`InFlight::ready_for`]).
+pub(crate) struct SettingUp(Arc<Undelivered>);
+
+impl Drop for SettingUp {
+    fn drop(&mut self) {
+        self.0
+            .setting_up
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.set_up.notify_waiters();
+    }
 }
 
 /// How long a call waits, after its response, for its tagged notifications to be delivered
@@ -145,6 +167,36 @@ impl InFlight {
             .counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A call is about to be sent; drop the guard once its caller listens for its messages
+    /// (responder registered, progress subscribed).
+    pub(crate) fn setting_up(&self) -> SettingUp {
+        self.undelivered
+            .setting_up
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        SettingUp(self.undelivered.clone())
+    }
+
+    /// Waits until a notification tagged with request `related` can be delivered: its call is
+    /// registered, or no call is being set up (at most [`SETUP_LIMIT`]).
+    pub(crate) async fn ready_for(&self, related: &RequestId) {
+        let wait = async {
+            loop {
+                let set_up = self.undelivered.set_up.notified();
+                tokio::pin!(set_up);
+                set_up.as_mut().enable();
+                let busy = self
+                    .undelivered
+                    .setting_up
+                    .load(std::sync::atomic::Ordering::SeqCst);
+                if busy == 0 || self.lock().iter().any(|call| call.id == *related) {
+                    return;
+                }
+                set_up.await;
+            }
+        };
+        let _ = tokio::time::timeout(SETUP_LIMIT, wait).await;
     }
 
     /// A log or progress notification tagged with request `id` is on its way to the handler.

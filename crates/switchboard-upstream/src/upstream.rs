@@ -567,6 +567,9 @@ impl Upstream {
             slot = self.limiter.acquire(timeout) => slot?,
             _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
         };
+        // The server may answer before this caller listens for the call's messages; they wait
+        // until it does (see `relay`).
+        let setting_up = self.in_flight.setting_up();
         // Handing the request over can itself wait on a transport stuck on the server, before
         // any response timer runs: bound it by the same timeout, and let the caller cancel it.
         let handle = tokio::select! {
@@ -584,6 +587,7 @@ impl Upstream {
             Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
             None => None,
         };
+        drop(setting_up);
         let forward = |report: rmcp::model::ProgressNotificationParam| {
             if let Some(sink) = &progress {
                 let _ = sink.send(Progress {
@@ -625,16 +629,18 @@ impl Upstream {
         };
         // Reports that arrived together with the response are still delivered. rmcp hands each
         // notification to the handler in a task of its own while the response goes straight to
-        // the caller. On a response stream (Streamable HTTP) the wait above covered them, so
-        // they are in; elsewhere a report sent just before the response may still be on its
-        // way: wait a few milliseconds for stragglers (only when the caller asked for progress
-        // and the server reported some: a server that sent none during the call will not now).
+        // the caller. Those on the call's response stream (Streamable HTTP) the wait above
+        // covered, so they are in. A stateless HTTP server has no other stream, so that is all
+        // of them; elsewhere (stdio, WebSocket, HTTP+SSE, a session's GET stream) a report sent
+        // just before the response may still be on its way: wait a few milliseconds for
+        // stragglers (only when the caller asked for progress and the server reported some: a
+        // server that sent none during the call will not now).
         if let Some(reports) = reports.as_mut() {
             while let Some(Some(report)) = futures::FutureExt::now_or_never(reports.next()) {
                 reported = true;
                 forward(report);
             }
-            if reported {
+            if reported && !self.calls_directly() {
                 while let Ok(Some(report)) =
                     tokio::time::timeout(PROGRESS_STRAGGLERS, reports.next()).await
                 {

@@ -468,6 +468,23 @@ async fn a_calls_log_messages_reach_its_caller_before_its_result() {
         for logs in [first, second] {
             assert_eq!(logs.len(), 3, "round {round}: {logs:?}");
         }
+        // Progress likewise: the last report goes out just before the response, and a stateless
+        // server's reports all come on the call's stream, so no straggler wait is needed.
+        let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel();
+        let context = CallContext {
+            progress: Some(sink),
+            ..CallContext::default()
+        };
+        connection
+            .upstream
+            .call_tool("test_tool_with_progress", None, &context)
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        while let Ok(report) = reports.try_recv() {
+            seen.push(report.progress);
+        }
+        assert_eq!(seen, [0.0, 50.0, 100.0], "round {round}");
     }
     connection.session.close().await;
 }
