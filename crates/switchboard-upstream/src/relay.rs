@@ -181,22 +181,14 @@ impl InFlight {
     /// Waits until a notification tagged with request `related` can be delivered: its call is
     /// registered, or no call is being set up (at most [`SETUP_LIMIT`]).
     pub(crate) async fn ready_for(&self, related: &RequestId) {
-        let wait = async {
-            loop {
-                let set_up = self.undelivered.set_up.notified();
-                tokio::pin!(set_up);
-                set_up.as_mut().enable();
-                let busy = self
-                    .undelivered
-                    .setting_up
-                    .load(std::sync::atomic::Ordering::SeqCst);
-                if busy == 0 || self.lock().iter().any(|call| call.id == *related) {
-                    return;
-                }
-                set_up.await;
-            }
-        };
-        let _ = tokio::time::timeout(SETUP_LIMIT, wait).await;
+        wait_until(&self.undelivered.set_up, SETUP_LIMIT, || {
+            let busy = self
+                .undelivered
+                .setting_up
+                .load(std::sync::atomic::Ordering::SeqCst);
+            busy == 0 || self.lock().iter().any(|call| call.id == *related)
+        })
+        .await;
     }
 
     /// A log or progress notification tagged with request `id` is on its way to the handler.
@@ -226,18 +218,8 @@ impl InFlight {
     /// Waits (at most [`DELIVERY_LIMIT`]) until every notification tagged with request `id` so
     /// far has been delivered; called once its response is in, so that is all of them.
     pub(crate) async fn all_delivered(&self, id: &RequestId) {
-        let wait = async {
-            loop {
-                let delivered = self.undelivered.delivered.notified();
-                tokio::pin!(delivered);
-                delivered.as_mut().enable();
-                if !self.counts().contains_key(id) {
-                    return;
-                }
-                delivered.await;
-            }
-        };
-        if tokio::time::timeout(DELIVERY_LIMIT, wait).await.is_err() {
+        let done = || !self.counts().contains_key(id);
+        if !wait_until(&self.undelivered.delivered, DELIVERY_LIMIT, done).await {
             tracing::debug!(?id, "a call's notifications were not all delivered");
             self.counts().remove(id);
         }
@@ -258,6 +240,27 @@ impl InFlight {
             },
         }
     }
+}
+
+/// Waits (at most `limit`) until `done()` holds, checking again each time `changed` is
+/// notified; returns whether it held.
+async fn wait_until(
+    changed: &tokio::sync::Notify,
+    limit: Duration,
+    done: impl Fn() -> bool,
+) -> bool {
+    let wait = async {
+        loop {
+            let notified = changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if done() {
+                return;
+            }
+            notified.await;
+        }
+    };
+    tokio::time::timeout(limit, wait).await.is_ok()
 }
 
 /// Reads (and removes) the related-request tag from a message's `_meta`.
