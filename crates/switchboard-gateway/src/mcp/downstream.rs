@@ -4,12 +4,12 @@
 // Logging, sampling and roots: deprecated in 2026-07-28, still served to legacy clients.
 #![allow(deprecated)]
 
+use std::time::Duration;
+
 use rmcp::model::{
     ClientCapabilities, ErrorData, InputRequest, LoggingLevel, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken, ProtocolVersion,
 };
-use std::time::Duration;
-
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use switchboard_upstream::Progress;
 

@@ -299,17 +299,8 @@ impl Exchange {
             if !self.pending.is_empty() {
                 // Take everything already queued, so questions asked together are asked together.
                 while let Ok(step) = self.steps.try_recv() {
-                    let forwarded = match step {
-                        Step::Input(questions) => {
-                            self.note_inputs(questions);
-                            Forwarded::Sent
-                        }
-                        Step::Progress(report) => forward.progress(report).await,
-                        Step::Log(message) => forward.log(message).await,
-                        Step::Done(result) => return Outcome::Done(result),
-                    };
-                    if forwarded == Forwarded::Stuck {
-                        return self.given_up();
+                    if let Some(outcome) = self.take(step, forward).await {
+                        return outcome;
                     }
                 }
                 let requests: InputRequests = self
@@ -341,29 +332,36 @@ impl Exchange {
                     return Outcome::Done(Err(UpstreamError::Cancelled));
                 }
             };
-            let forwarded = match step {
-                Some(Step::Input(questions)) => {
-                    self.note_inputs(questions);
-                    Forwarded::Sent
-                }
-                Some(Step::Progress(report)) => forward.progress(report).await,
-                Some(Step::Log(message)) => forward.log(message).await,
-                Some(Step::Done(result)) => return Outcome::Done(result),
-                None => return Outcome::Done(Err(UpstreamError::Closed)),
+            let Some(step) = step else {
+                return Outcome::Done(Err(UpstreamError::Closed));
             };
-            if forwarded == Forwarded::Stuck {
-                return self.given_up();
+            if let Some(outcome) = self.take(step, forward).await {
+                return outcome;
             }
         }
     }
 
-    /// The client took no message for as long as the request may wait: it stopped reading its
-    /// stream. Waiting on would hold the request's slot on the server for as long as the client
-    /// keeps the stream open, so the upstream work is stopped (dropping the exchange cancels
-    /// it) and the request ends; its answer is the client's to miss.
-    fn given_up(self) -> Outcome {
-        tracing::info!(request = %self.purpose, "the client stopped reading; its request is given up");
-        Outcome::Done(Err(UpstreamError::Cancelled))
+    /// Acts on one step: notes questions, forwards progress and log messages. Returns the
+    /// outcome when the exchange ends with it.
+    ///
+    /// A client that takes no message for as long as the request may wait has stopped reading
+    /// its stream. Waiting on would hold the request's slot on the server for as long as the
+    /// client keeps the stream open, so the request ends here, and the caller's dropping the
+    /// exchange cancels the upstream work; the answer is the client's to miss.
+    async fn take(&mut self, step: Step, forward: &downstream::Forwarder) -> Option<Outcome> {
+        let forwarded = match step {
+            Step::Input(questions) => {
+                self.note_inputs(questions);
+                Forwarded::Sent
+            }
+            Step::Progress(report) => forward.progress(report).await,
+            Step::Log(message) => forward.log(message).await,
+            Step::Done(result) => return Some(Outcome::Done(result)),
+        };
+        (forwarded == Forwarded::Stuck).then(|| {
+            tracing::info!(request = %self.purpose, "the client stopped reading; its request is given up");
+            Outcome::Done(Err(UpstreamError::Cancelled))
+        })
     }
 }
 
