@@ -77,30 +77,29 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Runs `calls` calls as [`measure`] does, through process `pid`, and adds its CPU cost.
-async fn measure_through(
+/// The process whose CPU a measurement charges (the daemon or the relay), and the clock ticks
+/// per second of its `/proc` counters.
+#[derive(Debug, Clone, Copy)]
+struct Charged {
     pid: u32,
     ticks: f64,
-    url: &str,
-    shape: Shape,
-    tool: &str,
-    concurrency: usize,
-    calls: usize,
-) -> anyhow::Result<Sample> {
-    let before = process::usage(pid, ticks)?;
-    let mut sample = measure(url, shape, tool, concurrency, calls).await?;
-    let after = process::usage(pid, ticks)?;
-    sample.cpu_per_1000 = (after.cpu_seconds - before.cpu_seconds) / sample.calls as f64 * 1000.0;
-    Ok(sample)
 }
 
-/// Runs `calls` calls of `tool` at `url` from `concurrency` clients of `shape`.
+impl Charged {
+    fn cpu_seconds(self) -> anyhow::Result<f64> {
+        Ok(process::usage(self.pid, self.ticks)?.cpu_seconds)
+    }
+}
+
+/// Runs `calls` calls of `tool` at `url` from `concurrency` clients of `shape`; with `charged`,
+/// also that process's CPU per 1,000 calls over the measured calls.
 async fn measure(
     url: &str,
     shape: Shape,
     tool: &str,
     concurrency: usize,
     calls: usize,
+    charged: Option<Charged>,
 ) -> anyhow::Result<Sample> {
     let mut clients = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
@@ -113,6 +112,7 @@ async fn measure(
         }
     }
     let per_client = (calls / concurrency).max(1);
+    let cpu_before = charged.map(Charged::cpu_seconds).transpose()?;
     let started = Instant::now();
     let workers = clients.into_iter().map(|client| {
         let tool = tool.to_owned();
@@ -142,8 +142,12 @@ async fn measure(
         errors += failed;
     }
     let elapsed = started.elapsed();
-    latencies.sort_unstable();
     let total = per_client * concurrency;
+    let cpu_per_1000 = match (charged, cpu_before) {
+        (Some(charged), Some(before)) => (charged.cpu_seconds()? - before) / total as f64 * 1000.0,
+        _ => 0.0,
+    };
+    latencies.sort_unstable();
     Ok(Sample {
         calls: total,
         errors,
@@ -151,7 +155,7 @@ async fn measure(
         p50: percentile(&latencies, 0.50),
         p90: percentile(&latencies, 0.90),
         p99: percentile(&latencies, 0.99),
-        cpu_per_1000: 0.0,
+        cpu_per_1000,
     })
 }
 
@@ -382,6 +386,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let (daemon, _) = start_daemon(&binary, &servers, Duration::from_secs(30)).await?;
     let pid = daemon.child.id();
+    let charged_daemon = Charged { pid, ticks };
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = process::usage(pid, ticks)?;
     let mcp = format!("{}/mcp", daemon.base);
@@ -408,24 +413,28 @@ async fn run(args: Args) -> anyhow::Result<()> {
         };
         let relay = relay::Relay::start(socket_of(upstream)?)?;
         let relayed = through_relay(upstream, relay.port)?;
+        let relayed_by = Charged {
+            pid: relay.pid(),
+            ticks,
+        };
         for &concurrency in &args.concurrency {
             let mut direct = Vec::new();
             let mut via = Vec::new();
             let mut floor = Vec::new();
             for _ in 0..args.runs.max(1) {
-                direct.push(measure(upstream, shape, "echo", concurrency, args.calls).await?);
+                let calls = args.calls;
+                direct.push(measure(upstream, shape, "echo", concurrency, calls, None).await?);
                 via.push(
-                    measure_through(pid, ticks, &mcp, shape, tool, concurrency, args.calls).await?,
+                    measure(&mcp, shape, tool, concurrency, calls, Some(charged_daemon)).await?,
                 );
                 floor.push(
-                    measure_through(
-                        relay.pid(),
-                        ticks,
+                    measure(
                         &relayed,
                         shape,
                         "echo",
                         concurrency,
-                        args.calls,
+                        calls,
+                        Some(relayed_by),
                     )
                     .await?,
                 );

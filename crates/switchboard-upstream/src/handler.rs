@@ -47,8 +47,9 @@ where
     }
 }
 
-/// The related-request tag of a notification. rmcp hands the handler a notification's `_meta`
-/// in the context's extensions (its `meta` is left empty), so both places are read.
+/// The related-request tag of a notification. rmcp takes a notification's `_meta` out of its
+/// params and hands it to the handler in the context's extensions (its `meta` is left empty),
+/// so both of the context's places are read.
 fn related_of(context: &mut NotificationContext<RoleClient>) -> Option<rmcp::model::RequestId> {
     take_related(&mut context.meta.0).or_else(|| {
         context
@@ -299,21 +300,13 @@ impl ClientHandler for UpstreamHandler {
 
     async fn on_progress(
         &self,
-        mut params: ProgressNotificationParam,
+        params: ProgressNotificationParam,
         mut context: NotificationContext<RoleClient>,
     ) {
-        let related = params
-            .meta
-            .as_mut()
-            .and_then(|meta| take_related(&mut meta.0))
-            .or_else(|| related_of(&mut context));
-        if let Some(related) = &related {
-            self.in_flight.ready_for(related).await;
-        }
-        self.progress.handle_notification(params).await;
-        if let Some(related) = &related {
-            self.in_flight.delivered(related);
-        }
+        let related = related_of(&mut context);
+        self.in_flight
+            .deliver(related.as_ref(), self.progress.handle_notification(params))
+            .await;
     }
 
     async fn on_logging_message(
@@ -321,18 +314,17 @@ impl ClientHandler for UpstreamHandler {
         params: LoggingMessageNotificationParam,
         mut context: NotificationContext<RoleClient>,
     ) {
-        let (params, tagged) = untag(params);
-        let related = tagged.or_else(|| related_of(&mut context));
-        if let Some(related) = &related {
-            self.in_flight.ready_for(related).await;
-        }
-        let responder = self.in_flight.find(related.as_ref());
-        if let Some(responder) = &responder {
-            responder.log(params.clone());
-        }
-        if let Some(related) = &related {
-            self.in_flight.delivered(related);
-        }
+        let related = related_of(&mut context);
+        let responder = self
+            .in_flight
+            .deliver(related.as_ref(), async {
+                let responder = self.in_flight.find(related.as_ref());
+                if let Some(responder) = &responder {
+                    responder.log(params.clone());
+                }
+                responder
+            })
+            .await;
         let level = serde_json::to_value(params.level)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))

@@ -19,10 +19,10 @@
 //! caller, so a message the server sent just before its response could reach the caller after
 //! it (under load it does), and be lost. [`tag_related`] therefore also counts the log and
 //! progress notifications it tags, the handler counts them off once delivered
-//! ([`InFlight::delivered`]), and the call waits for its count to reach zero before it returns
+//! ([`InFlight::deliver`]), and the call waits for its count to reach zero before it returns
 //! ([`InFlight::all_delivered`]). At the other end, a server can answer before the caller has
 //! registered for its call's messages; while a call is being sent ([`InFlight::setting_up`]) a
-//! tagged notification of a call not yet registered waits for it ([`InFlight::ready_for`]).
+//! tagged notification of a call not yet registered waits for it (also in `deliver`).
 //!
 //! [`InputPolicy`]: crate::InputPolicy
 
@@ -178,9 +178,25 @@ impl InFlight {
         SettingUp(self.undelivered.clone())
     }
 
+    /// Delivers a notification tagged with request `related` (if it is) by running `delivery`:
+    /// once its call is ready for it, and counted off afterwards.
+    pub(crate) async fn deliver<T>(
+        &self,
+        related: Option<&RequestId>,
+        delivery: impl Future<Output = T>,
+    ) -> T {
+        let Some(related) = related else {
+            return delivery.await;
+        };
+        self.ready_for(related).await;
+        let delivered = delivery.await;
+        self.delivered(related);
+        delivered
+    }
+
     /// Waits until a notification tagged with request `related` can be delivered: its call is
     /// registered, or no call is being set up (at most [`SETUP_LIMIT`]).
-    pub(crate) async fn ready_for(&self, related: &RequestId) {
+    async fn ready_for(&self, related: &RequestId) {
         wait_until(&self.undelivered.set_up, SETUP_LIMIT, || {
             let busy = self
                 .undelivered
@@ -203,7 +219,7 @@ impl InFlight {
     }
 
     /// The handler delivered a notification tagged with request `id`.
-    pub(crate) fn delivered(&self, id: &RequestId) {
+    fn delivered(&self, id: &RequestId) {
         let mut counts = self.counts();
         if let Some(count) = counts.get_mut(id) {
             *count = count.saturating_sub(1);
