@@ -52,6 +52,8 @@ pub struct FixtureState {
     pub fault: std::sync::Mutex<Option<crate::chaos::Armed>>,
     /// The last `Mcp-Param-Region` header seen on a `lookup` call (HTTP only).
     pub last_region_header: std::sync::Mutex<Option<String>>,
+    /// The JSON-RPC id of the last `tools/call`, as the server saw it.
+    pub last_call_id: std::sync::Mutex<Option<Value>>,
 }
 
 /// The fixture server.
@@ -231,6 +233,11 @@ impl ServerHandler for FixtureServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        *self
+            .state
+            .last_call_id
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = serde_json::to_value(&context.id).ok();
         match request.name.as_ref() {
             "echo" => Ok(text_result(
                 args.get("message").and_then(Value::as_str).unwrap_or(""),

@@ -31,8 +31,9 @@ fn server(id: &str, url: &str) -> ServerDefinition {
     def
 }
 
-/// Which way a test call goes: through the server's session (rmcp's client; every era), or
-/// directly as one HTTP exchange (stateless servers; the front door's short path).
+/// Which way a test call goes: through rmcp's client (every era), or directly as one HTTP
+/// exchange (Streamable HTTP servers, stateless or in the shared session; the front door's
+/// short path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Path {
     Session,
@@ -40,8 +41,9 @@ enum Path {
 }
 
 /// Every era, by every path it can be called on.
-const ROUTES: [(Era, Path); 3] = [
+const ROUTES: [(Era, Path); 4] = [
     (Era::Legacy, Path::Session),
+    (Era::Legacy, Path::Direct),
     (Era::Modern, Path::Session),
     (Era::Modern, Path::Direct),
 ];
@@ -67,28 +69,41 @@ async fn echo(hub: &Hub, server: &str, message: &str, path: Path) -> Result<Stri
     }
 }
 
-/// `echo` as a stateless client's call, sent with [`Upstream::call_tool_direct`]: its answer,
-/// or the error (the call's own JSON-RPC error, or why there is no answer).
+/// `echo` as the front door's short path sends it, with [`Upstream::call_tool_direct`] (a
+/// stateless client's call to a stateless server, a session client's into a server's session):
+/// its answer, or the error (the call's own JSON-RPC error, or why there is no answer). A call
+/// the server's session could not take goes through rmcp's client, as the front door sends it.
 async fn echo_directly(
     upstream: &Upstream,
     arguments: Option<serde_json::Map<String, serde_json::Value>>,
 ) -> Result<String, String> {
     use futures::StreamExt;
-    use switchboard_upstream::DirectReply;
     use switchboard_upstream::rmcp_model::{JsonRpcMessage, ServerResult};
-    let request = serde_json::from_value(serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "echo", "arguments": arguments, "_meta": {
+    use switchboard_upstream::{DirectReply, InputPolicy};
+    let params = if upstream.has_sessions() {
+        serde_json::json!({"name": "echo", "arguments": arguments})
+    } else {
+        serde_json::json!({"name": "echo", "arguments": arguments, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {},
-        }},
+        }})
+    };
+    let request = serde_json::from_value(serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params,
     }))
     .unwrap();
     let reply = upstream
-        .call_tool_direct(request)
+        .call_tool_direct(request, std::sync::Arc::new(InputPolicy::Decline))
         .await
         .map_err(|error| error_text(&error))?;
     let response = match reply {
+        DirectReply::NotSent => {
+            return upstream
+                .call_tool("echo", arguments, &CallContext::default())
+                .await
+                .map(|result| result.content[0].as_text().unwrap().text.clone())
+                .map_err(|error| error_text(&error));
+        }
         DirectReply::Message(message) => message,
         DirectReply::Stream(mut messages) => loop {
             match messages.next().await {

@@ -184,9 +184,17 @@ pub async fn connect(
             client
                 .standalone_stream_settled(handshake.min(STANDALONE_STREAM_WAIT))
                 .await;
-            if detected == DetectedTransport::StreamableHttpStateless {
-                direct = Some(crate::direct::DirectRoute::new(client, url.clone()));
-            }
+            direct = match detected {
+                DetectedTransport::StreamableHttpStateless => {
+                    Some(crate::direct::DirectRoute::stateless(client, url.clone()))
+                }
+                DetectedTransport::StreamableHttp => Some(crate::direct::DirectRoute::in_session(
+                    client,
+                    url.clone(),
+                    events_tx.clone(),
+                )),
+                DetectedTransport::HttpSse => None,
+            };
             (service, Some(detected), None)
         }
         TransportSpec::WebSocket { url, headers } => {

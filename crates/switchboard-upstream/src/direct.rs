@@ -1,13 +1,27 @@
-//! A stateless server's `tools/call` sent as one HTTP exchange, outside the session machinery.
+//! A server's `tools/call` sent as one HTTP exchange, beside rmcp's client.
+//!
+//! Sending a relayed call through rmcp's client (a worker task, a channel and a progress
+//! subscription per request, the input rounds) costs several times what relaying the message
+//! itself does, so for the plain case the aggregated server hands the call to [`DirectRoute`]:
+//! the request goes out as it came (the caller maps the tool name), and the server's messages
+//! come back as it sent them, for the caller to pass on.
 //!
 //! A 2026-07-28 server keeps no session: every request is a POST that carries all it needs and
-//! is answered on its own response. Sending a relayed call there through rmcp's client (a worker
-//! task, a channel and a progress subscription per request, the input rounds) costs several
-//! times what relaying the message itself does, so for the plain case the aggregated server
-//! hands the call to [`DirectRoute`]: the request goes out as it came (the caller maps the tool
-//! name), and the server's messages come back as it sent them, for the caller to pass on.
-//! Progress tokens, log levels, client capabilities, `input_required` and `requestState` all
-//! belong to the downstream client and travel untouched.
+//! is answered on its own response. Progress tokens, log levels, client capabilities,
+//! `input_required` and `requestState` all belong to the downstream client and travel
+//! untouched.
+//!
+//! A server with sessions (2025-03-26 .. 2025-11-25) is reached in the session rmcp's client
+//! opened ([`StatusAwareHttpClient::session_in_use`]), which every downstream client shares. So
+//! the call gets an id and a progress token of Switchboard's own (the caller's are put back in
+//! what comes back), a caller that gives up is cancelled with `notifications/cancelled` (closing
+//! a stream does not cancel in a session), requests the server sends on the call's stream are
+//! answered by the caller's [`InputResponder`], other notifications there (list changes,
+//! resource updates) go to the connection's events as if they came through rmcp, and a stream
+//! that ends before its response is resumed with `Last-Event-ID`. When there is no session in
+//! use yet, or the server says it expired (404: it never saw the call), nothing is sent:
+//! [`DirectReply::NotSent`] tells the caller to send it through rmcp's client, which opens a
+//! new session.
 //!
 //! What keeps every other call safe applies here too: the session's request slots, the
 //! tool-call timeout (reset by each progress report, capped at five times), OAuth (the same
@@ -18,21 +32,26 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequest, ClientRequest, JsonRpcMessage, JsonRpcRequest, ServerJsonRpcMessage,
-    ServerNotification,
+    CallToolRequest, ClientJsonRpcMessage, ClientRequest, ErrorData, InputRequest, JsonRpcMessage,
+    JsonRpcRequest, NumberOrString, ProgressToken, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerNotification, ServerRequest,
 };
 use rmcp::transport::streamable_http_client::{StreamableHttpError, StreamableHttpPostResponse};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::error::UpstreamError;
-use crate::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::handler::UpstreamEvent;
+use crate::http_client::{HttpFailure, SessionInUse, StatusAwareHttpClient};
 use crate::limits::CallLimiter;
+use crate::relay::InputResponder;
 
 /// How many times its timeout a call may run in all, however often progress resets the timer
 /// (the same cap as calls through the session).
@@ -51,55 +70,129 @@ pub enum DirectReply {
     /// response. The stream ends after the response, or with an error when the server stops
     /// before it.
     Stream(BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>>),
+    /// Nothing was sent: the session to send it in is not known yet, or the server said it
+    /// expired before seeing the call. Send it through the connection's session instead.
+    NotSent,
 }
 
-/// Where a stateless HTTP server's calls go directly.
+/// Where an HTTP server's calls go directly.
 #[derive(Clone)]
 pub(crate) struct DirectRoute {
     client: StatusAwareHttpClient,
     url: Arc<url::Url>,
+    /// For a server with sessions, what its calls need beside the session; `None` for a
+    /// stateless server.
+    session: Option<Arc<SessionRoute>>,
 }
 
+/// What calls in a shared session need.
+struct SessionRoute {
+    /// The connection's events, for notifications on a call's stream that are not about it.
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    /// Numbers the ids and progress tokens Switchboard gives its calls in the session.
+    next: AtomicU64,
+}
+
+/// The prefix of the request ids and progress tokens of direct calls in a session: rmcp's
+/// client numbers its own requests, so these never collide with them.
+const SESSION_ID_PREFIX: &str = "switchboard-direct-";
+
+/// How long the cancellation of an abandoned call, or the answer to a server's request, may
+/// take to send.
+const CONTROL_POST_LIMIT: Duration = Duration::from_secs(10);
+
+/// How often a call's stream may be resumed after the server ended it early.
+const MAX_RESUMES: u32 = 16;
+
 impl DirectRoute {
-    pub(crate) fn new(client: StatusAwareHttpClient, url: url::Url) -> Self {
+    /// The route to a stateless (2026-07-28) server.
+    pub(crate) fn stateless(client: StatusAwareHttpClient, url: url::Url) -> Self {
         Self {
             client,
             url: Arc::new(url),
+            session: None,
+        }
+    }
+
+    /// The route into the session rmcp's client holds with a server (2025-03-26 ..
+    /// 2025-11-25); notifications on a call's stream that are not about the call go to
+    /// `events`.
+    pub(crate) fn in_session(
+        client: StatusAwareHttpClient,
+        url: url::Url,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
+    ) -> Self {
+        let route = SessionRoute {
+            events,
+            next: AtomicU64::new(1),
+        };
+        Self {
+            client,
+            url: Arc::new(url),
+            session: Some(Arc::new(route)),
         }
     }
 
     /// Sends `request` (its tool name already the server's own), holding a slot of `limiter`
-    /// until the reply is complete, within `timeout` (reset by progress).
+    /// until the reply is complete, within `timeout` (reset by progress). In a session, the
+    /// server's requests on the call's stream are answered by `input`.
     pub(crate) async fn call_tool(
         &self,
         request: JsonRpcRequest<CallToolRequest>,
         limiter: &CallLimiter,
         timeout: Duration,
+        input: Arc<dyn InputResponder>,
     ) -> Result<DirectReply, UpstreamError> {
+        let (message, headers, mut call) = match &self.session {
+            None => {
+                let headers = standard_headers(&request)?;
+                let message = JsonRpcMessage::Request(JsonRpcRequest {
+                    jsonrpc: request.jsonrpc,
+                    id: request.id,
+                    request: ClientRequest::CallToolRequest(request.request),
+                });
+                (message, headers, None)
+            }
+            Some(route) => {
+                let Some(session) = self.client.session_in_use() else {
+                    return Ok(DirectReply::NotSent);
+                };
+                let (message, call) = self.session_call(route, session, request, input);
+                (message, call.headers(), Some(call))
+            }
+        };
         let slot = limiter.acquire(timeout).await?;
-        let headers = standard_headers(&request)?;
-        let message = JsonRpcMessage::Request(JsonRpcRequest {
-            jsonrpc: request.jsonrpc,
-            id: request.id,
-            request: ClientRequest::CallToolRequest(request.request),
-        });
         let started = Instant::now();
         let cap = started + timeout.saturating_mul(MAX_TOTAL_TIMEOUTS);
         let sent = self.client.post(
             &self.url,
             message,
-            None,
+            call.as_ref().map(|call| call.session.id.clone()),
             None,
             headers,
             crate::sse::MAX_SSE_EVENT_BYTES,
             false,
         );
+        // From here until the response, a call dropped or timed out is cancelled.
+        if let Some(call) = &mut call {
+            call.armed = true;
+        }
         let reply = tokio::time::timeout(timeout, sent)
             .await
-            .map_err(|_| UpstreamError::Timeout(timeout))?
-            .map_err(http_error)?;
+            .map_err(|_| UpstreamError::Timeout(timeout))?;
+        let reply = match (reply, &mut call) {
+            (Err(StreamableHttpError::SessionExpired), Some(call)) => {
+                call.armed = false;
+                self.client.session_expired(&call.session.id);
+                return Ok(DirectReply::NotSent);
+            }
+            (reply, _) => reply.map_err(http_error)?,
+        };
         match reply {
-            StreamableHttpPostResponse::Json(message, _) => Ok(DirectReply::Message(message)),
+            StreamableHttpPostResponse::Json(message, _) => Ok(DirectReply::Message(match call {
+                Some(mut call) => call.answered(message),
+                None => message,
+            })),
             StreamableHttpPostResponse::Sse(events, _) => {
                 let deadline = (started + timeout).min(cap);
                 let mut reading = Reading {
@@ -108,6 +201,7 @@ impl DirectRoute {
                     cap,
                     timeout,
                     done: false,
+                    call,
                     _slot: slot,
                 };
                 // The caller is waiting for this first message, so it is read here; most
@@ -122,6 +216,254 @@ impl DirectRoute {
             _ => Err(UpstreamError::Protocol(
                 "the server accepted the call without answering it".into(),
             )),
+        }
+    }
+
+    /// `request` with an id and progress token of Switchboard's own in `session`, and what the
+    /// call needs to put the caller's back.
+    fn session_call(
+        &self,
+        route: &Arc<SessionRoute>,
+        session: SessionInUse,
+        request: JsonRpcRequest<CallToolRequest>,
+        input: Arc<dyn InputResponder>,
+    ) -> (ClientJsonRpcMessage, SessionCall) {
+        let number = route.next.fetch_add(1, Ordering::Relaxed);
+        let ours = format!("{SESSION_ID_PREFIX}{number}");
+        let mut call = request.request;
+        let caller_token = call
+            .extensions
+            .get_mut::<RequestMetaObject>()
+            .and_then(|meta| {
+                let token = meta.get_progress_token()?;
+                meta.set_progress_token(ProgressToken(NumberOrString::String(ours.clone().into())));
+                Some(token)
+            });
+        let id = RequestId::String(ours.into());
+        let message = JsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc: request.jsonrpc,
+            id: id.clone(),
+            request: ClientRequest::CallToolRequest(call),
+        });
+        let call = SessionCall {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            route: route.clone(),
+            session,
+            id,
+            caller_id: request.id,
+            caller_token,
+            input,
+            armed: false,
+            last_event_id: None,
+            retry: None,
+            resumes: 0,
+        };
+        (message, call)
+    }
+}
+
+/// One call in a shared session: Switchboard's id for it and the caller's, and what answers
+/// the server's requests on its stream. Dropped before its response (the caller gave up, or
+/// the call timed out), it cancels the call at the server.
+struct SessionCall {
+    client: StatusAwareHttpClient,
+    url: Arc<url::Url>,
+    route: Arc<SessionRoute>,
+    session: SessionInUse,
+    id: RequestId,
+    caller_id: RequestId,
+    caller_token: Option<ProgressToken>,
+    input: Arc<dyn InputResponder>,
+    /// Sent and not answered: dropping it cancels it.
+    armed: bool,
+    /// The last event id seen on the call's stream, and the server's reconnection delay.
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+    resumes: u32,
+}
+
+impl SessionCall {
+    /// The headers the session's requests carry besides its id.
+    fn headers(&self) -> HashMap<HeaderName, HeaderValue> {
+        self.session
+            .version
+            .iter()
+            .map(|version| {
+                (
+                    HeaderName::from_static("mcp-protocol-version"),
+                    version.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// The response, with the caller's id; the call is over.
+    fn answered(&mut self, mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
+        self.armed = false;
+        match &mut message {
+            JsonRpcMessage::Response(response) => response.id = self.caller_id.clone(),
+            JsonRpcMessage::Error(error) => error.id = Some(self.caller_id.clone()),
+            _ => {}
+        }
+        message
+    }
+
+    /// A notification on the call's stream as the caller should see it; `None` when it is not
+    /// the caller's (it went to the connection's events, or the caller asked for no progress).
+    fn notification(
+        &self,
+        mut notification: rmcp::model::JsonRpcNotification<ServerNotification>,
+    ) -> Option<ServerJsonRpcMessage> {
+        let event = match &mut notification.notification {
+            ServerNotification::ProgressNotification(progress) => {
+                progress.params.progress_token = self.caller_token.clone()?;
+                None
+            }
+            ServerNotification::LoggingMessageNotification(_) => None,
+            ServerNotification::ToolListChangedNotification(_) => Some(UpstreamEvent::ToolsChanged),
+            ServerNotification::PromptListChangedNotification(_) => {
+                Some(UpstreamEvent::PromptsChanged)
+            }
+            ServerNotification::ResourceListChangedNotification(_) => {
+                Some(UpstreamEvent::ResourcesChanged)
+            }
+            ServerNotification::ResourceUpdatedNotification(updated) => {
+                Some(UpstreamEvent::ResourceUpdated(updated.params.uri.clone()))
+            }
+            _ => return None,
+        };
+        match event {
+            Some(event) => {
+                let _ = self.route.events.send(event);
+                None
+            }
+            None => Some(JsonRpcMessage::Notification(notification)),
+        }
+    }
+
+    /// Answers a request the server sent on the call's stream, in a task of its own: `ping`
+    /// at once, requests for input through the caller's responder.
+    fn answer(&self, request: JsonRpcRequest<ServerRequest>) {
+        let input = match request.request {
+            ServerRequest::PingRequest(_) => None,
+            ServerRequest::CreateMessageRequest(r) => Some(Ok(InputRequest::CreateMessage(r))),
+            ServerRequest::ListRootsRequest(r) => Some(Ok(InputRequest::ListRoots(r))),
+            ServerRequest::ElicitRequest(r) => Some(Ok(InputRequest::Elicitation(r))),
+            ServerRequest::CustomRequest(custom) => Some(Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("Switchboard does not answer {}", custom.method),
+                None,
+            ))),
+            _ => Some(Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "Switchboard does not answer this kind of request",
+                None,
+            ))),
+        };
+        let answer = match input {
+            None => None,
+            Some(Ok(input)) => Some(self.input.answer(None, input)),
+            Some(Err(refused)) => Some(Box::pin(std::future::ready(Err(refused))) as _),
+        };
+        let control = self.control();
+        let id = request.id;
+        tokio::spawn(async move {
+            let answer = match answer {
+                None => Ok(serde_json::json!({})),
+                Some(answer) => answer.await,
+            };
+            let reply = match answer {
+                Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),
+            };
+            control.send(reply).await;
+        });
+    }
+
+    /// Resumes the call's stream after the server ended it before the response, if it gave
+    /// the events ids; `None` when it cannot be resumed.
+    async fn resume(
+        &mut self,
+    ) -> Option<BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>> {
+        let last = self.last_event_id.clone()?;
+        if self.resumes >= MAX_RESUMES {
+            return None;
+        }
+        self.resumes += 1;
+        if let Some(delay) = self.retry {
+            tokio::time::sleep(delay).await;
+        }
+        self.client
+            .open_event_stream(
+                self.url.as_str().into(),
+                Some(self.session.id.clone()),
+                Some(last),
+                None,
+                self.headers(),
+                crate::sse::MAX_SSE_EVENT_BYTES,
+            )
+            .await
+            .ok()
+    }
+
+    fn control(&self) -> Control {
+        Control {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            session: self.session.id.clone(),
+            headers: self.headers(),
+        }
+    }
+}
+
+impl Drop for SessionCall {
+    fn drop(&mut self) {
+        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let control = self.control();
+        let cancel = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": self.id, "reason": "the caller gave up"},
+        });
+        tokio::spawn(async move { control.send(cancel).await });
+    }
+}
+
+/// Sends one message that expects no reply into a session (a cancellation, an answer to the
+/// server's request), bounded in time; a failure is only logged, as the call is over or the
+/// server will time out its request.
+struct Control {
+    client: StatusAwareHttpClient,
+    url: Arc<url::Url>,
+    session: Arc<str>,
+    headers: HashMap<HeaderName, HeaderValue>,
+}
+
+impl Control {
+    async fn send(self, message: serde_json::Value) {
+        let message = match serde_json::from_value::<ClientJsonRpcMessage>(message) {
+            Ok(message) => message,
+            Err(error) => {
+                tracing::debug!(%error, "a message for the server could not be built");
+                return;
+            }
+        };
+        let sent = self.client.post(
+            &self.url,
+            message,
+            Some(self.session),
+            None,
+            self.headers,
+            crate::sse::MAX_SSE_EVENT_BYTES,
+            false,
+        );
+        match tokio::time::timeout(CONTROL_POST_LIMIT, sent).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::debug!(%error, "a message to the server failed"),
+            Err(_) => tracing::debug!("a message to the server timed out"),
         }
     }
 }
@@ -198,6 +540,8 @@ struct Reading {
     cap: Instant,
     timeout: Duration,
     done: bool,
+    /// The call in a session, for a server with sessions.
+    call: Option<SessionCall>,
     /// The call's request slot, given back when the reading ends.
     _slot: tokio::sync::OwnedSemaphorePermit,
 }
@@ -214,9 +558,32 @@ impl Reading {
                         "the response stream broke: {error}"
                     )));
                 }
-                Ok(None) => return self.fail(UpstreamError::Closed),
+                Ok(None) => {
+                    let resumed = match &mut self.call {
+                        Some(call) => tokio::time::timeout_at(self.deadline, call.resume())
+                            .await
+                            .ok()
+                            .flatten(),
+                        None => None,
+                    };
+                    match resumed {
+                        Some(events) => {
+                            self.events = events;
+                            continue;
+                        }
+                        None => return self.fail(UpstreamError::Closed),
+                    }
+                }
                 Err(_) => return self.fail(UpstreamError::Timeout(self.timeout)),
             };
+            if let Some(call) = &mut self.call {
+                if event.id.is_some() {
+                    call.last_event_id = event.id.clone();
+                }
+                if let Some(retry) = event.retry {
+                    call.retry = Some(Duration::from_millis(retry));
+                }
+            }
             // Events without data (priming events, comments) carry no message.
             let Some(data) = event.data.filter(|data| !data.is_empty()) else {
                 continue;
@@ -229,21 +596,41 @@ impl Reading {
                     )));
                 }
             };
-            match &message {
-                JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => self.done = true,
+            let message = match message {
+                JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {
+                    self.done = true;
+                    match &mut self.call {
+                        Some(call) => call.answered(message),
+                        None => message,
+                    }
+                }
                 JsonRpcMessage::Notification(notification) => {
                     if let ServerNotification::ProgressNotification(_) = &notification.notification
                     {
                         self.deadline = (Instant::now() + self.timeout).min(self.cap);
                     }
+                    let notification = match &self.call {
+                        Some(call) => call.notification(notification),
+                        None => Some(JsonRpcMessage::Notification(notification)),
+                    };
+                    match notification {
+                        Some(notification) => notification,
+                        None => continue,
+                    }
                 }
-                // A 2026-07-28 server asks for input with `input_required`, never with a
-                // request of its own; one that does anyway is not answered.
                 JsonRpcMessage::Request(request) => {
-                    tracing::debug!(id = ?request.id, "a stateless server sent a request on a call's stream; ignored");
+                    match &self.call {
+                        Some(call) => call.answer(request),
+                        // A 2026-07-28 server asks for input with `input_required`, never
+                        // with a request of its own; one that does anyway is not answered.
+                        None => tracing::debug!(
+                            id = ?request.id,
+                            "a stateless server sent a request on a call's stream; ignored"
+                        ),
+                    }
                     continue;
                 }
-            }
+            };
             return Some(Ok(message));
         }
         None

@@ -103,6 +103,18 @@ pub struct StatusAwareHttpClient {
     standalone: Arc<StandaloneStream>,
     /// The session's calls, for tagging messages on their response streams.
     in_flight: crate::relay::InFlight,
+    /// The session rmcp's client is in, as its requests name it.
+    session: Arc<std::sync::Mutex<Option<SessionInUse>>>,
+}
+
+/// A session as rmcp's client uses it: its id and the protocol version header its requests
+/// carry. Calls sent beside rmcp's client ([`crate::direct`]) go to the same session.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionInUse {
+    /// The `Mcp-Session-Id`.
+    pub(crate) id: Arc<str>,
+    /// The `MCP-Protocol-Version` header, when rmcp sends one.
+    pub(crate) version: Option<HeaderValue>,
 }
 
 /// Attempts of one request: the first, a refresh or sign-in, a DPoP nonce, and the step-ups.
@@ -131,7 +143,26 @@ impl StatusAwareHttpClient {
                 first_get_settled: tokio::sync::watch::Sender::new(false),
             }),
             in_flight: crate::relay::InFlight::default(),
+            session: Arc::default(),
         }
+    }
+
+    /// The session rmcp's client last sent a request in (other than `initialize`), unless the
+    /// server has since said it expired.
+    pub(crate) fn session_in_use(&self) -> Option<SessionInUse> {
+        self.lock_session().clone()
+    }
+
+    /// Forgets `id` as the session in use (the server answered 404 for it).
+    pub(crate) fn session_expired(&self, id: &str) {
+        let mut session = self.lock_session();
+        if session.as_ref().is_some_and(|s| &*s.id == id) {
+            *session = None;
+        }
+    }
+
+    fn lock_session(&self) -> std::sync::MutexGuard<'_, Option<SessionInUse>> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Tags the messages on a request's response stream for the calls of `in_flight`.
@@ -350,16 +381,31 @@ impl StreamableHttpClient for StatusAwareHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        self.post(
-            &parse_url(&uri)?,
-            message,
-            session_id,
-            auth_token,
-            custom_headers,
-            max_sse_event_size,
-            true,
-        )
-        .await
+        if let Some(id) = &session_id
+            && !is_initialize(&message)
+        {
+            let version = custom_headers.get("mcp-protocol-version").cloned();
+            let in_use = SessionInUse {
+                id: id.clone(),
+                version,
+            };
+            *self.lock_session() = Some(in_use);
+        }
+        let sent = self
+            .post(
+                &parse_url(&uri)?,
+                message,
+                session_id.clone(),
+                auth_token,
+                custom_headers,
+                max_sse_event_size,
+                true,
+            )
+            .await;
+        if let (Err(StreamableHttpError::SessionExpired), Some(id)) = (&sent, &session_id) {
+            self.session_expired(id);
+        }
+        sent
     }
 
     async fn delete_session(
@@ -556,7 +602,9 @@ impl StatusAwareHttpClient {
         }
     }
 
-    async fn open_event_stream(
+    /// Opens (or, with `last_event_id`, resumes) an SSE stream with a GET: the body of rmcp's
+    /// `get_stream`.
+    pub(crate) async fn open_event_stream(
         &self,
         uri: Arc<str>,
         session_id: Option<Arc<str>>,

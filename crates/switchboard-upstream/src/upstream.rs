@@ -147,26 +147,34 @@ impl Upstream {
         self
     }
 
-    /// Whether [`Upstream::call_tool_direct`] can reach this server: it is a stateless
-    /// (2026-07-28) server over HTTP.
+    /// Whether [`Upstream::call_tool_direct`] can reach this server: it is served over
+    /// Streamable HTTP, stateless (2026-07-28) or with sessions.
     pub fn calls_directly(&self) -> bool {
         self.direct.is_some()
     }
 
+    /// Whether this server keeps sessions (`initialize`d, 2025-03-26 .. 2025-11-25) rather
+    /// than answering each request on its own.
+    pub fn has_sessions(&self) -> bool {
+        !self.is_stateless()
+    }
+
     /// Sends a `tools/call` as one HTTP exchange and returns what the server answered as it
-    /// sent it (see [`crate::direct`]). `request` names the server's own tool and carries the
-    /// caller's `_meta`; its id is the caller's. Within the session's request slots and the
+    /// sent it, with the caller's id (see [`crate::direct`]). `request` names the server's own
+    /// tool and carries the caller's `_meta`. In a session, requests the server sends on the
+    /// call's stream are answered by `input`. Within the session's request slots and the
     /// tool-call timeout; [`UpstreamError::Unsupported`] when the server is not reached
     /// directly.
     pub async fn call_tool_direct(
         &self,
         request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
+        input: std::sync::Arc<dyn crate::relay::InputResponder>,
     ) -> Result<DirectReply, UpstreamError> {
         let Some(direct) = &self.direct else {
             return Err(UpstreamError::Unsupported("direct calls"));
         };
         direct
-            .call_tool(request, &self.limiter, self.timeouts.tool_call)
+            .call_tool(request, &self.limiter, self.timeouts.tool_call, input)
             .await
     }
 

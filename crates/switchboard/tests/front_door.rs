@@ -671,19 +671,25 @@ async fn post_tools_call_2026(
         .await
         .expect("Switchboard answers");
     let status = response.status().as_u16();
+    (status, answer_to(response, 7).await)
+}
+
+/// Every message of `response` (a JSON or an SSE body), checking that the response to `id`
+/// comes last, once.
+async fn answer_to(response: reqwest::Response, id: u64) -> Vec<Value> {
     let body = response.text().await.unwrap();
     let messages: Vec<Value> = body
         .lines()
         .filter_map(|line| line.strip_prefix("data:").map(str::trim).or(Some(line)))
         .filter_map(|data| serde_json::from_str::<Value>(data).ok())
         .collect();
-    let answered = messages.iter().position(|message| message["id"] == 7);
+    let answered = messages.iter().position(|message| message["id"] == id);
     assert_eq!(
         answered,
         Some(messages.len().wrapping_sub(1)),
         "the response comes last, once: {body}"
     );
-    (status, messages)
+    messages
 }
 
 /// A daemon serving the conformance fixture (every revision, so reached statelessly) as `test`.
@@ -1366,4 +1372,161 @@ async fn sessions_whose_clients_went_quiet_end_even_while_notifications_flow() {
         "the listening session ended"
     );
     drop(stream);
+}
+
+/// A legacy client's `initialize` (declaring `capabilities`) and `notifications/initialized`
+/// at `url`; returns the session.
+async fn open_session(url: &str, capabilities: Value) -> String {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "front-door-test", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .expect("Switchboard answers");
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .expect("a session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post_in_session(url, &session, initialized).await, 202);
+    session
+}
+
+/// A `tools/call` with `id` and `params` in `session`, as a raw HTTP client sends it; returns
+/// every message of the answer (from a JSON or an SSE body), the response last.
+async fn call_in_session(url: &str, session: &str, id: u64, params: Value) -> Vec<Value> {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .expect("Switchboard answers");
+    assert_eq!(response.status(), 200);
+    answer_to(response, id).await
+}
+
+/// The id of the last `tools/call` `fixture` saw.
+fn last_call_id(fixture: &transports::RunningFixture) -> Value {
+    fixture
+        .state
+        .last_call_id
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_default()
+}
+
+/// A session client that cannot be asked for input, calling a tool of a server with sessions,
+/// is relayed straight into the session Switchboard holds with that server: the server sees an
+/// id of Switchboard's own, and the client gets the same messages (its own id and progress
+/// token, results finished for its era) as a client that can be asked for input, whose calls
+/// take the full path. Its `notifications/cancelled` cancels such a call at the server, and the
+/// call is not answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_call_to_a_session_server_goes_straight_into_its_session_with_the_same_answers() {
+    let (daemon, fixture, _dir) =
+        serving(transports::streamable_http(Era::Legacy).await, "fx", &[]).await;
+    let url = daemon.mcp_url();
+    let plain = open_session(&url, json!({})).await;
+    let asked = open_session(&url, answers_everything()).await;
+    let calls = [
+        json!({"name": "fx__echo", "arguments": {"message": "hi"}}),
+        json!({"name": "fx__fail", "arguments": {}}),
+        json!({"name": "fx__nonesuch", "arguments": {}}),
+        json!({"name": "fx__slow", "arguments": {"ms": 150}, "_meta": {"progressToken": "mine"}}),
+    ];
+    for (id, params) in (7..).zip(calls) {
+        let straight = call_in_session(&url, &plain, id, params.clone()).await;
+        let seen_straight = last_call_id(&fixture);
+        let full = call_in_session(&url, &asked, id, params.clone()).await;
+        let seen_full = last_call_id(&fixture);
+        assert_eq!(straight, full, "{params}");
+        if params["name"] != "fx__nonesuch" {
+            assert!(
+                seen_straight
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("switchboard-direct-")),
+                "the short path's id: {seen_straight}"
+            );
+            assert!(seen_full.is_number(), "rmcp's client's id: {seen_full}");
+        }
+        let response = straight.last().unwrap();
+        assert!(response["result"].get("resultType").is_none(), "{response}");
+    }
+    let progress = call_in_session(
+        &url,
+        &plain,
+        20,
+        json!({"name": "fx__slow", "arguments": {"ms": 150}, "_meta": {"progressToken": "mine"}}),
+    )
+    .await;
+    assert_eq!(
+        progress.len(),
+        4,
+        "three reports and the result: {progress:?}"
+    );
+    for report in &progress[..3] {
+        assert_eq!(report["params"]["progressToken"], "mine", "{report}");
+    }
+    assert_eq!(progress[3]["result"]["content"][0]["text"], "done");
+
+    // Cancelled by its client: the server's call is cancelled, and the call not answered.
+    let before = last_call_id(&fixture);
+    let slow = {
+        let url = url.clone();
+        let plain = plain.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &plain)
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {
+                    "name": "fx__slow", "arguments": {"ms": 30000}}}),
+                )
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        })
+    };
+    for _ in 0..250 {
+        if last_call_id(&fixture) != before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_ne!(
+        last_call_id(&fixture),
+        before,
+        "the slow call reached the server"
+    );
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 30, "reason": "changed my mind"}});
+    assert_eq!(post_in_session(&url, &plain, cancel).await, 202);
+    assert!(
+        saw_a_cancellation(&fixture, Duration::from_secs(5)).await,
+        "the server's call was cancelled"
+    );
+    let body = tokio::time::timeout(Duration::from_secs(10), slow)
+        .await
+        .expect("the cancelled call's stream ends")
+        .unwrap();
+    assert!(
+        !body.contains("\"result\""),
+        "a cancelled call is not answered: {body}"
+    );
 }

@@ -1,19 +1,32 @@
-//! The short path for the commonest request: a stateless client calling a tool of a stateless
+//! The short path for the commonest request: a `tools/call` of a tool on a Streamable HTTP
 //! server.
 //!
-//! When a 2026-07-28 client calls a tool of a 2026-07-28 server there is nothing to bridge: no
-//! session on either side, and input requests, progress and log levels mean the same on both.
 //! The full path (rmcp's server, an exchange, rmcp's client) costs several task hand-offs and
-//! most of the relay's CPU (`docs/benchmarks.md`), so such a call takes this path instead: the
+//! most of the relay's CPU (`docs/benchmarks.md`), so a plain call takes this path instead: the
 //! request is checked, its tool name mapped, and it goes to the server as one HTTP exchange
-//! ([`Upstream::call_tool_direct`]); the server's messages come back to the client as it sent
-//! them, with the result's names and URIs mapped. `input_required` passes through with the
-//! server's own `requestState`, so the client's retry takes this path again.
+//! ([`Upstream::call_tool_direct`]); the server's messages come back to the client, with the
+//! result's names and URIs mapped and the result finished for the client's era as rmcp
+//! finishes it.
 //!
-//! Anything else (a session, another method, a header this path does not check, a tool with
+//! - A stateless (2026-07-28) client calling a stateless server's tool: there is nothing to
+//!   bridge, no session on either side, and input requests, progress and log levels mean the
+//!   same on both. `input_required` passes through with the server's own `requestState`, so
+//!   the client's retry takes this path again.
+//! - A legacy session's client (2025-03-26 .. 2025-11-25 over Streamable HTTP) calling a tool of
+//!   a server with sessions, when the client declared no way to be asked for input (sampling,
+//!   elicitation, roots): the call goes into the session Switchboard holds with the server
+//!   under an id of its own, the server's progress and log messages come back by the session's
+//!   rules (its `logging/setLevel`; everything when it set none), a request the server sends
+//!   on the call's stream gets the answer the full path gives such a client, and the client's
+//!   `notifications/cancelled` reaches the call ([`cancel`]). A client that can be asked for
+//!   input takes the full path, which puts the server's questions on the request's own stream.
+//!
+//! Anything else (another method, a header this path does not check, a tool with
 //! `x-mcp-header` parameters, a server reached another way or not connected, a retry of an
-//! exchange Switchboard parked, a shutdown under way) is not taken here: [`try_call`] returns
-//! `None` before anything is sent, and the full path answers, with the same results and errors.
+//! exchange Switchboard parked, a session this path does not know, a shutdown under way) is not
+//! taken here: [`try_call`] returns `None` before anything is sent, and the full path answers,
+//! with the same results and errors. So does a call the server's session could not take (none
+//! open yet, or expired: [`DirectReply::NotSent`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -25,35 +38,58 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorCode, JsonObject, JsonRpcError, JsonRpcMessage,
-    JsonRpcRequest, JsonRpcResponse, ProtocolVersion, RequestId, RequestMetaObject,
-    ServerJsonRpcMessage, ServerNotification, ServerResult,
+    CallToolRequest, ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, ErrorData,
+    JsonObject, JsonRpcError, JsonRpcMessage, JsonRpcRequest, JsonRpcResponse, LoggingLevel,
+    ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification,
+    ServerResult,
 };
-use switchboard_upstream::{DirectReply, UpstreamError};
+use rmcp::transport::streamable_http_server::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use switchboard_hub::ExposedCatalog;
+use switchboard_upstream::{DirectReply, Upstream, UpstreamError};
 use tokio_util::sync::CancellationToken;
 
-use super::{Shared, call_result, downstream::severity};
+use super::{Shared, call_result, downstream::severity, lock};
 
 /// Prefix of a header value sent Base64-encoded (SEP-2243); such values take the full path.
 const BASE64_HEADER_PREFIX: &str = "=?base64?";
 
-/// Relays `body` (a POST to `/mcp` with `parts`) directly when it is a plain stateless
-/// `tools/call` of a stateless server's tool; `None` when the full path must answer it.
-/// At shutdown, `stop` ends a call still running after the drain deadline, as it ends every
-/// other stream.
+/// Relays `body` (a POST to `/mcp` with `parts`) directly when it is a plain `tools/call` this
+/// path takes; `None` when the full path must answer it. `sessions` are rmcp's Streamable HTTP
+/// sessions. A session's `notifications/cancelled` for a call relayed here cancels it (and
+/// still goes on to rmcp). At shutdown, `stop` ends a call still running after the drain
+/// deadline, as it ends every other stream.
 pub(crate) async fn try_call(
+    shared: &Arc<Shared>,
+    sessions: &LocalSessionManager,
+    stop: &CancellationToken,
+    parts: &Parts,
+    body: &Bytes,
+) -> Option<Response> {
+    if shared.is_draining() || !plain_post(&parts.headers) {
+        return None;
+    }
+    if !parts.headers.contains_key("mcp-session-id") {
+        return stateless_call(shared, stop, parts, body).await;
+    }
+    let session = single(&parts.headers, "mcp-session-id")?;
+    session_call(shared, sessions, stop, parts, session, body).await
+}
+
+/// A stateless 2026-07-28 `tools/call` of a stateless server's tool.
+async fn stateless_call(
     shared: &Arc<Shared>,
     stop: &CancellationToken,
     parts: &Parts,
     body: &Bytes,
 ) -> Option<Response> {
-    if shared.is_draining() || !plain_stateless_call(&parts.headers) {
+    if !plain_stateless_call(&parts.headers) {
         return None;
     }
     let Ok(JsonRpcMessage::Request(JsonRpcRequest {
-        jsonrpc,
         id,
-        request: ClientRequest::CallToolRequest(mut call),
+        request: ClientRequest::CallToolRequest(call),
+        ..
     })) = serde_json::from_slice::<ClientJsonRpcMessage>(body)
     else {
         return None;
@@ -95,38 +131,215 @@ pub(crate) async fn try_call(
         .hub
         .upstream_for_tool(&tool.server, &tool.upstream)
         .ok()
-        .filter(|upstream| upstream.calls_directly())?;
-
-    // From here on the call is this path's to answer.
-    tracing::trace!(tool = %tool.upstream, server = %tool.server, "relayed directly");
-    let in_flight = shared.in_flight.token();
-    let server = tool.server.clone();
+        .filter(|upstream| upstream.calls_directly() && !upstream.has_sessions())?;
     let log_level = meta.log_level();
-    call.params.name = tool.upstream.clone().into();
-    let call = JsonRpcRequest {
-        jsonrpc,
-        id: id.clone(),
-        request: call,
+    let (server, request) = to_server(tool, id, call);
+    let call = Call {
+        upstream,
+        request,
+        server,
+        era: Era::Stateless,
+        log_level,
+        cancelled: None,
     };
-    let answer = move |outcome| answer(&catalog, &server, &id, outcome);
+    relay(shared, stop, catalog, call).await
+}
+
+/// A legacy session's `tools/call` of a tool on a server with sessions, or its
+/// `notifications/cancelled` for a call relayed here.
+async fn session_call(
+    shared: &Arc<Shared>,
+    sessions: &LocalSessionManager,
+    stop: &CancellationToken,
+    parts: &Parts,
+    session: &str,
+    body: &Bytes,
+) -> Option<Response> {
+    let state = lock(&shared.direct_sessions)
+        .get(session)
+        .and_then(std::sync::Weak::upgrade)?;
+    let negotiated = state.negotiated.get()?;
+    let message = serde_json::from_slice::<ClientJsonRpcMessage>(body).ok()?;
+    let (id, call) = match message {
+        JsonRpcMessage::Request(JsonRpcRequest {
+            id,
+            request: ClientRequest::CallToolRequest(call),
+            ..
+        }) => (id, call),
+        JsonRpcMessage::Notification(notification) => {
+            if let ClientNotification::CancelledNotification(cancelled) = notification.notification
+                && let Some(id) = cancelled.params.request_id
+            {
+                cancel(shared, session, id);
+            }
+            return None;
+        }
+        _ => return None,
+    };
+    // The headers a legacy client sends, and nothing this path would have to check.
+    let version = match parts.headers.get("mcp-protocol-version") {
+        None => true,
+        Some(_) => single(&parts.headers, "mcp-protocol-version")
+            .is_some_and(|version| version == negotiated.version.as_str()),
+    };
+    if negotiated.can_be_asked
+        || !negotiated.version.has_initialize()
+        || !version
+        || parts.headers.contains_key("mcp-method")
+        || parts.headers.contains_key("mcp-name")
+        || call.params.input_responses.is_some()
+        || call.params.request_state.is_some()
+        || call
+            .extensions
+            .get::<RequestMetaObject>()
+            .is_some_and(|meta| meta.protocol_version().is_some())
+    {
+        return None;
+    }
+    if !sessions.has_session(&session.into()).await.unwrap_or(false) {
+        return None;
+    }
+    let catalog = shared.hub.exposed();
+    let tool = catalog.tools.get(&call.params.name)?;
+    let upstream = shared
+        .hub
+        .upstream_for_tool(&tool.server, &tool.upstream)
+        .ok()
+        .filter(|upstream| upstream.calls_directly() && upstream.has_sessions())?;
+    let cancelled = CancellationToken::new();
+    let key = (session.to_owned(), id.clone());
+    lock(&shared.direct_calls).insert(key.clone(), cancelled.clone());
+    let _registered = Registered {
+        shared: shared.clone(),
+        key,
+    };
+    let log_level = *lock(&state.log_level);
+    let (server, request) = to_server(tool, id, call);
+    let call = Call {
+        upstream,
+        request,
+        server,
+        era: Era::Session,
+        log_level,
+        cancelled: Some(cancelled),
+    };
+    let response = relay(shared, stop, catalog, call).await?;
+    let streamed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"));
+    if !streamed {
+        return Some(response);
+    }
+    // A streamed answer keeps the call cancellable until it ends.
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _registered = &_registered;
+        chunk
+    });
+    Some(Response::from_parts(
+        parts,
+        axum::body::Body::from_stream(body),
+    ))
+}
+
+/// The request `id` calling `tool` as its server names it, and that server.
+fn to_server(
+    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+    id: RequestId,
+    mut call: CallToolRequest,
+) -> (switchboard_core::ServerId, JsonRpcRequest<CallToolRequest>) {
+    call.params.name = tool.upstream.clone().into();
+    (tool.server.clone(), JsonRpcRequest::new(id, call))
+}
+
+/// Cancels the call `id` of `session` relayed here, if there is one.
+fn cancel(shared: &Shared, session: &str, id: RequestId) {
+    if let Some(call) = lock(&shared.direct_calls).get(&(session.to_owned(), id)) {
+        call.cancel();
+    }
+}
+
+/// A call's place among those [`cancel`] finds, until dropped.
+struct Registered {
+    shared: Arc<Shared>,
+    key: (String, RequestId),
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.shared.direct_calls).remove(&self.key);
+    }
+}
+
+/// The client's protocol era, which decides how answers are finished and which log messages
+/// it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Era {
+    /// 2026-07-28: no session; log messages only when the request asked for them.
+    Stateless,
+    /// 2025-03-26 .. 2025-11-25 in a session: everything unless the session set a level.
+    Session,
+}
+
+/// A call this path relays.
+struct Call {
+    upstream: Upstream,
+    /// The request with the server's own tool name, the caller's id and `_meta`.
+    request: JsonRpcRequest<CallToolRequest>,
+    server: switchboard_core::ServerId,
+    era: Era,
+    /// The least severe log message the client wants (see [`Era`] when there is none).
+    log_level: Option<LoggingLevel>,
+    /// Fires when the client cancels the call (sessions).
+    cancelled: Option<CancellationToken>,
+}
+
+/// Sends `call` and answers the client with what comes back; `None` when nothing was sent
+/// and the full path is to answer.
+async fn relay(
+    shared: &Arc<Shared>,
+    stop: &CancellationToken,
+    catalog: Arc<ExposedCatalog>,
+    call: Call,
+) -> Option<Response> {
+    let Call {
+        upstream,
+        request,
+        server,
+        era,
+        log_level,
+        cancelled,
+    } = call;
+    tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
+    let in_flight = shared.in_flight.token();
+    let id = request.id.clone();
+    let answer = move |outcome| answer(&catalog, &server, &id, era, outcome);
     let ended = answer.clone();
-    let cut_off = || Some(json(ended(Err(UpstreamError::Cancelled))));
+    let cut_off = || json(era, ended(Err(UpstreamError::Cancelled)));
+    let cancelled = cancelled.unwrap_or_default();
+    let input = Arc::new(super::downstream::CannotBeAsked);
     let reply = tokio::select! {
-        reply = upstream.call_tool_direct(call) => reply,
-        () = stop.cancelled() => return cut_off(),
+        reply = upstream.call_tool_direct(request, input) => reply,
+        () = stop.cancelled() => return Some(cut_off()),
+        // A cancelled request is not answered.
+        () = cancelled.cancelled() => return Some(unanswered()),
     };
     let messages = match reply {
-        Ok(DirectReply::Message(message)) => return Some(json(answer(Ok(message)))),
-        Err(error) => return Some(json(answer(Err(error)))),
+        Ok(DirectReply::Message(message)) => return Some(json(era, answer(Ok(message)))),
+        Ok(DirectReply::NotSent) => return None,
+        Err(error) => return Some(json(era, answer(Err(error)))),
         Ok(DirectReply::Stream(messages)) => messages,
     };
     // Notifications the client wants, then the response, mapped.
     let wanted = move |message: &ServerJsonRpcMessage| match message {
         JsonRpcMessage::Notification(notification) => match &notification.notification {
             ServerNotification::ProgressNotification(_) => true,
-            ServerNotification::LoggingMessageNotification(log) => {
-                log_level.is_some_and(|level| severity(log.params.level) >= severity(level))
-            }
+            ServerNotification::LoggingMessageNotification(log) => match (era, log_level) {
+                (_, Some(level)) => severity(log.params.level) >= severity(level),
+                (Era::Session, None) => true,
+                (Era::Stateless, None) => false,
+            },
             _ => false,
         },
         _ => true,
@@ -142,18 +355,20 @@ pub(crate) async fn try_call(
     // The call went out: whatever happens now is answered here, never by the full path.
     let first = tokio::select! {
         first = messages.next() => first,
-        () = stop.cancelled() => return cut_off(),
+        () = stop.cancelled() => return Some(cut_off()),
+        () = cancelled.cancelled() => return Some(unanswered()),
     };
     let Some(first) = first else {
-        return Some(json(ended(Err(UpstreamError::Closed))));
+        return Some(json(era, ended(Err(UpstreamError::Closed))));
     };
     if is_final(&first) {
-        return Some(json(first));
+        return Some(json(era, first));
     }
     // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
     let events = futures::stream::iter([first])
         .chain(messages)
         .take_until(stop.clone().cancelled_owned())
+        .take_until(cancelled.cancelled_owned())
         .map(move |message| {
             let _counted = &in_flight;
             let data = serde_json::to_string(&message).unwrap_or_default();
@@ -166,10 +381,14 @@ pub(crate) async fn try_call(
     )
 }
 
-/// Whether the headers are those of a stateless 2026-07-28 `tools/call` that this path checks
-/// completely: no session, one of each standard header, no `Mcp-Param-*` header, no Base64
-/// name, and a client that accepts both JSON and SSE answers.
-fn plain_stateless_call(headers: &HeaderMap) -> bool {
+/// The answer to a request the client cancelled: a stream that ends without a message.
+fn unanswered() -> Response {
+    Sse::new(futures::stream::empty::<Result<Event, Infallible>>()).into_response()
+}
+
+/// Whether a POST's headers are those this path reads: a JSON body, a client that accepts
+/// both JSON and SSE answers, no `Mcp-Param-*` header.
+fn plain_post(headers: &HeaderMap) -> bool {
     let accepts = |wanted: &str| {
         single(headers, header::ACCEPT.as_str()).is_some_and(|accept| {
             accept
@@ -179,17 +398,24 @@ fn plain_stateless_call(headers: &HeaderMap) -> bool {
     };
     let json_body = single(headers, header::CONTENT_TYPE.as_str())
         .is_some_and(|kind| media_type(kind) == Some("application/json"));
-    !headers.contains_key("mcp-session-id")
-        && headers.contains_key(header::HOST)
+    headers.contains_key(header::HOST)
         && json_body
         && accepts("application/json")
         && accepts("text/event-stream")
-        && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
-        && single(headers, "mcp-method") == Some("tools/call")
-        && single(headers, "mcp-name").is_some_and(|name| !name.starts_with(BASE64_HEADER_PREFIX))
         && !headers
             .keys()
             .any(|name| name.as_str().starts_with("mcp-param-"))
+}
+
+/// Whether the headers are those of a stateless 2026-07-28 `tools/call` that this path checks
+/// completely: the plain POST headers ([`plain_post`]), no session, one of each standard
+/// header, and no Base64 name.
+fn plain_stateless_call(headers: &HeaderMap) -> bool {
+    plain_post(headers)
+        && !headers.contains_key("mcp-session-id")
+        && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
+        && single(headers, "mcp-method") == Some("tools/call")
+        && single(headers, "mcp-name").is_some_and(|name| !name.starts_with(BASE64_HEADER_PREFIX))
 }
 
 /// The media type of a `Content-Type` value or an `Accept` range, without its parameters.
@@ -244,11 +470,12 @@ fn mentions_key(object: &JsonObject, key: &str) -> bool {
 }
 
 /// The client's answer to the server's response (or to the failure to get one), mapped as the
-/// full path maps it.
+/// full path maps it and finished for the client's `era` as rmcp finishes it.
 fn answer(
-    catalog: &switchboard_hub::ExposedCatalog,
+    catalog: &ExposedCatalog,
     server: &switchboard_core::ServerId,
     id: &RequestId,
+    era: Era,
     outcome: Result<ServerJsonRpcMessage, UpstreamError>,
 ) -> ServerJsonRpcMessage {
     let result = match outcome {
@@ -263,20 +490,31 @@ fn answer(
         )),
         Err(error) => Err(error),
     };
-    // As rmcp finishes every answer to a 2026-07-28 client on the full path: cache hints
-    // filled in, and the standard code for a missing resource.
-    match call_result(catalog, server, result) {
-        Ok(response) => {
-            let mut result = ServerResult::from(response);
-            result.fill_missing_cache_hints();
-            JsonRpcMessage::Response(JsonRpcResponse {
-                jsonrpc: Default::default(),
-                id: id.clone(),
-                result,
-            })
+    // As rmcp finishes every answer on the full path: for a 2026-07-28 client, cache hints
+    // filled in and the standard code for a missing resource; for a legacy one, no
+    // `resultType`, and no `input_required` (which it cannot read).
+    let finished = call_result(catalog, server, result).and_then(|response| {
+        let mut result = ServerResult::from(response);
+        match era {
+            Era::Stateless => result.fill_missing_cache_hints(),
+            Era::Session if matches!(result, ServerResult::InputRequiredResult(_)) => {
+                return Err(ErrorData::invalid_request(
+                    "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+                    None,
+                ));
+            }
+            Era::Session => result.strip_result_type_for_legacy_peer(),
         }
+        Ok(result)
+    });
+    match finished {
+        Ok(result) => JsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: Default::default(),
+            id: id.clone(),
+            result,
+        }),
         Err(mut error) => {
-            if error.code == ErrorCode::RESOURCE_NOT_FOUND {
+            if era == Era::Stateless && error.code == ErrorCode::RESOURCE_NOT_FOUND {
                 error.code = ErrorCode::INVALID_PARAMS;
             }
             JsonRpcMessage::Error(JsonRpcError::new(Some(id.clone()), error))
@@ -291,11 +529,11 @@ fn is_final(message: &ServerJsonRpcMessage) -> bool {
     )
 }
 
-/// One message as the whole HTTP answer, with the status a 2026-07-28 server gives it (as rmcp
-/// does on the full path: some errors are HTTP errors too).
-fn json(message: ServerJsonRpcMessage) -> Response {
+/// One message as the whole HTTP answer, with the status a server of the client's era gives
+/// it (as rmcp does on the full path: to a 2026-07-28 client some errors are HTTP errors too).
+fn json(era: Era, message: ServerJsonRpcMessage) -> Response {
     let status = match &message {
-        JsonRpcMessage::Error(error) => match error.error.code {
+        JsonRpcMessage::Error(error) if era == Era::Stateless => match error.error.code {
             ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
             | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
             | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
@@ -419,13 +657,21 @@ mod tests {
             Some(id.clone()),
             rmcp::model::ErrorData::resource_not_found("no such file", None),
         ));
-        let JsonRpcMessage::Error(error) = answer(&catalog, &server, &id, Ok(missing)) else {
+        let JsonRpcMessage::Error(error) =
+            answer(&catalog, &server, &id, Era::Stateless, Ok(missing))
+        else {
             panic!("an error stays an error");
         };
         assert_eq!(error.error.code, ErrorCode::INVALID_PARAMS);
         assert_eq!(error.error.message, "no such file");
 
-        let failed = answer(&catalog, &server, &id, Err(UpstreamError::Closed));
+        let failed = answer(
+            &catalog,
+            &server,
+            &id,
+            Era::Stateless,
+            Err(UpstreamError::Closed),
+        );
         let text = serde_json::to_value(&failed).unwrap();
         assert_eq!(text["id"], 3);
         assert_eq!(text["result"]["isError"], true, "{text}");

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::{AggregateServer, Shared};
 
 /// The header naming a Streamable HTTP session.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The path of the aggregated MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
@@ -229,7 +229,7 @@ pub async fn track_sessions(
 /// Refuses POST bodies that are too large (413) or not JSON (400 with a JSON-RPC parse error)
 /// before they reach rmcp, which would answer a parse failure with 415. Runs before rmcp reads
 /// the body, which it then gets back unchanged.
-/// A plain stateless `tools/call` of a stateless server's tool is then relayed directly
+/// A plain `tools/call` of a Streamable HTTP server's tool is then relayed directly
 /// (`direct`); everything else goes on to rmcp.
 pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
@@ -259,8 +259,8 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
         )
             .into_response();
     }
-    if let Some(response) = super::direct::try_call(&door.shared, &door.stop, &parts, &bytes).await
-    {
+    let direct = super::direct::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes);
+    if let Some(response) = direct.await {
         return response;
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))

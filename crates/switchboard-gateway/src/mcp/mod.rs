@@ -84,6 +84,13 @@ pub struct Shared {
     in_flight: tokio_util::task::TaskTracker,
     /// Set once a shutdown began: new requests are refused.
     draining: std::sync::atomic::AtomicBool,
+    /// The Streamable HTTP sessions whose calls the short path (`direct`) may take, by id.
+    /// Entries of ended sessions no longer upgrade, and are dropped as new ones are added.
+    direct_sessions: Mutex<HashMap<String, std::sync::Weak<SessionState>>>,
+    /// Calls the short path is relaying for sessions, by session and request id, so that the
+    /// client's `notifications/cancelled` reaches them.
+    direct_calls:
+        Mutex<HashMap<(String, rmcp::model::RequestId), tokio_util::sync::CancellationToken>>,
 }
 
 impl Shared {
@@ -104,6 +111,8 @@ impl Shared {
             subscribers: Mutex::default(),
             in_flight: tokio_util::task::TaskTracker::new(),
             draining: std::sync::atomic::AtomicBool::new(false),
+            direct_sessions: Mutex::default(),
+            direct_calls: Mutex::default(),
         })
     }
 
@@ -158,6 +167,16 @@ struct SessionState {
     log_level: Mutex<Option<LoggingLevel>>,
     /// Exposed URIs the session subscribed to.
     subscribed: Mutex<HashSet<String>>,
+    /// What `initialize` settled for a legacy session.
+    negotiated: std::sync::OnceLock<Negotiated>,
+}
+
+/// What a legacy session's `initialize` settled.
+struct Negotiated {
+    /// The protocol version agreed on.
+    version: rmcp::model::ProtocolVersion,
+    /// Whether the client declared it can be asked for input (sampling, elicitation, roots).
+    can_be_asked: bool,
 }
 
 /// The aggregated MCP server, one per downstream session.
@@ -509,10 +528,30 @@ impl ServerHandler for AggregateServer {
             }
         }
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let result = self.negotiate_initialize(&request)?;
+        let capabilities = &request.capabilities;
+        let _ = self.session.negotiated.set(Negotiated {
+            version: result.protocol_version.clone(),
+            can_be_asked: capabilities.sampling.is_some()
+                || capabilities.elicitation.is_some()
+                || capabilities.roots.is_some(),
+        });
+        Ok(result)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A Streamable HTTP session names itself on this notification's POST; its calls may
+        // take the short path from now on.
+        let session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get(http::SESSION_HEADER))
+            .and_then(|id| id.to_str().ok());
+        if let Some(id) = session {
+            let mut sessions = lock(&self.shared.direct_sessions);
+            sessions.retain(|_, state| state.strong_count() > 0);
+            sessions.insert(id.to_owned(), Arc::downgrade(&self.session));
+        }
         self.watch_changes(context.peer);
     }
 
