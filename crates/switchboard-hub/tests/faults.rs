@@ -93,7 +93,11 @@ async fn echo_directly(
     }))
     .unwrap();
     let reply = upstream
-        .call_tool_direct(request, std::sync::Arc::new(InputPolicy::Decline))
+        .call_tool_direct(
+            request,
+            std::sync::Arc::new(InputPolicy::Decline),
+            Default::default(),
+        )
         .await
         .map_err(|error| error_text(&error))?;
     let response = match reply {

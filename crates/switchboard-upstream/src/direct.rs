@@ -15,7 +15,8 @@
 //! opened ([`StatusAwareHttpClient::session_in_use`]), which every downstream client shares. So
 //! the call gets an id and a progress token of Switchboard's own (the caller's are put back in
 //! what comes back), a caller that gives up is cancelled with `notifications/cancelled` (closing
-//! a stream does not cancel in a session), requests the server sends on the call's stream are
+//! a stream does not cancel in a session: a reply stream dropped without cancelling is read to
+//! its end), requests the server sends on the call's stream are
 //! answered by the caller's [`InputResponder`], other notifications there (list changes,
 //! resource updates) go to the connection's events as if they came through rmcp, and a stream
 //! that ends before its response is resumed with `Last-Event-ID`. When there is no session in
@@ -46,6 +47,7 @@ use rmcp::model::{
 use rmcp::transport::streamable_http_client::{StreamableHttpError, StreamableHttpPostResponse};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::UpstreamError;
 use crate::handler::UpstreamEvent;
@@ -135,13 +137,15 @@ impl DirectRoute {
 
     /// Sends `request` (its tool name already the server's own), holding a slot of `limiter`
     /// until the reply is complete, within `timeout` (reset by progress). In a session, the
-    /// server's requests on the call's stream are answered by `input`.
+    /// server's requests on the call's stream are answered by `input`, and a reply stream
+    /// dropped before its end cancels the call only once `cancelled` fired.
     pub(crate) async fn call_tool(
         &self,
         request: JsonRpcRequest<CallToolRequest>,
         limiter: &CallLimiter,
         timeout: Duration,
         input: Arc<dyn InputResponder>,
+        cancelled: CancellationToken,
     ) -> Result<DirectReply, UpstreamError> {
         let (message, headers, mut call) = match &self.session {
             None => {
@@ -157,7 +161,7 @@ impl DirectRoute {
                 let Some(session) = self.client.session_in_use() else {
                     return Ok(DirectReply::NotSent);
                 };
-                let (message, call) = self.session_call(route, session, request, input);
+                let (message, call) = self.session_call(route, session, request, input, cancelled);
                 (message, call.headers(), Some(call))
             }
         };
@@ -227,6 +231,7 @@ impl DirectRoute {
         session: SessionInUse,
         request: JsonRpcRequest<CallToolRequest>,
         input: Arc<dyn InputResponder>,
+        cancelled: CancellationToken,
     ) -> (ClientJsonRpcMessage, SessionCall) {
         let number = route.next.fetch_add(1, Ordering::Relaxed);
         let ours = format!("{SESSION_ID_PREFIX}{number}");
@@ -254,6 +259,7 @@ impl DirectRoute {
             caller_id: request.id,
             caller_token,
             input,
+            cancelled,
             armed: false,
             last_event_id: None,
             retry: None,
@@ -275,6 +281,8 @@ struct SessionCall {
     caller_id: RequestId,
     caller_token: Option<ProgressToken>,
     input: Arc<dyn InputResponder>,
+    /// Fires when the caller cancels the call (see [`pump`]).
+    cancelled: CancellationToken,
     /// Sent and not answered: dropping it cancels it.
     armed: bool,
     /// The last event id seen on the call's stream, and the server's reconnection delay.
@@ -473,8 +481,8 @@ const READ_AHEAD: usize = 16;
 
 /// `first`, then the rest of the reply, read in a task of its own so its timeouts run whether
 /// or not the caller keeps up; a caller that takes no message for `timeout` is given up on (the
-/// reading ends, its request slot is freed and the server's stream closed), as is one that
-/// drops the stream.
+/// reading ends, its request slot is freed and the server's stream closed, and in a session the
+/// call cancelled), as is one that drops the stream (in a session, only once it cancelled).
 fn pump(
     first: ServerJsonRpcMessage,
     mut reading: Reading,
@@ -483,10 +491,24 @@ fn pump(
     let (sender, receiver) = tokio::sync::mpsc::channel(READ_AHEAD);
     tokio::spawn(async move {
         loop {
-            // A caller that is gone cancels the call at once, even while the server is silent.
+            // A caller that is gone cancels the call at once, even while the server is silent;
+            // except in a session, where a closed stream is no cancellation (the spec's rule):
+            // unless the caller cancelled it, the server's call runs to its end (or its
+            // timeout), and what it sends is dropped.
             let message = tokio::select! {
                 message = reading.next() => message,
-                () = sender.closed() => return,
+                () = sender.closed() => {
+                    let cancelled = reading.call.as_ref().map(|call| call.cancelled.clone());
+                    if let Some(cancelled) = cancelled {
+                        while !cancelled.is_cancelled() {
+                            tokio::select! {
+                                message = reading.next() => if message.is_none() { break },
+                                () = cancelled.cancelled() => break,
+                            }
+                        }
+                    }
+                    return;
+                }
             };
             let Some(message) = message else { return };
             match tokio::time::timeout(timeout, sender.send(message)).await {
@@ -554,31 +576,26 @@ impl Reading {
             let event = match event {
                 Ok(Some(Ok(event))) => event,
                 Ok(Some(Err(error))) => {
+                    if self.resumed().await {
+                        continue;
+                    }
                     return self.fail(UpstreamError::Protocol(format!(
                         "the response stream broke: {error}"
                     )));
                 }
                 Ok(None) => {
-                    let resumed = match &mut self.call {
-                        Some(call) => tokio::time::timeout_at(self.deadline, call.resume())
-                            .await
-                            .ok()
-                            .flatten(),
-                        None => None,
-                    };
-                    match resumed {
-                        Some(events) => {
-                            self.events = events;
-                            continue;
-                        }
-                        None => return self.fail(UpstreamError::Closed),
+                    if self.resumed().await {
+                        continue;
                     }
+                    return self.fail(UpstreamError::Closed);
                 }
                 Err(_) => return self.fail(UpstreamError::Timeout(self.timeout)),
             };
             if let Some(call) = &mut self.call {
                 if event.id.is_some() {
                     call.last_event_id = event.id.clone();
+                    // The stream works again: a later break may be resumed as often.
+                    call.resumes = 0;
                 }
                 if let Some(retry) = event.retry {
                     call.retry = Some(Duration::from_millis(retry));
@@ -590,6 +607,12 @@ impl Reading {
             };
             let message = match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
                 Ok(message) => message,
+                // In a session, as rmcp's client does: the event is skipped and the call waits
+                // for its response (or its timeout).
+                Err(error) if self.call.is_some() => {
+                    tracing::warn!(%error, "skipped an event that is not a JSON-RPC message");
+                    continue;
+                }
                 Err(error) => {
                     return self.fail(UpstreamError::Protocol(format!(
                         "an event is not a JSON-RPC message: {error}"
@@ -634,6 +657,21 @@ impl Reading {
             return Some(Ok(message));
         }
         None
+    }
+
+    /// Whether the call's stream, ended or broken before its response, was resumed (a call in
+    /// a session whose server gave its events ids).
+    async fn resumed(&mut self) -> bool {
+        let Some(call) = &mut self.call else {
+            return false;
+        };
+        match tokio::time::timeout_at(self.deadline, call.resume()).await {
+            Ok(Some(events)) => {
+                self.events = events;
+                true
+            }
+            _ => false,
+        }
     }
 
     fn fail(

@@ -381,16 +381,15 @@ impl StreamableHttpClient for StatusAwareHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        if let Some(id) = &session_id
-            && !is_initialize(&message)
-        {
-            let version = custom_headers.get("mcp-protocol-version").cloned();
-            let in_use = SessionInUse {
-                id: id.clone(),
-                version,
-            };
-            *self.lock_session() = Some(in_use);
-        }
+        // The session is in use once the server took a request in it (rmcp re-initialising a
+        // session sends `notifications/initialized` first, so no call goes before it).
+        let in_use = session_id
+            .clone()
+            .filter(|_| !is_initialize(&message))
+            .map(|id| SessionInUse {
+                id,
+                version: custom_headers.get("mcp-protocol-version").cloned(),
+            });
         let sent = self
             .post(
                 &parse_url(&uri)?,
@@ -402,8 +401,12 @@ impl StreamableHttpClient for StatusAwareHttpClient {
                 true,
             )
             .await;
-        if let (Err(StreamableHttpError::SessionExpired), Some(id)) = (&sent, &session_id) {
-            self.session_expired(id);
+        match (&sent, in_use) {
+            (Ok(_), Some(in_use)) => *self.lock_session() = Some(in_use),
+            (Err(StreamableHttpError::SessionExpired), Some(in_use)) => {
+                self.session_expired(&in_use.id)
+            }
+            _ => {}
         }
         sent
     }

@@ -162,19 +162,23 @@ impl Upstream {
     /// Sends a `tools/call` as one HTTP exchange and returns what the server answered as it
     /// sent it, with the caller's id (see [`crate::direct`]). `request` names the server's own
     /// tool and carries the caller's `_meta`. In a session, requests the server sends on the
-    /// call's stream are answered by `input`. Within the session's request slots and the
-    /// tool-call timeout; [`UpstreamError::Unsupported`] when the server is not reached
-    /// directly.
+    /// call's stream are answered by `input`, and (a closed stream being no cancellation there)
+    /// a reply dropped before its end is read to its end unless `cancelled` fired; dropping the
+    /// call before its reply, or a stateless server's reply, cancels it. Within the session's
+    /// request slots and the tool-call timeout; [`UpstreamError::Unsupported`] when the server
+    /// is not reached directly.
     pub async fn call_tool_direct(
         &self,
         request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
         input: std::sync::Arc<dyn crate::relay::InputResponder>,
+        cancelled: tokio_util::sync::CancellationToken,
     ) -> Result<DirectReply, UpstreamError> {
         let Some(direct) = &self.direct else {
             return Err(UpstreamError::Unsupported("direct calls"));
         };
+        let timeout = self.timeouts.tool_call;
         direct
-            .call_tool(request, &self.limiter, self.timeouts.tool_call, input)
+            .call_tool(request, &self.limiter, timeout, input, cancelled)
             .await
     }
 

@@ -1,7 +1,8 @@
 //! Calls sent directly into the session rmcp's client holds with a server (the front door's
 //! short path for session clients): they answer the server's questions through the caller's
-//! responder, cancel at the server when dropped, and are not sent into a session the server
-//! says expired.
+//! responder, are cancelled at the server when their caller cancels (and only then: a closed
+//! stream is no cancellation in a session), and are not sent into a session the server says
+//! expired.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,6 +20,7 @@ use switchboard_upstream::{
     CallContext, ConnectOptions, Connection, DirectReply, InputPolicy, InputResponder, Upstream,
     connect,
 };
+use tokio_util::sync::CancellationToken;
 
 async fn connected(url: &str, relay_input: bool) -> Connection {
     let mut def = ServerDefinition::new(
@@ -41,8 +43,17 @@ fn call(tool: &str, arguments: Value, meta: Value) -> Value {
 }
 
 async fn send(upstream: &Upstream, request: Value, input: Arc<dyn InputResponder>) -> DirectReply {
+    send_cancellable(upstream, request, input, CancellationToken::new()).await
+}
+
+async fn send_cancellable(
+    upstream: &Upstream,
+    request: Value,
+    input: Arc<dyn InputResponder>,
+    cancelled: CancellationToken,
+) -> DirectReply {
     upstream
-        .call_tool_direct(serde_json::from_value(request).unwrap(), input)
+        .call_tool_direct(serde_json::from_value(request).unwrap(), input, cancelled)
         .await
         .expect("the call is sent")
 }
@@ -110,18 +121,17 @@ async fn a_servers_question_on_a_direct_calls_stream_is_answered_by_the_callers_
     connection.session.close().await;
 }
 
-#[tokio::test]
-async fn a_direct_call_its_caller_drops_is_cancelled_at_the_server() {
-    let fixture = transports::streamable_http(Era::Legacy).await;
-    let connection = connected(&fixture.url, true).await;
-    let request = call("slow", json!({"ms": 30000}), json!({"progressToken": "p"}));
-    let reply = send(
-        &connection.upstream,
-        request,
-        Arc::new(InputPolicy::Decline),
-    )
-    .await;
-    let DirectReply::Stream(mut messages) = reply else {
+/// Sends `slow` for `ms` with a progress token and returns the reply stream after its first
+/// report, checking that the server saw Switchboard's id and the caller its own token.
+async fn slow_call_under_way(
+    fixture: &transports::RunningFixture,
+    upstream: &Upstream,
+    ms: u64,
+    cancelled: CancellationToken,
+) -> DirectReply {
+    let request = call("slow", json!({"ms": ms}), json!({"progressToken": "p"}));
+    let reply = send_cancellable(upstream, request, Arc::new(InputPolicy::Decline), cancelled);
+    let DirectReply::Stream(mut messages) = reply.await else {
         panic!("a progress report first");
     };
     let first = serde_json::to_value(messages.next().await.unwrap().unwrap()).unwrap();
@@ -129,22 +139,61 @@ async fn a_direct_call_its_caller_drops_is_cancelled_at_the_server() {
         first["params"]["progressToken"], "p",
         "the caller's token: {first}"
     );
-    let seen = last_call_id(&fixture).unwrap();
+    let seen = last_call_id(fixture).unwrap();
     assert!(
         seen.as_str()
             .is_some_and(|id| id.starts_with("switchboard-direct-")),
         "the server saw Switchboard's id, not the caller's: {seen}"
     );
-    drop(messages);
-    let mut cancelled = false;
+    DirectReply::Stream(messages)
+}
+
+/// Whether the fixture's cancelled calls reach `count` within 5 s.
+async fn cancelled_calls_reach(fixture: &transports::RunningFixture, count: usize) -> bool {
     for _ in 0..250 {
-        if fixture.state.cancelled_calls.load(Ordering::SeqCst) == 1 {
-            cancelled = true;
-            break;
+        if fixture.state.cancelled_calls.load(Ordering::SeqCst) == count {
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(cancelled, "the server's call was cancelled within 5 s");
+    false
+}
+
+#[tokio::test]
+async fn a_direct_call_is_cancelled_at_the_server_when_its_caller_cancels_not_when_it_leaves() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let connection = connected(&fixture.url, true).await;
+    let upstream = &connection.upstream;
+
+    // Left without cancelling: the server's call runs to its end.
+    let left = slow_call_under_way(&fixture, upstream, 500, CancellationToken::new()).await;
+    drop(left);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(fixture.state.cancelled_calls.load(Ordering::SeqCst), 0);
+
+    // Cancelled, then left: the server's call is cancelled.
+    let cancelled = CancellationToken::new();
+    let reply = slow_call_under_way(&fixture, upstream, 30000, cancelled.clone()).await;
+    cancelled.cancel();
+    drop(reply);
+    assert!(
+        cancelled_calls_reach(&fixture, 1).await,
+        "the server's call was cancelled within 5 s"
+    );
+
+    // Dropped before its reply: cancelled as well.
+    let request = call("slow", json!({"ms": 30000, "quiet": true}), json!({}));
+    let sending = send(upstream, request, Arc::new(InputPolicy::Decline));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), sending)
+            .await
+            .is_err(),
+        "a silent call has no reply yet"
+    );
+    assert!(
+        cancelled_calls_reach(&fixture, 2).await,
+        "the server's call was cancelled within 5 s"
+    );
     connection.session.close().await;
 }
 

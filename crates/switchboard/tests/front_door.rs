@@ -1415,6 +1415,17 @@ async fn call_in_session(url: &str, session: &str, id: u64, params: Value) -> Ve
     answer_to(response, id).await
 }
 
+/// Waits (up to 5 s) until `fixture` saw a call after the one whose id was `before`.
+async fn reaches_the_server(fixture: &transports::RunningFixture, before: &Value) {
+    for _ in 0..250 {
+        if last_call_id(fixture) != *before {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the call did not reach the server within 5 s");
+}
+
 /// The id of the last `tools/call` `fixture` saw.
 fn last_call_id(fixture: &transports::RunningFixture) -> Value {
     fixture
@@ -1503,17 +1514,7 @@ async fn a_session_call_to_a_session_server_goes_straight_into_its_session_with_
                 .unwrap()
         })
     };
-    for _ in 0..250 {
-        if last_call_id(&fixture) != before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_ne!(
-        last_call_id(&fixture),
-        before,
-        "the slow call reached the server"
-    );
+    reaches_the_server(&fixture, &before).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 30, "reason": "changed my mind"}});
     assert_eq!(post_in_session(&url, &plain, cancel).await, 202);
@@ -1529,4 +1530,69 @@ async fn a_session_call_to_a_session_server_goes_straight_into_its_session_with_
         !body.contains("\"result\""),
         "a cancelled call is not answered: {body}"
     );
+}
+
+/// A session whose client only calls tools straight through (never reaching rmcp's session)
+/// lives on past `--session-idle` while it keeps calling, and through a streamed call longer
+/// than that; ending the session (DELETE) cancels a call it still has running at the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_calling_straight_through_lives_while_it_calls_and_its_end_cancels_its_calls() {
+    let (daemon, fixture, _dir) = serving(
+        transports::streamable_http(Era::Legacy).await,
+        "fx",
+        &["--session-idle", "1"],
+    )
+    .await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({})).await;
+    for round in 0..15 {
+        let echo = json!({"name": "fx__echo", "arguments": {"message": format!("{round}")}});
+        let answer = call_in_session(&url, &session, round, echo).await;
+        assert_eq!(
+            answer[0]["result"]["content"][0]["text"],
+            format!("{round}")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let long = json!({"name": "fx__slow", "arguments": {"ms": 2500},
+        "_meta": {"progressToken": "p"}});
+    let answer = call_in_session(&url, &session, 50, long).await;
+    assert_eq!(
+        answer.last().unwrap()["result"]["content"][0]["text"],
+        "done"
+    );
+    let ping = json!({"jsonrpc": "2.0", "id": 51, "method": "ping"});
+    assert_eq!(post_in_session(&url, &session, ping).await, 200);
+
+    let before = last_call_id(&fixture);
+    let running = {
+        let (url, session) = (url.clone(), session.clone());
+        tokio::spawn(async move {
+            let slow = json!({"jsonrpc": "2.0", "id": 60, "method": "tools/call", "params": {
+                "name": "fx__slow", "arguments": {"ms": 30000}}});
+            reqwest::Client::new()
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&slow)
+                .send()
+                .await
+                .map(|response| response.status())
+        })
+    };
+    reaches_the_server(&fixture, &before).await;
+    let deleted = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    assert!(
+        saw_a_cancellation(&fixture, Duration::from_secs(5)).await,
+        "the ended session's call was cancelled at the server"
+    );
+    running.abort();
 }

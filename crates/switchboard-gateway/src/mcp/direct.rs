@@ -206,13 +206,9 @@ async fn session_call(
         .upstream_for_tool(&tool.server, &tool.upstream)
         .ok()
         .filter(|upstream| upstream.calls_directly() && upstream.has_sessions())?;
-    let cancelled = CancellationToken::new();
-    let key = (session.to_owned(), id.clone());
-    lock(&shared.direct_calls).insert(key.clone(), cancelled.clone());
-    let _registered = Registered {
-        shared: shared.clone(),
-        key,
-    };
+    // Cancelled by the client, or when its session ends.
+    let cancelled = state.ended.child_token();
+    let _registered = Registered::new(shared, session, &id, &cancelled);
     let log_level = *lock(&state.log_level);
     let (server, request) = to_server(tool, id, call);
     let call = Call {
@@ -224,11 +220,7 @@ async fn session_call(
         cancelled: Some(cancelled),
     };
     let response = relay(shared, stop, catalog, call).await?;
-    let streamed = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"));
-    if !streamed {
+    if !super::http::is_event_stream(&response) {
         return Some(response);
     }
     // A streamed answer keeps the call cancellable until it ends.
@@ -255,7 +247,7 @@ fn to_server(
 
 /// Cancels the call `id` of `session` relayed here, if there is one.
 fn cancel(shared: &Shared, session: &str, id: RequestId) {
-    if let Some(call) = lock(&shared.direct_calls).get(&(session.to_owned(), id)) {
+    if let Some((_, call)) = lock(&shared.direct_calls).get(&(session.to_owned(), id)) {
         call.cancel();
     }
 }
@@ -264,11 +256,33 @@ fn cancel(shared: &Shared, session: &str, id: RequestId) {
 struct Registered {
     shared: Arc<Shared>,
     key: (String, RequestId),
+    /// Tells this call's entry from a later one under the same id (a client may reuse an id).
+    serial: u64,
+}
+
+impl Registered {
+    fn new(shared: &Arc<Shared>, session: &str, id: &RequestId, call: &CancellationToken) -> Self {
+        static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let key = (session.to_owned(), id.clone());
+        lock(&shared.direct_calls).insert(key.clone(), (serial, call.clone()));
+        Self {
+            shared: shared.clone(),
+            key,
+            serial,
+        }
+    }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        lock(&self.shared.direct_calls).remove(&self.key);
+        let mut calls = lock(&self.shared.direct_calls);
+        if calls
+            .get(&self.key)
+            .is_some_and(|(serial, _)| *serial == self.serial)
+        {
+            calls.remove(&self.key);
+        }
     }
 }
 
@@ -319,8 +333,9 @@ async fn relay(
     let cut_off = || json(era, ended(Err(UpstreamError::Cancelled)));
     let cancelled = cancelled.unwrap_or_default();
     let input = Arc::new(super::downstream::CannotBeAsked);
+    let sent = upstream.call_tool_direct(request, input, cancelled.clone());
     let reply = tokio::select! {
-        reply = upstream.call_tool_direct(request, input) => reply,
+        reply = sent => reply,
         () = stop.cancelled() => return Some(cut_off()),
         // A cancelled request is not answered.
         () = cancelled.cancelled() => return Some(unanswered()),

@@ -70,7 +70,9 @@ impl FrontDoor {
     /// held no stream open for `idle` is ended by a task this starts (which `stop` ends).
     pub fn new(shared: Arc<Shared>, stop: CancellationToken, idle: Duration) -> Self {
         let mut sessions = LocalSessionManager::default();
-        sessions.session_config.keep_alive = Some(idle);
+        // Only Switchboard's own tracking ends idle sessions: rmcp's keep-alive counts only what
+        // passes through rmcp, and calls on the short path (`direct`) do not.
+        sessions.session_config.keep_alive = None;
         let door = Self {
             shared,
             stop,
@@ -83,10 +85,11 @@ impl FrontDoor {
 
     /// Ends the sessions whose clients went quiet, until `stop`.
     ///
-    /// rmcp ends a session after its keep-alive without events, but the server's own messages
-    /// count as events: a session whose client left without a DELETE would live on as long as
-    /// its servers keep sending notifications, and keep its place among the sessions served at
-    /// once. Here only the client's requests and open streams count.
+    /// rmcp could end a session after a keep-alive without events, but the server's own
+    /// messages count as events there (a session whose client left without a DELETE would live
+    /// on as long as its servers keep sending notifications, and keep its place among the
+    /// sessions served at once), and calls on the short path do not. Here only the client's
+    /// requests and open streams count.
     async fn end_idle_sessions(self, idle: Duration) {
         let mut ticks = tokio::time::interval((idle / 4).max(Duration::from_millis(50)));
         loop {
@@ -185,8 +188,8 @@ impl Drop for StreamGuard {
 }
 
 /// Notes the client activity of Streamable HTTP sessions: every request names its session, an
-/// `initialize` answered with a new one starts tracking it, and a GET stream counts as activity
-/// while it is open.
+/// `initialize` answered with a new one starts tracking it, and an SSE stream (the GET stream,
+/// or a POST's streamed answer) counts as activity while it is open.
 pub async fn track_sessions(
     State(door): State<FrontDoor>,
     request: Request,
@@ -197,7 +200,6 @@ pub async fn track_sessions(
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let is_get = request.method() == Method::GET;
     if let Some(id) = &session {
         door.activity.heard(id);
     }
@@ -213,7 +215,7 @@ pub async fn track_sessions(
             }
             response
         }
-        Some(id) if is_get && response.status().is_success() => {
+        Some(id) if response.status().is_success() && is_event_stream(&response) => {
             let guard = door.activity.streaming(id);
             let (parts, body) = response.into_parts();
             let body = body.into_data_stream().map(move |chunk| {
@@ -224,6 +226,14 @@ pub async fn track_sessions(
         }
         Some(_) => response,
     }
+}
+
+/// Whether `response` is an SSE stream.
+pub(crate) fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"))
 }
 
 /// Refuses POST bodies that are too large (413) or not JSON (400 with a JSON-RPC parse error)

@@ -89,8 +89,10 @@ pub struct Shared {
     direct_sessions: Mutex<HashMap<String, std::sync::Weak<SessionState>>>,
     /// Calls the short path is relaying for sessions, by session and request id, so that the
     /// client's `notifications/cancelled` reaches them.
-    direct_calls:
-        Mutex<HashMap<(String, rmcp::model::RequestId), tokio_util::sync::CancellationToken>>,
+    /// Each entry's number tells it from a later call under the same id.
+    direct_calls: Mutex<
+        HashMap<(String, rmcp::model::RequestId), (u64, tokio_util::sync::CancellationToken)>,
+    >,
 }
 
 impl Shared {
@@ -169,6 +171,9 @@ struct SessionState {
     subscribed: Mutex<HashSet<String>>,
     /// What `initialize` settled for a legacy session.
     negotiated: std::sync::OnceLock<Negotiated>,
+    /// Cancelled when the session's server is dropped (the session ended): calls relayed for it
+    /// on the short path end with it, as its handlers do on the full path.
+    ended: tokio_util::sync::CancellationToken,
 }
 
 /// What a legacy session's `initialize` settled.
@@ -188,15 +193,20 @@ pub struct AggregateServer {
     /// when the session's server is dropped. Kept apart from `session`, which the session's
     /// notification task holds a little longer.
     slot: Arc<Mutex<Option<tokio::sync::OwnedSemaphorePermit>>>,
+    /// Cancels the session's `ended` when the session's server is dropped.
+    _ending: Arc<tokio_util::sync::DropGuard>,
 }
 
 impl AggregateServer {
     /// A handler for a new session.
     pub fn new(shared: Arc<Shared>) -> Self {
+        let session = Arc::<SessionState>::default();
+        let ending = Arc::new(session.ended.clone().drop_guard());
         Self {
             shared,
-            session: Arc::default(),
+            session,
             slot: Arc::default(),
+            _ending: ending,
         }
     }
 
