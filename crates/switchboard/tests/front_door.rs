@@ -1402,11 +1402,30 @@ async fn open_session(url: &str, capabilities: Value) -> String {
 /// A `tools/call` with `id` and `params` in `session`, as a raw HTTP client sends it; returns
 /// every message of the answer (from a JSON or an SSE body), the response last.
 async fn call_in_session(url: &str, session: &str, id: u64, params: Value) -> Vec<Value> {
-    let response = reqwest::Client::new()
+    call_in_session_with(url, session, id, params, false).await
+}
+
+/// Like [`call_in_session`]; with `standard_headers`, also sends the SEP-2243 `Mcp-Method` and
+/// `Mcp-Name` headers, which only the full path checks (so it takes the call).
+async fn call_in_session_with(
+    url: &str,
+    session: &str,
+    id: u64,
+    params: Value,
+    standard_headers: bool,
+) -> Vec<Value> {
+    let mut request = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", session)
-        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-protocol-version", "2025-11-25");
+    if standard_headers {
+        let name = params["name"].as_str().unwrap_or_default().to_owned();
+        request = request
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name);
+    }
+    let response = request
         .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
         .send()
         .await
@@ -1437,19 +1456,18 @@ fn last_call_id(fixture: &transports::RunningFixture) -> Value {
         .unwrap_or_default()
 }
 
-/// A session client that cannot be asked for input, calling a tool of a server with sessions,
-/// is relayed straight into the session Switchboard holds with that server: the server sees an
-/// id of Switchboard's own, and the client gets the same messages (its own id and progress
-/// token, results finished for its era) as a client that can be asked for input, whose calls
-/// take the full path. Its `notifications/cancelled` cancels such a call at the server, and the
-/// call is not answered.
+/// A session client calling a tool of a server with sessions is relayed straight into the
+/// session Switchboard holds with that server: the server sees an id of Switchboard's own, and
+/// the client gets the same messages (its own id and progress token, results finished for its
+/// era) as the same calls sent with the standard headers only the full path checks, which take
+/// the full path. Its `notifications/cancelled` cancels such a call at the server, and the call
+/// is not answered.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_call_to_a_session_server_goes_straight_into_its_session_with_the_same_answers() {
     let (daemon, fixture, _dir) =
         serving(transports::streamable_http(Era::Legacy).await, "fx", &[]).await;
     let url = daemon.mcp_url();
     let plain = open_session(&url, json!({})).await;
-    let asked = open_session(&url, answers_everything()).await;
     let calls = [
         json!({"name": "fx__echo", "arguments": {"message": "hi"}}),
         json!({"name": "fx__fail", "arguments": {}}),
@@ -1459,7 +1477,7 @@ async fn a_session_call_to_a_session_server_goes_straight_into_its_session_with_
     for (id, params) in (7..).zip(calls) {
         let straight = call_in_session(&url, &plain, id, params.clone()).await;
         let seen_straight = last_call_id(&fixture);
-        let full = call_in_session(&url, &asked, id, params.clone()).await;
+        let full = call_in_session_with(&url, &plain, id, params.clone(), true).await;
         let seen_full = last_call_id(&fixture);
         assert_eq!(straight, full, "{params}");
         if params["name"] != "fx__nonesuch" {
@@ -1595,4 +1613,84 @@ async fn a_session_calling_straight_through_lives_while_it_calls_and_its_end_can
         "the ended session's call was cancelled at the server"
     );
     running.abort();
+}
+
+/// The next JSON-RPC message of an SSE answer being read (`buffer` keeps what was read past it).
+async fn next_event(response: &mut reqwest::Response, buffer: &mut String) -> Value {
+    loop {
+        while let Some(end) = buffer.find('\n') {
+            let line: String = buffer.drain(..=end).collect();
+            if let Some(data) = line.trim_end().strip_prefix("data:")
+                && let Ok(message) = serde_json::from_str::<Value>(data.trim())
+            {
+                return message;
+            }
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .expect("the next event within 10 s")
+            .unwrap()
+            .expect("the stream goes on");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+/// A session client that can be asked for input, calling a session server's tool that asks it
+/// something, is asked on its call's own stream (the short path's question, under an id of
+/// Switchboard's), and its answer, POSTed in its session, reaches the server, whose result then
+/// ends the stream. A question it did not declare the capability for is refused as on the full
+/// path, without reaching it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_client_is_asked_on_its_calls_stream_and_its_answer_reaches_the_server() {
+    let (daemon, _fixture, _dir) =
+        serving(transports::conformance_http(true).await, "test", &[]).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({"elicitation": {}})).await;
+    let mut response = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "test__test_elicitation", "arguments": {"message": "Who?"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut buffer = String::new();
+    let question = next_event(&mut response, &mut buffer).await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert_eq!(question["params"]["message"], "Who?", "{question}");
+    let asked = question["id"].as_str().unwrap_or_default();
+    assert!(asked.starts_with("switchboard-ask-"), "{question}");
+    let answer = json!({"jsonrpc": "2.0", "id": asked,
+        "result": {"action": "accept", "content": {"response": "Ada"}}});
+    assert_eq!(post_in_session(&url, &session, answer).await, 202);
+    let result = next_event(&mut response, &mut buffer).await;
+    assert_eq!(result["id"], 5, "{result}");
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("action=accept") && text.contains("Ada"),
+        "{result}"
+    );
+
+    // Sampling was not declared: refused for the client, which is not asked.
+    let refused = call_in_session(
+        &url,
+        &session,
+        6,
+        json!({"name": "test__test_sampling", "arguments": {"prompt": "Hi"}}),
+    )
+    .await;
+    assert_eq!(
+        refused.len(),
+        1,
+        "no question reached the client: {refused:?}"
+    );
+    let refusal = refused[0].to_string();
+    assert!(refusal.contains("does not support sampling"), "{refusal}");
 }

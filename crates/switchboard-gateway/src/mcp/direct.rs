@@ -13,13 +13,11 @@
 //!   same on both. `input_required` passes through with the server's own `requestState`, so
 //!   the client's retry takes this path again.
 //! - A legacy session's client (2025-03-26 .. 2025-11-25 over Streamable HTTP) calling a tool of
-//!   a server with sessions, when the client declared no way to be asked for input (sampling,
-//!   elicitation, roots): the call goes into the session Switchboard holds with the server
+//!   a server with sessions: the call goes into the session Switchboard holds with the server
 //!   under an id of its own, the server's progress and log messages come back by the session's
 //!   rules (its `logging/setLevel`; everything when it set none), a request the server sends
-//!   on the call's stream gets the answer the full path gives such a client, and the client's
-//!   `notifications/cancelled` reaches the call ([`cancel`]). A client that can be asked for
-//!   input takes the full path, which puts the server's questions on the request's own stream.
+//!   on the call's stream is put to the client on the call's own stream ([`AskOnStream`]), and
+//!   the client's `notifications/cancelled` reaches the call ([`cancel`]).
 //!
 //! Anything else (another method, a header this path does not check, a tool with
 //! `x-mcp-header` parameters, a server reached another way or not connected, a retry of an
@@ -39,14 +37,15 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rmcp::model::{
     CallToolRequest, ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, ErrorData,
-    JsonObject, JsonRpcError, JsonRpcMessage, JsonRpcRequest, JsonRpcResponse, LoggingLevel,
-    ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification,
-    ServerResult,
+    InputRequest, JsonObject, JsonRpcError, JsonRpcMessage, JsonRpcRequest, JsonRpcResponse,
+    LoggingLevel, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerNotification, ServerRequest, ServerResult,
 };
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use switchboard_hub::ExposedCatalog;
 use switchboard_upstream::{DirectReply, Upstream, UpstreamError};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{Shared, call_result, downstream::severity, lock};
@@ -141,6 +140,7 @@ async fn stateless_call(
         era: Era::Stateless,
         log_level,
         cancelled: None,
+        asking: None,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -174,6 +174,15 @@ async fn session_call(
             }
             return None;
         }
+        // The client's answer to a question this path put to it.
+        JsonRpcMessage::Response(JsonRpcResponse { ref id, .. }) => {
+            return answered(shared, session, id.clone(), message);
+        }
+        JsonRpcMessage::Error(JsonRpcError {
+            id: Some(ref id), ..
+        }) => {
+            return answered(shared, session, id.clone(), message);
+        }
         _ => return None,
     };
     // The headers a legacy client sends, and nothing this path would have to check.
@@ -182,8 +191,7 @@ async fn session_call(
         Some(_) => single(&parts.headers, "mcp-protocol-version")
             .is_some_and(|version| version == negotiated.version.as_str()),
     };
-    if negotiated.can_be_asked
-        || !negotiated.version.has_initialize()
+    if !negotiated.version.has_initialize()
         || !version
         || parts.headers.contains_key("mcp-method")
         || parts.headers.contains_key("mcp-name")
@@ -210,6 +218,14 @@ async fn session_call(
     let cancelled = state.ended.child_token();
     let _registered = Registered::new(shared, session, &id, &cancelled);
     let log_level = *lock(&state.log_level);
+    let (questions, asked) = mpsc::channel(1);
+    let asker = AskOnStream {
+        shared: shared.clone(),
+        session: session.to_owned(),
+        capabilities: negotiated.capabilities.clone(),
+        questions,
+    };
+    let asking = (asker, asked);
     let (server, request) = to_server(tool, id, call);
     let call = Call {
         upstream,
@@ -218,6 +234,7 @@ async fn session_call(
         era: Era::Session,
         log_level,
         cancelled: Some(cancelled),
+        asking: Some(asking),
     };
     let response = relay(shared, stop, catalog, call).await?;
     if !super::http::is_event_stream(&response) {
@@ -243,6 +260,19 @@ fn to_server(
 ) -> (switchboard_core::ServerId, JsonRpcRequest<CallToolRequest>) {
     call.params.name = tool.upstream.clone().into();
     (tool.server.clone(), JsonRpcRequest::new(id, call))
+}
+
+/// Hands the client's `answer` to the question `id` it was asked in `session` on the short
+/// path: 202, as for any answer; `None` when no such question waits (rmcp's, then).
+fn answered(
+    shared: &Shared,
+    session: &str,
+    id: RequestId,
+    answer: ClientJsonRpcMessage,
+) -> Option<Response> {
+    let waiting = lock(&shared.direct_questions).remove(&(session.to_owned(), id))?;
+    let _ = waiting.send(answer);
+    Some(StatusCode::ACCEPTED.into_response())
 }
 
 /// Cancels the call `id` of `session` relayed here, if there is one.
@@ -307,6 +337,9 @@ struct Call {
     log_level: Option<LoggingLevel>,
     /// Fires when the client cancels the call (sessions).
     cancelled: Option<CancellationToken>,
+    /// For a session call, the responder that asks the client on the call's stream, and that
+    /// stream's questions.
+    asking: Option<(AskOnStream, mpsc::Receiver<ServerJsonRpcMessage>)>,
 }
 
 /// Sends `call` and answers the client with what comes back; `None` when nothing was sent
@@ -324,64 +357,53 @@ async fn relay(
         era,
         log_level,
         cancelled,
+        asking,
     } = call;
     tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
     let in_flight = shared.in_flight.token();
-    let id = request.id.clone();
-    let answer = move |outcome| answer(&catalog, &server, &id, era, outcome);
-    let ended = answer.clone();
-    let cut_off = || json(era, ended(Err(UpstreamError::Cancelled)));
     let cancelled = cancelled.unwrap_or_default();
-    let input = Arc::new(super::downstream::CannotBeAsked);
-    let sent = upstream.call_tool_direct(request, input, cancelled.clone());
-    let reply = tokio::select! {
-        reply = sent => reply,
-        () = stop.cancelled() => return Some(cut_off()),
+    let (input, questions): (Arc<dyn switchboard_upstream::InputResponder>, _) = match asking {
+        Some((asker, questions)) => (Arc::new(asker), Some(questions)),
+        None => (Arc::new(super::downstream::CannotBeAsked), None),
+    };
+    let id = request.id.clone();
+    let cancel = cancelled.clone();
+    let sent = async move { upstream.call_tool_direct(request, input, cancel).await };
+    let mut relayed = Relayed {
+        source: Source::Sending(Box::pin(sent)),
+        questions,
+        catalog,
+        server,
+        id,
+        era,
+        log_level,
+    };
+    // Whatever happens once the call went out is answered here, never by the full path.
+    let first = tokio::select! {
+        first = relayed.next() => first,
+        () = stop.cancelled() => {
+            return Some(json(era, relayed.finish(Err(UpstreamError::Cancelled))));
+        }
         // A cancelled request is not answered.
         () = cancelled.cancelled() => return Some(unanswered()),
     };
-    let messages = match reply {
-        Ok(DirectReply::Message(message)) => return Some(json(era, answer(Ok(message)))),
-        Ok(DirectReply::NotSent) => return None,
-        Err(error) => return Some(json(era, answer(Err(error)))),
-        Ok(DirectReply::Stream(messages)) => messages,
-    };
-    // Notifications the client wants, then the response, mapped.
-    let wanted = move |message: &ServerJsonRpcMessage| match message {
-        JsonRpcMessage::Notification(notification) => match &notification.notification {
-            ServerNotification::ProgressNotification(_) => true,
-            ServerNotification::LoggingMessageNotification(log) => match (era, log_level) {
-                (_, Some(level)) => severity(log.params.level) >= severity(level),
-                (Era::Session, None) => true,
-                (Era::Stateless, None) => false,
-            },
-            _ => false,
-        },
-        _ => true,
-    };
-    let mut messages = messages
-        .filter(move |message| std::future::ready(message.as_ref().map_or(true, &wanted)))
-        .map(move |message| match message {
-            Ok(JsonRpcMessage::Notification(notification)) => {
-                JsonRpcMessage::Notification(notification)
-            }
-            other => answer(other),
-        });
-    // The call went out: whatever happens now is answered here, never by the full path.
-    let first = tokio::select! {
-        first = messages.next() => first,
-        () = stop.cancelled() => return Some(cut_off()),
-        () = cancelled.cancelled() => return Some(unanswered()),
-    };
-    let Some(first) = first else {
-        return Some(json(era, ended(Err(UpstreamError::Closed))));
+    let first = match first {
+        Some(Next::Message(first)) => first,
+        Some(Next::NotSent) => return None,
+        None => relayed.finish(Err(UpstreamError::Closed)),
     };
     if is_final(&first) {
         return Some(json(era, first));
     }
     // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
+    let rest = futures::stream::unfold(relayed, |mut relayed| async move {
+        match relayed.next().await? {
+            Next::Message(message) => Some((message, relayed)),
+            Next::NotSent => None,
+        }
+    });
     let events = futures::stream::iter([first])
-        .chain(messages)
+        .chain(rest)
         .take_until(stop.clone().cancelled_owned())
         .take_until(cancelled.cancelled_owned())
         .map(move |message| {
@@ -394,6 +416,195 @@ async fn relay(
             .keep_alive(KeepAlive::default())
             .into_response(),
     )
+}
+
+/// Where a relayed call's messages come from: the call being sent, then its reply.
+enum Source {
+    Sending(futures::future::BoxFuture<'static, Result<DirectReply, UpstreamError>>),
+    Streaming(futures::stream::BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>>),
+    Ended,
+}
+
+/// What a relayed call has for its client next.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one at a time, moved once to the client's stream; boxing would only add an \
+              allocation to every message"
+)]
+enum Next {
+    /// A message for the client: a question of the server's, a notification it wants, or the
+    /// response (the last).
+    Message(ServerJsonRpcMessage),
+    /// The call was not sent; the full path is to take it.
+    NotSent,
+}
+
+/// A call on its way: the server's messages, mapped and filtered for the client, and the
+/// server's questions to it, in the order they come, until the response.
+struct Relayed {
+    source: Source,
+    /// Requests for the client from the call's responder ([`AskOnStream`]).
+    questions: Option<mpsc::Receiver<ServerJsonRpcMessage>>,
+    catalog: Arc<ExposedCatalog>,
+    server: switchboard_core::ServerId,
+    /// The client's id for the call.
+    id: RequestId,
+    era: Era,
+    /// The least severe log message the client wants (see [`Era`] when there is none).
+    log_level: Option<LoggingLevel>,
+}
+
+impl Relayed {
+    /// The next message for the client; `None` after the response.
+    async fn next(&mut self) -> Option<Next> {
+        loop {
+            let question = async {
+                match &mut self.questions {
+                    Some(questions) => questions.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let reply = match &mut self.source {
+                Source::Ended => return None,
+                Source::Sending(sent) => tokio::select! {
+                    Some(question) = question => return Some(Next::Message(question)),
+                    reply = sent => reply,
+                },
+                Source::Streaming(messages) => tokio::select! {
+                    Some(question) = question => return Some(Next::Message(question)),
+                    message = messages.next() => match message {
+                        Some(Ok(JsonRpcMessage::Notification(notification))) => {
+                            if wants(self.era, self.log_level, &notification.notification) {
+                                return Some(Next::Message(JsonRpcMessage::Notification(
+                                    notification,
+                                )));
+                            }
+                            continue;
+                        }
+                        Some(outcome) => outcome.map(DirectReply::Message),
+                        None => Err(UpstreamError::Closed),
+                    },
+                },
+            };
+            let outcome = match reply {
+                Ok(DirectReply::Stream(messages)) => {
+                    self.source = Source::Streaming(messages);
+                    continue;
+                }
+                Ok(DirectReply::NotSent) => {
+                    self.source = Source::Ended;
+                    return Some(Next::NotSent);
+                }
+                Ok(DirectReply::Message(message)) => Ok(message),
+                Err(error) => Err(error),
+            };
+            self.source = Source::Ended;
+            return Some(Next::Message(self.finish(outcome)));
+        }
+    }
+
+    /// The client's answer to the server's response, or to the failure to get one.
+    fn finish(&self, outcome: Result<ServerJsonRpcMessage, UpstreamError>) -> ServerJsonRpcMessage {
+        answer(&self.catalog, &self.server, &self.id, self.era, outcome)
+    }
+}
+
+/// Whether a client of `era` that wants log messages from `log_level` up wants this
+/// notification about its call.
+fn wants(era: Era, log_level: Option<LoggingLevel>, notification: &ServerNotification) -> bool {
+    match notification {
+        ServerNotification::ProgressNotification(_) => true,
+        ServerNotification::LoggingMessageNotification(log) => match (era, log_level) {
+            (_, Some(level)) => severity(log.params.level) >= severity(level),
+            (Era::Session, None) => true,
+            (Era::Stateless, None) => false,
+        },
+        _ => false,
+    }
+}
+
+/// A client's answer to a question the short path put to it.
+pub(crate) type Answer = oneshot::Sender<ClientJsonRpcMessage>;
+
+/// The responder of a session call on the short path: the server's requests for input go to
+/// the client on the call's own stream (as the full path puts them on the request's stream),
+/// under ids of Switchboard's own, and the client's answers, which it POSTs in its session, are
+/// taken by [`try_call`] on their way to rmcp. Requests the client did not declare the
+/// capability for are refused as on the full path.
+struct AskOnStream {
+    shared: Arc<Shared>,
+    session: String,
+    capabilities: rmcp::model::ClientCapabilities,
+    /// The call's stream to the client.
+    questions: mpsc::Sender<ServerJsonRpcMessage>,
+}
+
+/// The prefix of the ids of requests the short path puts to clients.
+const QUESTION_ID_PREFIX: &str = "switchboard-ask-";
+
+impl switchboard_upstream::InputResponder for AskOnStream {
+    fn answer(
+        &self,
+        _key: Option<&str>,
+        request: InputRequest,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
+        if let Err(refused) = super::downstream::supports(&self.capabilities, &request) {
+            return Box::pin(std::future::ready(Err(refused)));
+        }
+        let request = match request {
+            InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
+            InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
+            InputRequest::ListRoots(r) => ServerRequest::ListRootsRequest(r),
+            _ => {
+                let refused = ErrorData::invalid_params(
+                    "Switchboard cannot relay this kind of input request",
+                    None,
+                );
+                return Box::pin(std::future::ready(Err(refused)));
+            }
+        };
+        static QUESTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = QUESTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = RequestId::String(format!("{QUESTION_ID_PREFIX}{number}").into());
+        let (answer, answered) = oneshot::channel();
+        let key = (self.session.clone(), id.clone());
+        lock(&self.shared.direct_questions).insert(key.clone(), answer);
+        let unregister = Unregister {
+            shared: self.shared.clone(),
+            key,
+        };
+        let questions = self.questions.clone();
+        let question = JsonRpcMessage::Request(JsonRpcRequest::new(id, request));
+        Box::pin(async move {
+            let _unregister = unregister;
+            let gone =
+                || ErrorData::internal_error("the client's request ended before it answered", None);
+            questions.send(question).await.map_err(|_| gone())?;
+            // Until the client answers, or the call's stream to it ends.
+            let answer = tokio::select! {
+                answer = answered => answer.map_err(|_| gone())?,
+                () = questions.closed() => return Err(gone()),
+            };
+            match answer {
+                JsonRpcMessage::Response(response) => serde_json::to_value(response.result)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
+                JsonRpcMessage::Error(error) => Err(error.error),
+                _ => Err(gone()),
+            }
+        })
+    }
+}
+
+/// Removes a question from those waiting for an answer when dropped.
+struct Unregister {
+    shared: Arc<Shared>,
+    key: (String, RequestId),
+}
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        lock(&self.shared.direct_questions).remove(&self.key);
+    }
 }
 
 /// The answer to a request the client cancelled: a stream that ends without a message.

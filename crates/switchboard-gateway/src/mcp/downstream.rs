@@ -61,8 +61,9 @@ pub(crate) fn supports(
     }
 }
 
-/// The responder for a client that declared no way to be asked for input: every request gets
-/// the refusal [`supports`] gives it, as on the full path.
+/// The responder for a client that cannot be asked on a call's stream (a stateless client on
+/// the short path, whose server asks with `input_required` instead): every request gets the
+/// refusal [`supports`] gives a client that declared nothing.
 pub(crate) struct CannotBeAsked;
 
 impl switchboard_upstream::InputResponder for CannotBeAsked {

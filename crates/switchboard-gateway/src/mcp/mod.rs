@@ -93,6 +93,9 @@ pub struct Shared {
     direct_calls: Mutex<
         HashMap<(String, rmcp::model::RequestId), (u64, tokio_util::sync::CancellationToken)>,
     >,
+    /// Requests the short path put to session clients on a call's stream, by session and
+    /// request id, waiting for the client's answer.
+    direct_questions: Mutex<HashMap<(String, rmcp::model::RequestId), direct::Answer>>,
 }
 
 impl Shared {
@@ -115,6 +118,7 @@ impl Shared {
             draining: std::sync::atomic::AtomicBool::new(false),
             direct_sessions: Mutex::default(),
             direct_calls: Mutex::default(),
+            direct_questions: Mutex::default(),
         })
     }
 
@@ -180,8 +184,8 @@ struct SessionState {
 struct Negotiated {
     /// The protocol version agreed on.
     version: rmcp::model::ProtocolVersion,
-    /// Whether the client declared it can be asked for input (sampling, elicitation, roots).
-    can_be_asked: bool,
+    /// What the client declared it can be asked for (sampling, elicitation, roots).
+    capabilities: rmcp::model::ClientCapabilities,
 }
 
 /// The aggregated MCP server, one per downstream session.
@@ -539,12 +543,9 @@ impl ServerHandler for AggregateServer {
         }
         context.peer.set_peer_info(request.clone());
         let result = self.negotiate_initialize(&request)?;
-        let capabilities = &request.capabilities;
         let _ = self.session.negotiated.set(Negotiated {
             version: result.protocol_version.clone(),
-            can_be_asked: capabilities.sampling.is_some()
-                || capabilities.elicitation.is_some()
-                || capabilities.roots.is_some(),
+            capabilities: request.capabilities.clone(),
         });
         Ok(result)
     }
