@@ -497,23 +497,14 @@ fn pump(
             // timeout), and what it sends is dropped.
             let message = tokio::select! {
                 message = reading.next() => message,
-                () = sender.closed() => {
-                    let cancelled = reading.call.as_ref().map(|call| call.cancelled.clone());
-                    if let Some(cancelled) = cancelled {
-                        while !cancelled.is_cancelled() {
-                            tokio::select! {
-                                message = reading.next() => if message.is_none() { break },
-                                () = cancelled.cancelled() => break,
-                            }
-                        }
-                    }
-                    return;
-                }
+                () = sender.closed() => return reading.run_out().await,
             };
             let Some(message) = message else { return };
             match tokio::time::timeout(timeout, sender.send(message)).await {
                 Ok(Ok(())) => {}
-                _ => return,
+                Ok(Err(_)) => return reading.run_out().await,
+                // Not taken for as long as the call may wait: given up on.
+                Err(_) => return,
             }
         }
     });
@@ -657,6 +648,21 @@ impl Reading {
             return Some(Ok(message));
         }
         None
+    }
+
+    /// After the caller dropped the reply: in a session, unless the caller cancelled the call,
+    /// reads it to its end (or its timeout), dropping what the server sends; otherwise returns
+    /// at once (and dropping the reading cancels the call).
+    async fn run_out(mut self) {
+        let Some(cancelled) = self.call.as_ref().map(|call| call.cancelled.clone()) else {
+            return;
+        };
+        while !cancelled.is_cancelled() {
+            tokio::select! {
+                message = self.next() => if message.is_none() { return },
+                () = cancelled.cancelled() => return,
+            }
+        }
     }
 
     /// Whether the call's stream, ended or broken before its response, was resumed (a call in

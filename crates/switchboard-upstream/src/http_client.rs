@@ -105,6 +105,9 @@ pub struct StatusAwareHttpClient {
     in_flight: crate::relay::InFlight,
     /// The session rmcp's client is in, as its requests name it.
     session: Arc<std::sync::Mutex<Option<SessionInUse>>>,
+    /// Numbers rmcp's requests in the order they are sent, so that a slow request in an old
+    /// session cannot record that session over a newer one.
+    sent: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A session as rmcp's client uses it: its id and the protocol version header its requests
@@ -115,6 +118,8 @@ pub(crate) struct SessionInUse {
     pub(crate) id: Arc<str>,
     /// The `MCP-Protocol-Version` header, when rmcp sends one.
     pub(crate) version: Option<HeaderValue>,
+    /// The number of the request that recorded it (see `StatusAwareHttpClient::sent`).
+    sent: u64,
 }
 
 /// Attempts of one request: the first, a refresh or sign-in, a DPoP nonce, and the step-ups.
@@ -144,6 +149,7 @@ impl StatusAwareHttpClient {
             }),
             in_flight: crate::relay::InFlight::default(),
             session: Arc::default(),
+            sent: Arc::default(),
         }
     }
 
@@ -383,12 +389,14 @@ impl StreamableHttpClient for StatusAwareHttpClient {
     ) -> HttpResult<StreamableHttpPostResponse> {
         // The session is in use once the server took a request in it (rmcp re-initialising a
         // session sends `notifications/initialized` first, so no call goes before it).
+        let order = self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let in_use = session_id
             .clone()
             .filter(|_| !is_initialize(&message))
             .map(|id| SessionInUse {
                 id,
                 version: custom_headers.get("mcp-protocol-version").cloned(),
+                sent: order,
             });
         let sent = self
             .post(
@@ -402,7 +410,12 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             )
             .await;
         match (&sent, in_use) {
-            (Ok(_), Some(in_use)) => *self.lock_session() = Some(in_use),
+            (Ok(_), Some(in_use)) => {
+                let mut session = self.lock_session();
+                if session.as_ref().is_none_or(|s| s.sent < in_use.sent) {
+                    *session = Some(in_use);
+                }
+            }
             (Err(StreamableHttpError::SessionExpired), Some(in_use)) => {
                 self.session_expired(&in_use.id)
             }

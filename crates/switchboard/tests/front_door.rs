@@ -1551,8 +1551,8 @@ async fn a_session_call_to_a_session_server_goes_straight_into_its_session_with_
 }
 
 /// A session whose client only calls tools straight through (never reaching rmcp's session)
-/// lives on past `--session-idle` while it keeps calling, and through a streamed call longer
-/// than that; ending the session (DELETE) cancels a call it still has running at the server.
+/// lives on past `--session-idle` while it keeps calling, and through calls longer than that
+/// (streamed, or silent until their result); ending the session (DELETE) cancels a call it still has running at the server.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_calling_straight_through_lives_while_it_calls_and_its_end_cancels_its_calls() {
     let (daemon, fixture, _dir) = serving(
@@ -1579,6 +1579,10 @@ async fn a_session_calling_straight_through_lives_while_it_calls_and_its_end_can
         answer.last().unwrap()["result"]["content"][0]["text"],
         "done"
     );
+    // Silent until its result, longer than the idle limit.
+    let quiet = json!({"name": "fx__slow", "arguments": {"ms": 2500, "quiet": true}});
+    let answer = call_in_session(&url, &session, 52, quiet).await;
+    assert_eq!(answer[0]["result"]["content"][0]["text"], "done");
     let ping = json!({"jsonrpc": "2.0", "id": 51, "method": "ping"});
     assert_eq!(post_in_session(&url, &session, ping).await, 200);
 

@@ -65,7 +65,7 @@ pub(crate) async fn try_call(
     parts: &Parts,
     body: &Bytes,
 ) -> Option<Response> {
-    if shared.is_draining() || !plain_post(&parts.headers) {
+    if shared.is_draining() {
         return None;
     }
     if !parts.headers.contains_key("mcp-session-id") {
@@ -186,6 +186,9 @@ async fn session_call(
         _ => return None,
     };
     // The headers a legacy client sends, and nothing this path would have to check.
+    if !plain_post(&parts.headers) {
+        return None;
+    }
     let version = match parts.headers.get("mcp-protocol-version") {
         None => true,
         Some(_) => single(&parts.headers, "mcp-protocol-version")
@@ -214,9 +217,11 @@ async fn session_call(
         .upstream_for_tool(&tool.server, &tool.upstream)
         .ok()
         .filter(|upstream| upstream.calls_directly() && upstream.has_sessions())?;
-    // Cancelled by the client, or when its session ends.
+    // Cancelled by the client, or when its session ends; reachable by the client's
+    // cancellation for as long as the call's responder lives (until its reading ends, even
+    // after the client's connection closed).
     let cancelled = state.ended.child_token();
-    let _registered = Registered::new(shared, session, &id, &cancelled);
+    let registered = Registered::new(shared, session, &id, &cancelled);
     let log_level = *lock(&state.log_level);
     let (questions, asked) = mpsc::channel(1);
     let asker = AskOnStream {
@@ -224,6 +229,7 @@ async fn session_call(
         session: session.to_owned(),
         capabilities: negotiated.capabilities.clone(),
         questions,
+        _registered: registered,
     };
     let asking = (asker, asked);
     let (server, request) = to_server(tool, id, call);
@@ -236,20 +242,7 @@ async fn session_call(
         cancelled: Some(cancelled),
         asking: Some(asking),
     };
-    let response = relay(shared, stop, catalog, call).await?;
-    if !super::http::is_event_stream(&response) {
-        return Some(response);
-    }
-    // A streamed answer keeps the call cancellable until it ends.
-    let (parts, body) = response.into_parts();
-    let body = body.into_data_stream().map(move |chunk| {
-        let _registered = &_registered;
-        chunk
-    });
-    Some(Response::from_parts(
-        parts,
-        axum::body::Body::from_stream(body),
-    ))
+    relay(shared, stop, catalog, call).await
 }
 
 /// The request `id` calling `tool` as its server names it, and that server.
@@ -537,6 +530,8 @@ struct AskOnStream {
     capabilities: rmcp::model::ClientCapabilities,
     /// The call's stream to the client.
     questions: mpsc::Sender<ServerJsonRpcMessage>,
+    /// The call's place among those the client's `notifications/cancelled` reaches.
+    _registered: Registered,
 }
 
 /// The prefix of the ids of requests the short path puts to clients.

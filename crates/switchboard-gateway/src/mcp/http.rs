@@ -156,10 +156,11 @@ impl SessionActivity {
     }
 
     /// Forgets sessions no longer `live`, and returns (and forgets) those whose client has been
-    /// quiet for `idle` with no stream open.
+    /// quiet for `idle` with no stream open. A session heard from within `idle` is kept even if
+    /// `live` (read a little earlier) does not have it yet.
     fn idle(&self, live: &HashSet<String>, idle: Duration) -> Vec<String> {
         let mut sessions = self.lock();
-        sessions.retain(|id, _| live.contains(id));
+        sessions.retain(|id, activity| live.contains(id) || activity.last.elapsed() < idle);
         let quiet: Vec<String> = sessions
             .iter()
             .filter(|(_, a)| a.streams == 0 && a.last.elapsed() >= idle)
@@ -188,8 +189,9 @@ impl Drop for StreamGuard {
 }
 
 /// Notes the client activity of Streamable HTTP sessions: every request names its session, an
-/// `initialize` answered with a new one starts tracking it, and an SSE stream (the GET stream,
-/// or a POST's streamed answer) counts as activity while it is open.
+/// `initialize` answered with a new one starts tracking it, and a request counts as activity
+/// while it is being answered, an SSE answer (the GET stream, or a POST's streamed answer)
+/// until it ends.
 pub async fn track_sessions(
     State(door): State<FrontDoor>,
     request: Request,
@@ -203,6 +205,7 @@ pub async fn track_sessions(
     if let Some(id) = &session {
         door.activity.heard(id);
     }
+    let answering = session.as_deref().map(|id| door.activity.streaming(id));
     let response = next.run(request).await;
     match &session {
         None => {
@@ -215,8 +218,8 @@ pub async fn track_sessions(
             }
             response
         }
-        Some(id) if response.status().is_success() && is_event_stream(&response) => {
-            let guard = door.activity.streaming(id);
+        Some(_) if response.status().is_success() && is_event_stream(&response) => {
+            let guard = answering;
             let (parts, body) = response.into_parts();
             let body = body.into_data_stream().map(move |chunk| {
                 let _open = &guard;
