@@ -508,12 +508,19 @@ async fn switchboard_stdio_serves_the_same_catalog() {
     );
 }
 
-/// The official TypeScript SDK client, through `/mcp` and through `switchboard stdio`.
+/// The official TypeScript SDK client, through `/mcp` and through `switchboard stdio`, to
+/// server-everything over stdio (the full path) and, through `/mcp`, to server-everything over
+/// Streamable HTTP with sessions (the short path: progress, cancellation and the elicitation on
+/// the call's own stream).
 #[tokio::test]
 async fn the_typescript_sdk_client_lists_calls_gets_progress_and_cancels() {
     let dir = tempfile::tempdir().unwrap();
     add(dir.path(), &["everything", "--", "node", &everything()]);
     let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let over_http = switchboard_fixtures::ServerEverything::start("streamableHttp");
+    let http_dir = tempfile::tempdir().unwrap();
+    add(http_dir.path(), &["everything", &over_http.url]);
+    let (http_daemon, _) = Daemon::start(http_dir.path(), 1).await;
     let script = switchboard_fixtures::repository_root().join("tests/npm/sdk-client.mjs");
     for target in [
         vec!["http".to_owned(), daemon.mcp_url()],
@@ -524,6 +531,7 @@ async fn the_typescript_sdk_client_lists_calls_gets_progress_and_cancels() {
             dir.path().display().to_string(),
             "stdio".to_owned(),
         ],
+        vec!["http".to_owned(), http_daemon.mcp_url()],
     ] {
         let output = tokio::time::timeout(
             Duration::from_secs(90),
