@@ -1305,17 +1305,20 @@ async fn sessions_beyond_the_limit_are_refused_clearly_until_one_ends() {
 
 /// A POST of `message` in session `id`; returns the HTTP status.
 async fn post_in_session(url: &str, id: &str, message: Value) -> u16 {
+    send_in_session(url, id, &message).await.status().as_u16()
+}
+
+/// A POST of `message` in session `id`, as a 2025-11-25 client sends it.
+async fn send_in_session(url: &str, id: &str, message: &Value) -> reqwest::Response {
     reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", id)
         .header("mcp-protocol-version", "2025-11-25")
-        .json(&message)
+        .json(message)
         .send()
         .await
-        .unwrap()
-        .status()
-        .as_u16()
+        .expect("Switchboard answers")
 }
 
 /// A session whose client went quiet ends after `--session-idle`, even while its server keeps
@@ -1658,18 +1661,9 @@ async fn a_session_client_is_asked_on_its_calls_stream_and_its_answer_reaches_th
         serving(transports::conformance_http(true).await, "test", &[]).await;
     let url = daemon.mcp_url();
     let session = open_session(&url, json!({"elicitation": {}})).await;
-    let mut response = reqwest::Client::new()
-        .post(&url)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-            "name": "test__test_elicitation", "arguments": {"message": "Who?"}}}),
-        )
-        .send()
-        .await
-        .unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "test__test_elicitation", "arguments": {"message": "Who?"}}});
+    let mut response = send_in_session(&url, &session, &call).await;
     assert_eq!(response.status(), 200);
     let mut buffer = String::new();
     let question = next_event(&mut response, &mut buffer).await;
@@ -1705,4 +1699,62 @@ async fn a_session_client_is_asked_on_its_calls_stream_and_its_answer_reaches_th
     );
     let refusal = refused[0].to_string();
     assert!(refusal.contains("does not support sampling"), "{refusal}");
+}
+
+/// A session call's stream on the short path is resumable as rmcp's are (SEP-1699): primed with
+/// an event id and a retry delay, its events numbered; a client whose connection drops mid-call
+/// resumes it with `Last-Event-ID` and gets the rest, result included, each event once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_client_resumes_a_dropped_call_stream_with_last_event_id() {
+    let (daemon, _fixture, _dir) =
+        serving(transports::streamable_http(Era::Legacy).await, "fx", &[]).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "fx__slow", "arguments": {"ms": 1000}, "_meta": {"progressToken": "p"}}});
+    let mut response = send_in_session(&url, &session, &call).await;
+    assert_eq!(response.status(), 200);
+    let mut text = String::new();
+    while text.matches("notifications/progress").count() < 2 {
+        let chunk = response.chunk().await.unwrap().expect("more events");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let first = text.split("\n\n").next().unwrap_or_default();
+    assert!(
+        first.contains("id: ") && first.contains("retry: ") && first.contains("data: "),
+        "a priming event first: {text:?}"
+    );
+    let last_id = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("id: "))
+        .next_back()
+        .unwrap()
+        .to_owned();
+    let seen = text.matches("notifications/progress").count();
+    drop(response);
+
+    let resumed = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", &last_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    let rest = tokio::time::timeout(Duration::from_secs(10), resumed.text())
+        .await
+        .expect("the resumed stream ends with the call")
+        .unwrap();
+    let messages: Vec<Value> = rest
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str(data).ok())
+        .collect();
+    let (result, progress) = messages.split_last().expect("messages");
+    assert_eq!(result["id"], 9, "{rest}");
+    assert_eq!(result["result"]["content"][0]["text"], "done", "{rest}");
+    assert_eq!(seen + progress.len(), 20, "every report once: {text}{rest}");
+    assert!(progress.iter().all(|p| p["params"]["progressToken"] == "p"));
 }

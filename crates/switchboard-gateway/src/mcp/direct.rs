@@ -141,6 +141,7 @@ async fn stateless_call(
         log_level,
         cancelled: None,
         asking: None,
+        session: None,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -241,6 +242,7 @@ async fn session_call(
         log_level,
         cancelled: Some(cancelled),
         asking: Some(asking),
+        session: Some(state.clone()),
     };
     relay(shared, stop, catalog, call).await
 }
@@ -333,6 +335,8 @@ struct Call {
     /// For a session call, the responder that asks the client on the call's stream, and that
     /// stream's questions.
     asking: Option<(AskOnStream, mpsc::Receiver<ServerJsonRpcMessage>)>,
+    /// For a session call, the session, which keeps the call's stream for resumption.
+    session: Option<Arc<super::SessionState>>,
 }
 
 /// Sends `call` and answers the client with what comes back; `None` when nothing was sent
@@ -351,6 +355,7 @@ async fn relay(
         log_level,
         cancelled,
         asking,
+        session,
     } = call;
     tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
     let in_flight = shared.in_flight.token();
@@ -385,9 +390,7 @@ async fn relay(
         Some(Next::NotSent) => return None,
         None => relayed.finish(Err(UpstreamError::Closed)),
     };
-    if is_final(&first) {
-        return Some(json(era, first));
-    }
+    let done = is_final(&first);
     // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
     let rest = futures::stream::unfold(relayed, |mut relayed| async move {
         match relayed.next().await? {
@@ -395,6 +398,34 @@ async fn relay(
             Next::NotSent => None,
         }
     });
+    // A session's answer is a stream the client can resume (SEP-1699), as rmcp's are: primed,
+    // its events numbered and kept. The call runs on in a task of its own, whether or not the
+    // client stays to read it.
+    if let Some(session) = session {
+        let log = Arc::new(StreamLog::default());
+        let stream = lock(&session.direct_streams).keep(log.clone());
+        log.push(&first);
+        if done {
+            log.finish();
+        } else {
+            let (log, stop) = (log.clone(), stop.clone());
+            tokio::spawn(async move {
+                let _counted = in_flight;
+                let mut rest = std::pin::pin!(
+                    rest.take_until(stop.cancelled_owned())
+                        .take_until(cancelled.cancelled_owned())
+                );
+                while let Some(message) = rest.next().await {
+                    log.push(&message);
+                }
+                log.finish();
+            });
+        }
+        return Some(log.follow(stream, 0));
+    }
+    if done {
+        return Some(json(era, first));
+    }
     let events = futures::stream::iter([first])
         .chain(rest)
         .take_until(stop.clone().cancelled_owned())
@@ -600,6 +631,133 @@ impl Drop for Unregister {
     fn drop(&mut self) {
         lock(&self.shared.direct_questions).remove(&self.key);
     }
+}
+
+/// How long a client is told to wait before resuming a stream, as rmcp tells it.
+const RESUME_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How many of a session's latest streams are kept for resumption.
+const KEPT_STREAMS: usize = 16;
+
+/// The prefix of the event ids of the short path's streams (`sb-<stream>-<index>`), which tells
+/// a resumption of one of them from one of rmcp's.
+const EVENT_ID_PREFIX: &str = "sb-";
+
+/// A session's streams on the short path, kept so that its client can resume them.
+#[derive(Default)]
+pub(crate) struct SessionStreams {
+    next: u64,
+    kept: std::collections::VecDeque<(u64, Arc<StreamLog>)>,
+}
+
+impl SessionStreams {
+    /// Keeps `log` as a new stream (forgetting the oldest beyond [`KEPT_STREAMS`]); its number.
+    fn keep(&mut self, log: Arc<StreamLog>) -> u64 {
+        let stream = self.next;
+        self.next += 1;
+        if self.kept.len() >= KEPT_STREAMS {
+            self.kept.pop_front();
+        }
+        self.kept.push_back((stream, log));
+        stream
+    }
+
+    fn find(&self, stream: u64) -> Option<Arc<StreamLog>> {
+        self.kept
+            .iter()
+            .find(|(number, _)| *number == stream)
+            .map(|(_, log)| log.clone())
+    }
+}
+
+/// The messages of one stream to a session client, as sent, and whether it is complete.
+#[derive(Default)]
+pub(crate) struct StreamLog {
+    messages: std::sync::Mutex<(Vec<String>, bool)>,
+    changed: tokio::sync::Notify,
+}
+
+impl StreamLog {
+    fn push(&self, message: &ServerJsonRpcMessage) {
+        let data = serde_json::to_string(message).unwrap_or_default();
+        lock(&self.messages).0.push(data);
+        self.changed.notify_waiters();
+    }
+
+    fn finish(&self) {
+        lock(&self.messages).1 = true;
+        self.changed.notify_waiters();
+    }
+
+    /// The stream `stream` as an SSE answer: from the start (the priming event first) when
+    /// `after` is 0, else the events after the one numbered `after`; it follows the log until
+    /// it is complete, with a keep-alive comment every 15 s. Written by hand: the priming event
+    /// carries an empty `data` field (SEP-1699), which axum's events leave out.
+    fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
+        let priming = (after == 0).then(|| {
+            let retry = RESUME_AFTER.as_millis();
+            Bytes::from(format!(
+                "id: {EVENT_ID_PREFIX}{stream}-0\nretry: {retry}\ndata: \n\n"
+            ))
+        });
+        let events = futures::stream::unfold((self, after), move |(log, next)| async move {
+            loop {
+                let changed = log.changed.notified();
+                let mut changed = std::pin::pin!(changed);
+                changed.as_mut().enable();
+                {
+                    let messages = lock(&log.messages);
+                    if let Some(data) = messages.0.get(next) {
+                        // Compact JSON has no raw line breaks, so one `data` line carries it.
+                        let event = format!(
+                            "id: {EVENT_ID_PREFIX}{stream}-{}\ndata: {data}\n\n",
+                            next + 1
+                        );
+                        return Some((Bytes::from(event), (log.clone(), next + 1)));
+                    }
+                    if messages.1 {
+                        return None;
+                    }
+                }
+                changed.await;
+            }
+        });
+        let events = futures::stream::iter(priming)
+            .chain(events)
+            .map(Some)
+            .chain(futures::stream::once(async { None }));
+        let every = std::time::Duration::from_secs(15);
+        let ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let pings = futures::stream::unfold(ticks, |mut ticks| async move {
+            ticks.tick().await;
+            Some((Some(Bytes::from_static(b": keep-alive\n\n")), ticks))
+        });
+        let body = futures::stream::select(events, pings)
+            .take_while(|chunk| std::future::ready(chunk.is_some()))
+            .filter_map(|chunk| std::future::ready(chunk.map(Ok::<_, Infallible>)));
+        (
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            axum::body::Body::from_stream(body),
+        )
+            .into_response()
+    }
+}
+
+/// Resumes a stream of the short path for a session client's GET with `Last-Event-ID` naming
+/// one of its events; `None` when it names none (rmcp's, then).
+pub(crate) fn try_resume(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let session = single(headers, "mcp-session-id")?;
+    let last = single(headers, "last-event-id")?.strip_prefix(EVENT_ID_PREFIX)?;
+    let (stream, index) = last.split_once('-')?;
+    let (stream, index) = (stream.parse::<u64>().ok()?, index.parse::<usize>().ok()?);
+    let state = lock(&shared.direct_sessions)
+        .get(session)
+        .and_then(std::sync::Weak::upgrade)?;
+    let log = lock(&state.direct_streams).find(stream)?;
+    Some(log.follow(stream, index))
 }
 
 /// The answer to a request the client cancelled: a stream that ends without a message.

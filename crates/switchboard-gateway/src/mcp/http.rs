@@ -245,6 +245,11 @@ pub(crate) fn is_event_stream(response: &Response) -> bool {
 /// A plain `tools/call` of a Streamable HTTP server's tool is then relayed directly
 /// (`direct`); everything else goes on to rmcp.
 pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: Next) -> Response {
+    if request.method() == Method::GET
+        && let Some(resumed) = super::direct::try_resume(&door.shared, request.headers())
+    {
+        return resumed;
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }

@@ -178,6 +178,8 @@ struct SessionState {
     /// Cancelled when the session's server is dropped (the session ended): calls relayed for it
     /// on the short path end with it, as its handlers do on the full path.
     ended: tokio_util::sync::CancellationToken,
+    /// The session's latest streams on the short path, kept for resumption.
+    direct_streams: Mutex<direct::SessionStreams>,
 }
 
 /// What a legacy session's `initialize` settled.
