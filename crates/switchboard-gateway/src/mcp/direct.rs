@@ -362,7 +362,9 @@ async fn relay(
     let cancelled = cancelled.unwrap_or_default();
     let (input, questions): (Arc<dyn switchboard_upstream::InputResponder>, _) = match asking {
         Some((asker, questions)) => (Arc::new(asker), Some(questions)),
-        None => (Arc::new(super::downstream::CannotBeAsked), None),
+        // A stateless server asks with `input_required`, never on the call's stream (its route
+        // ignores requests there), so no responder is ever called.
+        None => (Arc::new(switchboard_upstream::InputPolicy::Decline), None),
     };
     let id = request.id.clone();
     let cancel = cancelled.clone();

@@ -61,24 +61,6 @@ pub(crate) fn supports(
     }
 }
 
-/// The responder for a client that cannot be asked on a call's stream (a stateless client on
-/// the short path, whose server asks with `input_required` instead): every request gets the
-/// refusal [`supports`] gives a client that declared nothing.
-pub(crate) struct CannotBeAsked;
-
-impl switchboard_upstream::InputResponder for CannotBeAsked {
-    fn answer(
-        &self,
-        _key: Option<&str>,
-        request: InputRequest,
-    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
-        let refused = supports(&ClientCapabilities::default(), &request)
-            .err()
-            .unwrap_or_else(|| ErrorData::invalid_params("the client cannot be asked", None));
-        Box::pin(std::future::ready(Err(refused)))
-    }
-}
-
 /// Asks a legacy client, on its session, and returns its answer as JSON.
 pub(crate) async fn ask(
     peer: Peer<RoleServer>,

@@ -232,7 +232,7 @@ pub async fn track_sessions(
 }
 
 /// Whether `response` is an SSE stream.
-pub(crate) fn is_event_stream(response: &Response) -> bool {
+fn is_event_stream(response: &Response) -> bool {
     response
         .headers()
         .get(header::CONTENT_TYPE)
