@@ -31,6 +31,8 @@ pub enum Era {
 pub struct FixtureState {
     /// Calls that saw their cancellation token fire.
     pub cancelled_calls: AtomicUsize,
+    /// `slow` calls that ran to their end.
+    pub finished_slow_calls: AtomicUsize,
     /// TCP connections accepted (by the servers that count them: Streamable HTTP).
     pub connections: AtomicUsize,
     /// Whether the extra tool `late` is listed (set by the `add_tool` tool).
@@ -273,6 +275,9 @@ impl ServerHandler for FixtureServer {
                             .await;
                     }
                 }
+                self.state
+                    .finished_slow_calls
+                    .fetch_add(1, Ordering::SeqCst);
                 Ok(text_result("done"))
             }
             "fail" => Ok(CallToolResponse::Complete(CallToolResult::error(vec![

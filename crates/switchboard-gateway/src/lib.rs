@@ -193,22 +193,18 @@ pub fn router(
         .route("/api/servers/{id}/login", post(oauth::start_login))
         .route(oauth::CALLBACK_PATH, get(oauth::callback))
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
+        // One layer for both checks: every layer costs each request a clone of the service
+        // below it and a boxed future.
         .layer(middleware::from_fn(move |request: Request, next: Next| {
-            let draining = draining.clone();
+            let (access, draining) = (access.clone(), draining.clone());
             async move {
+                if let Some(refusal) = access.refusal(&request) {
+                    return refusal.into_response();
+                }
                 if request.method() == axum::http::Method::POST && draining.is_draining() {
                     return shutting_down();
                 }
                 next.run(request).await
-            }
-        }))
-        .layer(middleware::from_fn(move |request: Request, next: Next| {
-            let access = access.clone();
-            async move {
-                match access.refusal(&request) {
-                    None => next.run(request).await,
-                    Some(refusal) => refusal.into_response(),
-                }
             }
         }))
         .with_state(state)

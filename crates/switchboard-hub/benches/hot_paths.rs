@@ -1,6 +1,7 @@
 //! Criterion benches for what every relayed request runs through: finding a tool in the merged
 //! catalog, mapping names and URIs between their exposed and upstream forms, and the JSON-RPC
-//! relay's decode and encode of a `tools/call` on both sides.
+//! relay's decode and encode of a `tools/call` on both sides (beside rmcp's generic decoding of
+//! the same messages, which the relay's decoding skips for them).
 //!
 //! `cargo bench -p switchboard-hub --bench hot_paths`; figures are in `docs/benchmarks.md`.
 
@@ -103,15 +104,24 @@ fn relay(c: &mut Criterion) {
     let response = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Created issue #42."},{"type":"resource_link","uri":"repo://octo/hello/issues/42","name":"issue 42"}],"isError":false}}"#;
     let mut group = c.benchmark_group("relay");
     group.bench_function("decode a tools/call request", |b| {
-        b.iter(|| serde_json::from_slice::<ClientJsonRpcMessage>(black_box(request)).is_ok())
+        b.iter(|| switchboard_upstream::wire::client_message(black_box(request)).is_ok())
     });
+    group.bench_function(
+        "decode a tools/call request as any client message (rmcp)",
+        |b| b.iter(|| serde_json::from_slice::<ClientJsonRpcMessage>(black_box(request)).is_ok()),
+    );
     let decoded: ClientJsonRpcMessage = serde_json::from_slice(request).expect("a request");
     group.bench_function("encode a tools/call request", |b| {
         b.iter(|| serde_json::to_vec(black_box(&decoded)).map(|v| v.len()))
     });
+    let response_text = std::str::from_utf8(response).expect("UTF-8");
     group.bench_function("decode a tools/call response", |b| {
-        b.iter(|| serde_json::from_slice::<ServerJsonRpcMessage>(black_box(response)).is_ok())
+        b.iter(|| switchboard_upstream::wire::call_reply(black_box(response_text)).is_ok())
     });
+    group.bench_function(
+        "decode a tools/call response as any server message (rmcp)",
+        |b| b.iter(|| serde_json::from_slice::<ServerJsonRpcMessage>(black_box(response)).is_ok()),
+    );
     let ServerJsonRpcMessage::Response(answer) =
         serde_json::from_slice(response).expect("a response")
     else {

@@ -176,7 +176,7 @@ fn median_sample(samples: &[Sample]) -> Sample {
     }
 }
 
-/// A `switchboard serve` child process, killed on drop.
+/// A `switchboard serve` child process, stopped on drop.
 struct Daemon {
     child: std::process::Child,
     base: String,
@@ -184,7 +184,20 @@ struct Daemon {
 }
 
 impl Drop for Daemon {
+    /// Stops the daemon as a user would (SIGTERM, its graceful shutdown), so that a wrapper
+    /// such as callgrind (`scripts/relay-instructions`) sees it exit; killed if it has not
+    /// exited within 10 seconds.
     fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

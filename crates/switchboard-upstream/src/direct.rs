@@ -596,7 +596,7 @@ impl Reading {
             let Some(data) = event.data.filter(|data| !data.is_empty()) else {
                 continue;
             };
-            let message = match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
+            let message = match crate::wire::call_reply(&data) {
                 Ok(message) => message,
                 // In a session, as rmcp's client does: the event is skipped and the call waits
                 // for its response (or its timeout).

@@ -23,7 +23,7 @@ pub mod sse;
 pub mod stdio;
 pub mod upstream;
 pub mod websocket;
-mod wire;
+pub mod wire;
 
 pub use connect::{ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use direct::DirectReply;

@@ -1630,6 +1630,75 @@ async fn a_session_calling_straight_through_lives_while_it_calls_and_its_end_can
     running.abort();
 }
 
+/// A session client whose connection closes before the first message of its call (a quiet
+/// tool, so nothing comes before the result) does not cancel the call: in a session a closed
+/// stream is no cancellation. The call runs to its end at the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_client_that_leaves_before_the_first_message_does_not_cancel_its_call() {
+    let (daemon, fixture, _dir) =
+        serving(transports::streamable_http(Era::Legacy).await, "fx", &[]).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({})).await;
+    // The short path is taken for this session (its answers carry the client's own id).
+    let echo = json!({"name": "fx__echo", "arguments": {"message": "hi"}});
+    let answer = call_in_session(&url, &session, 1, echo).await;
+    assert_eq!(answer[0]["result"]["content"][0]["text"], "hi");
+
+    let before = last_call_id(&fixture);
+    let address = reqwest::Url::parse(&url).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "fx__slow", "arguments": {"ms": 1000, "quiet": true}}})
+    .to_string();
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+         Mcp-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{body}",
+        address.path(),
+        format_args!(
+            "{}:{}",
+            address.host_str().unwrap(),
+            address.port().unwrap()
+        ),
+        body.len()
+    );
+    let mut connection =
+        tokio::net::TcpStream::connect((address.host_str().unwrap(), address.port().unwrap()))
+            .await
+            .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut connection, request.as_bytes())
+        .await
+        .unwrap();
+    reaches_the_server(&fixture, &before).await;
+    let id = last_call_id(&fixture);
+    assert!(
+        id.as_str()
+            .is_some_and(|id| id.starts_with("switchboard-direct-")),
+        "the call took the short path: {id}"
+    );
+    drop(connection);
+
+    let finished = &fixture.state.finished_slow_calls;
+    for _ in 0..250 {
+        if finished.load(std::sync::atomic::Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        finished.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the call ran to its end"
+    );
+    assert_eq!(
+        fixture
+            .state
+            .cancelled_calls
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the call was not cancelled"
+    );
+}
+
 /// The next JSON-RPC message of an SSE answer being read (`buffer` keeps what was read past it).
 async fn next_event(response: &mut reqwest::Response, buffer: &mut String) -> Value {
     loop {

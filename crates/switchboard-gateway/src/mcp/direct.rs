@@ -89,7 +89,7 @@ async fn stateless_call(
         id,
         request: ClientRequest::CallToolRequest(call),
         ..
-    })) = serde_json::from_slice::<ClientJsonRpcMessage>(body)
+    })) = switchboard_upstream::wire::client_message(body)
     else {
         return None;
     };
@@ -160,7 +160,7 @@ async fn session_call(
         .get(session)
         .and_then(std::sync::Weak::upgrade)?;
     let negotiated = state.negotiated.get()?;
-    let message = serde_json::from_slice::<ClientJsonRpcMessage>(body).ok()?;
+    let message = switchboard_upstream::wire::client_message(body).ok()?;
     let (id, call) = match message {
         JsonRpcMessage::Request(JsonRpcRequest {
             id,
@@ -369,7 +369,7 @@ async fn relay(
     let id = request.id.clone();
     let cancel = cancelled.clone();
     let sent = async move { upstream.call_tool_direct(request, input, cancel).await };
-    let mut relayed = Relayed {
+    let relayed = Relayed {
         source: Source::Sending(Box::pin(sent)),
         questions,
         catalog,
@@ -378,14 +378,27 @@ async fn relay(
         era,
         log_level,
     };
+    let mut waiting = Waiting {
+        call: Some((relayed, in_flight)),
+        runs_out: session.is_some(),
+        cancelled: cancelled.clone(),
+        stop: stop.clone(),
+    };
     // Whatever happens once the call went out is answered here, never by the full path.
     let first = tokio::select! {
-        first = relayed.next() => first,
+        first = waiting.first() => first,
         () = stop.cancelled() => {
-            return Some(json(era, relayed.finish(Err(UpstreamError::Cancelled))));
+            return Some(match &waiting.call {
+                Some((relayed, _)) => json(era, relayed.finish(Err(UpstreamError::Cancelled))),
+                None => unanswered(),
+            });
         }
         // A cancelled request is not answered.
         () = cancelled.cancelled() => return Some(unanswered()),
+    };
+    // Always there: only dropping `waiting` takes it otherwise.
+    let Some((relayed, in_flight)) = waiting.call.take() else {
+        return Some(unanswered());
     };
     let first = match first {
         Some(Next::Message(first)) => first,
@@ -442,6 +455,48 @@ async fn relay(
             .keep_alive(KeepAlive::default())
             .into_response(),
     )
+}
+
+/// A call sent, its client waiting for the first message. In a session, a client that goes away
+/// then (its connection closed, so the handler is dropped) does not cancel the call: a closed
+/// stream is no cancellation there (the spec's rule, and the full path's). The call runs on to
+/// its end in a task of its own, its messages dropped (the client was never given a stream to
+/// resume), unless it is cancelled (by the client, or its session's end) or the daemon stops.
+struct Waiting {
+    call: Option<(Relayed, tokio_util::task::task_tracker::TaskTrackerToken)>,
+    runs_out: bool,
+    cancelled: CancellationToken,
+    stop: CancellationToken,
+}
+
+impl Waiting {
+    async fn first(&mut self) -> Option<Next> {
+        match &mut self.call {
+            Some((relayed, _)) => relayed.next().await,
+            None => None,
+        }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let Some((mut relayed, in_flight)) = self.call.take() else {
+            return;
+        };
+        if !self.runs_out || self.cancelled.is_cancelled() || self.stop.is_cancelled() {
+            return;
+        }
+        let (cancelled, stop) = (self.cancelled.clone(), self.stop.clone());
+        tokio::spawn(async move {
+            let _counted = in_flight;
+            let run_out = async { while let Some(Next::Message(_)) = relayed.next().await {} };
+            tokio::select! {
+                () = run_out => {}
+                () = cancelled.cancelled() => {}
+                () = stop.cancelled() => {}
+            }
+        });
+    }
 }
 
 /// Where a relayed call's messages come from: the call being sent, then its reply.
