@@ -449,8 +449,20 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
             );
             let failed = outcomes.iter().filter(|(_, o)| o.is_err()).count();
             if fault == Fault::ExpireSession {
-                // A forgotten session is opened again and the call retried: nobody notices.
-                assert_eq!(failed, 0, "{era:?}: {outcomes:?}");
+                // A forgotten session is opened again and the call that met the 404 retried in
+                // the new one: it never fails for the 404. Calls of the old session still being
+                // answered when rmcp's client reopens it may be lost with it (rmcp fails them
+                // with a clear error rather than retry a call the server may have run); under
+                // load some are, so that is the one failure allowed.
+                let lost =
+                    |error: &String| error.contains("re-initialized before the response arrived");
+                assert!(
+                    outcomes
+                        .iter()
+                        .all(|(_, outcome)| outcome.as_ref().map_or_else(lost, |_| true)),
+                    "{era:?}: {outcomes:?}"
+                );
+                assert!(failed < outcomes.len(), "{era:?}: {outcomes:?}");
             } else {
                 assert!(
                     failed >= 1,
