@@ -483,7 +483,11 @@ impl Drop for Waiting {
         let Some((mut relayed, in_flight)) = self.call.take() else {
             return;
         };
-        if !self.runs_out || self.cancelled.is_cancelled() || self.stop.is_cancelled() {
+        if !self.runs_out
+            || self.cancelled.is_cancelled()
+            || self.stop.is_cancelled()
+            || tokio::runtime::Handle::try_current().is_err()
+        {
             return;
         }
         let (cancelled, stop) = (self.cancelled.clone(), self.stop.clone());
