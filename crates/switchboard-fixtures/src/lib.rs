@@ -19,7 +19,7 @@ mod server;
 pub mod transports;
 pub mod wide;
 
-pub use server::{Era, FixtureServer, FixtureState};
+pub use server::{Era, FixtureServer, FixtureState, LATE_STREAM_END};
 pub use transports::RunningFixture;
 
 /// The path of the `switchboard-fixture-stdio` binary, freshly built: `cargo test` builds a

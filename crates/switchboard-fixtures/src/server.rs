@@ -47,6 +47,9 @@ pub struct FixtureState {
     pub deletes: AtomicUsize,
     /// `subscriptions/listen` POSTs (by their `Mcp-Method` header).
     pub listen_requests: AtomicUsize,
+    /// While set, every SSE response ends [`LATE_STREAM_END`] after its last event, in a write
+    /// of its own (as servers that end a stream after flushing its events do), not with it.
+    pub late_stream_end: AtomicBool,
     /// While set, HTTP requests get no answer (the connection stays open): a server that hangs.
     pub frozen: AtomicBool,
     /// A fault `tools/call` POSTs get instead of an answer, and when (HTTP only; see
@@ -57,6 +60,10 @@ pub struct FixtureState {
     /// The JSON-RPC id of the last `tools/call`, as the server saw it.
     pub last_call_id: std::sync::Mutex<Option<Value>>,
 }
+
+/// How long after its last event an SSE response ends while
+/// [`FixtureState::late_stream_end`] is set.
+pub const LATE_STREAM_END: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The fixture server.
 #[derive(Clone)]

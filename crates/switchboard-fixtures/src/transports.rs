@@ -217,7 +217,8 @@ pub(crate) fn streamable_service(
     )
 }
 
-/// Counts session-related requests and expires a session on demand.
+/// Counts session-related requests, expires a session and delays the end of SSE responses on
+/// demand.
 pub(crate) async fn observe_sessions(
     State(state): State<Arc<FixtureState>>,
     request: axum::extract::Request,
@@ -251,7 +252,11 @@ pub(crate) async fn observe_sessions(
     }
     let armed = is_post && state.is_armed();
     if !armed {
-        return next.run(request).await;
+        let response = next.run(request).await;
+        return match state.late_stream_end.load(Ordering::SeqCst) {
+            true => end_late(response),
+            false => response,
+        };
     }
     // A fault is armed: it hits the next tools/call POSTs (the body has to be read to tell).
     let (parts, body) = request.into_parts();
@@ -268,6 +273,24 @@ pub(crate) async fn observe_sessions(
         axum::body::Body::from(bytes),
     ))
     .await
+}
+
+/// `response` as it is, except that an SSE body ends [`crate::server::LATE_STREAM_END`] after
+/// its last event.
+fn end_late(response: axum::response::Response) -> axum::response::Response {
+    use futures::StreamExt;
+    let is_sse = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+    if !is_sse {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let end = futures::stream::once(tokio::time::sleep(crate::server::LATE_STREAM_END))
+        .filter_map(|()| std::future::ready(None::<Result<bytes::Bytes, axum::Error>>));
+    let body = axum::body::Body::from_stream(body.into_data_stream().chain(end));
+    axum::response::Response::from_parts(parts, body)
 }
 
 type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;

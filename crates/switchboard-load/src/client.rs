@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 /// Which protocol shape the client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Shape {
     /// Stateless 2026-07-28 requests with per-request `_meta`.
     Stateless,

@@ -40,6 +40,9 @@ struct Args {
     /// Concurrency levels (clients calling at once), comma-separated.
     #[arg(long, default_value = "1,32", value_delimiter = ',')]
     concurrency: Vec<usize>,
+    /// Protocol shapes to drive, comma-separated.
+    #[arg(long, default_value = "stateless,session", value_delimiter = ',')]
+    shapes: Vec<Shape>,
     /// Runs per measurement; figures are medians.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -419,7 +422,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut errors = 0;
     let mut misses = Vec::new();
     let mut floors = Vec::new();
-    for shape in [Shape::Stateless, Shape::Session] {
+    for &shape in &args.shapes {
         let (upstream, tool) = match shape {
             Shape::Stateless => (&modern.url, "modern__echo"),
             Shape::Session => (&legacy.url, "legacy__echo"),

@@ -30,10 +30,12 @@
 //! response stream closes, which a 2026-07-28 server takes as the cancellation. A streamed reply
 //! is read by a task of its own, so a caller that stops reading cannot hold the call's slot past
 //! its timeout.
+//! Once the response is in, the end of its stream is still read (briefly, and for a bounded
+//! number of streams at once), so that its connection goes back to the pool instead of closing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -85,6 +87,8 @@ pub(crate) struct DirectRoute {
     /// For a server with sessions, what its calls need beside the session; `None` for a
     /// stateless server.
     session: Option<Arc<SessionRoute>>,
+    /// The server's call streams being read to their end after their response.
+    lingering: Arc<AtomicUsize>,
 }
 
 /// What calls in a shared session need.
@@ -106,6 +110,17 @@ const CONTROL_POST_LIMIT: Duration = Duration::from_secs(10);
 /// How often a call's stream may be resumed after the server ended it early.
 const MAX_RESUMES: u32 = 16;
 
+/// How long, and for how many more events, a call's stream is read after its response so that
+/// its connection can be reused (see [`Reading`]'s `Drop`). A server ends the stream right after
+/// the response; one that keeps it open longer costs a connection per call, as it would anyway.
+const LINGER: Duration = Duration::from_millis(250);
+const LINGER_EVENTS: usize = 16;
+
+/// How many of a server's call streams may be lingering at once; beyond this a stream is
+/// dropped after its response (closing its connection), so a server that keeps its streams
+/// open cannot make Switchboard hold connections without bound.
+const MAX_LINGERING: usize = 64;
+
 impl DirectRoute {
     /// The route to a stateless (2026-07-28) server.
     pub(crate) fn stateless(client: StatusAwareHttpClient, url: url::Url) -> Self {
@@ -113,6 +128,7 @@ impl DirectRoute {
             client,
             url: Arc::new(url),
             session: None,
+            lingering: Arc::default(),
         }
     }
 
@@ -132,6 +148,7 @@ impl DirectRoute {
             client,
             url: Arc::new(url),
             session: Some(Arc::new(route)),
+            lingering: Arc::default(),
         }
     }
 
@@ -205,6 +222,8 @@ impl DirectRoute {
                     cap,
                     timeout,
                     done: false,
+                    answered: false,
+                    lingering: self.lingering.clone(),
                     call,
                     _slot: slot,
                 };
@@ -553,6 +572,10 @@ struct Reading {
     cap: Instant,
     timeout: Duration,
     done: bool,
+    /// The response was read: the call is over, and only the stream's end is left.
+    answered: bool,
+    /// The route's count of streams lingering after their response.
+    lingering: Arc<AtomicUsize>,
     /// The call in a session, for a server with sessions.
     call: Option<SessionCall>,
     /// The call's request slot, given back when the reading ends.
@@ -613,6 +636,7 @@ impl Reading {
             let message = match message {
                 JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {
                     self.done = true;
+                    self.answered = true;
                     match &mut self.call {
                         Some(call) => call.answered(message),
                         None => message,
@@ -686,6 +710,42 @@ impl Reading {
     ) -> Option<Result<ServerJsonRpcMessage, UpstreamError>> {
         self.done = true;
         Some(Err(error))
+    }
+}
+
+impl Drop for Reading {
+    /// After the response, lets the server end its stream: a response body dropped before its
+    /// end closes its connection, and the next call would pay for a new one. Servers end the
+    /// stream right after the response, so the end has mostly arrived with it and is taken
+    /// here; otherwise a task waits for it, for at most [`LINGER`] and [`LINGER_EVENTS`] events
+    /// (what comes after the response is dropped), while fewer than [`MAX_LINGERING`] of the
+    /// server's streams do.
+    fn drop(&mut self) {
+        if !self.answered {
+            return;
+        }
+        let mut events = std::mem::replace(&mut self.events, futures::stream::empty().boxed());
+        if let Some(None) = futures::FutureExt::now_or_never(events.next()) {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        if self.lingering.fetch_add(1, Ordering::Relaxed) >= MAX_LINGERING {
+            self.lingering.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let lingering = self.lingering.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(LINGER, async move {
+                let mut left = LINGER_EVENTS;
+                while left > 0 && events.next().await.is_some() {
+                    left -= 1;
+                }
+            })
+            .await;
+            lingering.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 
