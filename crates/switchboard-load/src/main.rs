@@ -8,9 +8,10 @@
 //! Switchboard adds, its CPU seconds per 1,000 relayed calls, its idle and peak RSS, and checks
 //! the targets in `docs/benchmarks.md`. Every figure is the median of `--runs` runs.
 //!
-//! Beside each pair it measures the floor: the same calls through a plain one-thread TCP relay
-//! (`relay`), which shows how much of what Switchboard adds this machine's kernel charges any
-//! relay.
+//! Beside each pair it measures two floors (`relay`): the same calls through a plain one-thread
+//! TCP relay, which shows how much of what Switchboard adds this machine's kernel charges any
+//! relay, and through a plain HTTP reverse proxy on Switchboard's own HTTP stack (hyper), which
+//! shows what the HTTP on both sides costs before any MCP work.
 //!
 //! Loopback only. Exit status 1 when any call failed (every load run must be error-free).
 
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser;
 use client::{McpClient, Shape};
+use relay::RelayKind;
 use serde_json::json;
 use switchboard_fixtures::{Era, transports};
 
@@ -54,9 +56,12 @@ struct Args {
     /// how long a catalog change takes to reach the daemon's catalog.
     #[arg(long, value_name = "SERVERSxTOOLS")]
     scale: Option<String>,
-    /// Internal: run as the plain TCP relay to this address (the floor's child process).
+    /// Internal: run as the plain TCP relay to this address (a floor's child process).
     #[arg(long, hide = true, value_name = "ADDR")]
     tcp_relay: Option<std::net::SocketAddr>,
+    /// Internal: run as the plain HTTP relay to this address (a floor's child process).
+    #[arg(long, hide = true, value_name = "ADDR")]
+    http_relay: Option<std::net::SocketAddr>,
 }
 
 /// One measured run.
@@ -353,7 +358,10 @@ fn micros(d: Duration) -> String {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(target) = args.tcp_relay {
-        return relay::serve(target);
+        return relay::serve_tcp(target);
+    }
+    if let Some(target) = args.http_relay {
+        return relay::serve_http(target);
     }
     tokio::runtime::Runtime::new()?.block_on(run(args))
 }
@@ -427,39 +435,40 @@ async fn run(args: Args) -> anyhow::Result<()> {
             Shape::Stateless => (&modern.url, "modern__echo"),
             Shape::Session => (&legacy.url, "legacy__echo"),
         };
-        let relay = relay::Relay::start(socket_of(upstream)?)?;
-        let relayed = through_relay(upstream, relay.port)?;
-        let relayed_by = Charged {
-            pid: relay.pid(),
-            ticks,
-        };
+        let mut relays = Vec::new();
+        for kind in RelayKind::ALL {
+            let relay = relay::Relay::start(kind, socket_of(upstream)?)?;
+            let url = through_relay(upstream, relay.port)?;
+            let charged = Charged {
+                pid: relay.pid(),
+                ticks,
+            };
+            relays.push((kind, relay, url, charged));
+        }
         for &concurrency in &args.concurrency {
             let mut direct = Vec::new();
             let mut via = Vec::new();
-            let mut floor = Vec::new();
+            let mut relayed = vec![Vec::new(); relays.len()];
             for _ in 0..args.runs.max(1) {
                 let calls = args.calls;
                 direct.push(measure(upstream, shape, "echo", concurrency, calls, None).await?);
                 via.push(
                     measure(&mcp, shape, tool, concurrency, calls, Some(charged_daemon)).await?,
                 );
-                floor.push(
-                    measure(
-                        &relayed,
-                        shape,
-                        "echo",
-                        concurrency,
-                        calls,
-                        Some(relayed_by),
-                    )
-                    .await?,
-                );
+                for ((_, _, url, charged), samples) in relays.iter().zip(&mut relayed) {
+                    let sample =
+                        measure(url, shape, "echo", concurrency, calls, Some(*charged)).await?;
+                    samples.push(sample);
+                }
             }
             let direct = median_sample(&direct);
             let via = median_sample(&via);
-            let floor = median_sample(&floor);
-            errors += direct.errors + via.errors + floor.errors;
-            floors.push((shape, concurrency, direct, via, floor));
+            errors += direct.errors + via.errors;
+            for ((kind, ..), samples) in relays.iter().zip(&relayed) {
+                let floor = median_sample(samples);
+                errors += floor.errors;
+                floors.push((shape, concurrency, *kind, direct, via, floor));
+            }
             let added = via.p50.saturating_sub(direct.p50);
             let ratio = via.calls_per_second / direct.calls_per_second;
             println!(
@@ -503,17 +512,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "The floor: the same calls through a plain TCP relay (one thread, bytes copied, no parsing)"
+        "The floors: the same calls through a plain TCP relay (one thread, bytes copied, no \
+         parsing) and a plain HTTP relay (hyper server and pooled client, a thread per core, no \
+         JSON-RPC)"
     );
     println!();
     println!(
-        "| shape | concurrency | relay calls/s | ratio | relay p50 | relay added p50 | relay CPU per 1,000 calls | Switchboard's added p50 beyond the relay's | Switchboard's CPU beyond the relay's |"
+        "| shape | concurrency | relay | relay calls/s | ratio | relay p50 | relay added p50 | relay CPU per 1,000 calls | Switchboard's added p50 beyond the relay's | Switchboard's CPU beyond the relay's |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (shape, concurrency, direct, via, floor) in floors {
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (shape, concurrency, kind, direct, via, floor) in floors {
         println!(
-            "| {} | {concurrency} | {:.0} | {:.2} | {} | {} | {:.0} ms | {} | {:.0} ms |",
+            "| {} | {concurrency} | {} | {:.0} | {:.2} | {} | {} | {:.0} ms | {} | {:.0} ms |",
             shape.label(),
+            kind.label(),
             floor.calls_per_second,
             floor.calls_per_second / direct.calls_per_second,
             micros(floor.p50),

@@ -1,14 +1,20 @@
-//! The floor: a plain TCP relay, to show what relaying costs on this machine before any HTTP or
-//! MCP work.
+//! The floors: what relaying costs on this machine before any MCP work, measured beside
+//! Switchboard by two relays that do nothing else.
 //!
-//! Every relay between two loopback sockets pays the kernel for one more read and one more
-//! write each way per call, and on a VM most of that cost (loopback delivery, waking the reader)
-//! is charged to the writer. This relay does nothing else: one thread, bytes copied unparsed
-//! between each accepted connection and its own connection to the target. It runs as a child
-//! process (this harness, re-executed with `--tcp-relay`) so that its CPU is read from `/proc`
-//! exactly as the daemon's is. Its figures are the least any user-space relay can add here.
+//! - [`RelayKind::Tcp`]: every relay between two loopback sockets pays the kernel for one more
+//!   read and one more write each way per call, and on a VM most of that cost (loopback
+//!   delivery, waking the reader) is charged to the writer. This relay does nothing else: one
+//!   thread, bytes copied unparsed between each accepted connection and its own connection to
+//!   the target. Its figures are the least any user-space relay can add here.
+//! - [`RelayKind::Http`]: a plain HTTP/1.1 reverse proxy on the HTTP stack Switchboard is built
+//!   on (hyper's server, hyper's pooled client, tokio's multi-threaded runtime with a thread per
+//!   core, as the daemon runs): each request is parsed and sent on to the target, its response
+//!   parsed and sent back, bodies streamed through unread. Its figures are what the HTTP on both
+//!   sides costs before a relay looks at a single JSON-RPC message.
 //!
-//! Written by hand because it is a few lines over `tokio::io::copy_bidirectional`.
+//! Each runs as a child process (this harness, re-executed with `--tcp-relay` or `--http-relay`)
+//! so that its CPU is read from `/proc` exactly as the daemon's is. Written by hand because each
+//! is a few lines over `tokio::io::copy_bidirectional` or hyper's connection builders.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -17,9 +23,39 @@ use std::process::{Child, Command, Stdio};
 use anyhow::Context;
 use tokio::net::{TcpListener, TcpStream};
 
-/// Runs the relay in this process until killed: listens on a free loopback port, prints it on
-/// standard output, and relays every connection to `target`.
-pub fn serve(target: SocketAddr) -> anyhow::Result<()> {
+/// Which relay a floor is measured through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayKind {
+    /// Bytes copied between sockets, unparsed, on one thread.
+    Tcp,
+    /// A plain HTTP/1.1 reverse proxy on hyper, no JSON-RPC.
+    Http,
+}
+
+impl RelayKind {
+    /// Both, in the order the report shows them.
+    pub const ALL: [RelayKind; 2] = [RelayKind::Tcp, RelayKind::Http];
+
+    /// The relay's name in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            RelayKind::Tcp => "TCP",
+            RelayKind::Http => "HTTP",
+        }
+    }
+
+    /// The hidden option that runs this harness as this relay.
+    fn option(self) -> &'static str {
+        match self {
+            RelayKind::Tcp => "--tcp-relay",
+            RelayKind::Http => "--http-relay",
+        }
+    }
+}
+
+/// Runs the TCP relay in this process until killed: listens on a free loopback port, prints it
+/// on standard output, and relays every connection to `target`.
+pub fn serve_tcp(target: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -40,6 +76,48 @@ pub fn serve(target: SocketAddr) -> anyhow::Result<()> {
     })
 }
 
+/// Runs the HTTP relay in this process until killed: listens on a free loopback port, prints it
+/// on standard output, and sends every request it receives on to `target` (same method, path,
+/// headers and body, over pooled connections) and the target's response back.
+pub fn serve_http(target: SocketAddr) -> anyhow::Result<()> {
+    use hyper::body::Incoming;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        println!("{}", listener.local_addr()?.port());
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client: Client<HttpConnector, Incoming> =
+            Client::builder(TokioExecutor::new()).build(connector);
+        loop {
+            let (downstream, _) = listener.accept().await?;
+            let _ = downstream.set_nodelay(true);
+            let client = client.clone();
+            let service =
+                hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+                    let client = client.clone();
+                    async move {
+                        let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+                        *request.uri_mut() = format!("http://{target}{path}").parse()?;
+                        request.headers_mut().remove(hyper::header::HOST);
+                        anyhow::Ok(client.request(request).await?)
+                    }
+                });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(downstream), service)
+                    .await;
+            });
+        }
+    })
+}
+
 /// A relay child process in front of `target`, killed on drop.
 pub struct Relay {
     child: Child,
@@ -48,14 +126,14 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Starts this harness as a relay to `target`.
-    pub fn start(target: SocketAddr) -> anyhow::Result<Self> {
+    /// Starts this harness as a relay of `kind` to `target`.
+    pub fn start(kind: RelayKind, target: SocketAddr) -> anyhow::Result<Self> {
         let mut child = Command::new(std::env::current_exe()?)
-            .args(["--tcp-relay", &target.to_string()])
+            .args([kind.option(), &target.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .context("starting the TCP relay")?;
+            .with_context(|| format!("starting the {} relay", kind.label()))?;
         let mut line = String::new();
         let stdout = child.stdout.take().context("the relay's stdout")?;
         BufReader::new(stdout).read_line(&mut line)?;
@@ -64,7 +142,10 @@ impl Relay {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                anyhow::bail!("the TCP relay did not report its port (said {line:?})");
+                anyhow::bail!(
+                    "the {} relay did not report its port (said {line:?})",
+                    kind.label()
+                );
             }
         };
         Ok(Self { child, port })
