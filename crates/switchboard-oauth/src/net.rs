@@ -405,8 +405,13 @@ pub fn describe_reqwest(error: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    let mut text = kind.to_owned();
-    let mut source = std::error::Error::source(error);
+    with_causes(kind, error)
+}
+
+/// `what` (what failed), then `error`'s causes, each after a colon.
+pub fn with_causes(what: &str, error: &dyn std::error::Error) -> String {
+    let mut text = what.to_owned();
+    let mut source = error.source();
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());

@@ -58,8 +58,8 @@ pub struct ConnectOptions {
     /// Whether server requests for input are relayed to the downstream client behind each call
     /// (Switchboard as a proxy): then every client capability is declared to servers.
     pub relay_input: bool,
-    /// The shared HTTP connection pool.
-    pub http: reqwest::Client,
+    /// The shared HTTP connection pools.
+    pub http: crate::plain_http::HttpClients,
     /// OAuth state for the server being connected (HTTP transports only): credentials for every
     /// request, and what to do on 401 and 403.
     pub auth: Option<std::sync::Arc<switchboard_oauth::ServerAuth>>,
@@ -74,18 +74,19 @@ impl ConnectOptions {
             client: Implementation::new("switchboard", client_version),
             input_policy: InputPolicy::default(),
             relay_input: false,
-            http: default_http_client(),
+            http: crate::plain_http::HttpClients::new(),
             auth: None,
             supervision: switchboard_core::Supervision::default(),
         }
     }
 }
 
-/// The HTTP client Switchboard uses for upstreams: pooled, with connect timeouts, no redirects
-/// (an MCP endpoint that redirects elsewhere is a configuration error to surface, not follow).
+/// The reqwest client Switchboard uses for upstreams: pooled, with connect timeouts, no
+/// redirects (an MCP endpoint that redirects elsewhere is a configuration error to surface, not
+/// follow). Connections share it inside [`crate::plain_http::HttpClients`].
 pub fn default_http_client() -> reqwest::Client {
     reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
+        .connect_timeout(crate::plain_http::CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap_or_else(|_| reqwest::Client::new())
@@ -459,9 +460,9 @@ fn http_failure(error: &ClientInitializeError) -> Option<&StreamableHttpError<Ht
 /// Errors every probe step treats alike: unreachable hosts and auth challenges end the probe.
 pub(crate) fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Option<UpstreamError> {
     match error {
-        StreamableHttpError::Client(HttpFailure::Request(e)) => Some(UpstreamError::Unreachable(
-            crate::http_client::describe_reqwest(e),
-        )),
+        StreamableHttpError::Client(HttpFailure::Request(e)) => {
+            Some(UpstreamError::Unreachable(e.clone()))
+        }
         StreamableHttpError::Client(HttpFailure::Auth(e)) => Some(auth_error(e)),
         StreamableHttpError::AuthRequired(_)
         | StreamableHttpError::Client(HttpFailure::Status { status: 401, .. }) => {
@@ -573,11 +574,7 @@ async fn try_http_sse(
     let opened = LegacySseTransport::connect(client.clone(), url, wait, server.to_owned());
     let transport = match within(wait.saturating_mul(2), async { Ok(opened.await) }).await? {
         Ok(transport) => transport,
-        Err(LegacySseError::Request(e)) => {
-            return Err(UpstreamError::Unreachable(
-                crate::http_client::describe_reqwest(&e),
-            ));
-        }
+        Err(LegacySseError::Request(e)) => return Err(UpstreamError::Unreachable(e)),
         Err(LegacySseError::Status(401)) => {
             return Err(UpstreamError::AuthRequired(NO_CREDENTIALS.into()));
         }

@@ -23,6 +23,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 use switchboard_oauth::ServerAuth;
 
+use crate::plain_http::HttpClients;
 use crate::sse::bounded_sse;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -40,10 +41,10 @@ const ERROR_EXCERPT_CHARS: usize = 200;
 /// A failure this client reports with its HTTP status intact.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpFailure {
-    /// The request never got an HTTP answer (connect, TLS, I/O). The URL is stripped: it may
-    /// carry credentials, and rmcp formats this error with `{:?}`.
-    #[error("{}", describe_reqwest(.0))]
-    Request(reqwest::Error),
+    /// The request never got an HTTP answer (connect, TLS, I/O): what failed, and why. Never
+    /// with the URL: it may carry credentials, and rmcp formats this error with `{:?}`.
+    #[error("{0}")]
+    Request(String),
     /// Signing in (or refreshing, or stepping up) failed; the message says what to do.
     #[error("{0}")]
     Auth(switchboard_oauth::OAuthError),
@@ -59,7 +60,7 @@ pub enum HttpFailure {
 
 impl From<reqwest::Error> for HttpFailure {
     fn from(error: reqwest::Error) -> Self {
-        Self::Request(error.without_url())
+        Self::Request(describe_reqwest(&error.without_url()))
     }
 }
 
@@ -97,7 +98,7 @@ type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
 /// The client: a shared connection pool, the server's static headers, and its OAuth state.
 #[derive(Clone, Debug)]
 pub struct StatusAwareHttpClient {
-    http: reqwest::Client,
+    http: HttpClients,
     static_headers: Arc<HeaderMap>,
     auth: Option<Arc<ServerAuth>>,
     standalone: Arc<StandaloneStream>,
@@ -138,7 +139,7 @@ struct StandaloneStream {
 
 impl StatusAwareHttpClient {
     /// A client that adds `static_headers` to every request.
-    pub fn new(http: reqwest::Client, static_headers: HeaderMap) -> Self {
+    pub fn new(http: HttpClients, static_headers: HeaderMap) -> Self {
         Self {
             http,
             static_headers: Arc::new(static_headers),
@@ -194,7 +195,7 @@ impl StatusAwareHttpClient {
         build: impl Fn(HeaderMap) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, HttpFailure> {
         let Some(auth) = &self.auth else {
-            return Ok(build(HeaderMap::new()).send().await?);
+            return self.send(build(HeaderMap::new())).await;
         };
         let mut attempt = 0;
         loop {
@@ -204,7 +205,7 @@ impl StatusAwareHttpClient {
                 .await
                 .map_err(HttpFailure::Auth)?;
             let headers = sent.as_ref().map(|s| s.headers.clone()).unwrap_or_default();
-            let response = build(headers).send().await?;
+            let response = self.send(build(headers)).await?;
             let status = response.status();
             let refused = status == StatusCode::UNAUTHORIZED
                 || (status == StatusCode::FORBIDDEN
@@ -218,6 +219,14 @@ impl StatusAwareHttpClient {
                 .await
                 .map_err(HttpFailure::Auth)?;
         }
+    }
+
+    /// Sends a request built with [`Self::http`]'s builder, through the pool it belongs to.
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, HttpFailure> {
+        self.http.execute(request.build()?).await
     }
 
     /// Waits, at most `limit`, until the first standalone GET stream of a session has been
@@ -235,9 +244,10 @@ impl StatusAwareHttpClient {
         let _ = tokio::time::timeout(limit, settled.wait_for(|done| *done)).await;
     }
 
-    /// The underlying reqwest client.
+    /// The reqwest client requests are built with ([`Self::send_authorized`] sends them through
+    /// the pool they belong to).
     pub fn http(&self) -> &reqwest::Client {
-        &self.http
+        self.http.reqwest()
     }
 
     /// The static headers.
@@ -255,7 +265,7 @@ impl StatusAwareHttpClient {
         credentials: HeaderMap,
     ) -> reqwest::RequestBuilder {
         let mut request = self
-            .http
+            .http()
             .request(method, url.clone())
             .headers((*self.static_headers).clone())
             .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));

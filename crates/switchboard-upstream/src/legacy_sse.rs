@@ -15,16 +15,16 @@ use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use url::Url;
 
-use crate::http_client::{HttpFailure, StatusAwareHttpClient, describe_reqwest};
+use crate::http_client::{HttpFailure, StatusAwareHttpClient};
 use crate::sse::{MAX_SSE_EVENT_BYTES, bounded_sse};
 use crate::wire::decode_server_message;
 
 /// Why the HTTP+SSE transport failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LegacySseError {
-    /// The HTTP request failed before an answer.
-    #[error("{}", describe_reqwest(.0))]
-    Request(reqwest::Error),
+    /// The HTTP request failed before an answer (what failed, and why).
+    #[error("{0}")]
+    Request(String),
     /// Signing in failed.
     #[error("{0}")]
     Auth(switchboard_oauth::OAuthError),
@@ -71,8 +71,8 @@ impl From<HttpFailure> for LegacySseError {
 
 impl From<reqwest::Error> for LegacySseError {
     fn from(error: reqwest::Error) -> Self {
-        // The URL may carry credentials; keep it out of error text.
-        Self::Request(error.without_url())
+        // Described as every request failure is, without the URL (it may carry credentials).
+        Self::from(HttpFailure::from(error))
     }
 }
 

@@ -17,6 +17,7 @@ pub mod http_client;
 mod late_discover;
 pub mod legacy_sse;
 mod limits;
+pub mod plain_http;
 #[allow(deprecated)]
 pub mod relay;
 pub mod sse;

@@ -1,0 +1,253 @@
+//! The HTTP clients every upstream connection shares: reqwest's, and hyper's pooled client for
+//! plain `http://` requests that go through no proxy.
+//!
+//! reqwest wraps hyper's pooled client in layers of its own that every request pays for: a
+//! redirect policy and a response that each parse the request's URL again from text, a retry
+//! layer, boxed tower services and futures. On the relay's hot path that came to about a fifth
+//! of the daemon's CPU per relayed call (`docs/benchmarks.md`), more than the HTTP exchange
+//! itself. Switchboard follows no redirects and retries nothing at this level, so a request
+//! that needs neither TLS nor a proxy goes straight to hyper's client ([`HttpClients::execute`]);
+//! everything else (`https://`, and any URL the environment's proxy settings route through a
+//! proxy) goes through reqwest, which reads the same proxy settings. Requests are built with
+//! reqwest's builder either way, and answers come back as [`reqwest::Response`]s, so callers
+//! see one client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::proxy::matcher::Matcher;
+
+use crate::http_client::HttpFailure;
+
+/// How long connecting to a server may take (reqwest's client has the same bound).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shared connection pools: reqwest's for TLS and proxied requests, hyper's for the rest.
+/// Cloning shares them (one reference count: every call clones its connection's client).
+#[derive(Clone)]
+pub struct HttpClients(Arc<Pools>);
+
+struct Pools {
+    reqwest: reqwest::Client,
+    plain: Client<HttpConnector, reqwest::Body>,
+    /// The environment's proxy settings (`HTTP_PROXY`, `NO_PROXY`, ...), read as reqwest reads
+    /// them: a plain request they route through a proxy goes through reqwest.
+    proxies: Matcher,
+}
+
+impl std::fmt::Debug for HttpClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClients").finish_non_exhaustive()
+    }
+}
+
+impl Default for HttpClients {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HttpClients {
+    /// Fresh pools, with connect timeouts, following no redirects (an MCP endpoint that
+    /// redirects elsewhere is a configuration error to surface, not follow), and the
+    /// environment's proxy settings.
+    pub fn new() -> Self {
+        Self::with(
+            crate::connect::default_http_client(),
+            Matcher::from_system(),
+        )
+    }
+
+    /// `reqwest`, and hyper's client for the plain requests `proxies` routes through no proxy
+    /// (`reqwest` must route the others as `proxies` says).
+    fn with(reqwest: reqwest::Client, proxies: Matcher) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_nodelay(true);
+        let plain = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        Self(Arc::new(Pools {
+            reqwest,
+            plain,
+            proxies,
+        }))
+    }
+
+    /// reqwest's client, for requests built and sent with it directly.
+    pub fn reqwest(&self) -> &reqwest::Client {
+        &self.0.reqwest
+    }
+
+    /// Sends `request`: a plain `http://` one that no proxy takes straight to hyper's pooled
+    /// client, any other through reqwest.
+    pub async fn execute(
+        &self,
+        request: reqwest::Request,
+    ) -> Result<reqwest::Response, HttpFailure> {
+        // A timeout set on the request is reqwest's to keep.
+        if request.url().scheme() != "http" || request.timeout().is_some() {
+            return Ok(self.0.reqwest.execute(request).await?);
+        }
+        let mut request = http::Request::<reqwest::Body>::try_from(request)?;
+        // reqwest's one default header, which it adds to requests that have none.
+        request
+            .headers_mut()
+            .entry(http::header::ACCEPT)
+            .or_insert(http::HeaderValue::from_static("*/*"));
+        if self.0.proxies.intercept(request.uri()).is_some() {
+            let request = reqwest::Request::try_from(request)?;
+            return Ok(self.0.reqwest.execute(request).await?);
+        }
+        let response = self
+            .0
+            .plain
+            .request(request)
+            .await
+            .map_err(|error| HttpFailure::Request(describe_plain(&error)))?;
+        Ok(reqwest::Response::from(response.map(reqwest::Body::wrap)))
+    }
+}
+
+/// Describes a failed plain request as [`crate::http_client::describe_reqwest`] describes
+/// reqwest's: what failed, then its causes (never the URL: hyper's errors do not carry it).
+fn describe_plain(error: &hyper_util::client::legacy::Error) -> String {
+    let what = if error.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    switchboard_oauth::net::with_causes(what, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A one-request HTTP server on loopback that answers `{"ok": true}` and hands back the
+    /// request it received (head and body, as text).
+    async fn one_answer() -> (String, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let served = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut received = Vec::new();
+            let mut buffer = [0; 4096];
+            // The head, then as many body bytes as its Content-Length says.
+            loop {
+                let read = socket.read(&mut buffer).await.unwrap();
+                assert!(
+                    read > 0,
+                    "the client closed before its request was complete"
+                );
+                received.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&received).into_owned();
+                let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                    continue;
+                };
+                let length = head
+                    .lines()
+                    .find_map(|line| {
+                        line.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_owned)
+                    })
+                    .map_or(0, |length| length.trim().parse::<usize>().unwrap());
+                if body.len() >= length {
+                    break;
+                }
+            }
+            let body = r#"{"ok":true}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(answer.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&received).into_owned()
+        });
+        (address, served)
+    }
+
+    /// A loopback address nothing listens at.
+    async fn closed_address() -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    }
+
+    static PING: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(
+        || serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+    );
+
+    fn post(clients: &HttpClients, url: &str) -> reqwest::Request {
+        clients
+            .reqwest()
+            .post(url)
+            .header("x-test", "yes")
+            .json(&*PING)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_plain_request_reaches_its_server_with_its_headers_and_body() {
+        let (address, served) = one_answer().await;
+        let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build());
+        let request = post(&clients, &format!("http://{address}/mcp"));
+        let response = clients.execute(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        assert_eq!(response.text().await.unwrap(), r#"{"ok":true}"#);
+        let received = served.await.unwrap().to_ascii_lowercase();
+        assert!(received.starts_with("post /mcp http/1.1\r\n"), "{received}");
+        assert!(
+            received.contains(&format!("host: {address}\r\n")),
+            "{received}"
+        );
+        assert!(received.contains("x-test: yes\r\n"), "{received}");
+        assert!(
+            received.contains("content-type: application/json\r\n"),
+            "{received}"
+        );
+        assert!(received.ends_with(&PING.to_string()), "{received}");
+    }
+
+    #[tokio::test]
+    async fn a_plain_request_a_proxy_takes_goes_through_that_proxy() {
+        let (proxy, served) = one_answer().await;
+        let proxy_url = format!("http://{proxy}");
+        let reqwest = reqwest::Client::builder()
+            .proxy(reqwest::Proxy::http(&proxy_url).unwrap())
+            .build()
+            .unwrap();
+        let clients = HttpClients::with(reqwest, Matcher::builder().http(proxy_url).build());
+        // Nothing listens at the server's own address: only the proxy can answer.
+        let server = closed_address().await;
+        let request = post(&clients, &format!("http://{server}/mcp"));
+        let response = clients.execute(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let received = served.await.unwrap().to_ascii_lowercase();
+        assert!(
+            received.starts_with(&format!("post http://{server}/mcp http/1.1\r\n")),
+            "a proxy is asked for the whole URL: {received}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_described_without_the_url() {
+        let address = closed_address().await;
+        let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build());
+        let request = post(&clients, &format!("http://{address}/mcp?token=secret"));
+        match clients.execute(request).await {
+            Err(HttpFailure::Request(text)) => {
+                assert!(text.starts_with("connection failed: "), "{text}");
+                assert!(
+                    !text.contains("secret") && !text.contains(&address.to_string()),
+                    "{text}"
+                );
+            }
+            other => panic!("expected a request failure, got {other:?}"),
+        }
+    }
+}
