@@ -59,20 +59,12 @@ pub fn serve_tcp(target: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        println!("{}", listener.local_addr()?.port());
-        loop {
-            let (mut downstream, _) = listener.accept().await?;
-            tokio::spawn(async move {
-                let Ok(mut upstream) = TcpStream::connect(target).await else {
-                    return;
-                };
-                let _ = downstream.set_nodelay(true);
-                let _ = upstream.set_nodelay(true);
-                let _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await;
-            });
-        }
+    serve(runtime, move |mut downstream| async move {
+        let Ok(mut upstream) = TcpStream::connect(target).await else {
+            return;
+        };
+        let _ = upstream.set_nodelay(true);
+        let _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await;
     })
 }
 
@@ -88,32 +80,43 @@ pub fn serve_http(target: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client: Client<HttpConnector, Incoming> =
+        Client::builder(TokioExecutor::new()).build(connector);
+    serve(runtime, move |downstream| {
+        let client = client.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            let client = client.clone();
+            async move {
+                let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+                *request.uri_mut() = format!("http://{target}{path}").parse()?;
+                request.headers_mut().remove(hyper::header::HOST);
+                anyhow::Ok(client.request(request).await?)
+            }
+        });
+        async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(downstream), service)
+                .await;
+        }
+    })
+}
+
+/// Listens on a free loopback port, prints it on standard output, and runs `relay` in a task of
+/// its own for every connection accepted, on `runtime`, until killed.
+fn serve<F, R>(runtime: tokio::runtime::Runtime, relay: F) -> anyhow::Result<()>
+where
+    F: Fn(TcpStream) -> R,
+    R: Future<Output = ()> + Send + 'static,
+{
     runtime.block_on(async move {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         println!("{}", listener.local_addr()?.port());
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let client: Client<HttpConnector, Incoming> =
-            Client::builder(TokioExecutor::new()).build(connector);
         loop {
             let (downstream, _) = listener.accept().await?;
             let _ = downstream.set_nodelay(true);
-            let client = client.clone();
-            let service =
-                hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-                    let client = client.clone();
-                    async move {
-                        let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
-                        *request.uri_mut() = format!("http://{target}{path}").parse()?;
-                        request.headers_mut().remove(hyper::header::HOST);
-                        anyhow::Ok(client.request(request).await?)
-                    }
-                });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(downstream), service)
-                    .await;
-            });
+            tokio::spawn(relay(downstream));
         }
     })
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
+use reqwest::ResponseBuilderExt;
 
 use crate::http_client::HttpFailure;
 
@@ -89,6 +90,7 @@ impl HttpClients {
         if request.url().scheme() != "http" || request.timeout().is_some() {
             return Ok(self.0.reqwest.execute(request).await?);
         }
+        let url = request.url().clone();
         let mut request = http::Request::<reqwest::Body>::try_from(request)?;
         // reqwest's one default header, which it adds to requests that have none.
         request
@@ -105,7 +107,13 @@ impl HttpClients {
             .request(request)
             .await
             .map_err(|error| HttpFailure::Request(describe_plain(&error)))?;
-        Ok(reqwest::Response::from(response.map(reqwest::Body::wrap)))
+        let (mut parts, body) = response.into_parts();
+        // The response's URL is the request's; without it reqwest would parse a placeholder.
+        if let Ok(marker) = http::Response::builder().url(url).body(()) {
+            parts.extensions.extend(marker.into_parts().0.extensions);
+        }
+        let response = http::Response::from_parts(parts, reqwest::Body::wrap(body));
+        Ok(reqwest::Response::from(response))
     }
 }
 
@@ -197,6 +205,7 @@ mod tests {
         let request = post(&clients, &format!("http://{address}/mcp"));
         let response = clients.execute(request).await.unwrap();
         assert_eq!(response.status(), 200);
+        assert_eq!(response.url().as_str(), format!("http://{address}/mcp"));
         assert_eq!(response.headers()["content-type"], "application/json");
         assert_eq!(response.text().await.unwrap(), r#"{"ok":true}"#);
         let received = served.await.unwrap().to_ascii_lowercase();
