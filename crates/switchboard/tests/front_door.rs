@@ -1816,7 +1816,9 @@ async fn a_session_client_is_asked_on_its_calls_stream_and_its_answer_reaches_th
 
 /// A session call's stream on the short path is resumable as rmcp's are (SEP-1699): primed with
 /// an event id and a retry delay, its events numbered; a client whose connection drops mid-call
-/// resumes it with `Last-Event-ID` and gets the rest, result included, each event once.
+/// resumes it with `Last-Event-ID` and gets the rest, result included, each event once. Once
+/// the call is over (its stream sent whole), resuming from the same event, or from the priming
+/// event, gives the same events as following it did.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_client_resumes_a_dropped_call_stream_with_last_event_id() {
     let (daemon, _fixture, _dir) =
@@ -1846,20 +1848,46 @@ async fn a_session_client_resumes_a_dropped_call_stream_with_last_event_id() {
     let seen = text.matches("notifications/progress").count();
     drop(response);
 
-    let resumed = reqwest::Client::new()
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("last-event-id", &last_id)
-        .send()
-        .await
+    let resume = |after: String| {
+        let (url, session) = (url.clone(), session.clone());
+        async move {
+            let resumed = reqwest::Client::new()
+                .get(&url)
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", "2025-11-25")
+                .header("last-event-id", &after)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resumed.status(), 200);
+            tokio::time::timeout(Duration::from_secs(10), resumed.text())
+                .await
+                .expect("the resumed stream ends with the call")
+                .unwrap()
+        }
+    };
+    let rest = resume(last_id.clone()).await;
+    // The events of `text` that arrived whole.
+    let events = |text: &str| -> Vec<String> {
+        let whole = &text[..text.rfind("\n\n").map_or(0, |end| end + 2)];
+        whole
+            .split("\n\n")
+            .filter(|event| event.contains("data: {"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        events(&resume(last_id).await),
+        events(&rest),
+        "resumed again, whole"
+    );
+    let priming_id = first
+        .strip_prefix("id: ")
+        .and_then(|f| f.lines().next())
         .unwrap();
-    assert_eq!(resumed.status(), 200);
-    let rest = tokio::time::timeout(Duration::from_secs(10), resumed.text())
-        .await
-        .expect("the resumed stream ends with the call")
-        .unwrap();
+    let everything = [events(&text), events(&rest)].concat();
+    assert_eq!(events(&resume(priming_id.to_owned()).await), everything);
     let messages: Vec<Value> = rest
         .lines()
         .filter_map(|line| line.strip_prefix("data: "))
