@@ -752,29 +752,15 @@ impl StreamLog {
 
     /// The stream `stream` as an SSE answer: from the start (the priming event first) when
     /// `after` is 0, else the events after the one numbered `after`; it follows the log until
-    /// it is complete, with a keep-alive comment every 15 s. A log already complete (most calls
-    /// are answered by then) is sent as one body. Written by hand: the priming event carries an
-    /// empty `data` field (SEP-1699), which axum's events leave out.
+    /// it is complete, with a keep-alive comment every 15 s. Written by hand: the priming event
+    /// carries an empty `data` field (SEP-1699), which axum's events leave out.
     fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
-        let headers = [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ];
         let priming = (after == 0).then(|| {
             let retry = RESUME_AFTER.as_millis();
-            format!("id: {EVENT_ID_PREFIX}{stream}-0\nretry: {retry}\ndata: \n\n")
+            Bytes::from(format!(
+                "id: {EVENT_ID_PREFIX}{stream}-0\nretry: {retry}\ndata: \n\n"
+            ))
         });
-        {
-            let messages = lock(&self.messages);
-            if messages.1 {
-                let mut body = priming.unwrap_or_default();
-                for (index, data) in messages.0.iter().enumerate().skip(after) {
-                    body.push_str(&event(stream, index, data));
-                }
-                return (headers, body).into_response();
-            }
-        }
-        let priming = priming.map(Bytes::from);
         let events = futures::stream::unfold((self, after), move |(log, next)| async move {
             loop {
                 let changed = log.changed.notified();
@@ -783,7 +769,11 @@ impl StreamLog {
                 {
                     let messages = lock(&log.messages);
                     if let Some(data) = messages.0.get(next) {
-                        let event = event(stream, next, data);
+                        // Compact JSON has no raw line breaks, so one `data` line carries it.
+                        let event = format!(
+                            "id: {EVENT_ID_PREFIX}{stream}-{}\ndata: {data}\n\n",
+                            next + 1
+                        );
                         return Some((Bytes::from(event), (log.clone(), next + 1)));
                     }
                     if messages.1 {
@@ -806,17 +796,15 @@ impl StreamLog {
         let body = futures::stream::select(events, pings)
             .take_while(|chunk| std::future::ready(chunk.is_some()))
             .filter_map(|chunk| std::future::ready(chunk.map(Ok::<_, Infallible>)));
-        (headers, axum::body::Body::from_stream(body)).into_response()
+        (
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            axum::body::Body::from_stream(body),
+        )
+            .into_response()
     }
-}
-
-/// The SSE event carrying message `index` (`data`) of stream `stream`, numbered from 1 (the
-/// priming event is 0). Compact JSON has no raw line breaks, so one `data` line carries it.
-fn event(stream: u64, index: usize, data: &str) -> String {
-    format!(
-        "id: {EVENT_ID_PREFIX}{stream}-{}\ndata: {data}\n\n",
-        index + 1
-    )
 }
 
 /// Resumes a stream of the short path for a session client's GET with `Last-Event-ID` naming
