@@ -735,8 +735,10 @@ impl Drop for Reading {
             self.lingering.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        let lingering = self.lingering.clone();
+        // Gives the slot back however the task ends (also dropped unfinished at shutdown).
+        let slot = LingerSlot(self.lingering.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             let _ = tokio::time::timeout(LINGER, async move {
                 let mut left = LINGER_EVENTS;
                 while left > 0 && events.next().await.is_some() {
@@ -744,8 +746,16 @@ impl Drop for Reading {
                 }
             })
             .await;
-            lingering.fetch_sub(1, Ordering::Relaxed);
         });
+    }
+}
+
+/// One of a route's [`MAX_LINGERING`] places for a stream read after its response.
+struct LingerSlot(Arc<AtomicUsize>);
+
+impl Drop for LingerSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

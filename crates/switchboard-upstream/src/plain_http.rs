@@ -22,8 +22,18 @@ use reqwest::ResponseBuilderExt;
 
 use crate::http_client::HttpFailure;
 
-/// How long connecting to a server may take (reqwest's client has the same bound).
+/// How long connecting to a server may take. reqwest's client has the same bound over the
+/// whole connect, name lookup included; hyper's bounds the TCP connect, split across the
+/// addresses a name resolves to (the system resolver bounds its own lookups).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TCP keepalive as reqwest sets it by default: probes after 15 s of silence, every 15 s, three
+/// of them; on Linux, unacknowledged data fails the connection after 30 s. Nothing else notices
+/// a peer that vanished (a killed host, an expired NAT entry) under a quiet stream.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+const KEEPALIVE_RETRIES: u32 = 3;
+#[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The shared connection pools: reqwest's for TLS and proxied requests, hyper's for the rest.
 /// Cloning shares them (one reference count: every call clones its connection's client).
@@ -67,7 +77,17 @@ impl HttpClients {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         connector.set_nodelay(true);
-        let plain = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        connector.set_keepalive(Some(KEEPALIVE));
+        connector.set_keepalive_interval(Some(KEEPALIVE));
+        connector.set_keepalive_retries(Some(KEEPALIVE_RETRIES));
+        #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+        connector.set_tcp_user_timeout(Some(TCP_USER_TIMEOUT));
+        // With timers, idle connections are closed after the pool's idle timeout (90 s) even
+        // when no request to their server comes to notice, as reqwest's pool does.
+        let plain = Client::builder(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .build(connector);
         Self(Arc::new(Pools {
             reqwest,
             plain,
@@ -215,6 +235,10 @@ mod tests {
             "{received}"
         );
         assert!(received.contains("x-test: yes\r\n"), "{received}");
+        assert!(
+            received.contains("accept: */*\r\n"),
+            "reqwest's default: {received}"
+        );
         assert!(
             received.contains("content-type: application/json\r\n"),
             "{received}"
