@@ -81,17 +81,6 @@ impl ConnectOptions {
     }
 }
 
-/// The reqwest client Switchboard uses for upstreams: pooled, with connect timeouts, no
-/// redirects (an MCP endpoint that redirects elsewhere is a configuration error to surface, not
-/// follow). Connections share it inside [`crate::plain_http::HttpClients`].
-pub fn default_http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(crate::plain_http::CONNECT_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
-}
-
 type Service = RunningService<RoleClient, UpstreamHandler>;
 
 /// A live session: the handle for requests, the server's unsolicited events, and the session's
@@ -746,7 +735,7 @@ pub async fn auth_challenge(
     headers: &[switchboard_core::NamedValue],
 ) -> Option<switchboard_oauth::BearerChallenge> {
     let headers = crate::http_client::header_map(headers).ok()?;
-    let response = default_http_client()
+    let response = crate::plain_http::reqwest_client()
         .post(url.clone())
         .headers(headers)
         .header(http::header::ACCEPT, "application/json, text/event-stream")

@@ -65,10 +65,7 @@ impl HttpClients {
     /// redirects elsewhere is a configuration error to surface, not follow), and the
     /// environment's proxy settings.
     pub fn new() -> Self {
-        Self::with(
-            crate::connect::default_http_client(),
-            Matcher::from_system(),
-        )
+        Self::with(reqwest_client(), Matcher::from_system())
     }
 
     /// `reqwest`, and hyper's client for the plain requests `proxies` routes through no proxy
@@ -135,6 +132,17 @@ impl HttpClients {
         let response = http::Response::from_parts(parts, reqwest::Body::wrap(body));
         Ok(reqwest::Response::from(response))
     }
+}
+
+/// The reqwest client Switchboard uses for upstreams: pooled, with connect timeouts, no
+/// redirects (an MCP endpoint that redirects elsewhere is a configuration error to surface, not
+/// follow), the environment's proxy settings.
+pub(crate) fn reqwest_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
 }
 
 /// Describes a failed plain request as [`crate::http_client::describe_reqwest`] describes
