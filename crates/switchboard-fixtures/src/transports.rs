@@ -179,6 +179,53 @@ pub async fn streamable_http(era: Era) -> RunningFixture {
     }
 }
 
+/// A server of both eras whose stateless face is poorer than its sessions, as the conformance
+/// reference server's is: `server/discover` is answered by hand, declaring tools and nothing
+/// else, and everything else is the [`Era::Legacy`] fixture with sessions (tools, resources,
+/// prompts). A client that keeps the stateless face gets no further than `server/discover`.
+pub async fn dual_era_poorer_stateless() -> RunningFixture {
+    let state = Arc::new(FixtureState::default());
+    let stop = CancellationToken::new();
+    let (listener, addr) = listen().await;
+    let router = streamable_router(Era::Legacy, &state, &stop)
+        .layer(axum::middleware::from_fn(answer_discover_with_tools_only));
+    spawn_router(listener, router, stop.clone(), Some(state.clone()));
+    RunningFixture::from_parts(format!("http://{addr}/mcp"), state, stop)
+}
+
+/// Answers a `server/discover` POST with a stateless `DiscoverResult` that declares tools only;
+/// passes every other request on.
+async fn answer_discover_with_tools_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let is_discover = request
+        .headers()
+        .get("mcp-method")
+        .is_some_and(|method| method == "server/discover");
+    if !is_discover {
+        return next.run(request).await;
+    }
+    let bytes = axum::body::to_bytes(request.into_body(), 1024 * 1024)
+        .await
+        .unwrap_or_default();
+    let id = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .map(|message| message["id"].clone())
+        .unwrap_or_default();
+    axum::response::IntoResponse::into_response(axum::Json(serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": {
+            "resultType": "complete",
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "switchboard-fixture-stateless-face", "version": "1.0.0"},
+            "ttlMs": 0,
+            "cacheScope": "private"
+        }
+    })))
+}
+
 /// The conformance server ([`crate::conformance`]) over Streamable HTTP at `/mcp`, speaking every
 /// revision or, with `legacy_only`, the revisions up to 2025-11-25.
 pub async fn conformance_http(legacy_only: bool) -> RunningFixture {

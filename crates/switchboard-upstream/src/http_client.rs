@@ -354,6 +354,16 @@ fn excerpt(body: &[u8]) -> String {
         .collect()
 }
 
+/// The `MCP-Protocol-Version` header among rmcp's per-request headers. Looked up by
+/// `HeaderName`: a `&str` key hashes differently from a header name and misses the entry at
+/// random (then calls beside rmcp went without the header, and servers that read it, such as the
+/// TypeScript SDK's, took them for 2025-03-26 ones: no priming event, nothing to resume).
+fn protocol_version_header(headers: &HashMap<HeaderName, HeaderValue>) -> Option<HeaderValue> {
+    headers
+        .get(&HeaderName::from_static("mcp-protocol-version"))
+        .cloned()
+}
+
 fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
     matches!(
         message,
@@ -405,7 +415,7 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             .filter(|_| !is_initialize(&message))
             .map(|id| SessionInUse {
                 id,
-                version: custom_headers.get("mcp-protocol-version").cloned(),
+                version: protocol_version_header(&custom_headers),
                 sent: order,
             });
         let sent = self
@@ -691,5 +701,27 @@ mod tests {
         let body = format!("bad\n\x07{}", "x".repeat(500));
         let text = excerpt(body.as_bytes());
         assert!(text.starts_with("bad") && text.len() == ERROR_EXCERPT_CHARS);
+    }
+
+    #[test]
+    fn the_protocol_version_is_found_among_request_headers_every_time() {
+        // Every map hashes with keys of its own; a lookup that works only by chance fails in
+        // some of these.
+        for _ in 0..64 {
+            let mut headers = HashMap::new();
+            headers.insert(
+                HeaderName::from_static("mcp-method"),
+                HeaderValue::from_static("tools/call"),
+            );
+            headers.insert(
+                HeaderName::from_static("mcp-protocol-version"),
+                HeaderValue::from_static("2025-11-25"),
+            );
+            assert_eq!(
+                protocol_version_header(&headers),
+                Some(HeaderValue::from_static("2025-11-25"))
+            );
+        }
+        assert_eq!(protocol_version_header(&HashMap::new()), None);
     }
 }

@@ -124,6 +124,34 @@ async fn stateless_2026_server_is_detected_and_works() {
 }
 
 #[tokio::test]
+async fn a_server_of_both_eras_is_reached_through_sessions_when_they_offer_more() {
+    let fixture = transports::dual_era_poorer_stateless().await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    assert_eq!(connection.detected, Some(DetectedTransport::StreamableHttp));
+    assert_eq!(
+        connection.upstream.protocol_version().as_deref(),
+        Some("2025-11-25")
+    );
+    // What only the sessions offer works: resources and prompts.
+    exercise(&connection, LEGACY_TOOLS).await;
+    // The session opened to compare was the one kept; none was left behind.
+    assert_eq!(fixture.state.deletes.load(Ordering::SeqCst), 0);
+    connection.session.close().await;
+
+    // Once cached, the choice is not probed again.
+    let again = connect(
+        &http(&fixture.url),
+        Some(DetectedTransport::StreamableHttp),
+        &options(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.detected, Some(DetectedTransport::StreamableHttp));
+}
+
+#[tokio::test]
 async fn x_mcp_header_arguments_are_mirrored_into_request_headers() {
     let fixture = transports::streamable_http(Era::Modern).await;
     let connection = connect(&http(&fixture.url), None, &options())
