@@ -19,10 +19,11 @@
 #      ignores WARNINGs and extensions, and would score a do-nothing run of some scenarios as
 #      passing).
 # The server side runs `conformance server --requirements REVISION` against Switchboard's /mcp,
-# with switchboard-conformance-everything added as its only server (empty prefix, so the names
-# are the suite's own): once with the fixture speaking every revision (Switchboard reaches it
-# statelessly, 2026-07-28) for both revisions, and once with it limited to legacy sessions for
-# 2025-11-25. conformance-check.mjs (server) holds every scenario to the checks listed in
+# with one upstream added as its only server (empty prefix, so the names are the suite's own):
+# switchboard-conformance-everything speaking every revision (Switchboard reaches it statelessly,
+# 2026-07-28) for both revisions; the same fixture limited to legacy sessions for 2025-11-25; and
+# tests/npm/conformance-upstream.mjs, a server on the official TypeScript SDK (sessions), for
+# 2025-11-25 (it needs `npm ci --prefix tests/npm`, which scripts/test runs first). conformance-check.mjs (server) holds every scenario to the checks listed in
 # conformance-expected-server.mjs, with no FAILURE or WARNING; the tasks extension, which the
 # front door does not bridge, is reported and not held.
 # Everything always runs; the last lines are one `N passed, M failed` line per run, and the
@@ -59,6 +60,9 @@ for p in "$ADAPTER" "$GUARD"; do
   [[ "$p" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "path '$p' has characters unsafe for the harness command line; move the checkout"
 done
 command -v npm >/dev/null || die "npm is not on PATH; it is needed to install the pinned harness"
+TS_UPSTREAM="$ROOT/tests/npm/conformance-upstream.mjs"
+[ -d "$ROOT/tests/npm/node_modules/@modelcontextprotocol/sdk" ] || die "the TypeScript SDK upstream \
+needs tests/npm installed: npm ci --prefix tests/npm (scripts/test does this first)"
 
 # --- install the pinned harness and Node 22 ----------------------------------------------------
 # Reuse an earlier install only when it was made from the very same lock file (local reruns);
@@ -191,29 +195,37 @@ wait_connected() {
     })();' "$1"
 }
 
-# name:fixture flags:revisions the suite tests through it (those asked for on the command line).
-SERVER_CONFIGS=("all-revisions::2025-11-25 2026-07-28" "legacy-only:--legacy-only:2025-11-25")
+# start_upstream <name> <port>: the upstream of one server-side configuration, in the background.
+start_upstream() {
+  case "$1" in
+    all-revisions) "$FIXTURE" --port "$2" ;;
+    legacy-only) "$FIXTURE" --port "$2" --legacy-only ;;
+    ts-sdk) node "$TS_UPSTREAM" --port "$2" ;;
+    *) die "unknown upstream configuration $1" ;;
+  esac
+}
+# upstream name:revisions the suite tests through it (those asked for on the command line).
+SERVER_CONFIGS=("all-revisions:2025-11-25 2026-07-28" "legacy-only:2025-11-25" "ts-sdk:2025-11-25")
 for config in "${SERVER_CONFIGS[@]}"; do
-  IFS=: read -r upstream fixture_flags server_revs <<<"$config"
+  IFS=: read -r upstream server_revs <<<"$config"
   data="$WORK/server-data-$upstream"
   rm -rf "$data"
   fixture_port="$(free_port)"
   serve_port="$(free_port)"
   echo
-  echo "=== switchboard serve on 127.0.0.1:$serve_port, upstream: the conformance fixture, $upstream ==="
-  # shellcheck disable=SC2086 # fixture_flags is empty or one flag
-  "$FIXTURE" --port "$fixture_port" $fixture_flags 2>"$WORK/server-fixture-$upstream.log" &
+  echo "=== switchboard serve on 127.0.0.1:$serve_port, upstream: $upstream ==="
+  start_upstream "$upstream" "$fixture_port" 2>"$WORK/server-fixture-$upstream.log" &
   PIDS+=($!)
   "$SWITCHBOARD" --data-dir "$data" server add everything "http://127.0.0.1:$fixture_port/mcp" --prefix '' \
     || die "switchboard server add failed"
   "$SWITCHBOARD" --data-dir "$data" serve --listen "127.0.0.1:$serve_port" >"$WORK/server-serve-$upstream.log" 2>&1 &
   PIDS+=($!)
   if ! wait_connected "http://127.0.0.1:$serve_port/api/status"; then
-    echo "conformance server ($upstream): FAILED: Switchboard did not connect to the fixture; its log:"
+    echo "conformance server ($upstream): FAILED: Switchboard did not connect to the upstream; its log:"
     tail -n 20 "$WORK/server-serve-$upstream.log"
     stop_all
     for rev in $server_revs; do
-      SUMMARY+=("conformance-server-$rev: 0 passed, 1 failed (fixture upstream: $upstream)")
+      SUMMARY+=("conformance-server-$rev: 0 passed, 1 failed (upstream: $upstream)")
       FAILED_REVS+=("server-$rev-$upstream")
     done
     continue
@@ -224,7 +236,7 @@ for config in "${SERVER_CONFIGS[@]}"; do
     rm -rf "$out" "$out.log"
     mkdir -p "$out"
     echo
-    echo "=== conformance server --requirements $rev, fixture upstream: $upstream (log: $out.log) ==="
+    echo "=== conformance server --requirements $rev, upstream: $upstream (log: $out.log) ==="
     set +e
     harness "$RUN_LIMIT" server --url "http://127.0.0.1:$serve_port/mcp" --requirements "$rev" -o "$out" \
       >"$out.log" 2>&1
@@ -247,9 +259,9 @@ for config in "${SERVER_CONFIGS[@]}"; do
     fi
     not_held="$(printf '%s\n' "$check_out" | grep -c '^  n/a ' || true)"
     if [ "$not_held" -gt 0 ]; then
-      SUMMARY+=("$last (fixture upstream: $upstream; $not_held scenarios of an unsupported extension not held)")
+      SUMMARY+=("$last (upstream: $upstream; $not_held scenarios of an unsupported extension not held)")
     else
-      SUMMARY+=("$last (fixture upstream: $upstream)")
+      SUMMARY+=("$last (upstream: $upstream)")
     fi
     if [ "$harness_rc" -ne 0 ] || [ "$check_rc" -ne 0 ]; then FAILED_REVS+=("server-$rev-$upstream"); fi
   done

@@ -130,6 +130,14 @@ impl FixtureServer {
                 object(json!({"type": "object"})),
             ),
         ];
+        if self.era == Era::Legacy {
+            tools.push(Tool::new(
+                "roots",
+                "Asks the client for its roots from a task of its own (so on the session's GET \
+                 stream, not the call's) and returns them as JSON, or the error",
+                object(json!({"type": "object"})),
+            ));
+        }
         if self.era == Era::Modern {
             tools.push(Tool::new(
                 "lookup",
@@ -291,6 +299,27 @@ impl ServerHandler for FixtureServer {
                 ContentBlock::text("the fixture failed on purpose"),
             ]))),
             "crash" => std::process::exit(3),
+            #[allow(deprecated)]
+            // roots are deprecated in 2026-07-28, not in the sessions' revisions
+            "roots" => {
+                // A spawned task loses the call it came from, so rmcp sends the request on the
+                // standalone stream, as the Python SDK and FastMCP do.
+                let peer = context.peer.clone();
+                let asked = tokio::spawn(async move { peer.list_roots().await }).await;
+                Ok(match asked {
+                    Ok(Ok(result)) => text_result(json!(result.roots).to_string()),
+                    Ok(Err(error)) => {
+                        CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(
+                            format!("roots/list failed: {error}"),
+                        )]))
+                    }
+                    Err(error) => {
+                        CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(
+                            format!("roots/list task failed: {error}"),
+                        )]))
+                    }
+                })
+            }
             "add_tool" => {
                 self.state.extra_tool.store(true, Ordering::SeqCst);
                 let _ = context.peer.notify_tool_list_changed().await;

@@ -109,7 +109,7 @@ async fn broken_servers_leave_the_healthy_one_untouched_and_say_what_is_wrong() 
             .clone()
     };
     assert_eq!(by_id("good").state, ConnectionState::Connected);
-    assert_eq!(by_id("good").tools, 7);
+    assert_eq!(by_id("good").tools, 8);
     // The fixture answers resources/templates/list with -32601: that list is empty, the
     // others are kept and the server counts as connected.
     assert_eq!(by_id("good").resources, 1);
@@ -189,7 +189,7 @@ async fn list_changed_refreshes_the_catalog() {
         .call_tool("add_tool", None, &CallContext::default())
         .await
         .unwrap();
-    eventually(&hub, "changing", "8 tools", |s| s.tools == 8).await;
+    eventually(&hub, "changing", "9 tools", |s| s.tools == 9).await;
     let catalog = hub.catalog(&id("changing")).unwrap();
     assert!(catalog.tools.iter().any(|t| t.name == "late"));
     hub.shutdown().await;
@@ -208,7 +208,7 @@ async fn disabled_tools_are_hidden_and_refused() {
     .await;
     let catalog = hub.catalog(&id("filtered")).unwrap();
     assert!(!catalog.tools.iter().any(|t| t.name == "crash"));
-    assert_eq!(catalog.tools.len(), 6);
+    assert_eq!(catalog.tools.len(), 7);
     assert!(matches!(
         hub.upstream_for_tool(&id("filtered"), "crash"),
         Err(HubError::ToolDisabled { .. })

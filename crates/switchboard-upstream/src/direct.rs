@@ -264,6 +264,13 @@ impl DirectRoute {
                 Some(token)
             });
         let id = RequestId::String(ours.into());
+        // Registered like the full path's calls, so that the server's requests about this call
+        // on the session's GET stream (where the Python SDK and FastMCP send `roots/list`) reach
+        // its client too.
+        let registration =
+            self.client
+                .in_flight()
+                .register(id.clone(), input.clone(), cancelled.clone());
         let message = JsonRpcMessage::Request(JsonRpcRequest {
             jsonrpc: request.jsonrpc,
             id: id.clone(),
@@ -283,6 +290,7 @@ impl DirectRoute {
             last_event_id: None,
             retry: None,
             resumes: 0,
+            registration: Some(registration),
         };
         (message, call)
     }
@@ -308,6 +316,8 @@ struct SessionCall {
     last_event_id: Option<String>,
     retry: Option<Duration>,
     resumes: u32,
+    /// The call among the session's calls in flight, until it is answered or dropped.
+    registration: Option<crate::relay::Registration>,
 }
 
 impl SessionCall {
@@ -328,6 +338,8 @@ impl SessionCall {
     /// The response, with the caller's id; the call is over.
     fn answered(&mut self, mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
         self.armed = false;
+        // No longer in flight: a request on the GET stream now is about another call.
+        self.registration = None;
         match &mut message {
             JsonRpcMessage::Response(response) => response.id = self.caller_id.clone(),
             JsonRpcMessage::Error(error) => error.id = Some(self.caller_id.clone()),

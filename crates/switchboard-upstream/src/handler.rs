@@ -19,7 +19,9 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use tokio::sync::mpsc;
 
-use crate::relay::{InFlight, InputResponder, RELATED_REQUEST_META, take_related};
+use crate::relay::{
+    InFlight, InputResponder, RELATED_REQUEST_META, Related, take_related, take_related_numbered,
+};
 
 /// `params` without the related-request tag in its `_meta`, and the tag.
 fn untag<P>(params: P) -> (P, Option<rmcp::model::RequestId>)
@@ -47,15 +49,15 @@ where
     }
 }
 
-/// The related-request tag of a notification. rmcp takes a notification's `_meta` out of its
-/// params and hands it to the handler in the context's extensions (its `meta` is left empty),
-/// so both of the context's places are read.
-fn related_of(context: &mut NotificationContext<RoleClient>) -> Option<rmcp::model::RequestId> {
-    take_related(&mut context.meta.0).or_else(|| {
+/// The related-request tag of a notification, with its number. rmcp takes a notification's
+/// `_meta` out of its params and hands it to the handler in the context's extensions (its `meta`
+/// is left empty), so both of the context's places are read.
+fn related_of(context: &mut NotificationContext<RoleClient>) -> Option<Related> {
+    take_related_numbered(&mut context.meta.0).or_else(|| {
         context
             .extensions
             .get_mut::<rmcp::model::NotificationMetaObject>()
-            .and_then(|meta| take_related(&mut meta.0))
+            .and_then(|meta| take_related_numbered(&mut meta.0))
     })
 }
 
@@ -198,6 +200,9 @@ pub struct UpstreamHandler {
     events: mpsc::UnboundedSender<UpstreamEvent>,
     progress: ProgressDispatcher,
     in_flight: InFlight,
+    /// Whether requests for input are relayed to the client behind each call (Switchboard as a
+    /// proxy) rather than answered by Switchboard itself.
+    relay: bool,
 }
 
 impl UpstreamHandler {
@@ -223,6 +228,7 @@ impl UpstreamHandler {
             events,
             progress,
             in_flight,
+            relay,
         }
     }
 
@@ -239,12 +245,25 @@ impl UpstreamHandler {
     {
         let (params, tagged) = untag(params);
         let related = tagged.or_else(|| take_related(context_meta));
+        let request = wrap(params);
         let responder: std::sync::Arc<dyn InputResponder> =
             match self.in_flight.find(related.as_ref()) {
                 Some(responder) => responder,
+                // As a proxy Switchboard has no roots of its own: a server that asks when no
+                // client's call can be told apart (at connect time, or with several calls in
+                // flight on an untagged stream) is told so, rather than given an invented
+                // empty list.
+                None if self.relay && matches!(request, InputRequest::ListRoots(_)) => {
+                    return Err(ErrorData::internal_error(
+                        "Switchboard relays roots/list to the client whose call the server is \
+                         working on, and cannot tell which call this request belongs to (none, \
+                         or several, are in flight)",
+                        None,
+                    ));
+                }
                 None => std::sync::Arc::new(self.policy),
             };
-        let answer = responder.answer(None, wrap(params)).await?;
+        let answer = responder.answer(None, request).await?;
         serde_json::from_value(answer).map_err(|e| {
             ErrorData::internal_error(format!("the client's answer is malformed: {e}"), None)
         })
@@ -318,7 +337,7 @@ impl ClientHandler for UpstreamHandler {
         let responder = self
             .in_flight
             .deliver(related.as_ref(), async {
-                let responder = self.in_flight.find(related.as_ref());
+                let responder = self.in_flight.find(related.as_ref().map(|r| &r.id));
                 if let Some(responder) = &responder {
                     responder.log(params.clone());
                 }

@@ -172,6 +172,11 @@ impl StatusAwareHttpClient {
         self.session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The session's calls with a responder.
+    pub(crate) fn in_flight(&self) -> &crate::relay::InFlight {
+        &self.in_flight
+    }
+
     /// Tags the messages on a request's response stream for the calls of `in_flight`.
     pub(crate) fn with_in_flight(mut self, in_flight: crate::relay::InFlight) -> Self {
         self.in_flight = in_flight;

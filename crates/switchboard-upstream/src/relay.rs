@@ -24,6 +24,13 @@
 //! registered for its call's messages; while a call is being sent ([`InFlight::setting_up`]) a
 //! tagged notification of a call not yet registered waits for it (also in `deliver`).
 //!
+//! The same tasks would also shuffle a call's messages among themselves: progress sent as 0, 50,
+//! 100 in one burst could reach the client as 50, 0, 100, which breaks the rule that progress
+//! only grows. [`tag_related`] therefore numbers the counted notifications of each call in the
+//! order they arrived (a second private key, [`SEQUENCE_META`]), and [`InFlight::deliver`] hands
+//! each to the handler only after the one before it (waiting at most [`DELIVERY_LIMIT`] for one
+//! that never comes).
+//!
 //! [`InputPolicy`]: crate::InputPolicy
 
 use std::collections::HashMap;
@@ -40,6 +47,19 @@ use tokio_util::sync::CancellationToken;
 /// The private `_meta` key carrying the id of the Switchboard request a server message arrived
 /// with (on that request's response stream).
 pub const RELATED_REQUEST_META: &str = "dev.switchboard/relatedRequestId";
+
+/// The private `_meta` key numbering a call's counted notifications in the order they arrived.
+pub const SEQUENCE_META: &str = "dev.switchboard/sequence";
+
+/// Which call a server message arrived with, and for a counted notification its place among
+/// that call's.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Related {
+    /// The id of the Switchboard request on whose response stream it came.
+    pub(crate) id: RequestId,
+    /// Its number among the call's counted notifications (from 0).
+    pub(crate) sequence: Option<u64>,
+}
 
 /// Answers a server's requests for input on behalf of one call.
 pub trait InputResponder: Send + Sync {
@@ -90,10 +110,18 @@ pub struct InFlight {
 /// and the calls being sent whose caller is not yet listening for them.
 #[derive(Default)]
 struct Undelivered {
-    counts: Mutex<HashMap<RequestId, usize>>,
+    counts: Mutex<HashMap<RequestId, Numbered>>,
     delivered: tokio::sync::Notify,
     setting_up: std::sync::atomic::AtomicUsize,
     set_up: tokio::sync::Notify,
+}
+
+/// One call's counted notifications: how many were tagged, and the number of the next one to
+/// deliver (all before it were delivered, or given up on).
+#[derive(Debug, Default, Clone, Copy)]
+struct Numbered {
+    tagged: u64,
+    next: u64,
 }
 
 /// How long a tagged notification waits for calls being sent to be ready for it (a server can
@@ -162,7 +190,7 @@ impl InFlight {
         }
     }
 
-    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, usize>> {
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Numbered>> {
         self.undelivered
             .counts
             .lock()
@@ -179,18 +207,30 @@ impl InFlight {
     }
 
     /// Delivers a notification tagged with request `related` (if it is) by running `delivery`:
-    /// once its call is ready for it, and counted off afterwards.
+    /// once its call is ready for it and, for a numbered one, the one before it was delivered;
+    /// counted off afterwards.
     pub(crate) async fn deliver<T>(
         &self,
-        related: Option<&RequestId>,
+        related: Option<&Related>,
         delivery: impl Future<Output = T>,
     ) -> T {
         let Some(related) = related else {
             return delivery.await;
         };
-        self.ready_for(related).await;
+        self.ready_for(&related.id).await;
+        let Some(sequence) = related.sequence else {
+            return delivery.await;
+        };
+        let its_turn = || {
+            self.counts()
+                .get(&related.id)
+                .is_none_or(|numbered| numbered.next >= sequence)
+        };
+        if !wait_until(&self.undelivered.delivered, DELIVERY_LIMIT, its_turn).await {
+            tracing::debug!(id = ?related.id, sequence, "a call's earlier notification was lost");
+        }
         let delivered = delivery.await;
-        self.delivered(related);
+        self.delivered(&related.id, sequence);
         delivered
     }
 
@@ -207,28 +247,31 @@ impl InFlight {
         .await;
     }
 
-    /// A log or progress notification tagged with request `id` is on its way to the handler.
-    fn expect(&self, id: &RequestId) {
+    /// A log or progress notification tagged with request `id` is on its way to the handler;
+    /// returns its number among that request's.
+    fn expect(&self, id: &RequestId) -> u64 {
         let mut counts = self.counts();
         // Counts of requests nobody waits for are left behind only when rmcp drops a message
         // (one it cannot read); never let those pile up.
         if counts.len() >= MAX_COUNTED_REQUESTS && !counts.contains_key(id) {
             counts.clear();
         }
-        *counts.entry(id.clone()).or_default() += 1;
+        let numbered = counts.entry(id.clone()).or_default();
+        numbered.tagged += 1;
+        numbered.tagged - 1
     }
 
-    /// The handler delivered a notification tagged with request `id`.
-    fn delivered(&self, id: &RequestId) {
+    /// The handler delivered notification number `sequence` tagged with request `id`.
+    fn delivered(&self, id: &RequestId, sequence: u64) {
         let mut counts = self.counts();
-        if let Some(count) = counts.get_mut(id) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
+        if let Some(numbered) = counts.get_mut(id) {
+            numbered.next = numbered.next.max(sequence + 1);
+            if numbered.next >= numbered.tagged {
                 counts.remove(id);
-                drop(counts);
-                self.undelivered.delivered.notify_waiters();
             }
         }
+        drop(counts);
+        self.undelivered.delivered.notify_waiters();
     }
 
     /// Waits (at most [`DELIVERY_LIMIT`]) until every notification tagged with request `id` so
@@ -285,10 +328,18 @@ pub(crate) fn take_related(meta: &mut rmcp::model::MetaObject) -> Option<Request
     serde_json::from_value(value).ok()
 }
 
+/// Reads (and removes) the related-request tag and the sequence number from a notification's
+/// `_meta`.
+pub(crate) fn take_related_numbered(meta: &mut rmcp::model::MetaObject) -> Option<Related> {
+    let sequence = meta.0.remove(SEQUENCE_META).and_then(|n| n.as_u64());
+    let id = take_related(meta)?;
+    Some(Related { id, sequence })
+}
+
 /// Marks every server request and notification on the response stream of request `id` with
-/// that id, under [`RELATED_REQUEST_META`], and counts the log and progress notifications in
-/// `in_flight` until the handler delivers them. Events that are not JSON-RPC messages with a
-/// method pass unchanged.
+/// that id, under [`RELATED_REQUEST_META`], and counts and numbers the log and progress
+/// notifications in `in_flight` ([`SEQUENCE_META`]) until the handler delivers them. Events that
+/// are not JSON-RPC messages with a method pass unchanged.
 pub(crate) fn tag_related<S>(
     stream: S,
     id: RequestId,
@@ -301,12 +352,11 @@ where
     stream
         .map(move |event| {
             event.map(|mut sse| {
-                if let Some((tagged, counted)) =
-                    sse.data.as_deref().and_then(|data| tag(data, &tag_value))
+                if let Some(tagged) = sse
+                    .data
+                    .as_deref()
+                    .and_then(|data| tag(data, &tag_value, || in_flight.expect(&id)))
                 {
-                    if counted {
-                        in_flight.expect(&id);
-                    }
                     sse.data = Some(tagged);
                 }
                 sse
@@ -319,8 +369,9 @@ where
 /// `on_logging_message` and `on_progress`).
 const COUNTED_NOTIFICATIONS: [&str; 2] = ["notifications/message", "notifications/progress"];
 
-/// The message with its tag, and whether it is a notification counted until delivered.
-fn tag(data: &str, id: &serde_json::Value) -> Option<(String, bool)> {
+/// The message with its tag; a notification counted until delivered also gets the number
+/// `number()` gives it.
+fn tag(data: &str, id: &serde_json::Value, number: impl FnOnce() -> u64) -> Option<String> {
     let mut message: serde_json::Value = serde_json::from_str(data).ok()?;
     let object = message.as_object_mut()?;
     let counted = object.get("method")?.as_str().is_some_and(|method| {
@@ -335,7 +386,10 @@ fn tag(data: &str, id: &serde_json::Value) -> Option<(String, bool)> {
         .or_insert_with(|| serde_json::json!({}))
         .as_object_mut()?;
     meta.insert(RELATED_REQUEST_META.to_owned(), id.clone());
-    Some((serde_json::to_string(&message).ok()?, counted))
+    if counted {
+        meta.insert(SEQUENCE_META.to_owned(), number().into());
+    }
+    serde_json::to_string(&message).ok()
 }
 
 #[cfg(test)]
@@ -345,23 +399,93 @@ mod tests {
     #[test]
     fn requests_and_notifications_are_tagged_and_responses_are_not() {
         let id = serde_json::json!(7);
+        let numbers = std::cell::Cell::new(0);
+        let number = || {
+            numbers.set(numbers.get() + 1);
+            numbers.get() + 40
+        };
         let request =
             r#"{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"hi"}}"#;
-        let (tagged, counted) = tag(request, &id).unwrap();
+        let tagged = tag(request, &id, number).unwrap();
         let tagged: serde_json::Value = serde_json::from_str(&tagged).unwrap();
         assert_eq!(tagged["params"]["_meta"][RELATED_REQUEST_META], 7);
         assert_eq!(tagged["params"]["message"], "hi");
-        assert!(!counted, "requests are answered, not counted");
+        assert!(
+            tagged["params"]["_meta"].get(SEQUENCE_META).is_none(),
+            "requests are answered, not counted"
+        );
         let bare = r#"{"jsonrpc":"2.0","method":"notifications/message"}"#;
-        let (tagged, counted) = tag(bare, &id).unwrap();
+        let tagged = tag(bare, &id, number).unwrap();
         let tagged: serde_json::Value = serde_json::from_str(&tagged).unwrap();
         assert_eq!(tagged["params"]["_meta"][RELATED_REQUEST_META], 7);
-        assert!(counted, "log messages are counted until delivered");
+        assert_eq!(
+            tagged["params"]["_meta"][SEQUENCE_META], 41,
+            "log messages are counted and numbered until delivered"
+        );
         let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
-        assert!(!tag(changed, &id).unwrap().1);
-        assert!(tag(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, &id).is_none());
-        assert!(tag("not json", &id).is_none());
-        assert!(tag("", &id).is_none());
+        let tagged: serde_json::Value =
+            serde_json::from_str(&tag(changed, &id, number).unwrap()).unwrap();
+        assert!(tagged["params"]["_meta"].get(SEQUENCE_META).is_none());
+        assert_eq!(numbers.get(), 1, "only counted notifications take a number");
+        assert!(tag(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, &id, number).is_none());
+        assert!(tag("not json", &id, number).is_none());
+        assert!(tag("", &id, number).is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_calls_notifications_are_delivered_in_the_order_they_arrived() {
+        let in_flight = InFlight::default();
+        let id = RequestId::Number(3);
+        let _call = in_flight.register(id.clone(), Arc::new(Named), Default::default());
+        let numbers: Vec<u64> = (0..20).map(|_| in_flight.expect(&id)).collect();
+        assert_eq!(numbers, (0..20).collect::<Vec<_>>());
+        // Handed to the handler in tasks of their own, the last first, as rmcp may run them.
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let deliveries: Vec<_> = numbers
+            .iter()
+            .rev()
+            .map(|&sequence| {
+                let in_flight = in_flight.clone();
+                let order = order.clone();
+                let related = Related {
+                    id: id.clone(),
+                    sequence: Some(sequence),
+                };
+                tokio::spawn(async move {
+                    in_flight
+                        .deliver(Some(&related), async {
+                            order.lock().unwrap().push(sequence);
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for delivery in deliveries {
+            delivery.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), numbers);
+        in_flight.all_delivered(&id).await;
+        assert!(in_flight.counts().is_empty(), "nothing left counted");
+    }
+
+    #[tokio::test]
+    async fn a_lost_notification_does_not_hold_the_next_one_back_for_good() {
+        let in_flight = InFlight::default();
+        let id = RequestId::Number(4);
+        let _lost = in_flight.expect(&id);
+        let second = in_flight.expect(&id);
+        let related = Related {
+            id: id.clone(),
+            sequence: Some(second),
+        };
+        // Bounded by DELIVERY_LIMIT; the outer bound only keeps a regression from hanging.
+        let delivered = tokio::time::timeout(
+            DELIVERY_LIMIT * 10,
+            in_flight.deliver(Some(&related), async { 5 }),
+        )
+        .await;
+        assert_eq!(delivered, Ok(5));
+        assert!(in_flight.counts().is_empty());
     }
 
     struct Named;

@@ -83,7 +83,9 @@ async fn exercise(connection: &Connection, expect_tools: &[&str]) {
     assert_eq!(upstream.list_resources().await.unwrap().len(), 1);
 }
 
-const LEGACY_TOOLS: &[&str] = &["echo", "add", "slow", "fail", "crash", "whoami", "add_tool"];
+const LEGACY_TOOLS: &[&str] = &[
+    "echo", "add", "slow", "fail", "crash", "whoami", "add_tool", "roots",
+];
 const MODERN_TOOLS: &[&str] = &[
     "echo", "add", "slow", "fail", "crash", "whoami", "add_tool", "lookup", "confirm",
 ];

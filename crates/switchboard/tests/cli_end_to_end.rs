@@ -199,7 +199,9 @@ fn tools_are_listed_and_called_with_typed_arguments() {
         .collect();
     assert_eq!(
         names,
-        ["echo", "add", "slow", "fail", "crash", "whoami", "add_tool"]
+        [
+            "echo", "add", "slow", "fail", "crash", "whoami", "add_tool", "roots"
+        ]
     );
     assert!(
         tools
@@ -343,7 +345,7 @@ async fn serve_answers_health_and_status_and_on_sigterm_finishes_calls_then_clos
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let body = connected.expect("the daemon connected the server within 10 s");
-    assert_eq!(body["servers"][0]["tools"], 7);
+    assert_eq!(body["servers"][0]["tools"], 8);
     let health = client.get(format!("{base}/healthz")).send().await.unwrap();
     assert_eq!(health.text().await.unwrap(), "ok");
 

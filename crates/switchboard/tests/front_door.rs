@@ -1900,3 +1900,77 @@ async fn a_session_client_resumes_a_dropped_call_stream_with_last_event_id() {
     assert_eq!(seen + progress.len(), 20, "every report once: {text}{rest}");
     assert!(progress.iter().all(|p| p["params"]["progressToken"] == "p"));
 }
+
+/// A session server that asks for roots on its session's GET stream while working on a call
+/// (as the Python SDK and FastMCP do) reaches the client behind that call, on the short path
+/// (the call straight into the session) and on the full one (the standard headers take it
+/// there); the client's answer goes back to the server. With no call to tie it to, the server
+/// is told so, not handed an invented empty list.
+#[tokio::test(flavor = "multi_thread")]
+async fn roots_asked_on_the_servers_get_stream_reach_the_client_whose_call_it_is() {
+    let (daemon, fixture, _dir) =
+        serving(transports::streamable_http(Era::Legacy).await, "fx", &[]).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({"roots": {}})).await;
+    for (id, straight) in [(7u64, true), (8, false)] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "fx__roots", "arguments": {}}});
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25");
+        if !straight {
+            request = request
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "fx__roots");
+        }
+        let mut response = request.json(&call).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut buffer = String::new();
+        let question = next_event(&mut response, &mut buffer).await;
+        assert_eq!(question["method"], "roots/list", "{question}");
+        let answer = json!({"jsonrpc": "2.0", "id": question["id"],
+            "result": {"roots": [{"uri": "file:///work/project", "name": "project"}]}});
+        assert_eq!(post_in_session(&url, &session, answer).await, 202);
+        let result = next_event(&mut response, &mut buffer).await;
+        assert_eq!(result["id"], id, "{result}");
+        let text = result["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("file:///work/project"), "{result}");
+    }
+
+    // With another call in flight, a request on the GET stream belongs to neither for sure:
+    // the server is told so, and nobody is asked.
+    let before = last_call_id(&fixture);
+    let slow = {
+        let (url, session) = (url.clone(), session.clone());
+        tokio::spawn(async move {
+            call_in_session(
+                &url,
+                &session,
+                20,
+                json!({"name": "fx__slow", "arguments": {"ms": 3000}}),
+            )
+            .await
+        })
+    };
+    reaches_the_server(&fixture, &before).await;
+    let refused = call_in_session(
+        &url,
+        &session,
+        21,
+        json!({"name": "fx__roots", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(refused.len(), 1, "nobody was asked: {refused:?}");
+    let text = refused[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("roots/list failed") && text.contains("cannot tell which call"),
+        "{refused:?}"
+    );
+    slow.abort();
+}

@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientCapabilities, ErrorData, InputRequest, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ClientCapabilities, ErrorData, GetExtensions, InputRequest, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    RequestId, ServerRequest,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::{OriginatingRequestId, Peer, RequestContext, RoleServer};
 use switchboard_upstream::Progress;
 
 /// Whether the request comes from a 2026-07-28 (stateless) client, which cannot be sent
@@ -61,21 +62,29 @@ pub(crate) fn supports(
     }
 }
 
-/// Asks a legacy client, on its session, and returns its answer as JSON.
+/// Asks a legacy client, on its session, and returns its answer as JSON. The question is about
+/// the client's request `originating` and goes on that request's stream.
+///
+/// rmcp marks an outgoing request with the request whose handler task sends it, and this runs in
+/// the task of the upstream server's request (a different session, whose ids mean nothing here):
+/// the mark would send the question to whichever of the client's requests has the same id, or to
+/// the session's GET stream. So the request is sent from a task of its own, carrying the client's
+/// request as its mark.
 pub(crate) async fn ask(
     peer: Peer<RoleServer>,
+    originating: RequestId,
     request: InputRequest,
 ) -> Result<serde_json::Value, ErrorData> {
-    let answer = match request {
-        InputRequest::Elicitation(elicit) => peer
-            .create_elicitation(elicit.params)
-            .await
-            .map(serde_json::to_value),
-        InputRequest::CreateMessage(sample) => peer
-            .create_message(sample.params)
-            .await
-            .map(serde_json::to_value),
-        InputRequest::ListRoots(_) => peer.list_roots().await.map(serde_json::to_value),
+    let mut request = match request {
+        InputRequest::Elicitation(elicit) => ServerRequest::ElicitRequest(elicit),
+        InputRequest::CreateMessage(sample) => {
+            sample
+                .params
+                .validate()
+                .map_err(|e| ErrorData::invalid_params(e, None))?;
+            ServerRequest::CreateMessageRequest(sample)
+        }
+        InputRequest::ListRoots(roots) => ServerRequest::ListRootsRequest(roots),
         _ => {
             return Err(ErrorData::invalid_params(
                 "Switchboard cannot relay this kind of input request",
@@ -83,9 +92,16 @@ pub(crate) async fn ask(
             ));
         }
     };
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(originating));
+    let answer = tokio::spawn(async move { peer.send_request(request).await })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("asking the client failed: {e}"), None))?;
     match answer {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(ErrorData::internal_error(e.to_string(), None)),
+        Ok(result) => {
+            serde_json::to_value(result).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        }
         Err(rmcp::ServiceError::McpError(error)) => Err(error),
         Err(error) => Err(ErrorData::internal_error(
             format!("the client did not answer: {error}"),

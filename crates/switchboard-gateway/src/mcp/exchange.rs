@@ -65,8 +65,9 @@ pub(crate) enum Step {
 /// Answers the upstream server's requests for input on behalf of one downstream request.
 pub(crate) struct DownstreamResponder {
     steps: mpsc::UnboundedSender<Step>,
-    /// A legacy client's session, which can be asked directly; `None` for 2026-07-28 clients.
-    peer: Option<Peer<RoleServer>>,
+    /// A legacy client's session, which can be asked directly, and its request the questions
+    /// are about; `None` for 2026-07-28 clients.
+    peer: Option<(Peer<RoleServer>, rmcp::model::RequestId)>,
     capabilities: ClientCapabilities,
 }
 
@@ -109,7 +110,11 @@ impl DownstreamResponder {
                 continue;
             }
             match &self.peer {
-                Some(peer) => answers.push(Box::pin(downstream::ask(peer.clone(), request))),
+                Some((peer, originating)) => answers.push(Box::pin(downstream::ask(
+                    peer.clone(),
+                    originating.clone(),
+                    request,
+                ))),
                 None => {
                     let (reply, answer) = oneshot::channel();
                     questions.push(Question {
@@ -189,7 +194,8 @@ impl Exchange {
     {
         let (steps_tx, steps) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        let peer = (!downstream::is_modern(context)).then(|| context.peer.clone());
+        let peer =
+            (!downstream::is_modern(context)).then(|| (context.peer.clone(), context.id.clone()));
         let capabilities = context.client_capabilities().unwrap_or_default();
         let call_capabilities = switchboard_upstream::relay_capabilities_for(&capabilities);
         let responder = DownstreamResponder {
