@@ -156,9 +156,12 @@ pub struct Collision {
 impl std::fmt::Display for Collision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let servers: Vec<&str> = self.servers.iter().map(ServerId::as_str).collect();
+        // The last server gets its own id as the prefix: ids are unique, so that ends it.
+        let last = servers.last().copied().unwrap_or("<id>");
         write!(
             f,
-            "{} '{}' is exposed by {}; it is hidden until one of them gets a different prefix (`switchboard server add <id> <url> --prefix <p>`)",
+            "{} '{}' is exposed by {}; it is hidden until one of them gets a different prefix \
+             (for example `switchboard server set-prefix {last} {last}`)",
             self.kind,
             self.name,
             servers.join(" and ")

@@ -293,6 +293,21 @@ pub async fn status(code: u16) -> RunningFixture {
     .await
 }
 
+/// Answers every request with `308 Permanent Redirect` to `location`, as a server that moved.
+pub async fn moved(location: &'static str) -> RunningFixture {
+    serve(Router::new().route(
+        "/mcp",
+        any(move || async move {
+            Response::builder()
+                .status(StatusCode::PERMANENT_REDIRECT)
+                .header(axum::http::header::LOCATION, location)
+                .body(Body::from("moved"))
+                .unwrap_or_default()
+        }),
+    ))
+    .await
+}
+
 /// An HTTP+SSE server whose `endpoint` event points at another origin.
 pub async fn cross_origin_endpoint() -> RunningFixture {
     let fixture = serve(Router::new().route(

@@ -336,9 +336,9 @@ impl ConnectionTask {
         }
         let last_words = stderr.and_then(|tail| tail.last_line());
         match last_words {
-            Some(line) => UpstreamError::Protocol(format!(
-                "the server process exited; its last output: {line}"
-            )),
+            Some(line) => UpstreamError::ProcessExited {
+                last_output: Some(line),
+            },
             None => UpstreamError::Closed,
         }
     }
@@ -451,6 +451,11 @@ impl ConnectionTask {
                 if error.is_connection_lost() || matches!(error, UpstreamError::Timeout(_)) =>
             {
                 Err(error)
+            }
+            // Method not found: the server simply has none of these (common for templates).
+            Err(UpstreamError::Rpc { code: -32601, .. }) => {
+                tracing::debug!(server = %self.server(), "the server does not list {what}");
+                Ok(Vec::new())
             }
             Err(error) => {
                 tracing::warn!(server = %self.server(), %error, "listing {what} failed; showing none");

@@ -17,6 +17,20 @@ use switchboard_upstream::rmcp_model::{
 
 use crate::ServerCatalog;
 
+/// The longest tool name every common client takes: the spec allows 128 characters, but
+/// OpenAI's API and clients built on it (Cursor among them) refuse names over 64.
+pub const LONG_NAME: usize = 64;
+
+/// A warning for the exposed tool `name` of `server`, which is longer than [`LONG_NAME`].
+pub fn long_name_warning(server: &ServerId, name: &str) -> String {
+    format!(
+        "tool '{name}' of {server} is {} characters long; some clients (OpenAI's API, Cursor) \
+         refuse names over {LONG_NAME}: a shorter prefix helps (`switchboard server set-prefix \
+         {server} <short>`)",
+        name.chars().count()
+    )
+}
+
 /// One connected server's part of the merged catalog.
 pub(crate) struct Contribution {
     pub(crate) server: ServerId,
@@ -154,6 +168,14 @@ impl ExposedCatalog {
                 ),
         };
         self
+    }
+
+    /// Exposed tool names longer than [`LONG_NAME`] characters, with their servers.
+    pub fn long_tool_names(&self) -> impl Iterator<Item = (&ServerId, &str)> {
+        self.tools.iter().filter_map(|exposed| {
+            let name = exposed.item.name.as_ref();
+            (name.chars().count() > LONG_NAME).then_some((&exposed.server, name))
+        })
     }
 
     /// Names withheld because more than one server exposes them.

@@ -25,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use event::{HubEvent, ServerStatus};
-pub use exposed::{ExposeUris, ExposedCatalog, Revisions, UnknownResource};
+pub use exposed::{
+    ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,
+};
 pub use switchboard_upstream::rmcp_model as model;
 
 /// Errors from the hub.
@@ -255,6 +257,12 @@ impl Hub {
             });
         }
         self.exposed.send_modify(|current| {
+            // Said once, when a long name appears.
+            for (server, name) in catalog.long_tool_names() {
+                if current.tools.get(name).is_none() {
+                    tracing::warn!("{}", long_name_warning(server, name));
+                }
+            }
             *current = Arc::new(catalog.succeeding(current));
         });
     }

@@ -34,12 +34,11 @@ use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
-use switchboard_core::error::error_chain;
 use switchboard_core::{DetectedTransport, ServerDefinition, TransportSpec};
 use tokio::sync::mpsc;
 use url::Url;
 
-use crate::error::UpstreamError;
+use crate::error::{UpstreamError, error_chain};
 use crate::handler::{InputPolicy, UpstreamEvent, UpstreamHandler};
 use crate::http_client::{HttpFailure, StatusAwareHttpClient};
 use crate::late_discover::LateDiscoverFilter;

@@ -144,6 +144,30 @@ impl UpstreamError {
 }
 
 /// Maps an rmcp service error to ours, keeping JSON-RPC codes and timeouts distinct.
+/// An error and its causes in plain words ([`switchboard_core::error::error_chain`]), without
+/// the Rust type names rmcp puts in its transport errors (`Transport [rmcp::transport::…<…>]
+/// error: …`), which mean nothing to a user.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    without_transport_names(&switchboard_core::error::error_chain(error))
+}
+
+/// `text` with every `Transport [<type name>] error: ` left out.
+fn without_transport_names(text: &str) -> String {
+    const OPEN: &str = "Transport [";
+    const CLOSE: &str = "] error: ";
+    let mut plain = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        let Some(length) = rest[start..].find(CLOSE) else {
+            break;
+        };
+        plain.push_str(&rest[..start]);
+        rest = &rest[start + length + CLOSE.len()..];
+    }
+    plain.push_str(rest);
+    plain
+}
+
 pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
     use rmcp::ServiceError;
     match error {
@@ -161,9 +185,29 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
         ServiceError::InputRequiredRoundsExceeded { max_rounds } => {
             UpstreamError::TooManyInputRounds(max_rounds)
         }
-        ServiceError::TransportSend(e) => {
-            UpstreamError::Unreachable(switchboard_core::error::error_chain(&e))
-        }
+        ServiceError::TransportSend(e) => UpstreamError::Unreachable(error_chain(&e)),
         other => UpstreamError::Protocol(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_type_names_are_left_out_of_transport_errors() {
+        let raw = "Send message error Transport [rmcp::transport::worker::WorkerTransport<\
+                   rmcp::transport::streamable_http_client::StreamableHttpClientWorker<\
+                   switchboard_upstream::http_client::StatusAwareHttpClient>>] error: \
+                   connection refused, when send initialize request";
+        assert_eq!(
+            without_transport_names(raw),
+            "Send message error connection refused, when send initialize request"
+        );
+        assert_eq!(without_transport_names("plain words"), "plain words");
+        assert_eq!(
+            without_transport_names("Transport [unclosed"),
+            "Transport [unclosed"
+        );
     }
 }

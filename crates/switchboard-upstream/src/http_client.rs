@@ -351,6 +351,26 @@ fn content_type(response: &reqwest::Response) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
 }
 
+/// For a redirect, where it points, said for the user: Switchboard follows no redirects (an MCP
+/// endpoint that moved is a configuration to fix, and following could carry credentials
+/// elsewhere).
+fn redirect_target(response: &reqwest::Response) -> Option<String> {
+    if !response.status().is_redirection() {
+        return None;
+    }
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .map(|value| excerpt(value.as_bytes()));
+    Some(match location {
+        Some(location) => format!(
+            "it redirects to {location}; Switchboard follows no redirects: if the \
+             server moved, give it that URL"
+        ),
+        None => "a redirect without a Location".to_owned(),
+    })
+}
+
 fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(body)
         .chars()
@@ -585,6 +605,7 @@ impl StatusAwareHttpClient {
         let kind = content_type(&response);
         let is_json = kind.as_deref().is_some_and(|k| k.starts_with(JSON));
         if !status.is_success() {
+            let moved = redirect_target(&response);
             let body = read_bounded(response, MAX_ERROR_BODY_BYTES)
                 .await
                 .unwrap_or_default();
@@ -609,7 +630,7 @@ impl StatusAwareHttpClient {
             }
             return Err(failure(HttpFailure::Status {
                 status: status.as_u16(),
-                excerpt: excerpt(&body),
+                excerpt: moved.unwrap_or_else(|| excerpt(&body)),
             }));
         }
         match kind.as_deref() {
@@ -685,7 +706,7 @@ impl StatusAwareHttpClient {
         if !status.is_success() {
             return Err(failure(HttpFailure::Status {
                 status: status.as_u16(),
-                excerpt: String::new(),
+                excerpt: redirect_target(&response).unwrap_or_default(),
             }));
         }
         match content_type(&response) {

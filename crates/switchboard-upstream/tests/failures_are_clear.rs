@@ -98,6 +98,17 @@ async fn a_server_error_status_is_reported_with_its_code() {
 }
 
 #[tokio::test]
+async fn a_server_that_moved_is_reported_with_where_it_went() {
+    let fixture = chaos::moved("http://127.0.0.1:9/new-home/mcp").await;
+    let error = connect_error(&http(&fixture.url, Duration::from_secs(5))).await;
+    let text = error.to_string();
+    assert!(
+        text.contains("308") && text.contains("it redirects to http://127.0.0.1:9/new-home/mcp"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn a_missing_stdio_command_says_it_cannot_start() {
     let def = ServerDefinition::new(
         ServerId::new("ghost").unwrap(),

@@ -68,10 +68,17 @@ fn typed(key: &str, raw: &str, declared: Option<&str>) -> Result<Value, ArgError
             .parse::<i64>()
             .map(Value::from)
             .map_err(|_| wrong("an integer")),
+        // A whole number stays an integer (`2`, not `2.0`): servers that check for integers,
+        // or print what they got, see what the user typed.
         Some("number") => raw
-            .parse::<f64>()
+            .parse::<i64>()
+            .map(Value::from)
             .ok()
-            .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+            .or_else(|| {
+                raw.parse::<f64>()
+                    .ok()
+                    .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+            })
             .ok_or_else(|| wrong("a number")),
         Some("boolean") => raw
             .parse::<bool>()
@@ -91,12 +98,14 @@ mod tests {
     #[test]
     fn pairs_follow_the_schema_types() {
         let schema = json!({"type": "object", "properties": {
-            "a": {"type": "number"}, "n": {"type": "integer"}, "s": {"type": "string"},
+            "a": {"type": "number"}, "whole": {"type": "number"}, "n": {"type": "integer"},
+            "s": {"type": "string"},
             "b": {"type": "boolean"}, "xs": {"type": "array"}}});
         let schema = schema.as_object().unwrap();
         let args = from_pairs(
             &[
                 "a=1.5".into(),
+                "whole=2".into(),
                 "n=2".into(),
                 "s=3".into(),
                 "b=true".into(),
@@ -109,7 +118,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             Value::Object(args),
-            json!({"a": 1.5, "n": 2, "s": "3", "b": true, "xs": [1], "free": 7, "word": "hi"})
+            json!({"a": 1.5, "whole": 2, "n": 2, "s": "3", "b": true, "xs": [1], "free": 7, "word": "hi"})
         );
         assert!(matches!(
             from_pairs(&["n=x".into()], schema),

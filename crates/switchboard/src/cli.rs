@@ -193,6 +193,8 @@ pub enum ServerCommand {
     DisableTool(ToolArgs),
     /// Make previously disabled tools available again.
     EnableTool(ToolArgs),
+    /// Set the prefix of a server's exposed names (`{prefix}__{name}`; `''` for none).
+    SetPrefix(PrefixArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
 }
@@ -312,6 +314,15 @@ pub struct ToolArgs {
     /// Upstream tool names.
     #[arg(required = true)]
     pub tools: Vec<String>,
+}
+
+/// Options of `server set-prefix`.
+#[derive(Debug, Args)]
+pub struct PrefixArgs {
+    /// The server's id.
+    pub id: String,
+    /// The new prefix (lowercase letters, digits, hyphens), or `''` for names unchanged.
+    pub prefix: String,
 }
 
 /// Options of `server import`.

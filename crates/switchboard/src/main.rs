@@ -344,6 +344,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         }
         ServerCommand::DisableTool(args) => set_tools_disabled(store, args, true).await,
         ServerCommand::EnableTool(args) => set_tools_disabled(store, args, false).await,
+        ServerCommand::SetPrefix(args) => set_prefix(store, args).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
 }
@@ -368,6 +369,23 @@ async fn set_tools_disabled(
     store.put_server(&def).await?;
     let verb = if disabled { "Disabled" } else { "Enabled" };
     println!("{verb} {} on {id}.", args.tools.join(", "));
+    Ok(0)
+}
+
+async fn set_prefix(store: &Store, args: cli::PrefixArgs) -> anyhow::Result<i32> {
+    let id = parse_id(&args.id)?;
+    let mut def = store
+        .get_server(&id)
+        .await?
+        .with_context(|| format!("no server with id '{id}'"))?;
+    let prefix = switchboard_core::exposure::Prefix::new(args.prefix)?;
+    def.prefix = Some(prefix.to_string());
+    store.put_server(&def).await?;
+    if prefix.to_string().is_empty() {
+        println!("{id}'s names are now exposed unchanged.");
+    } else {
+        println!("{id}'s names are now exposed as {prefix}__<name>.");
+    }
     Ok(0)
 }
 
@@ -658,7 +676,6 @@ async fn list_tools(store: Store, args: ListArgs) -> anyhow::Result<i32> {
         }
     }
     let code = listing_exit_code(&hub, args.server.as_deref());
-    hub.shutdown().await;
     if args.json {
         print_json(&json_rows)?;
     } else {
@@ -667,6 +684,8 @@ async fn list_tools(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             render::table(&["SERVER", "TOOL", "DESCRIPTION"], &rows)
         );
     }
+    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
+    hub.shutdown().await;
     Ok(code)
 }
 
@@ -704,12 +723,13 @@ async fn list_resources(store: Store, args: ListArgs) -> anyhow::Result<i32> {
         }
     }
     let code = listing_exit_code(&hub, args.server.as_deref());
-    hub.shutdown().await;
     if args.json {
         print_json(&json_rows)?;
     } else {
         println!("{}", render::table(&["SERVER", "URI", "NAME"], &rows));
     }
+    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
+    hub.shutdown().await;
     Ok(code)
 }
 
@@ -732,7 +752,6 @@ async fn list_prompts(store: Store, args: ListArgs) -> anyhow::Result<i32> {
         }
     }
     let code = listing_exit_code(&hub, args.server.as_deref());
-    hub.shutdown().await;
     if args.json {
         print_json(&json_rows)?;
     } else {
@@ -741,6 +760,8 @@ async fn list_prompts(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             render::table(&["SERVER", "PROMPT", "DESCRIPTION"], &rows)
         );
     }
+    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
+    hub.shutdown().await;
     Ok(code)
 }
 
@@ -752,20 +773,24 @@ async fn call(store: Store, args: CallArgs) -> anyhow::Result<i32> {
         .context("the target must be <server>/<tool>")?;
     let hub = connected_hub(store, Some(server)).await?;
     let outcome = call_on_hub(&hub, server, tool, &args).await;
+    // Said before the shutdown: a stdio server's shutdown grace is no reason to keep the user
+    // waiting for the answer.
+    let printed = outcome.and_then(|result| {
+        let failed = result.is_error == Some(true);
+        if args.json {
+            print_json(&result)?;
+        } else if failed {
+            eprintln!(
+                "error: the tool reported a failure:\n{}",
+                render::call_result(&result)
+            );
+        } else {
+            println!("{}", render::call_result(&result));
+        }
+        Ok(if failed { EXIT_FAILURE } else { 0 })
+    });
     hub.shutdown().await;
-    let result = outcome?;
-    let failed = result.is_error == Some(true);
-    if args.json {
-        print_json(&result)?;
-    } else if failed {
-        eprintln!(
-            "error: the tool reported a failure:\n{}",
-            render::call_result(&result)
-        );
-    } else {
-        println!("{}", render::call_result(&result));
-    }
-    Ok(if failed { EXIT_FAILURE } else { 0 })
+    printed
 }
 
 async fn call_on_hub(
@@ -826,8 +851,12 @@ async fn status(store: Store, json: bool) -> anyhow::Result<i32> {
     let hub = connected_hub(store, None).await?;
     hub.rebuild_exposed();
     let statuses = hub.status();
-    let collisions: Vec<_> = hub.exposed().collisions().cloned().collect();
-    hub.shutdown().await;
+    let exposed = hub.exposed();
+    let collisions: Vec<_> = exposed.collisions().cloned().collect();
+    let long_names: Vec<String> = exposed
+        .long_tool_names()
+        .map(|(server, name)| switchboard_hub::long_name_warning(server, name))
+        .collect();
     if json {
         print_json(&statuses)?;
     } else if statuses.is_empty() {
@@ -863,7 +892,12 @@ async fn status(store: Store, json: bool) -> anyhow::Result<i32> {
         for collision in &collisions {
             println!("warning: {collision}");
         }
+        for long_name in &long_names {
+            println!("warning: {long_name}");
+        }
     }
+    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
+    hub.shutdown().await;
     let unhealthy = statuses
         .iter()
         .any(|s| s.state != ConnectionState::Connected);

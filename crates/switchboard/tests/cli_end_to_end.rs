@@ -182,6 +182,68 @@ fn import_reports_what_it_imported_and_what_it_skipped() {
 }
 
 #[test]
+fn status_warns_of_tool_names_too_long_for_common_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = stdio_fixture();
+    let prefix = "an-unusually-long-prefix-for-a-server-with-many-tools-xy";
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server", "add", "fixture", "--prefix", prefix, "--", &fixture, "legacy",
+        ],
+    ));
+    let human = String::from_utf8_lossy(&switchboard(dir.path(), &["status"]).stdout).into_owned();
+    // `{prefix}__add_tool` is 66 characters, `{prefix}__whoami` 64: only the first is warned of.
+    assert!(
+        human.contains(&format!(
+            "tool '{prefix}__add_tool' of fixture is 66 characters long"
+        )) && human.contains("switchboard server set-prefix fixture"),
+        "{human}"
+    );
+    assert!(!human.contains("__whoami'"), "{human}");
+}
+
+/// A call's answer is printed as soon as it is in, not after the stdio server's shutdown: here
+/// the server's process lingers after its stdin closes (a shell that ignores SIGTERM sleeping
+/// on), so Switchboard's shutdown takes its whole grace, and the answer is read while the CLI
+/// is still stopping it.
+#[test]
+fn a_calls_answer_is_printed_before_a_slow_stdio_server_is_shut_down() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = stdio_fixture();
+    let lingering = format!("trap '' TERM; '{fixture}' legacy; sleep 30");
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "slowstop", "--", "sh", "-c", &lingering],
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["call", "slowstop/echo", "--arg", "message=early"])
+        .env_remove("SWITCHBOARD_VAULT_KEY")
+        .env_remove("SWITCHBOARD_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "early");
+    // The shutdown's grace is seconds long: a CLI that printed only at its end would be gone
+    // a moment after its answer.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the answer came only as the CLI exited"
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
 fn tools_are_listed_and_called_with_typed_arguments() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = stdio_fixture();

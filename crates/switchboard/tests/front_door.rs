@@ -337,26 +337,23 @@ async fn colliding_names_are_withheld_reported_and_fixed_by_a_prefix() {
     );
     drop(daemon);
 
-    // With a prefix on one of them, both tools are there.
-    ok(&switchboard(
-        dir.path(),
-        &[
-            "server",
-            "add",
-            "beta",
-            &b.url,
-            "--prefix",
-            "b",
-            "--replace",
-        ],
-    ));
+    // The command the warning suggests fixes it: with a prefix on one of them, both tools are
+    // there.
+    let suggested = human
+        .split('`')
+        .find(|part| part.starts_with("switchboard server "))
+        .expect("the warning suggests a command");
+    assert_eq!(suggested, "switchboard server set-prefix beta beta");
+    let words: Vec<&str> = suggested.split_whitespace().skip(1).collect();
+    let changed = ok(&switchboard(dir.path(), &words));
+    assert!(changed.contains("beta__<name>"), "{changed}");
     let (daemon, status) = Daemon::start(dir.path(), 2).await;
     let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
     let upstream = &connection.upstream;
     let tools = upstream.list_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
     assert!(
-        names.contains(&"echo".to_owned()) && names.contains(&"b__echo".to_owned()),
+        names.contains(&"echo".to_owned()) && names.contains(&"beta__echo".to_owned()),
         "{names:?} {status}"
     );
 }
@@ -1272,7 +1269,8 @@ async fn initialize(url: &str) -> (u16, Option<String>, Value) {
 
 /// Sessions are bounded: with `--max-sessions 2` a third `initialize` is refused with an error
 /// that names the option and leaves nothing behind, an HTTP+SSE stream is refused too,
-/// requests without a session are still served, and ending a session makes room for a new one.
+/// requests without a session are still served, and ending a session (DELETE: 204, then 404 for
+/// that session) makes room for a new one.
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_beyond_the_limit_are_refused_clearly_until_one_ends() {
     let (daemon, _fixture, _dir) = serving(
@@ -1336,7 +1334,22 @@ async fn sessions_beyond_the_limit_are_refused_clearly_until_one_ends() {
         .send()
         .await
         .unwrap();
-    assert!(ended.status().is_success(), "DELETE: {}", ended.status());
+    assert_eq!(
+        ended.status(),
+        204,
+        "DELETE ends the session with no content"
+    );
+    // The session is gone: deleting it again, or using it, is a plain 404.
+    let again = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &open[0])
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404, "a second DELETE");
+    let ping = json!({"jsonrpc": "2.0", "id": 99, "method": "ping"});
+    assert_eq!(post_in_session(&url, &open[0], ping).await, 404);
     for _ in 0..50 {
         let (_, session, answer) = initialize(&url).await;
         if session.is_some() && answer["result"].is_object() {

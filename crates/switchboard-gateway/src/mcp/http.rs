@@ -205,6 +205,9 @@ pub async fn track_sessions(
     if let Some(id) = &session {
         door.activity.heard(id);
     }
+    if request.method() == Method::DELETE {
+        return end_session(&door, session.as_deref(), request, next).await;
+    }
     let answering = session.as_deref().map(|id| door.activity.streaming(id));
     let response = next.run(request).await;
     match &session {
@@ -229,6 +232,31 @@ pub async fn track_sessions(
         }
         Some(_) => response,
     }
+}
+
+/// A `DELETE` of session `id`: 404 for a session that does not exist (any more), and 204 once
+/// rmcp ended it (rmcp answers 202 either way, and clients expect 200 or 204 for a DELETE).
+async fn end_session(door: &FrontDoor, id: Option<&str>, request: Request, next: Next) -> Response {
+    if let Some(id) = id
+        && !door.sessions.sessions.read().await.contains_key(id)
+    {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32600, "message": format!("no session '{id}': it ended or never existed")},
+        });
+        return (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+    }
+    let response = next.run(request).await;
+    if response.status() == StatusCode::ACCEPTED {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    response
 }
 
 /// Whether `response` is an SSE stream.
