@@ -156,6 +156,63 @@ impl Hub {
         Ok(started)
     }
 
+    /// Keeps the running servers in step with the store, checking every `every` until `stop`:
+    /// a server added or enabled there (by `switchboard server add` in another process, say)
+    /// is started, one whose definition changed is restarted, and one removed or disabled is
+    /// stopped. Returns at once; the work runs in a task of its own.
+    pub fn follow_store(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
+        let hub = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let Some(hub) = hub.upgrade() else { return };
+                if let Err(error) = hub.apply_store().await {
+                    tracing::warn!(%error, "reading the servers from the store failed");
+                }
+            }
+        });
+    }
+
+    /// Starts, restarts and stops servers so that the running ones are the store's enabled
+    /// ones, each with its stored definition.
+    async fn apply_store(self: &Arc<Self>) -> Result<(), switchboard_store::StoreError> {
+        let stored: HashMap<ServerId, ServerDefinition> = self
+            .store
+            .list_servers()
+            .await?
+            .into_iter()
+            .filter(|def| def.enabled)
+            .map(|def| (def.id.clone(), def))
+            .collect();
+        let running: HashMap<ServerId, ServerDefinition> = read(&self.servers)
+            .iter()
+            .map(|(id, slot)| (id.clone(), slot.definition.clone()))
+            .collect();
+        for id in running.keys().filter(|id| !stored.contains_key(*id)) {
+            tracing::info!(server = %id, "removed or disabled in the store: stopping it");
+            self.stop(id).await;
+        }
+        for (id, def) in stored {
+            match running.get(&id) {
+                Some(current) if *current == def => {}
+                Some(_) => {
+                    tracing::info!(server = %id, "changed in the store: restarting it");
+                    self.start(def).await;
+                }
+                None => {
+                    tracing::info!(server = %id, "added or enabled in the store: starting it");
+                    self.start(def).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Starts (or restarts) the connection task for one server.
     pub async fn start(self: &Arc<Self>, definition: ServerDefinition) {
         self.stop(&definition.id).await;

@@ -215,6 +215,8 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
     let stop = CancellationToken::new();
+    // Servers added, changed or removed by the CLI (another process) take effect here.
+    hub.follow_store(STORE_CHECK, stop.clone());
     let drain = args.drain_timeout;
     let server =
         tokio::spawn(gateway.serve(hub.clone(), access, stop.clone().cancelled_owned(), drain));
@@ -230,6 +232,14 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     served??;
     Ok(0)
 }
+
+/// How often a running daemon reads the servers from the store again, so that `switchboard
+/// server ...` in another process takes effect without a restart.
+const STORE_CHECK: Duration = Duration::from_secs(2);
+
+/// Said after a change to the servers: it reaches a running daemon by itself.
+const DAEMON_PICKS_IT_UP: &str =
+    "A running `switchboard serve` on this data directory applies it within 2 seconds.";
 
 async fn shutdown_signal() {
     #[cfg(unix)]
@@ -327,19 +337,19 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::Remove(args) => {
             let id = parse_id(&args.id)?;
             store.remove_server(&id).await?;
-            println!("Removed {id}.");
+            println!("Removed {id}. {DAEMON_PICKS_IT_UP}");
             Ok(0)
         }
         ServerCommand::Enable(args) => {
             let id = parse_id(&args.id)?;
             store.set_enabled(&id, true).await?;
-            println!("Enabled {id}.");
+            println!("Enabled {id}. {DAEMON_PICKS_IT_UP}");
             Ok(0)
         }
         ServerCommand::Disable(args) => {
             let id = parse_id(&args.id)?;
             store.set_enabled(&id, false).await?;
-            println!("Disabled {id}.");
+            println!("Disabled {id}. {DAEMON_PICKS_IT_UP}");
             Ok(0)
         }
         ServerCommand::DisableTool(args) => set_tools_disabled(store, args, true).await,
@@ -368,7 +378,10 @@ async fn set_tools_disabled(
     }
     store.put_server(&def).await?;
     let verb = if disabled { "Disabled" } else { "Enabled" };
-    println!("{verb} {} on {id}.", args.tools.join(", "));
+    println!(
+        "{verb} {} on {id}. {DAEMON_PICKS_IT_UP}",
+        args.tools.join(", ")
+    );
     Ok(0)
 }
 
@@ -382,9 +395,9 @@ async fn set_prefix(store: &Store, args: cli::PrefixArgs) -> anyhow::Result<i32>
     def.prefix = Some(prefix.to_string());
     store.put_server(&def).await?;
     if prefix.to_string().is_empty() {
-        println!("{id}'s names are now exposed unchanged.");
+        println!("{id}'s names are now exposed unchanged. {DAEMON_PICKS_IT_UP}");
     } else {
-        println!("{id}'s names are now exposed as {prefix}__<name>.");
+        println!("{id}'s names are now exposed as {prefix}__<name>. {DAEMON_PICKS_IT_UP}");
     }
     Ok(0)
 }
@@ -526,7 +539,7 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
         store.add_server(&def).await?;
     }
     println!(
-        "Added {id} ({} {}).",
+        "Added {id} ({} {}). {DAEMON_PICKS_IT_UP}",
         def.transport.kind(),
         def.transport.display_target()
     );
@@ -556,7 +569,10 @@ async fn import(store: &Store, args: ImportArgs) -> anyhow::Result<i32> {
             "skipped": skipped.iter().map(|(name, reason)| json!({"name": name, "reason": reason})).collect::<Vec<_>>(),
         }))?;
     } else {
-        println!("Imported {} server(s).", imported.len());
+        println!(
+            "Imported {} server(s). {DAEMON_PICKS_IT_UP}",
+            imported.len()
+        );
         for def in &imported {
             println!(
                 "  + {} ({} {})",

@@ -383,6 +383,60 @@ fn the_real_server_everything_is_added_listed_and_called_over_http() {
     );
 }
 
+/// Waits (up to 10 s) until the daemon's `/api/status` satisfies `done`; returns it.
+async fn status_until(port: u16, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let client = reqwest::Client::new();
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        if let Ok(response) = client
+            .get(format!("http://127.0.0.1:{port}/api/status"))
+            .send()
+            .await
+            && let Ok(body) = response.json::<Value>().await
+        {
+            if done(&body) {
+                return body;
+            }
+            last = body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("not {what} within 10 s: {last:#}");
+}
+
+/// `switchboard server ...` run while a daemon serves the same data directory takes effect there
+/// without a restart: an added server connects, a new prefix renames its tools, a removed server
+/// goes away.
+#[tokio::test(flavor = "multi_thread")]
+async fn server_changes_reach_a_running_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_daemon, port) = spawn_daemon(dir.path(), &[]);
+    status_until(port, "serving", |s| s["servers"].is_array()).await;
+
+    let fixture = stdio_fixture();
+    let added = ok(&switchboard(
+        dir.path(),
+        &["server", "add", "late", "--", &fixture, "legacy"],
+    ));
+    assert!(added.contains("applies it within 2 seconds"), "{added}");
+    status_until(port, "connected to the added server", |s| {
+        s["servers"][0]["server"] == "late" && s["servers"][0]["state"] == "connected"
+    })
+    .await;
+
+    ok(&switchboard(dir.path(), &["server", "set-prefix", "late", "lt"]));
+    status_until(port, "restarted with the new prefix", |s| {
+        s["servers"][0]["prefix"] == "lt" && s["servers"][0]["state"] == "connected"
+    })
+    .await;
+
+    ok(&switchboard(dir.path(), &["server", "remove", "late"]));
+    status_until(port, "without the removed server", |s| {
+        s["servers"].as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn serve_answers_health_and_status_and_on_sigterm_finishes_calls_then_closes_sessions() {
     let fixture = transports::streamable_http(Era::Legacy).await;
