@@ -181,6 +181,12 @@ pub enum TransportSpec {
         /// Static headers sent with every request.
         #[serde(default)]
         headers: Vec<NamedValue>,
+        /// The one transport to use, when the user chose it: nothing else is probed. For a
+        /// server whose stateless face offers less than its sessions (a client cannot tell
+        /// without sending `initialize` to a server that answered `server/discover`, which the
+        /// spec forbids), or one that misreads the probe.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pinned: Option<DetectedTransport>,
     },
     /// A `ws://` or `wss://` URL, subprotocol `mcp`.
     WebSocket {
@@ -256,6 +262,7 @@ impl TransportSpec {
             "http" | "https" => Ok(Self::Http {
                 url: parsed,
                 headers,
+                pinned: None,
             }),
             "ws" | "wss" => Ok(Self::WebSocket {
                 url: parsed,

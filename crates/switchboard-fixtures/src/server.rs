@@ -59,6 +59,8 @@ pub struct FixtureState {
     pub last_region_header: std::sync::Mutex<Option<String>>,
     /// The JSON-RPC id of the last `tools/call`, as the server saw it.
     pub last_call_id: std::sync::Mutex<Option<Value>>,
+    /// The URIs of every `resources/subscribe` received, in order (sessions only).
+    pub subscribed: std::sync::Mutex<Vec<String>>,
 }
 
 /// How long after its last event an SSE response ends while
@@ -172,12 +174,18 @@ fn text_result(text: impl Into<String>) -> CallToolResponse {
 
 impl ServerHandler for FixtureServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
             .enable_prompts()
             .build();
+        // Sessions take `resources/subscribe` (recorded in `FixtureState::subscribed`).
+        if self.era == Era::Legacy
+            && let Some(resources) = &mut capabilities.resources
+        {
+            resources.subscribe = Some(true);
+        }
         let version = match self.era {
             Era::Legacy => ProtocolVersion::V_2025_11_25,
             Era::Modern => ProtocolVersion::V_2026_07_28,
@@ -394,6 +402,19 @@ impl ServerHandler for FixtureServer {
         Err(ErrorData::method_not_found::<
             rmcp::model::ListResourceTemplatesRequestMethod,
         >())
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.state
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(request.uri);
+        Ok(())
     }
 
     async fn read_resource(

@@ -182,7 +182,8 @@ pub async fn streamable_http(era: Era) -> RunningFixture {
 /// A server of both eras whose stateless face is poorer than its sessions, as the conformance
 /// reference server's is: `server/discover` is answered by hand, declaring tools and nothing
 /// else, and everything else is the [`Era::Legacy`] fixture with sessions (tools, resources,
-/// prompts). A client that keeps the stateless face gets no further than `server/discover`.
+/// prompts). A client that keeps the stateless face gets no further than `server/discover`;
+/// one pinned to sessions gets everything.
 pub async fn dual_era_poorer_stateless() -> RunningFixture {
     let state = Arc::new(FixtureState::default());
     let stop = CancellationToken::new();

@@ -121,7 +121,7 @@ pub async fn begin_sign_in(
     auth: &ServerAuth,
     redirect_uri: &str,
 ) -> Result<PendingAuthorization, SignInError> {
-    let TransportSpec::Http { url, headers } = &def.transport else {
+    let TransportSpec::Http { url, headers, .. } = &def.transport else {
         return Err(SignInError::NotHttp(def.id.clone()));
     };
     let challenge = switchboard_upstream::auth_challenge(url, headers).await;

@@ -352,13 +352,21 @@ impl ConnectionTask {
         queued: &mut tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
     ) {
         let mut what = Refresh::NONE;
+        let mut restarted = false;
         let mut next = Some(first);
         while let Some(event) = next {
+            restarted |= event == UpstreamEvent::SessionRestarted;
             what = what.union(self.note_event(event));
             next = queued.try_recv().ok();
         }
         if self.slot.stop.is_cancelled() || what.is_empty() {
             return;
+        }
+        if restarted {
+            tracing::info!(server = %self.server(), "the server opened a new session: listing everything again");
+            if let Err(error) = upstream.renew_resource_subscriptions().await {
+                tracing::warn!(server = %self.server(), %error, "subscribing the new session to its resources failed");
+            }
         }
         if let Err(error) = self.refresh_catalog(upstream, what).await
             && !self.slot.stop.is_cancelled()
@@ -373,6 +381,7 @@ impl ConnectionTask {
             UpstreamEvent::ToolsChanged => Refresh::TOOLS,
             UpstreamEvent::ResourcesChanged => Refresh::RESOURCES,
             UpstreamEvent::PromptsChanged => Refresh::PROMPTS,
+            UpstreamEvent::SessionRestarted => Refresh::ALL,
             UpstreamEvent::ResourceUpdated(uri) => {
                 let _ = self.events.send(HubEvent::ResourceUpdated {
                     server: self.server().clone(),

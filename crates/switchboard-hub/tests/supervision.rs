@@ -368,3 +368,52 @@ async fn requests_beyond_a_servers_bounds_are_refused_as_busy_and_the_rest_compl
     assert!(busy[0].contains("busy"), "{busy:?}");
     hub.shutdown().await;
 }
+
+/// A server that restarts (its sessions forgotten) is met with a new session, by rmcp's client
+/// on the next request's 404, without the hub reconnecting: its tools, resources and prompts
+/// are listed again all the same, so a tool the new process has shows up, the status counts
+/// follow, and the new session is subscribed to the resources the old one was.
+#[tokio::test]
+async fn a_restarted_server_is_listed_again() {
+    let (hub, _dir) = hub().await;
+    let mut fixture = transports::streamable_http(Era::Legacy).await;
+    hub.start(http("restarting", &fixture.url)).await;
+    eventually(&hub, "restarting", "connected", |s| {
+        s.state == ConnectionState::Connected
+    })
+    .await;
+    eventually(&hub, "restarting", "8 tools", |s| s.tools == 8).await;
+    hub.upstream(&id("restarting"))
+        .unwrap()
+        .subscribe_resource("fixture://greeting")
+        .await
+        .unwrap();
+    // The new process has one more tool, and says nothing about it.
+    fixture
+        .state
+        .extra_tool
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    fixture.restart(Duration::from_millis(50)).await;
+    // The next call meets the 404 and goes into a new session.
+    for _ in 0..50 {
+        if hub.upstream(&id("restarting")).is_ok() && echo(&hub, "restarting").await == "ok" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually(&hub, "restarting", "9 tools", |s| s.tools == 9).await;
+    let catalog = hub.catalog(&id("restarting")).unwrap();
+    assert!(catalog.tools.iter().any(|t| t.name == "late"));
+    for _ in 0..100 {
+        if fixture.state.subscribed.lock().unwrap().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        *fixture.state.subscribed.lock().unwrap(),
+        ["fixture://greeting", "fixture://greeting"],
+        "subscribed in the first session and again in the new one"
+    );
+    hub.shutdown().await;
+}

@@ -8,13 +8,7 @@
 //! 3. If that is refused with 400, 404 or 405, GET the URL expecting the `endpoint` event of the
 //!    2024-11-05 HTTP+SSE transport.
 //!
-//! A server can answer both `server/discover` and `initialize` (a dual-era server), and its two
-//! faces need not offer the same: a stateless face bolted onto an older server may lack
-//! subscriptions, logging or completions that its sessions have. When a fresh probe finds a
-//! stateless server, Switchboard therefore also tries `initialize`, and keeps the session when its
-//! `initialize` declares capabilities the `server/discover` result lacks ([`richer_in_sessions`]);
-//! otherwise the session is closed again and the newer era is used, as the spec prefers. The
-//! choice is cached with the probe result, so this costs one exchange per server, once.
+//! A transport the user pinned for the server is the only one tried.
 //!
 //! A cached probe result is tried first; if it no longer holds, the probe runs again from the top
 //! and the caller gets the new [`DetectedTransport`] to store. stdio and WebSocket servers are
@@ -161,16 +155,30 @@ pub async fn connect(
     let handshake = def.timeouts.request;
     let mut direct = None;
     let (service, detected, stderr) = match &def.transport {
-        TransportSpec::Http { url, headers } => {
+        TransportSpec::Http {
+            url,
+            headers,
+            pinned,
+        } => {
             let headers = crate::http_client::header_map(headers)
                 .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
-            let new_client = || {
-                StatusAwareHttpClient::new(options.http.clone(), headers.clone())
-                    .with_auth(options.auth.clone())
-                    .with_in_flight(in_flight.clone())
+            let client = StatusAwareHttpClient::new(options.http.clone(), headers)
+                .with_auth(options.auth.clone())
+                .with_in_flight(in_flight.clone())
+                .with_events(events_tx.clone());
+            let probe = Probe {
+                cached,
+                pinned: *pinned,
             };
-            let (service, detected, client) =
-                connect_http(def.id.as_str(), url, new_client, handler, cached, handshake).await?;
+            let (service, detected) = connect_http(
+                def.id.as_str(),
+                url,
+                client.clone(),
+                handler,
+                probe,
+                handshake,
+            )
+            .await?;
             // Server-initiated requests travel on the session's GET stream; do not hand out the
             // session before that stream is open (or refused), or they could be lost.
             client
@@ -343,26 +351,35 @@ enum Step {
     NotThis(String),
 }
 
-/// Runs the probe (cached result first) and returns the session, the transport it settled on and
-/// the HTTP client that session uses. `new_client` makes a client with no session yet: each
-/// probe step that may leave a session open gets its own.
+/// What the probe starts from: the transport found last time, and the one the user pinned.
+struct Probe {
+    cached: Option<DetectedTransport>,
+    pinned: Option<DetectedTransport>,
+}
+
+/// Runs the probe (the pinned transport alone, or the cached result first) and returns the
+/// session and the transport it settled on.
 async fn connect_http(
     server: &str,
     url: &Url,
-    new_client: impl Fn() -> StatusAwareHttpClient,
+    client: StatusAwareHttpClient,
     handler: UpstreamHandler,
-    cached: Option<DetectedTransport>,
+    probe: Probe,
     handshake: Duration,
-) -> Result<(Service, DetectedTransport, StatusAwareHttpClient), UpstreamError> {
-    let client = new_client();
+) -> Result<(Service, DetectedTransport), UpstreamError> {
     const ORDER: [DetectedTransport; 3] = [
         DetectedTransport::StreamableHttpStateless,
         DetectedTransport::StreamableHttp,
         DetectedTransport::HttpSse,
     ];
-    let order = cached
-        .into_iter()
-        .chain(ORDER.into_iter().filter(|kind| Some(*kind) != cached));
+    let cached = probe.cached.filter(|_| probe.pinned.is_none());
+    let order: Vec<DetectedTransport> = match probe.pinned {
+        Some(pinned) => vec![pinned],
+        None => cached
+            .into_iter()
+            .chain(ORDER.into_iter().filter(|kind| Some(*kind) != cached))
+            .collect(),
+    };
     let mut reasons = Vec::new();
     for kind in order {
         let step = match kind {
@@ -390,26 +407,9 @@ async fn connect_http(
             other => other,
         }?;
         match step {
-            Step::Connected(service)
-                if kind == DetectedTransport::StreamableHttpStateless && cached != Some(kind) =>
-            {
-                let sessions = new_client();
-                let (service, kind, client) =
-                    match sessions_if_richer(server, url, &service, &sessions, &handler, handshake)
-                        .await
-                    {
-                        Some(richer) => {
-                            close_within(service).await;
-                            (richer, DetectedTransport::StreamableHttp, sessions)
-                        }
-                        None => (service, kind, client),
-                    };
-                tracing::debug!(server, transport = kind.as_str(), "probe settled");
-                return Ok((service, kind, client));
-            }
             Step::Connected(service) => {
                 tracing::debug!(server, transport = kind.as_str(), "probe settled");
-                return Ok((service, kind, client));
+                return Ok((service, kind));
             }
             Step::NotThis(reason) => {
                 tracing::debug!(
@@ -423,106 +423,6 @@ async fn connect_http(
         }
     }
     Err(UpstreamError::NoTransport(reasons.join("; ")))
-}
-
-/// For a server that answered `server/discover` (`stateless`): a session with it, if it also
-/// accepts `initialize` and its session declares capabilities the stateless face lacks. A session
-/// opened and not kept is closed again (DELETE).
-async fn sessions_if_richer(
-    server: &str,
-    url: &Url,
-    stateless: &Service,
-    client: &StatusAwareHttpClient,
-    handler: &UpstreamHandler,
-    handshake: Duration,
-) -> Option<Service> {
-    let Ok(Ok(Step::Connected(sessions))) =
-        tokio::time::timeout(handshake, try_sessions(url, client, handler.clone())).await
-    else {
-        return None;
-    };
-    let capabilities = |service: &Service| {
-        service
-            .peer()
-            .peer_info()
-            .map(|info| info.capabilities.clone())
-            .unwrap_or_default()
-    };
-    let missing = richer_in_sessions(&capabilities(stateless), &capabilities(&sessions));
-    if missing.is_empty() {
-        close_within(sessions).await;
-        return None;
-    }
-    tracing::info!(
-        server,
-        only_in_sessions = missing.join(", "),
-        "the server speaks both the stateless and the session era, and its sessions offer more: \
-         using sessions"
-    );
-    Some(sessions)
-}
-
-/// The capabilities a server's session (`sessions`, from `initialize`) declares and its stateless
-/// face (`stateless`, from `server/discover`) does not, by name.
-pub(crate) fn richer_in_sessions(
-    stateless: &rmcp::model::ServerCapabilities,
-    sessions: &rmcp::model::ServerCapabilities,
-) -> Vec<&'static str> {
-    let flag = |value: Option<bool>| value == Some(true);
-    let mut missing = Vec::new();
-    let mut check = |name: &'static str, in_sessions: bool, in_stateless: bool| {
-        if in_sessions && !in_stateless {
-            missing.push(name);
-        }
-    };
-    check("tools", sessions.tools.is_some(), stateless.tools.is_some());
-    check(
-        "tools.listChanged",
-        flag(sessions.tools.as_ref().and_then(|t| t.list_changed)),
-        flag(stateless.tools.as_ref().and_then(|t| t.list_changed)),
-    );
-    check(
-        "resources",
-        sessions.resources.is_some(),
-        stateless.resources.is_some(),
-    );
-    check(
-        "resources.subscribe",
-        flag(sessions.resources.as_ref().and_then(|r| r.subscribe)),
-        flag(stateless.resources.as_ref().and_then(|r| r.subscribe)),
-    );
-    check(
-        "resources.listChanged",
-        flag(sessions.resources.as_ref().and_then(|r| r.list_changed)),
-        flag(stateless.resources.as_ref().and_then(|r| r.list_changed)),
-    );
-    check(
-        "prompts",
-        sessions.prompts.is_some(),
-        stateless.prompts.is_some(),
-    );
-    check(
-        "prompts.listChanged",
-        flag(sessions.prompts.as_ref().and_then(|p| p.list_changed)),
-        flag(stateless.prompts.as_ref().and_then(|p| p.list_changed)),
-    );
-    #[allow(deprecated)]
-    check(
-        "logging",
-        sessions.logging.is_some(),
-        stateless.logging.is_some(),
-    );
-    check(
-        "completions",
-        sessions.completions.is_some(),
-        stateless.completions.is_some(),
-    );
-    missing
-}
-
-/// Closes a session that is not kept, giving up after [`CLOSE_LIMIT`].
-async fn close_within(mut service: Service) {
-    let _ = tokio::time::timeout(CLOSE_LIMIT, service.close()).await;
 }
 
 /// What a 401 means when no OAuth layer could act on it.
@@ -871,45 +771,4 @@ pub async fn auth_challenge(
         return None;
     }
     switchboard_oauth::BearerChallenge::from_headers(response.headers())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn capabilities(json: serde_json::Value) -> rmcp::model::ServerCapabilities {
-        serde_json::from_value(json).expect("capabilities")
-    }
-
-    #[test]
-    fn sessions_are_richer_only_for_what_the_stateless_face_lacks() {
-        // The conformance reference server's two faces.
-        let stateless = capabilities(serde_json::json!({
-            "tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {}
-        }));
-        let sessions = capabilities(serde_json::json!({
-            "tools": {"listChanged": true},
-            "resources": {"subscribe": true, "listChanged": true},
-            "prompts": {"listChanged": true},
-            "logging": {}, "completions": {}
-        }));
-        assert_eq!(
-            richer_in_sessions(&stateless, &sessions),
-            [
-                "resources.subscribe",
-                "resources.listChanged",
-                "logging",
-                "completions"
-            ]
-        );
-        // The same capabilities on both faces (an SDK serving both eras from one server), or
-        // more on the stateless one: the newer era is kept.
-        assert!(richer_in_sessions(&sessions, &sessions).is_empty());
-        assert!(richer_in_sessions(&sessions, &stateless).is_empty());
-        // A flag the session declares false is no more than an absent one.
-        let explicit_false = capabilities(serde_json::json!({
-            "tools": {"listChanged": false}, "prompts": {}, "resources": {"subscribe": false}
-        }));
-        assert!(richer_in_sessions(&stateless, &explicit_false).is_empty());
-    }
 }

@@ -72,6 +72,10 @@ pub enum UpstreamEvent {
     PromptsChanged,
     /// A subscribed resource changed.
     ResourceUpdated(String),
+    /// The server forgot the session (it restarted, or expired it) and Switchboard opened a new
+    /// one: what the server offers may have changed, and the new session holds none of the old
+    /// one's subscriptions.
+    SessionRestarted,
     /// A log message.
     Log {
         /// RFC 5424 level.

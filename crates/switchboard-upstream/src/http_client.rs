@@ -109,6 +109,10 @@ pub struct StatusAwareHttpClient {
     /// Numbers rmcp's requests in the order they are sent, so that a slow request in an old
     /// session cannot record that session over a newer one.
     sent: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether a session was opened before: a later `initialize` is a new session after the
+    /// server forgot the old one, which is told on `events`.
+    opened_before: Arc<std::sync::atomic::AtomicBool>,
+    events: Option<tokio::sync::mpsc::UnboundedSender<crate::UpstreamEvent>>,
 }
 
 /// A session as rmcp's client uses it: its id and the protocol version header its requests
@@ -151,6 +155,8 @@ impl StatusAwareHttpClient {
             in_flight: crate::relay::InFlight::default(),
             session: Arc::default(),
             sent: Arc::default(),
+            opened_before: Arc::default(),
+            events: None,
         }
     }
 
@@ -175,6 +181,15 @@ impl StatusAwareHttpClient {
     /// The session's calls with a responder.
     pub(crate) fn in_flight(&self) -> &crate::relay::InFlight {
         &self.in_flight
+    }
+
+    /// Tells `events` when a session is opened again after the server forgot the first one.
+    pub(crate) fn with_events(
+        mut self,
+        events: tokio::sync::mpsc::UnboundedSender<crate::UpstreamEvent>,
+    ) -> Self {
+        self.events = Some(events);
+        self
     }
 
     /// Tags the messages on a request's response stream for the calls of `in_flight`.
@@ -435,9 +450,10 @@ impl StreamableHttpClient for StatusAwareHttpClient {
         // The session is in use once the server took a request in it (rmcp re-initialising a
         // session sends `notifications/initialized` first, so no call goes before it).
         let order = self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let initializing = is_initialize(&message);
         let in_use = session_id
             .clone()
-            .filter(|_| !is_initialize(&message))
+            .filter(|_| !initializing)
             .map(|id| SessionInUse {
                 id,
                 version: protocol_version_header(&custom_headers),
@@ -454,6 +470,15 @@ impl StreamableHttpClient for StatusAwareHttpClient {
                 true,
             )
             .await;
+        if initializing
+            && sent.is_ok()
+            && self
+                .opened_before
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+            && let Some(events) = &self.events
+        {
+            let _ = events.send(crate::UpstreamEvent::SessionRestarted);
+        }
         match (&sent, in_use) {
             (Ok(_), Some(in_use)) => {
                 let mut session = self.lock_session();

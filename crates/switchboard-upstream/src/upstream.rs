@@ -225,6 +225,22 @@ impl Upstream {
         self.change_resource_subscription(uri, true).await
     }
 
+    /// Subscribes a new session (opened after the server forgot the old one) to every
+    /// resource the old one was subscribed to; a stateless server needs nothing of this.
+    pub async fn renew_resource_subscriptions(&self) -> Result<(), UpstreamError> {
+        if self.is_stateless() {
+            return Ok(());
+        }
+        let uris: Vec<String> = self.subscribed_resources.borrow().iter().cloned().collect();
+        for uri in uris {
+            let request = ClientRequest::SubscribeRequest(Request::new(
+                rmcp::model::SubscribeRequestParams::new(uri),
+            ));
+            self.request(request).await?;
+        }
+        Ok(())
+    }
+
     /// Ends a subscription made with [`Self::subscribe_resource`].
     pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), UpstreamError> {
         self.change_resource_subscription(uri, false).await
@@ -244,14 +260,16 @@ impl Upstream {
         if !supported {
             return Err(UpstreamError::Unsupported("resource subscriptions"));
         }
+        // Kept for both eras: a stateless server's listen stream filters by it, and a session
+        // opened again after the server forgot the old one subscribes to it again.
+        self.subscribed_resources.send_if_modified(|uris| {
+            if subscribe {
+                uris.insert(uri.to_owned())
+            } else {
+                uris.remove(uri)
+            }
+        });
         if self.is_stateless() {
-            self.subscribed_resources.send_if_modified(|uris| {
-                if subscribe {
-                    uris.insert(uri.to_owned())
-                } else {
-                    uris.remove(uri)
-                }
-            });
             return Ok(());
         }
         let request = if subscribe {

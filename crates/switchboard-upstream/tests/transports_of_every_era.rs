@@ -125,12 +125,28 @@ async fn stateless_2026_server_is_detected_and_works() {
     connection.session.close().await;
 }
 
+/// A server of both eras is reached the newest way it answers, as the spec has it, even when
+/// its stateless face offers less (a client cannot know without sending legacy traffic to a
+/// server that answered `server/discover`); the transport the user pinned is the only one tried,
+/// cached result or not.
 #[tokio::test]
-async fn a_server_of_both_eras_is_reached_through_sessions_when_they_offer_more() {
+async fn a_pinned_transport_is_the_only_one_tried() {
     let fixture = transports::dual_era_poorer_stateless().await;
-    let connection = connect(&http(&fixture.url), None, &options())
+    let detected = connect(&http(&fixture.url), None, &options())
         .await
         .unwrap();
+    assert_eq!(
+        detected.detected,
+        Some(DetectedTransport::StreamableHttpStateless)
+    );
+    detected.session.close().await;
+
+    let mut pinned = http(&fixture.url);
+    if let TransportSpec::Http { pinned, .. } = &mut pinned.transport {
+        *pinned = Some(DetectedTransport::StreamableHttp);
+    }
+    let stale_cache = Some(DetectedTransport::StreamableHttpStateless);
+    let connection = connect(&pinned, stale_cache, &options()).await.unwrap();
     assert_eq!(connection.detected, Some(DetectedTransport::StreamableHttp));
     assert_eq!(
         connection.upstream.protocol_version().as_deref(),
@@ -138,19 +154,15 @@ async fn a_server_of_both_eras_is_reached_through_sessions_when_they_offer_more(
     );
     // What only the sessions offer works: resources and prompts.
     exercise(&connection, LEGACY_TOOLS).await;
-    // The session opened to compare was the one kept; none was left behind.
-    assert_eq!(fixture.state.deletes.load(Ordering::SeqCst), 0);
     connection.session.close().await;
 
-    // Once cached, the choice is not probed again.
-    let again = connect(
-        &http(&fixture.url),
-        Some(DetectedTransport::StreamableHttp),
-        &options(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(again.detected, Some(DetectedTransport::StreamableHttp));
+    // Pinned to the transport a server does not speak, it fails instead of finding another.
+    let legacy = transports::streamable_http(Era::Legacy).await;
+    let mut wrong = http(&legacy.url);
+    if let TransportSpec::Http { pinned, .. } = &mut wrong.transport {
+        *pinned = Some(DetectedTransport::HttpSse);
+    }
+    assert!(connect(&wrong, None, &options()).await.is_err());
 }
 
 #[tokio::test]

@@ -288,6 +288,12 @@ pub struct AddArgs {
     /// A PEM private key file for `private_key_jwt` client authentication (sealed at rest).
     #[arg(long, requires = "oauth_client_id")]
     pub oauth_private_key: Option<PathBuf>,
+    /// For an HTTP URL: use only this transport instead of detecting it. `sessions` is
+    /// Streamable HTTP with `initialize` (2025-03-26 .. 2025-11-25), `stateless` the 2026-07-28
+    /// revision, `sse` the old HTTP+SSE transport (2024-11-05). Detection prefers the newest
+    /// a server answers; pin `sessions` for a server whose stateless side offers less.
+    #[arg(long, value_parser = ["sessions", "stateless", "sse"])]
+    pub transport: Option<String>,
     /// The JWS algorithm of that key.
     #[arg(long, requires = "oauth_private_key", default_value = "RS256")]
     pub oauth_signing_alg: String,

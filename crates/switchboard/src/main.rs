@@ -19,7 +19,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::{Value, json};
 use switchboard_core::{
-    ConnectionState, NamedValue, ServerDefinition, ServerId, TransportSpec, catalog, config,
+    ConnectionState, DetectedTransport, NamedValue, ServerDefinition, ServerId, TransportSpec,
+    catalog, config,
 };
 use switchboard_hub::{Hub, ServerStatus};
 use switchboard_store::Store;
@@ -419,6 +420,13 @@ fn toml_like(def: &ServerDefinition) -> String {
     if let TransportSpec::Stdio { cwd: Some(cwd), .. } = &def.transport {
         out += &format!("cwd:          {}\n", cwd.display());
     }
+    if let TransportSpec::Http {
+        pinned: Some(pinned),
+        ..
+    } = &def.transport
+    {
+        out += &format!("pinned to:    {} (not detected)\n", pinned.as_str());
+    }
     let label = if def.transport.kind() == "stdio" {
         "env"
     } else {
@@ -494,6 +502,16 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
     }
     if let Some(name) = args.name {
         def.display_name = name;
+    }
+    if let Some(chosen) = args.transport.as_deref() {
+        let TransportSpec::Http { pinned, .. } = &mut def.transport else {
+            bail!("--transport applies to http:// and https:// servers only");
+        };
+        *pinned = Some(match chosen {
+            "sessions" => DetectedTransport::StreamableHttp,
+            "stateless" => DetectedTransport::StreamableHttpStateless,
+            _ => DetectedTransport::HttpSse,
+        });
     }
     if let Some(client_id) = args.oauth_client_id {
         if !matches!(def.transport, TransportSpec::Http { .. }) {

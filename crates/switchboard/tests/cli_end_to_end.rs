@@ -424,7 +424,10 @@ async fn server_changes_reach_a_running_daemon() {
     })
     .await;
 
-    ok(&switchboard(dir.path(), &["server", "set-prefix", "late", "lt"]));
+    ok(&switchboard(
+        dir.path(),
+        &["server", "set-prefix", "late", "lt"],
+    ));
     status_until(port, "restarted with the new prefix", |s| {
         s["servers"][0]["prefix"] == "lt" && s["servers"][0]["state"] == "connected"
     })

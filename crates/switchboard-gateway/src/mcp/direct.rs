@@ -229,6 +229,7 @@ async fn session_call(
         shared: shared.clone(),
         session: session.to_owned(),
         capabilities: negotiated.capabilities.clone(),
+        log_level,
         questions,
         _registered: registered,
     };
@@ -620,6 +621,8 @@ struct AskOnStream {
     shared: Arc<Shared>,
     session: String,
     capabilities: rmcp::model::ClientCapabilities,
+    /// The log level the session asked for when the call began.
+    log_level: Option<LoggingLevel>,
     /// The call's stream to the client.
     questions: mpsc::Sender<ServerJsonRpcMessage>,
     /// The call's place among those the client's `notifications/cancelled` reaches.
@@ -630,6 +633,22 @@ struct AskOnStream {
 const QUESTION_ID_PREFIX: &str = "switchboard-ask-";
 
 impl switchboard_upstream::InputResponder for AskOnStream {
+    /// A log message the server sent about the call on its session's GET stream (those on the
+    /// call's own stream are read by the short path itself) goes on the call's stream too, if
+    /// the session wants it.
+    fn log(&self, message: rmcp::model::LoggingMessageNotificationParam) {
+        let notification =
+            ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(message));
+        if !wants(Era::Session, self.log_level, &notification) {
+            return;
+        }
+        let message = JsonRpcMessage::notification(notification);
+        if let Err(mpsc::error::TrySendError::Full(message)) = self.questions.try_send(message) {
+            let questions = self.questions.clone();
+            tokio::spawn(async move { questions.send(message).await });
+        }
+    }
+
     fn answer(
         &self,
         _key: Option<&str>,
