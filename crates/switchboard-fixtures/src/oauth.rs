@@ -62,6 +62,9 @@ pub struct AuthServerState {
     pub code_exchanges: AtomicUsize,
     /// Tokens revoked through `/as/revoke`.
     pub revocations: AtomicUsize,
+    /// While set, `/as/revoke` answers an access token with `unsupported_token_type` (RFC 7009
+    /// §2.2.1), as servers that revoke only refresh tokens do.
+    pub refuses_access_token_revocation: std::sync::atomic::AtomicBool,
     /// MCP requests refused with 401.
     pub unauthorized: AtomicUsize,
     /// MCP requests that carried an access token past its expiry.
@@ -478,6 +481,15 @@ async fn revoke(
 ) -> Response {
     let auth = &shared.auth;
     if let Some(token) = form.get("token") {
+        if auth.refuses_access_token_revocation.load(Ordering::SeqCst)
+            && auth.access.lock().unwrap().contains_key(token)
+        {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({"error": "unsupported_token_type"})),
+            )
+                .into_response();
+        }
         let removed = auth.access.lock().unwrap().remove(token).is_some()
             | auth.refresh.lock().unwrap().remove(token).is_some();
         if removed {

@@ -33,7 +33,8 @@ use crate::registration::{self, ClientIdentity, ConfiguredClient};
 use crate::store::{CredentialStore, GrantKey, StoredGrant};
 use crate::token::{Grant, TokenRequest, TokenSet, request_token};
 
-/// Refresh this long before the access token expires.
+/// Refresh at most this long before the access token expires (a tenth of a shorter token's
+/// lifetime: [`TokenSet::refresh_margin`]).
 pub const REFRESH_MARGIN_SECS: u64 = 60;
 /// Consecutive step-up re-authorizations allowed before giving up.
 pub const MAX_STEP_UPS: u32 = 3;
@@ -318,8 +319,8 @@ impl ServerAuth {
         let Some(loaded) = slot.as_ref() else {
             return Ok(None);
         };
-        if loaded.grant.tokens.expires_within(REFRESH_MARGIN_SECS)
-            && loaded.grant.tokens.refresh_token.is_some()
+        let margin = loaded.grant.tokens.refresh_margin(REFRESH_MARGIN_SECS);
+        if loaded.grant.tokens.expires_within(margin) && loaded.grant.tokens.refresh_token.is_some()
         {
             match self.refresh_locked(&mut slot).await {
                 Ok(()) => {}
@@ -981,6 +982,13 @@ impl ServerAuth {
                 .await
                 {
                     Ok(()) => {}
+                    // The server does not revoke this kind of token (RFC 7009 §2.2.1): nothing
+                    // is left to do for it (an access token simply expires).
+                    Err(OAuthError::TokenRefused { error, .. })
+                        if error == "unsupported_token_type" =>
+                    {
+                        tracing::debug!(server = %self.key.server, hint, "the server does not revoke this kind of token");
+                    }
                     Err(error) => {
                         tracing::warn!(server = %self.key.server, %error, "token revocation failed");
                         revoked = false;

@@ -26,6 +26,10 @@ pub struct TokenSet {
     pub refresh_token: Option<String>,
     /// When the access token expires (Unix seconds), if the server said.
     pub expires_at: Option<u64>,
+    /// How long the access token was valid for when it was issued (seconds), if the server said:
+    /// the refresh margin scales with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime_secs: Option<u64>,
     /// The scopes granted (or, when the server did not say, requested).
     pub scope: Option<String>,
 }
@@ -43,6 +47,16 @@ impl std::fmt::Debug for TokenSet {
 
 impl TokenSet {
     /// True when the access token expires within `margin_secs` (or already has).
+    /// How long before expiry the token is refreshed: a tenth of its lifetime, at most
+    /// `longest` seconds (so a 30-second token is refreshed 3 s before it expires, not on every
+    /// request, and an hour-long one `longest` seconds before). Without a known lifetime,
+    /// `longest`.
+    pub fn refresh_margin(&self, longest: u64) -> u64 {
+        self.lifetime_secs
+            .map_or(longest, |lifetime| (lifetime / 10).min(longest))
+    }
+
+    /// True when the token expires within `margin_secs` seconds (or has expired).
     pub fn expires_within(&self, margin_secs: u64) -> bool {
         self.expires_at
             .is_some_and(|at| at <= now_secs().saturating_add(margin_secs))
@@ -323,14 +337,21 @@ pub async fn revoke(
         .post_form(endpoint, "revocation", &form, headers)
         .await?;
     if reply.status.is_success() {
-        Ok(())
-    } else {
-        Err(OAuthError::Status {
+        return Ok(());
+    }
+    Err(match serde_json::from_slice::<ErrorResponse>(&reply.body) {
+        // RFC 7009 §2.2.1: the server does not revoke this kind of token (often access tokens,
+        // which then simply expire).
+        Ok(error) => OAuthError::TokenRefused {
+            error: error.error,
+            description: error.error_description,
+        },
+        Err(_) => OAuthError::Status {
             what: "revocation endpoint",
             url: endpoint.to_string(),
             status: reply.status.as_u16(),
-        })
-    }
+        },
+    })
 }
 
 fn client_secret(client: &ClientRegistration) -> Result<&str, OAuthError> {
@@ -370,6 +391,7 @@ fn parse_success(
         token_type,
         refresh_token,
         expires_at: expires_in.map(|s| now_secs().saturating_add(s)),
+        lifetime_secs: expires_in,
         scope: response.scope.or_else(|| request.scope.map(str::to_owned)),
     })
 }
@@ -378,6 +400,24 @@ fn parse_success(
 mod tests {
     use super::*;
     use crate::registration::RegistrationKind;
+
+    #[test]
+    fn the_refresh_margin_is_a_tenth_of_the_lifetime_at_most_the_longest() {
+        let tokens = |lifetime_secs| TokenSet {
+            access_token: "a".into(),
+            token_type: "Bearer".into(),
+            refresh_token: Some("r".into()),
+            expires_at: Some(now_secs() + 30),
+            lifetime_secs,
+            scope: None,
+        };
+        assert_eq!(tokens(Some(30)).refresh_margin(60), 3);
+        assert_eq!(tokens(Some(3600)).refresh_margin(60), 60);
+        assert_eq!(tokens(None).refresh_margin(60), 60, "unknown lifetime");
+        // A fresh 30-second token is not refreshed on every request.
+        assert!(!tokens(Some(30)).expires_within(tokens(Some(30)).refresh_margin(60)));
+        assert!(tokens(None).expires_within(60));
+    }
 
     fn client(method: TokenAuthMethod) -> ClientRegistration {
         ClientRegistration {

@@ -200,6 +200,7 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
             token_type: "Bearer".into(),
             refresh_token: Some("refresh-token-plaintext".into()),
             expires_at: Some(1_900_000_000),
+            lifetime_secs: Some(3600),
             scope: Some("read write".into()),
         },
         issuer: "https://auth.linear.app".into(),

@@ -99,14 +99,29 @@ async fn callback(
             "This sign-in link does not belong to the login in progress.",
         );
     }
+    let page = received_page(&state.server, &callback);
     let _ = state.deliver.try_send(callback);
-    callback_page(
-        StatusCode::OK,
-        &format!(
-            "Switchboard received the sign-in for '{}'. You can close this tab.",
-            state.server
-        ),
-    )
+    callback_page(StatusCode::OK, &page)
+}
+
+/// What the browser is told once the redirect of this login arrived: the truth when the
+/// authorization server refused (the user denied access, say), since the CLI ends with that too.
+fn received_page(server: &str, callback: &AuthorizationCallback) -> String {
+    match &callback.error {
+        Some(error) => {
+            let description = callback
+                .error_description
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            format!(
+                "The sign-in to '{server}' was not completed: the authorization server answered \
+                 {error}{description}. Run `switchboard login {server}` to try again; you can \
+                 close this tab."
+            )
+        }
+        None => format!("Switchboard received the sign-in for '{server}'. You can close this tab."),
+    }
 }
 
 pub(crate) async fn logout(store: &Store, args: LogoutArgs) -> anyhow::Result<i32> {
@@ -126,4 +141,27 @@ pub(crate) async fn logout(store: &Store, args: LogoutArgs) -> anyhow::Result<i3
         );
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_sign_in_is_not_called_received() {
+        let denied = AuthorizationCallback::from_query_pairs([
+            ("state", "s"),
+            ("error", "access_denied"),
+            ("error_description", "the user said no"),
+        ]);
+        let page = received_page("notion", &denied);
+        assert!(
+            page.contains("was not completed")
+                && page.contains("access_denied: the user said no")
+                && page.contains("switchboard login notion"),
+            "{page}"
+        );
+        let granted = AuthorizationCallback::from_query_pairs([("state", "s"), ("code", "c")]);
+        assert!(received_page("notion", &granted).contains("received the sign-in"));
+    }
 }

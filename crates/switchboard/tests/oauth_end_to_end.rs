@@ -163,6 +163,32 @@ async fn login_then_call_with_stored_tokens_then_logout_revokes_them() {
     assert!(!after.status.success(), "signed out: {}", text(&after));
 }
 
+/// A server that revokes refresh tokens but answers `unsupported_token_type` for access tokens
+/// (RFC 7009 §2.2.1) still signs the user out cleanly: the access token simply expires.
+#[tokio::test]
+async fn logout_takes_unsupported_token_type_for_an_answer() {
+    let fixture = protected(Era::Modern).await;
+    fixture
+        .auth
+        .refuses_access_token_revocation
+        .store(true, Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+    login(dir.path(), "protected").await;
+    let logout = run(dir.path(), &["logout", "protected"]).await;
+    assert!(logout.status.success(), "{}", text(&logout));
+    assert!(
+        String::from_utf8_lossy(&logout.stdout).contains("revoked"),
+        "{}",
+        text(&logout)
+    );
+    assert_eq!(
+        fixture.auth.revocations.load(Ordering::SeqCst),
+        1,
+        "the refresh token"
+    );
+}
+
 #[tokio::test]
 async fn two_logins_at_once_do_not_collide_and_a_foreign_redirect_is_refused() {
     let first = protected(Era::Legacy).await;
