@@ -46,6 +46,11 @@ pub struct AuthServerState {
     /// rotated refresh token stays valid until its successor is used, so a client that never
     /// received the answer can still refresh with the token it has.
     superseded_by: Mutex<HashMap<String, String>>,
+    /// Refresh tokens retired by rotation (their successor was used).
+    retired: Mutex<std::collections::HashSet<String>>,
+    /// While set, presenting a retired refresh token revokes every token (reuse detection, as
+    /// Auth0 and Okta do: a replayed token means the grant may be stolen).
+    pub revoke_all_on_reuse: std::sync::atomic::AtomicBool,
     codes: Mutex<HashMap<String, PendingCode>>,
     serial: AtomicU64,
     /// `/as/authorize` requests, with their `scope` parameters.
@@ -124,6 +129,7 @@ impl AuthServerState {
     fn used(&self, token: &str) {
         if let Some(old) = self.superseded_by.lock().unwrap().remove(token) {
             self.refresh.lock().unwrap().remove(&old);
+            self.retired.lock().unwrap().insert(old);
         }
     }
 
@@ -434,6 +440,13 @@ async fn token(
             let Some(presented) = form.get("refresh_token") else {
                 return oauth_error("invalid_request");
             };
+            if auth.revoke_all_on_reuse.load(Ordering::SeqCst)
+                && auth.retired.lock().unwrap().contains(presented)
+            {
+                auth.access.lock().unwrap().clear();
+                auth.refresh.lock().unwrap().clear();
+                return oauth_error("invalid_grant");
+            }
             auth.used(presented);
             let grant = auth.refresh.lock().unwrap().get(presented).cloned();
             match grant {

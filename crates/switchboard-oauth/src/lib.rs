@@ -32,5 +32,5 @@ pub use flow::{AuthorizationCallback, Authorizer, HeadlessAuthorizer, PendingAut
 pub use net::{NetworkPolicy, OAuthHttp};
 pub use registration::{ClientIdentity, ClientRegistration, ConfiguredClient, TokenAuthMethod};
 pub use server_auth::{AuthEvent, AuthHeaders, AuthSettings, GrantKind, ServerAuth};
-pub use store::{CredentialStore, GrantKey, MemoryCredentialStore, StoredGrant};
+pub use store::{CredentialStore, GrantKey, GrantLease, MemoryCredentialStore, StoredGrant};
 pub use token::TokenSet;

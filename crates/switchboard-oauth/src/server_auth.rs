@@ -498,6 +498,36 @@ impl ServerAuth {
     }
 
     async fn refresh_locked(&self, slot: &mut Option<Loaded>) -> Result<(), OAuthError> {
+        if slot.is_none() {
+            return Err(OAuthError::SignInRequired(
+                "there are no tokens to refresh".into(),
+            ));
+        }
+        // Only one process sharing the store refreshes at a time, and each reads the store
+        // first: tokens another process got since ours were loaded are taken as they are, and
+        // the refresh token they retired is never presented (a server that detects reuse
+        // revokes the whole grant for it).
+        let _lease = self.store.lease_grant(&self.key).await?;
+        match self.read_store().await? {
+            // Signed out by another process: the tokens held here are not used again.
+            None => {
+                *slot = None;
+                return Err(OAuthError::SignInRequired(format!(
+                    "signed out of '{}'; sign in again with `switchboard login {}`",
+                    self.key.server, self.key.server
+                )));
+            }
+            Some(stored)
+                if slot.as_ref().is_some_and(|ours| {
+                    stored.grant.tokens.access_token != ours.grant.tokens.access_token
+                }) =>
+            {
+                *slot = Some(stored);
+                self.emit(AuthEvent::Authenticated);
+                return Ok(());
+            }
+            Some(_) => {}
+        }
         let Some(loaded) = slot.as_ref() else {
             return Err(OAuthError::SignInRequired(
                 "there are no tokens to refresh".into(),

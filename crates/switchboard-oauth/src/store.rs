@@ -96,6 +96,39 @@ pub trait CredentialStore: Send + Sync {
         &'a self,
         registration: &'a ClientRegistration,
     ) -> BoxFuture<'a, Result<(), OAuthError>>;
+    /// Waits until this process alone may refresh the grant for `key`, among every process
+    /// sharing the store, until the lease is dropped. A store only one process uses needs none
+    /// (the default); one that several share (a daemon and CLI commands on one data directory)
+    /// must, or two of them present the same refresh token and a server that detects reuse
+    /// revokes the whole grant.
+    fn lease_grant<'a>(
+        &'a self,
+        _key: &'a GrantKey,
+    ) -> BoxFuture<'a, Result<GrantLease, OAuthError>> {
+        Box::pin(std::future::ready(Ok(GrantLease::new(|| {}))))
+    }
+}
+
+/// The right to refresh one grant, among the processes sharing a store; given back when dropped.
+pub struct GrantLease {
+    release: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl GrantLease {
+    /// A lease that runs `release` when dropped.
+    pub fn new(release: impl FnOnce() + Send + 'static) -> Self {
+        Self {
+            release: Some(Box::new(release)),
+        }
+    }
+}
+
+impl Drop for GrantLease {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            release();
+        }
+    }
 }
 
 /// A store in memory, for one-shot processes and tests.

@@ -8,7 +8,9 @@
 
 use futures::future::BoxFuture;
 use sqlx::Row;
-use switchboard_oauth::{ClientRegistration, CredentialStore, GrantKey, OAuthError, StoredGrant};
+use switchboard_oauth::{
+    ClientRegistration, CredentialStore, GrantKey, GrantLease, OAuthError, StoredGrant,
+};
 
 use crate::{Store, StoreError, now_ms};
 
@@ -80,6 +82,70 @@ impl Store {
         Ok(())
     }
 
+    /// Takes the refresh lease of `key` for `holder` for `ttl`, if nobody else holds it (or the
+    /// holder's lease ran out); whether it was taken.
+    pub async fn try_lease_grant(
+        &self,
+        key: &GrantKey,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let until = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        let taken = sqlx::query(
+            "INSERT INTO oauth_grant_leases (server_id, principal, holder, expires_at_ms)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(server_id, principal) DO UPDATE SET holder = ?3, expires_at_ms = ?4
+             WHERE oauth_grant_leases.expires_at_ms < ?5 OR oauth_grant_leases.holder = ?3",
+        )
+        .bind(&key.server)
+        .bind(&key.principal)
+        .bind(holder)
+        .bind(until)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(taken.rows_affected() == 1)
+    }
+
+    /// Drops the refresh lease of `key` if its holder is a process that no longer runs (it was
+    /// killed mid-refresh): nobody has to wait for the lease to run out. Every process sharing
+    /// an SQLite file runs on this machine, so a process id says whether the holder lives.
+    pub async fn clear_dead_grant_lease(&self, key: &GrantKey) -> Result<(), StoreError> {
+        let holder: Option<String> = sqlx::query_scalar(
+            "SELECT holder FROM oauth_grant_leases WHERE server_id = ?1 AND principal = ?2",
+        )
+        .bind(&key.server)
+        .bind(&key.principal)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(holder) = holder else {
+            return Ok(());
+        };
+        let pid = holder.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !process_runs(pid)) {
+            self.release_grant_lease(key, &holder).await?;
+        }
+        Ok(())
+    }
+
+    /// Gives back a lease taken with [`Self::try_lease_grant`].
+    pub async fn release_grant_lease(
+        &self,
+        key: &GrantKey,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "DELETE FROM oauth_grant_leases WHERE server_id = ?1 AND principal = ?2 AND holder = ?3",
+        )
+        .bind(&key.server)
+        .bind(&key.principal)
+        .bind(holder)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// The client registration held at `issuer`, opened.
     pub async fn oauth_client(
         &self,
@@ -126,6 +192,28 @@ impl Store {
     }
 }
 
+/// How long a refresh lease lasts if its holder never gives it back (it died).
+const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a process waits for another's refresh before giving up.
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
+/// How often a waiting process checks the lease again.
+const LEASE_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// Whether the process `pid` still runs.
+fn process_runs(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    // SAFETY: signal 0 sends nothing; kill only checks that the process exists.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// A holder name unique to this lease: the process id and a random number.
+fn lease_holder() -> String {
+    format!("{}-{:016x}", std::process::id(), rand::random::<u64>())
+}
+
 impl CredentialStore for Store {
     fn load_grant<'a>(
         &'a self,
@@ -151,6 +239,45 @@ impl CredentialStore for Store {
         issuer: &'a str,
     ) -> BoxFuture<'a, Result<Option<ClientRegistration>, OAuthError>> {
         Box::pin(async move { self.oauth_client(issuer).await.map_err(store_error) })
+    }
+
+    fn lease_grant<'a>(
+        &'a self,
+        key: &'a GrantKey,
+    ) -> BoxFuture<'a, Result<GrantLease, OAuthError>> {
+        Box::pin(async move {
+            let holder = lease_holder();
+            let deadline = tokio::time::Instant::now() + LEASE_WAIT;
+            loop {
+                if self
+                    .try_lease_grant(key, &holder, LEASE_TTL)
+                    .await
+                    .map_err(store_error)?
+                {
+                    break;
+                }
+                self.clear_dead_grant_lease(key)
+                    .await
+                    .map_err(store_error)?;
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(OAuthError::Store(format!(
+                        "another process has been refreshing the tokens of '{}' for {} s",
+                        key.server,
+                        LEASE_WAIT.as_secs()
+                    )));
+                }
+                tokio::time::sleep(LEASE_POLL).await;
+            }
+            let (store, key) = (self.clone(), key.clone());
+            Ok(GrantLease::new(move || {
+                // Given back in the background; if that fails, the lease runs out by itself.
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        let _ = store.release_grant_lease(&key, &holder).await;
+                    });
+                }
+            }))
+        })
     }
 
     fn save_client<'a>(

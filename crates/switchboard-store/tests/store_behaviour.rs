@@ -253,3 +253,48 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
         "tokens go with the server"
     );
 }
+
+/// A grant's refresh lease is held by one process at a time across connections to the database
+/// (as processes have), is free again once given back or once it runs out, and is taken over at
+/// once from a holder whose process no longer runs.
+#[tokio::test]
+async fn a_refresh_lease_is_exclusive_and_a_dead_holders_lease_is_taken_over() {
+    use std::time::Duration;
+    use switchboard_oauth::GrantKey;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Store::open(dir.path()).await.unwrap();
+    let cli = Store::open(dir.path()).await.unwrap();
+    let key = GrantKey::for_server("linear");
+    let ttl = Duration::from_secs(30);
+    let me = format!("{}-a", std::process::id());
+    let other = format!("{}-b", std::process::id());
+    assert!(daemon.try_lease_grant(&key, &me, ttl).await.unwrap());
+    assert!(!cli.try_lease_grant(&key, &other, ttl).await.unwrap());
+    // A live holder keeps it.
+    cli.clear_dead_grant_lease(&key).await.unwrap();
+    assert!(!cli.try_lease_grant(&key, &other, ttl).await.unwrap());
+    daemon.release_grant_lease(&key, &me).await.unwrap();
+    assert!(cli.try_lease_grant(&key, &other, ttl).await.unwrap());
+    cli.release_grant_lease(&key, &other).await.unwrap();
+
+    // Run out.
+    assert!(
+        daemon
+            .try_lease_grant(&key, &me, Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(cli.try_lease_grant(&key, &other, ttl).await.unwrap());
+    cli.release_grant_lease(&key, &other).await.unwrap();
+
+    // A holder whose process is gone (a child that exited, so its id names no process).
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let gone = child.id();
+    child.wait().unwrap();
+    let dead = format!("{gone}-c");
+    assert!(daemon.try_lease_grant(&key, &dead, ttl).await.unwrap());
+    assert!(!cli.try_lease_grant(&key, &other, ttl).await.unwrap());
+    cli.clear_dead_grant_lease(&key).await.unwrap();
+    assert!(cli.try_lease_grant(&key, &other, ttl).await.unwrap());
+}
