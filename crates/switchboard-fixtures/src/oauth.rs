@@ -48,6 +48,9 @@ pub struct AuthServerState {
     superseded_by: Mutex<HashMap<String, String>>,
     /// Refresh tokens retired by rotation (their successor was used).
     retired: Mutex<std::collections::HashSet<String>>,
+    /// Dynamically registered client ids the server has forgotten: the token endpoint answers
+    /// them `invalid_client` (as after a server-side cleanup of registrations).
+    forgotten_clients: Mutex<std::collections::HashSet<String>>,
     /// While set, presenting a retired refresh token revokes every token (reuse detection, as
     /// Auth0 and Okta do: a replayed token means the grant may be stolen).
     pub revoke_all_on_reuse: std::sync::atomic::AtomicBool,
@@ -118,6 +121,16 @@ impl AuthServerState {
     /// Forgets every refresh token (the next refresh gets `invalid_grant`).
     pub fn revoke_refresh_tokens(&self) {
         self.refresh.lock().unwrap().clear();
+    }
+
+    /// Forgets every client registered so far: the token endpoint refuses them with
+    /// `invalid_client`; clients registered later are known.
+    pub fn forget_registered_clients(&self) {
+        let registered = self.registrations.load(Ordering::SeqCst);
+        self.forgotten_clients
+            .lock()
+            .unwrap()
+            .extend((0..registered).map(|n| format!("client-{n}")));
     }
 
     /// True while `refresh_token` would be honoured.
@@ -431,6 +444,16 @@ async fn token(
         }
         Some("refresh_token") => {
             auth.refreshes.fetch_add(1, Ordering::SeqCst);
+            if form
+                .get("client_id")
+                .is_some_and(|id| auth.forgotten_clients.lock().unwrap().contains(id))
+            {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    axum::Json(json!({"error": "invalid_client"})),
+                )
+                    .into_response();
+            }
             let delay = auth.refresh_delay_ms.load(Ordering::SeqCst);
             if delay > 0 {
                 tokio::time::sleep(Duration::from_millis(delay)).await;

@@ -177,12 +177,21 @@ fn suffix(description: &Option<String>) -> String {
 }
 
 impl OAuthError {
+    /// True when the token endpoint refused the client itself (`invalid_client`).
+    pub fn is_invalid_client(&self) -> bool {
+        matches!(self, Self::TokenRefused { error, .. } if error == "invalid_client")
+    }
+
     /// True when only a new interactive sign-in can fix this (the refresh token is gone or
     /// revoked, or there was never one).
     pub fn needs_sign_in(&self) -> bool {
         match self {
             Self::SignInRequired(_) => true,
-            Self::TokenRefused { error, .. } => error == "invalid_grant",
+            // `invalid_client`: the server forgot (or refuses) the client the tokens belong
+            // to; only a new sign-in (after a new registration) helps.
+            Self::TokenRefused { error, .. } => {
+                error == "invalid_grant" || error == "invalid_client"
+            }
             _ => false,
         }
     }

@@ -586,11 +586,33 @@ impl ServerAuth {
                     self.emit(AuthEvent::Authenticated);
                     return Ok(());
                 }
-                let message = format!(
-                    "the refresh token was refused ({error}); sign in again with \
-                     `switchboard login {}`",
-                    self.key.server
-                );
+                let message = if error.is_invalid_client() {
+                    match client.kind {
+                        registration::RegistrationKind::Configured => format!(
+                            "the authorization server refused the configured OAuth client \
+                             ({error}); check its id and secret (`switchboard server add {} ... \
+                             --oauth-client-id ... --replace`), then sign in with \
+                             `switchboard login {}`",
+                            self.key.server, self.key.server
+                        ),
+                        // A dynamic registration the server dropped is registered anew at the
+                        // next sign-in.
+                        _ => {
+                            self.store.delete_client(&grant.issuer).await?;
+                            format!(
+                                "the authorization server no longer knows Switchboard's client \
+                                 ({error}); sign in again with `switchboard login {}`",
+                                self.key.server
+                            )
+                        }
+                    }
+                } else {
+                    format!(
+                        "the refresh token was refused ({error}); sign in again with \
+                         `switchboard login {}`",
+                        self.key.server
+                    )
+                };
                 self.forget(slot).await?;
                 self.emit(AuthEvent::InvalidToken {
                     message: message.clone(),
@@ -1076,6 +1098,9 @@ mod tests {
             registration: &'a registration::ClientRegistration,
         ) -> BoxFuture<'a, Result<(), OAuthError>> {
             self.inner.save_client(registration)
+        }
+        fn delete_client<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<(), OAuthError>> {
+            self.inner.delete_client(issuer)
         }
     }
 

@@ -96,6 +96,8 @@ pub trait CredentialStore: Send + Sync {
         &'a self,
         registration: &'a ClientRegistration,
     ) -> BoxFuture<'a, Result<(), OAuthError>>;
+    /// Forgets the client registration held at `issuer` (the server no longer knows it).
+    fn delete_client<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<(), OAuthError>>;
     /// Waits until this process alone may refresh the grant for `key`, among every process
     /// sharing the store, until the lease is dropped. A store only one process uses needs none
     /// (the default); one that several share (a daemon and CLI commands on one data directory)
@@ -166,6 +168,13 @@ impl CredentialStore for MemoryCredentialStore {
     fn delete_grant<'a>(&'a self, key: &'a GrantKey) -> BoxFuture<'a, Result<(), OAuthError>> {
         Box::pin(async move {
             locked(&self.grants).remove(key);
+            Ok(())
+        })
+    }
+
+    fn delete_client<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<(), OAuthError>> {
+        Box::pin(async move {
+            locked(&self.clients).remove(issuer);
             Ok(())
         })
     }

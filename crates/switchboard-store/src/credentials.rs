@@ -241,6 +241,17 @@ impl CredentialStore for Store {
         Box::pin(async move { self.oauth_client(issuer).await.map_err(store_error) })
     }
 
+    fn delete_client<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<(), OAuthError>> {
+        Box::pin(async move {
+            sqlx::query("DELETE FROM oauth_clients WHERE issuer = ?1")
+                .bind(issuer)
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error(StoreError::from(e)))
+        })
+    }
+
     fn lease_grant<'a>(
         &'a self,
         key: &'a GrantKey,

@@ -241,6 +241,41 @@ async fn a_refused_refresh_token_is_forgotten_and_the_error_says_to_sign_in_agai
     );
 }
 
+/// A refresh refused with `invalid_client` (the server dropped Switchboard's dynamic
+/// registration) asks for a new sign-in, which registers again and works.
+#[tokio::test]
+async fn a_client_the_server_forgot_registers_again_at_the_next_sign_in() {
+    let fixture = protected(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, &fixture).await;
+    sign_in_and_close(&fixture, &store).await;
+    assert_eq!(fixture.auth.registrations.load(Ordering::SeqCst), 1);
+    let connection = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .unwrap();
+    fixture.auth.forget_registered_clients();
+    fixture.auth.expire_access_tokens();
+    let refused = echo(&connection).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("no longer knows Switchboard's client")
+            && refused.contains("switchboard login protected"),
+        "{refused}"
+    );
+    connection.session.close().await;
+
+    sign_in_and_close(&fixture, &store).await;
+    assert_eq!(
+        fixture.auth.registrations.load(Ordering::SeqCst),
+        2,
+        "registered anew"
+    );
+    let connection = connect_with(&fixture, server_auth(&fixture, &store, false))
+        .await
+        .unwrap();
+    assert_eq!(echo(&connection).await.unwrap(), "hi");
+    connection.session.close().await;
+}
+
 #[tokio::test]
 async fn insufficient_scope_re_authorizes_with_the_union_of_scopes() {
     let fixture = protected(Era::Legacy).await;
