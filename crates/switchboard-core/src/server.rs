@@ -460,6 +460,10 @@ pub struct OAuthClient {
     /// The JWS algorithm of that key (`RS256`, `ES256`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_algorithm: Option<String>,
+    /// The redirect URI registered with the client, when the authorization server insists on
+    /// an exact one: `switchboard login` listens there (an `http://127.0.0.1:<port>/<path>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<String>,
 }
 
 /// How a server's tokens are obtained.

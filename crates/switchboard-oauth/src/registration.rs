@@ -220,9 +220,36 @@ pub fn configured_registration(
     }
 }
 
+/// Whether a client registered with redirect URI `registered` may use `wanted`: the same URI,
+/// or, for loopback redirects (`http://127.0.0.1:<port>/...`, `[::1]`), the same one on another
+/// port, which authorization servers must accept (RFC 8252 §7.3). The CLI's sign-in listens on
+/// whatever port is free, and registering a new client for each would fill the server with them.
+fn same_redirect(registered: &str, wanted: &str) -> bool {
+    if registered == wanted {
+        return true;
+    }
+    let (Ok(registered), Ok(wanted)) = (Url::parse(registered), Url::parse(wanted)) else {
+        return false;
+    };
+    let loopback = |url: &Url| {
+        url.scheme() == "http"
+            && match url.host() {
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                _ => false,
+            }
+    };
+    loopback(&registered)
+        && loopback(&wanted)
+        && registered.host() == wanted.host()
+        && registered.path() == wanted.path()
+        && registered.query() == wanted.query()
+}
+
 /// Decides how to identify at `server` for an authorization-code flow with `redirect_uri`,
 /// registering dynamically when that is the way. `stored` is an earlier registration at the
-/// same issuer; it is reused when it was made for this redirect URI.
+/// same issuer; it is reused when it was made for this redirect URI (a loopback one on any
+/// port).
 pub async fn register(
     http: &OAuthHttp,
     server: &AuthorizationServerMetadata,
@@ -248,7 +275,9 @@ pub async fn register(
     if let Some(stored) = stored.filter(|s| {
         s.issuer == server.issuer
             && s.kind == RegistrationKind::Dynamic
-            && s.redirect_uris.iter().any(|u| u == redirect_uri)
+            && s.redirect_uris
+                .iter()
+                .any(|u| same_redirect(u, redirect_uri))
     }) {
         return Ok(stored);
     }
@@ -356,6 +385,32 @@ async fn register_dynamically(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loopback_redirect_matches_on_any_port_and_nothing_else_does() {
+        let registered = "http://127.0.0.1:51234/oauth/callback";
+        assert!(same_redirect(registered, registered));
+        assert!(same_redirect(
+            registered,
+            "http://127.0.0.1:40001/oauth/callback"
+        ));
+        assert!(same_redirect(
+            "http://[::1]:1/oauth/callback",
+            "http://[::1]:2/oauth/callback"
+        ));
+        for other in [
+            "http://127.0.0.1:40001/elsewhere",
+            "http://[::1]:40001/oauth/callback",
+            "http://localhost:40001/oauth/callback",
+            "https://127.0.0.1:40001/oauth/callback",
+        ] {
+            assert!(!same_redirect(registered, other), "{other}");
+        }
+        assert!(!same_redirect(
+            "https://app.example.com:443/cb",
+            "https://app.example.com:8443/cb"
+        ));
+    }
 
     #[test]
     fn auth_method_follows_what_the_server_supports() {

@@ -192,6 +192,7 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
         grant: switchboard_core::OAuthGrant::ClientCredentials,
         private_key_pem: Some("private-key-plaintext".into()),
         signing_algorithm: Some("ES256".into()),
+        redirect_uri: Some("http://127.0.0.1:8976/oauth/callback".into()),
     });
     let key = GrantKey::for_server("linear");
     let grant = StoredGrant {

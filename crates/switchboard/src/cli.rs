@@ -294,6 +294,10 @@ pub struct AddArgs {
     /// a server answers; pin `sessions` for a server whose stateless side offers less.
     #[arg(long, value_parser = ["sessions", "stateless", "sse"])]
     pub transport: Option<String>,
+    /// The redirect URI registered with that client, when its authorization server wants an
+    /// exact one: an `http://127.0.0.1:<port>/<path>` where `switchboard login` listens.
+    #[arg(long, requires = "oauth_client_id")]
+    pub oauth_redirect_uri: Option<String>,
     /// The JWS algorithm of that key.
     #[arg(long, requires = "oauth_private_key", default_value = "RS256")]
     pub oauth_signing_alg: String,

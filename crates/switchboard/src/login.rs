@@ -27,19 +27,43 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
     let id = parse_id(&args.server)?;
     let (def, auth) = server_auth_for(store, &id, &OAuthOptions::from_env()).await?;
 
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .context("cannot open a loopback port for the sign-in redirect")?;
-    let redirect_uri = format!(
-        "http://127.0.0.1:{}{CALLBACK_PATH}",
-        listener.local_addr()?.port()
-    );
-    let pending = begin_sign_in(&def, &auth, &redirect_uri).await?;
+    // A client registered with one exact redirect URI gets that one; otherwise any free port
+    // (a dynamic registration is good for every loopback port).
+    let configured = def
+        .oauth_client
+        .as_ref()
+        .and_then(|client| client.redirect_uri.as_deref())
+        .map(loopback_redirect)
+        .transpose()?;
+    let (listener, redirect_uri) = match configured {
+        Some(uri) => {
+            let address = uri
+                .socket_addrs(|| None)?
+                .into_iter()
+                .next()
+                .context("the configured redirect URI names no address")?;
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| {
+                    format!("cannot listen on {address} for the configured redirect URI {uri}")
+                })?;
+            (listener, uri)
+        }
+        None => {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .context("cannot open a loopback port for the sign-in redirect")?;
+            let port = listener.local_addr()?.port();
+            let uri = url::Url::parse(&format!("http://127.0.0.1:{port}{CALLBACK_PATH}"))?;
+            (listener, uri)
+        }
+    };
+    let pending = begin_sign_in(&def, &auth, redirect_uri.as_str()).await?;
 
     let (tx, mut rx) = mpsc::channel::<AuthorizationCallback>(1);
     let state = pending.state.clone();
     let router = axum::Router::new()
-        .route(CALLBACK_PATH, axum::routing::get(callback))
+        .route(redirect_uri.path(), axum::routing::get(callback))
         .with_state(CallbackState {
             expected_state: state,
             server: id.to_string(),
@@ -77,6 +101,24 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
         .with_context(|| format!("signing in to '{id}' failed"))?;
     println!("Signed in to '{id}'.");
     Ok(0)
+}
+
+/// `text` as a redirect URI `switchboard login` can listen at: `http` on a loopback address
+/// with an explicit port.
+pub(crate) fn loopback_redirect(text: &str) -> anyhow::Result<url::Url> {
+    let uri = url::Url::parse(text).with_context(|| format!("'{text}' is not a URL"))?;
+    let loopback = match uri.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        _ => false,
+    };
+    if uri.scheme() != "http" || !loopback || uri.port().is_none() {
+        bail!(
+            "the redirect URI must be http on a loopback address with a port, such as \
+             http://127.0.0.1:8976/oauth/callback, where `switchboard login` can listen; got {text}"
+        );
+    }
+    Ok(uri)
 }
 
 #[derive(Clone)]
@@ -146,6 +188,20 @@ pub(crate) async fn logout(store: &Store, args: LogoutArgs) -> anyhow::Result<i3
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configured_redirect_must_be_a_loopback_address_with_a_port() {
+        assert!(loopback_redirect("http://127.0.0.1:8976/oauth/callback").is_ok());
+        assert!(loopback_redirect("http://[::1]:8976/cb").is_ok());
+        for refused in [
+            "https://127.0.0.1:8976/cb",
+            "http://example.com:8976/cb",
+            "http://127.0.0.1/cb",
+            "not a url",
+        ] {
+            assert!(loopback_redirect(refused).is_err(), "{refused}");
+        }
+    }
 
     #[test]
     fn a_refused_sign_in_is_not_called_received() {

@@ -536,6 +536,10 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
                 .as_ref()
                 .map(|_| args.oauth_signing_alg.clone()),
             private_key_pem,
+            redirect_uri: match args.oauth_redirect_uri {
+                Some(uri) => Some(login::loopback_redirect(&uri)?.to_string()),
+                None => None,
+            },
         });
     }
     if let Some(description) = args.description {

@@ -161,6 +161,12 @@ async fn login_then_call_with_stored_tokens_then_logout_revokes_them() {
     );
     let after = call_echo(dir.path(), "protected").await;
     assert!(!after.status.success(), "signed out: {}", text(&after));
+
+    // Signing in again listens on another loopback port, and reuses the client registered for
+    // the first (RFC 8252 §7.3: any port for a loopback redirect).
+    login(dir.path(), "protected").await;
+    assert_eq!(fixture.auth.registrations.load(Ordering::SeqCst), 1);
+    assert!(call_echo(dir.path(), "protected").await.status.success());
 }
 
 /// A server that revokes refresh tokens but answers `unsupported_token_type` for access tokens
@@ -306,6 +312,13 @@ async fn a_configured_client_is_used_instead_of_registering_and_only_at_its_issu
     let fixture = protected(Era::Legacy).await;
     let dir = tempfile::tempdir().unwrap();
     let issuer = fixture.auth.issuer();
+    // The client was registered with one exact redirect URI: login listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redirect = format!("http://127.0.0.1:{port}/registered/callback");
     let added = run(
         dir.path(),
         &[
@@ -319,6 +332,8 @@ async fn a_configured_client_is_used_instead_of_registering_and_only_at_its_issu
             "my-client-secret",
             "--oauth-issuer",
             &issuer,
+            "--oauth-redirect-uri",
+            &redirect,
         ],
     )
     .await;
@@ -330,7 +345,19 @@ async fn a_configured_client_is_used_instead_of_registering_and_only_at_its_issu
         "{shown_text}"
     );
 
-    login(dir.path(), "configured").await;
+    let (mut child, url) = start_login(dir.path(), "configured").await;
+    let asked = url::Url::parse(&url).unwrap();
+    let redirect_uri = asked
+        .query_pairs()
+        .find(|(k, _)| k == "redirect_uri")
+        .map(|(_, v)| v.into_owned());
+    assert_eq!(redirect_uri.as_deref(), Some(redirect.as_str()));
+    assert_eq!(visit(&url).await, reqwest::StatusCode::OK);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "login failed");
     assert_eq!(
         fixture.auth.registrations.load(Ordering::SeqCst),
         0,
