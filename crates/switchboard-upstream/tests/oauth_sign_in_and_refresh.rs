@@ -313,6 +313,31 @@ async fn without_a_person_a_step_up_is_reported_not_attempted() {
     connection.session.close().await;
 }
 
+/// Signs in, then connects twice as two processes sharing the store would (each with its own
+/// connection to the database), against a server that revokes the whole grant when a retired
+/// refresh token is presented; every access token is expired. (Legacy sessions send nothing in
+/// the background, so the order of the refreshes is the test's.)
+async fn two_processes_signed_in(
+    fixture: &OAuthFixture,
+) -> (tempfile::TempDir, Store, Connection, Connection) {
+    fixture
+        .auth
+        .revoke_all_on_reuse
+        .store(true, Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir, fixture).await;
+    sign_in_and_close(fixture, &store).await;
+    let other_process = Store::open(dir.path()).await.unwrap();
+    let first = connect_with(fixture, server_auth(fixture, &store, false))
+        .await
+        .unwrap();
+    let second = connect_with(fixture, server_auth(fixture, &other_process, false))
+        .await
+        .unwrap();
+    fixture.auth.expire_access_tokens();
+    (dir, store, first, second)
+}
+
 /// Two processes share one store (the daemon and a CLI command): when both find their token
 /// expired, only one refreshes; the other reads the rotated tokens from the store instead of
 /// presenting the refresh token the first one retired, which a server that detects reuse (as
@@ -320,24 +345,7 @@ async fn without_a_person_a_step_up_is_reported_not_attempted() {
 #[tokio::test]
 async fn processes_sharing_the_store_never_present_a_retired_refresh_token() {
     let fixture = protected(Era::Legacy).await;
-    fixture
-        .auth
-        .revoke_all_on_reuse
-        .store(true, Ordering::SeqCst);
-    let dir = tempfile::tempdir().unwrap();
-    let store = store_in(&dir, &fixture).await;
-    sign_in_and_close(&fixture, &store).await;
-
-    // Each process has its own connection to the database. (Legacy sessions send nothing in
-    // the background, so the order of the refreshes is the test's.)
-    let other_process = Store::open(dir.path()).await.unwrap();
-    let first = connect_with(&fixture, server_auth(&fixture, &store, false))
-        .await
-        .unwrap();
-    let second = connect_with(&fixture, server_auth(&fixture, &other_process, false))
-        .await
-        .unwrap();
-    fixture.auth.expire_access_tokens();
+    let (_dir, store, first, second) = two_processes_signed_in(&fixture).await;
     // The first refreshes and uses the new token, so the server retires the old refresh token.
     let old = stored_refresh_token(&store).await;
     assert_eq!(echo(&first).await.unwrap(), "hi");
@@ -364,23 +372,9 @@ async fn processes_sharing_the_store_never_present_a_retired_refresh_token() {
 #[tokio::test]
 async fn simultaneous_refreshes_in_two_processes_make_one_refresh() {
     let fixture = protected(Era::Legacy).await;
-    fixture
-        .auth
-        .revoke_all_on_reuse
-        .store(true, Ordering::SeqCst);
     // A slow token endpoint keeps the first refresh going while the second asks.
     fixture.auth.refresh_delay_ms.store(300, Ordering::SeqCst);
-    let dir = tempfile::tempdir().unwrap();
-    let store = store_in(&dir, &fixture).await;
-    sign_in_and_close(&fixture, &store).await;
-    let other_process = Store::open(dir.path()).await.unwrap();
-    let first = connect_with(&fixture, server_auth(&fixture, &store, false))
-        .await
-        .unwrap();
-    let second = connect_with(&fixture, server_auth(&fixture, &other_process, false))
-        .await
-        .unwrap();
-    fixture.auth.expire_access_tokens();
+    let (_dir, _store, first, second) = two_processes_signed_in(&fixture).await;
     let (a, b) = tokio::join!(echo(&first), echo(&second));
     assert_eq!((a.unwrap(), b.unwrap()), ("hi".into(), "hi".into()));
     assert_eq!(fixture.auth.refreshes.load(Ordering::SeqCst), 1);

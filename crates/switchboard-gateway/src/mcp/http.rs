@@ -240,23 +240,32 @@ async fn end_session(door: &FrontDoor, id: Option<&str>, request: Request, next:
     if let Some(id) = id
         && !door.sessions.sessions.read().await.contains_key(id)
     {
-        let body = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": -32600, "message": format!("no session '{id}': it ended or never existed")},
-        });
-        return (
+        return jsonrpc_error(
             StatusCode::NOT_FOUND,
-            [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response();
+            -32600,
+            &format!("no session '{id}': it ended or never existed"),
+        );
     }
     let response = next.run(request).await;
     if response.status() == StatusCode::ACCEPTED {
         return StatusCode::NO_CONTENT.into_response();
     }
     response
+}
+
+/// An HTTP answer carrying a JSON-RPC error that belongs to no request (`id: null`).
+pub(crate) fn jsonrpc_error(status: StatusCode, code: i32, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// Whether `response` is an SSE stream.
@@ -293,17 +302,11 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
         }
     };
     if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-        let body = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": -32700, "message": format!("Parse error: {error}")},
-        });
-        return (
+        return jsonrpc_error(
             StatusCode::BAD_REQUEST,
-            [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response();
+            -32700,
+            &format!("Parse error: {error}"),
+        );
     }
     let direct = super::direct::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes);
     if let Some(response) = direct.await {

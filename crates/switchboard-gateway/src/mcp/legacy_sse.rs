@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -127,17 +127,11 @@ async fn receive(
     let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(error) => {
-            let body = serde_json::json!({
-                "jsonrpc": "2.0",
-                "id": null,
-                "error": {"code": -32700, "message": format!("Parse error: {error}")},
-            });
-            return (
+            return super::http::jsonrpc_error(
                 StatusCode::BAD_REQUEST,
-                [(header::CONTENT_TYPE, "application/json")],
-                body.to_string(),
-            )
-                .into_response();
+                -32700,
+                &format!("Parse error: {error}"),
+            );
         }
     };
     let sender = super::lock(&sse.sessions).get(&query.session_id).cloned();
