@@ -73,8 +73,20 @@ fn problem(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({"error": message.into()}))).into_response()
 }
 
+/// What `POST /api/servers/{id}/login` may ask: scopes on top of those of the last sign-in and
+/// of any step-up the server asked for since (`?scope=a%20b`).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct LoginQuery {
+    #[serde(default)]
+    scope: Option<String>,
+}
+
 /// `POST /api/servers/{id}/login`.
-pub(crate) async fn start_login(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn start_login(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<LoginQuery>,
+) -> Response {
     let Ok(id) = switchboard_core::ServerId::new(id) else {
         return problem(StatusCode::BAD_REQUEST, "not a valid server id");
     };
@@ -84,7 +96,14 @@ pub(crate) async fn start_login(State(app): State<AppState>, Path(id): Path<Stri
         Err(error) => return sign_in_problem(error),
     };
     let auth = Arc::new(auth.with_listener(hub.sign_in_listener(&id)));
-    let pending = match begin_sign_in(&def, &auth, &app.callback_url).await {
+    let more: Vec<String> = query
+        .scope
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let pending = match begin_sign_in(&def, &auth, &app.callback_url, &more).await {
         Ok(pending) => pending,
         Err(error) => return sign_in_problem(error),
     };

@@ -115,17 +115,26 @@ pub async fn server_auth_for(
 
 /// Starts a sign-in that a person completes in a browser: asks the server for its challenge
 /// (resource metadata URL, scope), then runs discovery, registration and the authorization
-/// request with `redirect_uri`, asking again for the scopes of any earlier sign-in.
+/// request with `redirect_uri`, asking again for the scopes of any earlier sign-in and of a
+/// step-up the server asked for since, and for `more_scopes`.
 pub async fn begin_sign_in(
     def: &ServerDefinition,
     auth: &ServerAuth,
     redirect_uri: &str,
+    more_scopes: &[String],
 ) -> Result<PendingAuthorization, SignInError> {
     let TransportSpec::Http { url, headers, .. } = &def.transport else {
         return Err(SignInError::NotHttp(def.id.clone()));
     };
     let challenge = switchboard_upstream::auth_challenge(url, headers).await;
-    let previously = auth.requested_scopes().await;
+    // What the last sign-in asked for, what a server's step-up asked for since (remembered with
+    // the grant), and what the user asks for now.
+    let mut previously = auth.requested_scopes().await;
+    for scope in more_scopes {
+        if !previously.contains(scope) {
+            previously.push(scope.clone());
+        }
+    }
     auth.begin_sign_in(redirect_uri, challenge.as_ref(), &previously)
         .await
         .map_err(|detail| SignInError::OAuth {

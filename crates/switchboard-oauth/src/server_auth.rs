@@ -482,6 +482,20 @@ impl ServerAuth {
             return self.machine_grant_locked(slot, Some(challenge)).await;
         }
         let Some(authorizer) = self.authorizer.clone() else {
+            // Remembered with the grant, so that the next sign-in (`switchboard login` in
+            // another process, or the daemon's login) asks for these scopes too.
+            if let Some(loaded) = slot.as_mut() {
+                let mut wanted = loaded.grant.requested_scopes.clone();
+                for scope in &challenged {
+                    if !wanted.contains(scope) {
+                        wanted.push(scope.clone());
+                    }
+                }
+                if wanted != loaded.grant.requested_scopes {
+                    loaded.grant.requested_scopes = wanted;
+                    self.store.save_grant(&self.key, &loaded.grant).await?;
+                }
+            }
             return Err(OAuthError::SignInRequired(format!(
                 "the server needs more scope ({}); run `switchboard login {}` to grant it",
                 challenge.scope.as_deref().unwrap_or("unspecified"),

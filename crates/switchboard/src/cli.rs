@@ -210,6 +210,10 @@ pub struct LoginArgs {
     /// Give up after this many seconds without a redirect.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+    /// Ask for this scope too (repeatable), on top of those of the last sign-in and of any
+    /// step-up the server asked for since.
+    #[arg(long, value_name = "SCOPE")]
+    pub scope: Vec<String>,
 }
 
 /// Options of `logout`.

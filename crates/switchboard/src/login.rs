@@ -58,7 +58,7 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
             (listener, uri)
         }
     };
-    let pending = begin_sign_in(&def, &auth, redirect_uri.as_str()).await?;
+    let pending = begin_sign_in(&def, &auth, redirect_uri.as_str(), &args.scope).await?;
 
     let (tx, mut rx) = mpsc::channel::<AuthorizationCallback>(1);
     let state = pending.state.clone();

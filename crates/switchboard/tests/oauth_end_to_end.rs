@@ -63,14 +63,18 @@ fn text(output: &Output) -> String {
 
 /// Starts `login --no-browser` and returns the process and the authorization URL it printed.
 async fn start_login(data_dir: &Path, server: &str) -> (Child, String) {
-    let mut child = command(
-        data_dir,
-        &["login", server, "--no-browser", "--timeout", "30"],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    start_login_with(data_dir, server, &[]).await
+}
+
+/// Starts `switchboard login` with `more` options; returns it and the URL it printed.
+async fn start_login_with(data_dir: &Path, server: &str, more: &[&str]) -> (Child, String) {
+    let mut args = vec!["login", server, "--no-browser", "--timeout", "30"];
+    args.extend_from_slice(more);
+    let mut child = command(data_dir, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let url = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = lines.next_line().await.unwrap() {
@@ -167,6 +171,47 @@ async fn login_then_call_with_stored_tokens_then_logout_revokes_them() {
     login(dir.path(), "protected").await;
     assert_eq!(fixture.auth.registrations.load(Ordering::SeqCst), 1);
     assert!(call_echo(dir.path(), "protected").await.status.success());
+}
+
+/// A call refused for lack of scope (403 `insufficient_scope`) tells the user to sign in again,
+/// and that sign-in asks for the scope the server wanted, with the ones granted before: the call
+/// then works. `login --scope` asks for more by hand.
+#[tokio::test]
+async fn a_call_that_needs_more_scope_is_granted_it_by_the_next_login() {
+    let fixture = protected(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+    login(dir.path(), "protected").await;
+    *fixture.auth.tools_call_scope.lock().unwrap() = "admin".into();
+
+    let refused = call_echo(dir.path(), "protected").await;
+    assert!(!refused.status.success());
+    let said = text(&refused);
+    assert!(
+        said.contains("admin") && said.contains("switchboard login protected"),
+        "{said}"
+    );
+    login(dir.path(), "protected").await;
+    let asked = fixture.auth.authorizations.lock().unwrap().clone();
+    let last = asked.last().cloned().flatten().unwrap_or_default();
+    let first = asked.first().cloned().flatten().unwrap_or_default();
+    assert!(last.split(' ').any(|s| s == "admin"), "{asked:?}");
+    for granted in first.split(' ').filter(|s| !s.is_empty()) {
+        assert!(last.split(' ').any(|s| s == granted), "{asked:?}");
+    }
+    let called = call_echo(dir.path(), "protected").await;
+    assert!(called.status.success(), "{}", text(&called));
+
+    // By hand: `login --scope`.
+    let (mut child, url) = start_login_with(dir.path(), "protected", &["--scope", "reports"]).await;
+    assert_eq!(visit(&url).await, reqwest::StatusCode::OK);
+    assert!(child.wait().await.unwrap().success());
+    let asked = fixture.auth.authorizations.lock().unwrap().clone();
+    let last = asked.last().cloned().flatten().unwrap_or_default();
+    assert!(
+        last.split(' ').any(|s| s == "reports") && last.split(' ').any(|s| s == "admin"),
+        "{asked:?}"
+    );
 }
 
 /// A server that revokes refresh tokens but answers `unsupported_token_type` for access tokens
