@@ -15,7 +15,7 @@ use switchboard_oauth::{
 use switchboard_store::Store;
 
 /// OAuth settings shared by every server of a hub.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct OAuthOptions {
     /// How Switchboard presents itself to authorization servers.
     pub identity: ClientIdentity,
@@ -23,6 +23,21 @@ pub struct OAuthOptions {
     pub allow_loopback: bool,
     /// Allow authorization servers on private networks.
     pub allow_private: bool,
+    /// A person who can be asked for more scope when a server answers 403
+    /// `insufficient_scope` (a CLI command's browser); without one, the scope is remembered for
+    /// the next sign-in and the call fails saying so.
+    pub step_up: Option<std::sync::Arc<dyn switchboard_oauth::Authorizer>>,
+}
+
+impl std::fmt::Debug for OAuthOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthOptions")
+            .field("identity", &self.identity)
+            .field("allow_loopback", &self.allow_loopback)
+            .field("allow_private", &self.allow_private)
+            .field("step_up", &self.step_up.is_some())
+            .finish()
+    }
 }
 
 /// Environment variable that lets OAuth requests reach private networks (`1` or `true`).
@@ -67,14 +82,18 @@ pub fn server_auth(
         },
         ..AuthSettings::default()
     };
-    Some(ServerAuth::new(
+    let auth = ServerAuth::new(
         url.clone(),
         GrantKey::for_server(def.id.as_str()),
         OAuthHttp::new(policy),
         options.identity.clone(),
         settings,
         Arc::new(store.clone()),
-    ))
+    );
+    Some(match &options.step_up {
+        Some(person) => auth.with_step_up_authorizer(person.clone()),
+        None => auth,
+    })
 }
 
 /// Why a person-driven sign-in cannot start.

@@ -171,6 +171,8 @@ pub struct ServerAuth {
     settings: AuthSettings,
     store: Arc<dyn CredentialStore>,
     authorizer: Option<Arc<dyn Authorizer>>,
+    /// Asks a person for more scope only (a CLI command can; a first sign-in stays `login`'s).
+    step_up_authorizer: Option<Arc<dyn Authorizer>>,
     listener: Option<Listener>,
     /// The current grant; the lock is also what makes refresh and sign-in single-flight.
     grant: tokio::sync::Mutex<Option<Loaded>>,
@@ -223,6 +225,7 @@ impl ServerAuth {
             settings,
             store,
             authorizer: None,
+            step_up_authorizer: None,
             listener: None,
             grant: tokio::sync::Mutex::new(None),
             store_checked: AtomicBool::new(false),
@@ -235,6 +238,13 @@ impl ServerAuth {
     /// user.
     pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
         self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// Lets a 403 `insufficient_scope` re-authorize with `authorizer` (a person at hand), while a
+    /// missing sign-in is still reported rather than started.
+    pub fn with_step_up_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.step_up_authorizer = Some(authorizer);
         self
     }
 
@@ -481,7 +491,11 @@ impl ServerAuth {
         if self.settings.grant.is_unattended() {
             return self.machine_grant_locked(slot, Some(challenge)).await;
         }
-        let Some(authorizer) = self.authorizer.clone() else {
+        let Some(authorizer) = self
+            .authorizer
+            .clone()
+            .or_else(|| self.step_up_authorizer.clone())
+        else {
             // Remembered with the grant, so that the next sign-in (`switchboard login` in
             // another process, or the daemon's login) asks for these scopes too.
             if let Some(loaded) = slot.as_mut() {

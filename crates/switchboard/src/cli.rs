@@ -172,6 +172,10 @@ pub struct CallArgs {
     /// Print the tool result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// When the server wants more OAuth scope for this call, print the sign-in URL instead of
+    /// opening the browser.
+    #[arg(long)]
+    pub no_browser: bool,
 }
 
 /// `server` subcommands.

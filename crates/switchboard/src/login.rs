@@ -59,18 +59,47 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
         }
     };
     let pending = begin_sign_in(&def, &auth, redirect_uri.as_str(), &args.scope).await?;
+    let url = pending.authorization_url.to_string();
+    println!("Sign in to '{id}' at:\n{url}");
+    let callback = wait_for_redirect(
+        listener,
+        &url,
+        &redirect_uri,
+        &pending.state,
+        id.as_str(),
+        !args.no_browser,
+        Duration::from_secs(args.timeout),
+    )
+    .await?;
+    auth.complete_sign_in(&pending, &callback)
+        .await
+        .with_context(|| format!("signing in to '{id}' failed"))?;
+    println!("Signed in to '{id}'.");
+    Ok(0)
+}
 
+/// Opens the authorization request `url` in the browser (when `open_browser`; the caller
+/// printed it), serves `redirect_uri` on `listener`, and returns the first redirect carrying
+/// `state`, within `timeout`. Used by `login` and by a command's step-up ([`BrowserAuthorizer`]).
+async fn wait_for_redirect(
+    listener: tokio::net::TcpListener,
+    url: &str,
+    redirect_uri: &url::Url,
+    state: &str,
+    server: &str,
+    open_browser: bool,
+    timeout: Duration,
+) -> anyhow::Result<AuthorizationCallback> {
     let (tx, mut rx) = mpsc::channel::<AuthorizationCallback>(1);
-    let state = pending.state.clone();
     let router = axum::Router::new()
         .route(redirect_uri.path(), axum::routing::get(callback))
         .with_state(CallbackState {
-            expected_state: state,
-            server: id.to_string(),
+            expected_state: state.to_owned(),
+            server: server.to_owned(),
             deliver: tx,
         });
     let stop = tokio_util::sync::CancellationToken::new();
-    let server = tokio::spawn({
+    let serving = tokio::spawn({
         let stop = stop.clone();
         async move {
             axum::serve(listener, router)
@@ -78,29 +107,19 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
                 .await
         }
     });
-
-    let url = pending.authorization_url.to_string();
-    println!("Sign in to '{id}' at:\n{url}");
-    if !args.no_browser
-        && let Err(error) = webbrowser::open(&url)
-    {
+    if open_browser && let Err(error) = webbrowser::open(url) {
         eprintln!("(could not open a browser: {error}; open the URL above yourself)");
     }
-    let received = tokio::time::timeout(Duration::from_secs(args.timeout), rx.recv()).await;
+    let received = tokio::time::timeout(timeout, rx.recv()).await;
     stop.cancel();
-    let _ = server.await;
-    let callback = match received {
-        Ok(Some(callback)) => callback,
+    let _ = serving.await;
+    match received {
+        Ok(Some(callback)) => Ok(callback),
         _ => bail!(
-            "no sign-in redirect arrived within {} s; run `switchboard login {id}` again",
-            args.timeout
+            "no sign-in redirect arrived within {} s; run `switchboard login {server}` again",
+            timeout.as_secs()
         ),
-    };
-    auth.complete_sign_in(&pending, &callback)
-        .await
-        .with_context(|| format!("signing in to '{id}' failed"))?;
-    println!("Signed in to '{id}'.");
-    Ok(0)
+    }
 }
 
 /// `text` as a redirect URI `switchboard login` can listen at: `http` on a loopback address
@@ -119,6 +138,89 @@ pub(crate) fn loopback_redirect(text: &str) -> anyhow::Result<url::Url> {
         );
     }
     Ok(uri)
+}
+
+/// A person at this terminal, asked for more scope while a command runs (a 403
+/// `insufficient_scope`): the authorization URL is printed on stderr and opened in the browser
+/// (unless `--no-browser`), and the redirect comes back to a loopback port of this process.
+pub(crate) struct BrowserAuthorizer {
+    /// Bound once, so the redirect URI stays the same for every attempt; each attempt serves a
+    /// clone of it.
+    listener: std::net::TcpListener,
+    redirect_uri: url::Url,
+    server: String,
+    open_browser: bool,
+    timeout: Duration,
+}
+
+impl BrowserAuthorizer {
+    /// Listens on a free loopback port for `server`'s redirects.
+    pub(crate) fn bind(
+        server: &str,
+        open_browser: bool,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .context("cannot open a loopback port for the sign-in redirect")?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        Ok(Self {
+            listener,
+            redirect_uri: url::Url::parse(&format!("http://127.0.0.1:{port}{CALLBACK_PATH}"))?,
+            server: server.to_owned(),
+            open_browser,
+            timeout,
+        })
+    }
+}
+
+impl switchboard_oauth::Authorizer for BrowserAuthorizer {
+    fn redirect_uri(&self) -> String {
+        self.redirect_uri.to_string()
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        url: &'a url::Url,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<AuthorizationCallback, switchboard_oauth::OAuthError>,
+                > + Send
+                + 'a,
+        >,
+    > {
+        Box::pin(async move {
+            let failed = |error: anyhow::Error| {
+                switchboard_oauth::OAuthError::SignInRequired(format!("{error:#}"))
+            };
+            let state = url
+                .query_pairs()
+                .find(|(key, _)| key == "state")
+                .map(|(_, value)| value.into_owned())
+                .unwrap_or_default();
+            let listener = self
+                .listener
+                .try_clone()
+                .and_then(tokio::net::TcpListener::from_std)
+                .map_err(|e| failed(e.into()))?;
+            eprintln!(
+                "'{}' needs more permissions for this; grant them at:\n{url}",
+                self.server
+            );
+            wait_for_redirect(
+                listener,
+                url.as_str(),
+                &self.redirect_uri,
+                &state,
+                &self.server,
+                self.open_browser,
+                self.timeout,
+            )
+            .await
+            .map_err(failed)
+        })
+    }
 }
 
 #[derive(Clone)]

@@ -234,6 +234,9 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// How long `call` waits for a person to grant more scope in the browser.
+const STEP_UP_WAIT_SECS: u64 = 300;
+
 /// How often a running daemon reads the servers from the store again, so that `switchboard
 /// server ...` in another process takes effect without a restart.
 const STORE_CHECK: Duration = Duration::from_secs(2);
@@ -616,6 +619,15 @@ async fn import(store: &Store, args: ImportArgs) -> anyhow::Result<i32> {
 /// Starts a hub for the enabled servers (or just `only`) and waits until each has connected or
 /// failed. Progress goes to stderr when it is a terminal.
 async fn connected_hub(store: Store, only: Option<&str>) -> anyhow::Result<Arc<Hub>> {
+    connected_hub_with(store, only, switchboard_hub::OAuthOptions::from_env()).await
+}
+
+/// [`connected_hub`] with these OAuth options.
+async fn connected_hub_with(
+    store: Store,
+    only: Option<&str>,
+    oauth: switchboard_hub::OAuthOptions,
+) -> anyhow::Result<Arc<Hub>> {
     let definitions = match only {
         Some(id) => {
             let id = parse_id(id)?;
@@ -641,7 +653,7 @@ async fn connected_hub(store: Store, only: Option<&str>) -> anyhow::Result<Arc<H
         .max()
         .unwrap_or_default()
         + Duration::from_secs(5);
-    let hub = Hub::with_oauth(store, options(), switchboard_hub::OAuthOptions::from_env());
+    let hub = Hub::with_oauth(store, options(), oauth);
     let total = definitions.len();
     for def in definitions {
         hub.start(def).await;
@@ -809,7 +821,19 @@ async fn call(store: Store, args: CallArgs) -> anyhow::Result<i32> {
         .split_once('/')
         .filter(|(s, t)| !s.is_empty() && !t.is_empty())
         .context("the target must be <server>/<tool>")?;
-    let hub = connected_hub(store, Some(server)).await?;
+    // A person at this terminal (or one who asked for the URL with --no-browser) can grant a
+    // scope the server asks for during the call; a script gets the error, and the scope is
+    // remembered for the next `switchboard login`.
+    let mut oauth = switchboard_hub::OAuthOptions::from_env();
+    if args.no_browser || std::io::stderr().is_terminal() {
+        let person = login::BrowserAuthorizer::bind(
+            server,
+            !args.no_browser,
+            Duration::from_secs(STEP_UP_WAIT_SECS),
+        )?;
+        oauth.step_up = Some(Arc::new(person));
+    }
+    let hub = connected_hub_with(store, Some(server), oauth).await?;
     let outcome = call_on_hub(&hub, server, tool, &args).await;
     // Said before the shutdown: a stdio server's shutdown grace is no reason to keep the user
     // waiting for the answer.

@@ -173,9 +173,10 @@ async fn login_then_call_with_stored_tokens_then_logout_revokes_them() {
     assert!(call_echo(dir.path(), "protected").await.status.success());
 }
 
-/// A call refused for lack of scope (403 `insufficient_scope`) tells the user to sign in again,
-/// and that sign-in asks for the scope the server wanted, with the ones granted before: the call
-/// then works. `login --scope` asks for more by hand.
+/// A call refused for lack of scope (403 `insufficient_scope`) with nobody to ask (a script)
+/// tells the user to sign in again, and that sign-in asks for the scope the server wanted, with
+/// the ones granted before: the call then works. With a person at hand the call asks for the
+/// scope itself and goes through. `login --scope` asks for more by hand.
 #[tokio::test]
 async fn a_call_that_needs_more_scope_is_granted_it_by_the_next_login() {
     let fixture = protected(Era::Legacy).await;
@@ -201,6 +202,49 @@ async fn a_call_that_needs_more_scope_is_granted_it_by_the_next_login() {
     }
     let called = call_echo(dir.path(), "protected").await;
     assert!(called.status.success(), "{}", text(&called));
+
+    // During a call, with a person at hand (`--no-browser` prints the URL on stderr): the
+    // call asks for the scope, waits for the sign-in, and goes through.
+    *fixture.auth.tools_call_scope.lock().unwrap() = "deploy".into();
+    let mut call = command(
+        dir.path(),
+        &[
+            "call",
+            "protected/echo",
+            "--arg",
+            "message=hi",
+            "--no-browser",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(call.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.starts_with("http://") || line.starts_with("https://") {
+                return line;
+            }
+        }
+        panic!("call printed no sign-in URL");
+    })
+    .await
+    .expect("the URL in time");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    assert_eq!(visit(&url).await, reqwest::StatusCode::OK);
+    let done = tokio::time::timeout(Duration::from_secs(20), call.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(done.status.success(), "{}", text(&done));
+    assert!(String::from_utf8_lossy(&done.stdout).contains("hi"));
+    let asked = fixture.auth.authorizations.lock().unwrap().clone();
+    let last = asked.last().cloned().flatten().unwrap_or_default();
+    assert!(
+        last.split(' ').any(|s| s == "deploy") && last.split(' ').any(|s| s == "admin"),
+        "the union of scopes: {asked:?}"
+    );
 
     // By hand: `login --scope`.
     let (mut child, url) = start_login_with(dir.path(), "protected", &["--scope", "reports"]).await;
