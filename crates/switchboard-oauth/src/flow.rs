@@ -174,6 +174,9 @@ pub fn start(
         if let Some(scope) = &scope {
             query.append_pair("scope", scope);
         }
+        if needs_consent_prompt(server, scope.as_deref()) {
+            query.append_pair("prompt", "consent");
+        }
     }
     Ok(PendingAuthorization {
         authorization_url: url,
@@ -185,6 +188,14 @@ pub fn start(
         bind_dpop: false,
         pkce,
     })
+}
+
+/// Whether the authorization request must carry `prompt=consent`: an OpenID Provider (one that
+/// lists the `openid` scope) grants `offline_access`, and so a refresh token, only when the
+/// request asks for consent (OpenID Connect Core 1.0 §11), and ignores the scope otherwise.
+fn needs_consent_prompt(server: &AuthorizationServerMetadata, scope: Option<&str>) -> bool {
+    let offline = scope.is_some_and(|s| s.split(' ').any(|s| s == "offline_access"));
+    offline && AuthorizationServerMetadata::lists(&server.scopes_supported, "openid")
 }
 
 /// Checks a redirect against the request (state, then RFC 9207 `iss`) and returns the code.
@@ -398,6 +409,40 @@ mod tests {
                 .authorization_url
                 .as_str()
                 .contains(&pending.pkce.verifier)
+        );
+    }
+
+    #[test]
+    fn an_openid_provider_is_asked_for_consent_when_offline_access_is_requested() {
+        let http = OAuthHttp::new(NetworkPolicy::default());
+        let prompt = |scopes_supported: &[&str], scope: &str| {
+            let mut d = discovery(None);
+            d.server.scopes_supported =
+                Some(scopes_supported.iter().map(|s| (*s).to_owned()).collect());
+            let pending = start(
+                &http,
+                d,
+                client(),
+                "http://127.0.0.1:1/cb",
+                Some(scope.into()),
+            )
+            .unwrap();
+            pending
+                .authorization_url
+                .query_pairs()
+                .find(|(k, _)| k == "prompt")
+                .map(|(_, v)| v.into_owned())
+        };
+        let provider = ["openid", "read", "offline_access"];
+        assert_eq!(
+            prompt(&provider, "read offline_access").as_deref(),
+            Some("consent")
+        );
+        assert_eq!(prompt(&provider, "read"), None, "no offline access asked");
+        assert_eq!(
+            prompt(&["read", "offline_access"], "read offline_access"),
+            None,
+            "a plain OAuth server needs no prompt"
         );
     }
 
