@@ -21,6 +21,15 @@ fn http(url: &str) -> ServerDefinition {
     definition(TransportSpec::from_url(url, vec![]).unwrap())
 }
 
+/// The server at `url`, reached only over `transport`.
+fn pinned_to(url: &str, transport: DetectedTransport) -> ServerDefinition {
+    let mut def = http(url);
+    if let TransportSpec::Http { pinned, .. } = &mut def.transport {
+        *pinned = Some(transport);
+    }
+    def
+}
+
 fn stdio(era: &str) -> ServerDefinition {
     let binary = switchboard_fixtures::stdio_fixture_binary();
     definition(
@@ -141,10 +150,7 @@ async fn a_pinned_transport_is_the_only_one_tried() {
     );
     detected.session.close().await;
 
-    let mut pinned = http(&fixture.url);
-    if let TransportSpec::Http { pinned, .. } = &mut pinned.transport {
-        *pinned = Some(DetectedTransport::StreamableHttp);
-    }
+    let pinned = pinned_to(&fixture.url, DetectedTransport::StreamableHttp);
     let stale_cache = Some(DetectedTransport::StreamableHttpStateless);
     let connection = connect(&pinned, stale_cache, &options()).await.unwrap();
     assert_eq!(connection.detected, Some(DetectedTransport::StreamableHttp));
@@ -158,10 +164,7 @@ async fn a_pinned_transport_is_the_only_one_tried() {
 
     // Pinned to the transport a server does not speak, it fails instead of finding another.
     let legacy = transports::streamable_http(Era::Legacy).await;
-    let mut wrong = http(&legacy.url);
-    if let TransportSpec::Http { pinned, .. } = &mut wrong.transport {
-        *pinned = Some(DetectedTransport::HttpSse);
-    }
+    let wrong = pinned_to(&legacy.url, DetectedTransport::HttpSse);
     assert!(connect(&wrong, None, &options()).await.is_err());
 }
 

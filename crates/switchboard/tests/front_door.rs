@@ -1327,27 +1327,21 @@ async fn sessions_beyond_the_limit_are_refused_clearly_until_one_ends() {
     );
 
     // Ending a session makes room (at once, give or take the session's own teardown).
-    let ended = reqwest::Client::new()
-        .delete(&url)
-        .header("mcp-session-id", &open[0])
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
+    let delete = || {
+        reqwest::Client::new()
+            .delete(&url)
+            .header("mcp-session-id", &open[0])
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+    };
+    let ended = delete().await.unwrap();
     assert_eq!(
         ended.status(),
         204,
         "DELETE ends the session with no content"
     );
     // The session is gone: deleting it again, or using it, is a plain 404.
-    let again = reqwest::Client::new()
-        .delete(&url)
-        .header("mcp-session-id", &open[0])
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 404, "a second DELETE");
+    assert_eq!(delete().await.unwrap().status(), 404, "a second DELETE");
     let ping = json!({"jsonrpc": "2.0", "id": 99, "method": "ping"});
     assert_eq!(post_in_session(&url, &open[0], ping).await, 404);
     for _ in 0..50 {

@@ -75,20 +75,26 @@ async fn start_login_with(data_dir: &Path, server: &str, more: &[&str]) -> (Chil
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = first_url(child.stdout.take().unwrap()).await;
+    (child, url)
+}
+
+/// The first URL a child prints on `output` (within 20 s); the rest is read in the background
+/// so the child never blocks on a full pipe.
+async fn first_url(output: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> String {
+    let mut lines = BufReader::new(output).lines();
     let url = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = lines.next_line().await.unwrap() {
             if line.starts_with("http://") || line.starts_with("https://") {
                 return line;
             }
         }
-        panic!("login printed no URL");
+        panic!("no URL printed");
     })
     .await
-    .expect("login prints the URL in time");
-    // Keep reading stdout in the background so the child never blocks on a full pipe.
+    .expect("a URL printed in time");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, url)
+    url
 }
 
 /// Plays the browser: follows the authorization URL to the loopback callback.
@@ -220,18 +226,7 @@ async fn a_call_that_needs_more_scope_is_granted_it_by_the_next_login() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let mut lines = BufReader::new(call.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if line.starts_with("http://") || line.starts_with("https://") {
-                return line;
-            }
-        }
-        panic!("call printed no sign-in URL");
-    })
-    .await
-    .expect("the URL in time");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = first_url(call.stderr.take().unwrap()).await;
     assert_eq!(visit(&url).await, reqwest::StatusCode::OK);
     let done = tokio::time::timeout(Duration::from_secs(20), call.wait_with_output())
         .await
