@@ -165,14 +165,29 @@ impl Hub {
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut seen = None;
             loop {
                 tokio::select! {
                     _ = ticks.tick() => {}
                     () = stop.cancelled() => return,
                 }
                 let Some(hub) = hub.upgrade() else { return };
-                if let Err(error) = hub.apply_store().await {
-                    tracing::warn!(%error, "reading the servers from the store failed");
+                // Only when something changed are the servers read (and their secrets opened).
+                let now = match hub.store.servers_fingerprint().await {
+                    Ok(now) => now,
+                    Err(error) => {
+                        tracing::warn!(%error, "reading the servers from the store failed");
+                        continue;
+                    }
+                };
+                if seen == Some(now) {
+                    continue;
+                }
+                match hub.apply_store().await {
+                    Ok(()) => seen = Some(now),
+                    Err(error) => {
+                        tracing::warn!(%error, "reading the servers from the store failed")
+                    }
                 }
             }
         });

@@ -190,6 +190,17 @@ impl Store {
         rows.iter().map(|row| self.decode_server(row)).collect()
     }
 
+    /// A value that changes whenever a server is added, changed or removed (their number and
+    /// the sum of their change times), read without opening any sealed value: a daemon checks
+    /// it often, and lists the servers only when it moved.
+    pub async fn servers_fingerprint(&self) -> Result<(i64, i64), StoreError> {
+        let (count, sum): (i64, Option<i64>) =
+            sqlx::query_as("SELECT COUNT(*), SUM(updated_at_ms) FROM servers")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok((count, sum.unwrap_or(0)))
+    }
+
     /// Removes a server and everything stored for it.
     pub async fn remove_server(&self, id: &ServerId) -> Result<(), StoreError> {
         let done = sqlx::query("DELETE FROM servers WHERE id = ?1")
