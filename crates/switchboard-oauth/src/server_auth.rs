@@ -526,11 +526,6 @@ impl ServerAuth {
     }
 
     async fn refresh_locked(&self, slot: &mut Option<Loaded>) -> Result<(), OAuthError> {
-        if slot.is_none() {
-            return Err(OAuthError::SignInRequired(
-                "there are no tokens to refresh".into(),
-            ));
-        }
         // Only one process sharing the store refreshes at a time, and each reads the store
         // first: tokens another process got since ours were loaded are taken as they are, and
         // the refresh token they retired is never presented (a server that detects reuse
@@ -546,7 +541,7 @@ impl ServerAuth {
                 )));
             }
             Some(stored)
-                if slot.as_ref().is_some_and(|ours| {
+                if slot.as_ref().is_none_or(|ours| {
                     stored.grant.tokens.access_token != ours.grant.tokens.access_token
                 }) =>
             {
