@@ -160,6 +160,33 @@ impl ConnectionTask {
         }
     }
 
+    /// Whether a scope is still wanted: clears the status's `needs_scope` once the tokens
+    /// (the ones held, or newer ones a sign-in stored) carry all of it.
+    async fn check_needed_scope(&mut self) -> bool {
+        let Some(needed) = self.slot.status.borrow().needs_scope.clone() else {
+            return false;
+        };
+        let Some(auth) = &self.auth else {
+            return false;
+        };
+        let granted = match auth.granted_scopes().await {
+            Ok(granted) => granted,
+            Err(error) => {
+                tracing::warn!(server = %self.server(), %error, "cannot read stored credentials");
+                return true;
+            }
+        };
+        if needed
+            .split_whitespace()
+            .all(|s| granted.iter().any(|g| g == s))
+        {
+            tracing::info!(server = %self.server(), scope = needed, "the scope a call needed is granted");
+            self.slot.status.send_modify(|s| s.needs_scope = None);
+            return false;
+        }
+        true
+    }
+
     fn server(&self) -> &switchboard_core::ServerId {
         &self.slot.definition.id
     }
@@ -305,11 +332,28 @@ impl ConnectionTask {
         let mut health = HealthChecks::new(self.options.supervision.health_interval);
         let mut unhealthy = None;
         let mut signed_out = None;
+        // While a scope is wanted, the store is checked now and then for a sign-in granting it.
+        let mut scope_check = self
+            .slot
+            .status
+            .borrow()
+            .needs_scope
+            .is_some()
+            .then(|| tokio::time::Instant::now() + SIGN_IN_POLL);
         loop {
             tokio::select! {
                 _ = &mut closed => break,
                 Some(event) = events.recv() => self.on_events(&upstream, event, &mut events).await,
+                _ = sleep_until_some(scope_check) => {
+                    scope_check = self.check_needed_scope().await
+                        .then(|| tokio::time::Instant::now() + SIGN_IN_POLL);
+                }
                 Some(event) = self.auth_events.recv() => {
+                    if let AuthEvent::MoreScopeNeeded { scope } = &event {
+                        tracing::warn!(server = %self.server(), scope, "a call needs more scope; the next sign-in asks for it");
+                        self.slot.status.send_modify(|s| s.needs_scope = Some(scope.clone()));
+                        scope_check = Some(tokio::time::Instant::now() + SIGN_IN_POLL);
+                    }
                     self.on_auth_event(event);
                     // The grant is dead, so no request of this session can succeed any more:
                     // end it and wait for a sign-in, once the requests that found out have had

@@ -30,6 +30,12 @@ pub struct ServerStatus {
     /// What is wrong, in plain words, when the state is not healthy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Scopes a call was refused for lacking (403 `insufficient_scope`) with nobody at hand to
+    /// grant them, space-separated, with the ones granted before: the next sign-in
+    /// (`switchboard login <id>`, or `POST /api/servers/{id}/login`) asks for them. Cleared once
+    /// a sign-in granted them. The server stays connected meanwhile; its other calls go on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_scope: Option<String>,
     /// Number of (enabled) tools.
     pub tools: usize,
     /// Number of resources.
@@ -61,6 +67,7 @@ impl ServerStatus {
             protocol_version: None,
             server_info: None,
             error: None,
+            needs_scope: None,
             tools: 0,
             resources: 0,
             resource_templates: 0,

@@ -58,6 +58,13 @@ pub enum AuthEvent {
         /// Why.
         message: String,
     },
+    /// A request was refused for lack of scope (403 `insufficient_scope`) and nobody is at hand
+    /// to grant more: the next sign-in asks for `scope` (what the server wanted, with what was
+    /// asked for before). Signed in as before, other requests go on.
+    MoreScopeNeeded {
+        /// The scopes the next sign-in asks for, space-separated.
+        scope: String,
+    },
     /// A sign-in failed (discovery, registration, a refused or forged redirect, the token
     /// exchange).
     Failed {
@@ -305,6 +312,37 @@ impl ServerAuth {
         Ok(slot.is_some())
     }
 
+    /// Takes the tokens stored for this server when they differ from the ones held here (a
+    /// sign-in or refresh by another process, or by another `ServerAuth` of this one); true when
+    /// it took them.
+    async fn take_newer_from_store(&self, slot: &mut Option<Loaded>) -> Result<bool, OAuthError> {
+        let Some(stored) = self.read_store().await? else {
+            return Ok(false);
+        };
+        let newer = slot
+            .as_ref()
+            .is_none_or(|held| held.grant.tokens.access_token != stored.grant.tokens.access_token);
+        if newer {
+            *slot = Some(stored);
+            self.emit(AuthEvent::Authenticated);
+        }
+        Ok(newer)
+    }
+
+    /// The scopes the tokens held for this server carry (the ones asked for, when the server
+    /// did not say), after taking newer tokens from the store: what a later sign-in granted is
+    /// seen here without waiting for a request to be refused.
+    pub async fn granted_scopes(&self) -> Result<Vec<String>, OAuthError> {
+        let mut slot = self.grant.lock().await;
+        self.take_newer_from_store(&mut slot).await?;
+        Ok(slot
+            .as_ref()
+            .map_or_else(Vec::new, |held| match held.grant.tokens.scope.as_deref() {
+                Some(scope) => split_scopes(Some(scope)),
+                None => held.grant.requested_scopes.clone(),
+            }))
+    }
+
     /// The scopes requested by the current sign-in (a new sign-in asks for them again).
     pub async fn requested_scopes(&self) -> Vec<String> {
         let mut slot = self.grant.lock().await;
@@ -421,6 +459,11 @@ impl ServerAuth {
                         .into(),
                 ));
             };
+            // A sign-in by another process (`switchboard login`, or the daemon's API) may have
+            // granted the scope since these tokens were loaded: try its tokens first.
+            if self.take_newer_from_store(&mut slot).await? {
+                return Ok(());
+            }
             return self.step_up(&mut slot, &challenge).await;
         }
         if challenge.as_ref().and_then(|c| c.error.as_deref()) == Some("use_dpop_nonce")
@@ -506,9 +549,12 @@ impl ServerAuth {
                     }
                 }
                 if wanted != loaded.grant.requested_scopes {
-                    loaded.grant.requested_scopes = wanted;
+                    loaded.grant.requested_scopes = wanted.clone();
                     self.store.save_grant(&self.key, &loaded.grant).await?;
                 }
+                self.emit(AuthEvent::MoreScopeNeeded {
+                    scope: wanted.join(" "),
+                });
             }
             return Err(OAuthError::SignInRequired(format!(
                 "the server needs more scope ({}); run `switchboard login {}` to grant it",

@@ -72,9 +72,17 @@ fn init_tracing(cli: &Cli) {
         (Command::Serve(_), _) | (_, 1) => "info",
         _ => "warn",
     };
+    // A one-shot command says itself what became of each server (`warning: <server>: ...`),
+    // so the connection's own state-change warnings, meant for a daemon's log, would only say
+    // it twice.
+    let quiet_states = match cli.command {
+        Command::Serve(_) | Command::Stdio => "",
+        _ if cli.verbose > 0 => "",
+        _ => ",switchboard_hub::connection=error",
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!(
-            "{default},rmcp=warn,rmcp::transport::worker=off"
+            "{default}{quiet_states},rmcp=warn,rmcp::transport::worker=off"
         ))
     });
     tracing_subscriber::fmt()

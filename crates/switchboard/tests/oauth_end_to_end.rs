@@ -4,98 +4,20 @@
 //! OAuth-protected fixture (its authorization server redirects at once, as a browser session
 //! that is already signed in would).
 
+mod common;
+
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use common::{
+    call_through_daemon, command, first_url, run, server_status, spawn_daemon, start_daemon_login,
+    start_login, start_login_with, text, wait_for_state,
+};
 use switchboard_fixtures::Era;
 use switchboard_fixtures::oauth::{OAuthFixture, protected};
 use switchboard_oauth::GrantKey;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-fn command(data_dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
-    command
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .env_remove("SWITCHBOARD_VAULT_KEY")
-        .env_remove("SWITCHBOARD_CONFIG")
-        .kill_on_drop(true);
-    command
-}
-
-/// Starts `switchboard serve` on a free loopback port (killed when dropped).
-fn spawn_daemon(data_dir: &Path) -> (Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let daemon = command(
-        data_dir,
-        &["serve", "--listen", &format!("127.0.0.1:{port}")],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    (daemon, port)
-}
-
-async fn run(data_dir: &Path, args: &[&str]) -> Output {
-    command(data_dir, args)
-        .output()
-        .await
-        .expect("switchboard runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// Starts `login --no-browser` and returns the process and the authorization URL it printed.
-async fn start_login(data_dir: &Path, server: &str) -> (Child, String) {
-    start_login_with(data_dir, server, &[]).await
-}
-
-/// Starts `switchboard login` with `more` options; returns it and the URL it printed.
-async fn start_login_with(data_dir: &Path, server: &str, more: &[&str]) -> (Child, String) {
-    let mut args = vec!["login", server, "--no-browser", "--timeout", "30"];
-    args.extend_from_slice(more);
-    let mut child = command(data_dir, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = first_url(child.stdout.take().unwrap()).await;
-    (child, url)
-}
-
-/// The first URL a child prints on `output` (within 20 s); the rest is read in the background
-/// so the child never blocks on a full pipe.
-async fn first_url(output: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> String {
-    let mut lines = BufReader::new(output).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if line.starts_with("http://") || line.starts_with("https://") {
-                return line;
-            }
-        }
-        panic!("no URL printed");
-    })
-    .await
-    .expect("a URL printed in time");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    url
-}
 
 /// Plays the browser: follows the authorization URL to the loopback callback.
 async fn visit(url: &str) -> reqwest::StatusCode {
@@ -251,6 +173,74 @@ async fn a_call_that_needs_more_scope_is_granted_it_by_the_next_login() {
         last.split(' ').any(|s| s == "reports") && last.split(' ').any(|s| s == "admin"),
         "{asked:?}"
     );
+}
+
+/// The daemon, with nobody at hand, meets a call that needs more scope: the call's answer says
+/// what is missing and how to grant it, the server stays connected (its other calls go on) and
+/// its status names the scope; a sign-in through the admin API asks for it with the scopes
+/// granted before, after which the status clears and the call works. A later call needing yet
+/// another scope is granted by `switchboard login` in another process, which the daemon picks
+/// up without a restart.
+#[tokio::test]
+async fn the_daemon_shows_the_scope_a_call_needs_and_its_login_asks_for_it() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+    login(dir.path(), "protected").await;
+    let (_daemon, port) = spawn_daemon(dir.path());
+    wait_for_state(port, "protected", "connected").await;
+    let works = call_through_daemon(port, 1, "protected__echo").await;
+    assert_eq!(works["result"]["content"][0]["text"], "hi", "{works}");
+
+    *fixture.auth.tools_call_scope.lock().unwrap() = "admin".into();
+    let refused = call_through_daemon(port, 2, "protected__echo").await;
+    let said = refused.to_string();
+    assert!(
+        said.contains("admin") && said.contains("switchboard login protected"),
+        "{refused}"
+    );
+    let status = server_status(port, "protected").await.unwrap();
+    assert_eq!(status["state"], "connected", "{status}");
+    let needed = status["needs_scope"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(needed.split(' ').any(|s| s == "admin"), "{status}");
+
+    let url = start_daemon_login(port, "protected").await;
+    let asked = url::Url::parse(&url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "scope")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    for scope in needed.split(' ') {
+        assert!(
+            asked.split(' ').any(|s| s == scope),
+            "{asked} lacks {scope}"
+        );
+    }
+    assert_eq!(visit(&url).await, reqwest::StatusCode::OK);
+    let mut cleared = serde_json::Value::Null;
+    for _ in 0..100 {
+        cleared = server_status(port, "protected").await.unwrap();
+        if cleared.get("needs_scope").is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cleared.get("needs_scope").is_none(), "{cleared}");
+    let granted = call_through_daemon(port, 3, "protected__echo").await;
+    assert_eq!(granted["result"]["content"][0]["text"], "hi", "{granted}");
+
+    // Granted by the CLI in another process: the daemon takes the new tokens when its old
+    // ones are refused, without waiting for them to expire.
+    *fixture.auth.tools_call_scope.lock().unwrap() = "deploy".into();
+    let refused = call_through_daemon(port, 4, "protected__echo").await;
+    assert!(refused.to_string().contains("deploy"), "{refused}");
+    login(dir.path(), "protected").await;
+    let granted = call_through_daemon(port, 5, "protected__echo").await;
+    assert_eq!(granted["result"]["content"][0]["text"], "hi", "{granted}");
 }
 
 /// A server that revokes refresh tokens but answers `unsupported_token_type` for access tokens
@@ -483,51 +473,6 @@ async fn a_configured_client_is_used_instead_of_registering_and_only_at_its_issu
         fixture.auth.authorizations.lock().unwrap().len(),
         1,
         "no authorization request"
-    );
-}
-
-async fn server_status(port: u16, id: &str) -> Option<serde_json::Value> {
-    let status: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/api/status"))
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
-    status["servers"]
-        .as_array()?
-        .iter()
-        .find(|s| s["server"] == id)
-        .cloned()
-}
-
-/// `POST /api/servers/{id}/login`; returns the authorization URL.
-async fn start_daemon_login(port: u16, id: &str) -> String {
-    let started: serde_json::Value = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{port}/api/servers/{id}/login"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    started["authorization_url"]
-        .as_str()
-        .expect("an authorization URL")
-        .to_owned()
-}
-
-async fn wait_for_state(port: u16, id: &str, state: &str) -> serde_json::Value {
-    for _ in 0..200 {
-        if let Some(status) = server_status(port, id).await
-            && status["state"] == state
-        {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "{id} never reached {state}: {:?}",
-        server_status(port, id).await
     );
 }
 

@@ -1,0 +1,168 @@
+//! What the CLI tests share: running `switchboard` as a user does (no vault key or config from
+//! the environment), starting `serve` and `login --no-browser`, and reading what they print.
+#![allow(dead_code)] // each test binary uses a part of it
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// `switchboard --data-dir <data_dir> <args>`, killed when dropped.
+pub fn command(data_dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("SWITCHBOARD_VAULT_KEY")
+        .env_remove("SWITCHBOARD_CONFIG")
+        .kill_on_drop(true);
+    command
+}
+
+/// Starts `switchboard serve` on a free loopback port (killed when dropped).
+pub fn spawn_daemon(data_dir: &Path) -> (Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let daemon = command(
+        data_dir,
+        &["serve", "--listen", &format!("127.0.0.1:{port}")],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    (daemon, port)
+}
+
+pub async fn run(data_dir: &Path, args: &[&str]) -> Output {
+    command(data_dir, args)
+        .output()
+        .await
+        .expect("switchboard runs")
+}
+
+pub fn text(output: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Starts `login --no-browser` and returns the process and the authorization URL it printed.
+pub async fn start_login(data_dir: &Path, server: &str) -> (Child, String) {
+    start_login_with(data_dir, server, &[]).await
+}
+
+/// Starts `switchboard login` with `more` options; returns it and the URL it printed.
+pub async fn start_login_with(data_dir: &Path, server: &str, more: &[&str]) -> (Child, String) {
+    let mut args = vec!["login", server, "--no-browser", "--timeout", "30"];
+    args.extend_from_slice(more);
+    let mut child = command(data_dir, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = first_url(child.stdout.take().unwrap()).await;
+    (child, url)
+}
+
+/// The first URL a child prints on `output` (within 20 s); the rest is read in the background
+/// so the child never blocks on a full pipe.
+pub async fn first_url(output: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> String {
+    let mut lines = BufReader::new(output).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.starts_with("http://") || line.starts_with("https://") {
+                return line;
+            }
+        }
+        panic!("no URL printed");
+    })
+    .await
+    .expect("a URL printed in time");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    url
+}
+
+/// The daemon on `port`'s status of server `id`.
+pub async fn server_status(port: u16, id: &str) -> Option<serde_json::Value> {
+    let status: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/api/status"))
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    status["servers"]
+        .as_array()?
+        .iter()
+        .find(|s| s["server"] == id)
+        .cloned()
+}
+
+/// `POST /api/servers/{id}/login`; returns the authorization URL.
+pub async fn start_daemon_login(port: u16, id: &str) -> String {
+    let started: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/api/servers/{id}/login"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    started["authorization_url"]
+        .as_str()
+        .expect("an authorization URL")
+        .to_owned()
+}
+
+/// Waits (up to 10 s) until the daemon on `port` shows server `id` in `state`.
+pub async fn wait_for_state(port: u16, id: &str, state: &str) -> serde_json::Value {
+    for _ in 0..200 {
+        if let Some(status) = server_status(port, id).await
+            && status["state"] == state
+        {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "{id} never reached {state}: {:?}",
+        server_status(port, id).await
+    );
+}
+
+/// `tools/call <tool>` with `{"message": "hi"}` through the daemon on `port` (`/mcp`, as a
+/// 2026-07-28 request, so no session is needed); the JSON-RPC answer.
+pub async fn call_through_daemon(port: u16, id: u64, tool: &str) -> serde_json::Value {
+    let body = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": tool, "arguments": {"message": "hi"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await
+        .expect("the daemon answers")
+        .text()
+        .await
+        .unwrap();
+    body.lines()
+        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+        .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+        .find(|message| message["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to call {id}: {body}"))
+}

@@ -1,0 +1,392 @@
+//! Signing in at a real authorization server, as a person does: oidc-provider (OpenID
+//! Certified; dynamic registration, PKCE, refresh tokens that rotate and revoke the grant when a
+//! retired one comes back, RFC 8707 audiences, revocation) in front of an MCP server on the
+//! official TypeScript SDK that checks each token's signature, issuer, audience and scope
+//! (`tests/npm/oidc-protected-server.mjs`), and headless Chromium filling in its login and
+//! consent pages (`tests/npm/browser-sign-in.mjs`, playwright-core with Debian's chromium).
+//!
+//! Our own mock authorization server (`oauth_end_to_end.rs`) redirects at once; this holds the
+//! same flows to software nobody here wrote, and checks them against what the authorization
+//! server itself records, not only against what Switchboard says.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{
+    call_through_daemon, command, first_url, run, spawn_daemon, start_login, text, wait_for_state,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The authorization server and the MCP server it protects (`oidc-protected-server.mjs`);
+/// stopped when dropped.
+struct RealAuthorizationServer {
+    _child: tokio::process::Child,
+    issuer: String,
+    mcp: String,
+    events_url: String,
+}
+
+impl RealAuthorizationServer {
+    /// Starts both, with access tokens that last `access_token_ttl` seconds.
+    async fn start(access_token_ttl: u64) -> Self {
+        let script = npm_dir().join("oidc-protected-server.mjs");
+        let mut child = tokio::process::Command::new("node")
+            .arg(&script)
+            .args(["--access-token-ttl", &access_token_ttl.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs (Node.js is needed for the authorization server)");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the authorization server starts within 30 s")
+            .unwrap()
+            .expect("the authorization server prints where it listens");
+        let started: Value = serde_json::from_str(&first).expect("a JSON line");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            _child: child,
+            issuer: started["issuer"].as_str().unwrap().to_owned(),
+            mcp: started["mcp"].as_str().unwrap().to_owned(),
+            events_url: started["events"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    /// What the authorization server did so far, in order.
+    async fn events(&self) -> Vec<Value> {
+        reqwest::get(&self.events_url)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// The events named `name`.
+    async fn count(&self, name: &str) -> usize {
+        self.events()
+            .await
+            .iter()
+            .filter(|e| e["event"] == name)
+            .count()
+    }
+}
+
+/// `tests/npm`, with its packages installed (or a panic saying how to install them).
+fn npm_dir() -> PathBuf {
+    let dir = switchboard_fixtures::repository_root().join("tests/npm");
+    for package in ["oidc-provider", "playwright-core", "jose"] {
+        assert!(
+            dir.join("node_modules").join(package).is_dir(),
+            "{package} is missing: run `npm ci --prefix tests/npm` (scripts/test does)"
+        );
+    }
+    dir
+}
+
+/// The Chromium the browser script drives.
+fn chromium() -> String {
+    let path = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&path).exists(),
+        "no Chromium at {path}: install Debian's (`apt-get install chromium`, as .ci/run does) \
+         or point CHROMIUM at one"
+    );
+    path
+}
+
+/// What the person saw: the scopes the consent page asked for, and the last page.
+#[derive(Debug)]
+struct BrowserVisit {
+    consent_scopes: Vec<String>,
+    final_url: String,
+    final_text: String,
+}
+
+/// A person opens `url` in Chromium, signs in as `ada`, and answers the consent page with
+/// `decision` (`allow` or `deny`).
+async fn person_signs_in(url: &str, decision: &str) -> BrowserVisit {
+    let output = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new("node")
+            .arg(npm_dir().join("browser-sign-in.mjs"))
+            .args([url, decision])
+            .env("CHROMIUM", chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser finishes within 90 s")
+    .unwrap();
+    assert!(output.status.success(), "the browser: {}", text(&output));
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    BrowserVisit {
+        consent_scopes: seen["consentScopes"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .map(str::to_owned)
+            .collect(),
+        final_url: seen["finalUrl"].as_str().unwrap().to_owned(),
+        final_text: seen["finalText"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// The query parameter `name` of `url`.
+fn query(url: &str, name: &str) -> Option<String> {
+    url::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// `switchboard call secure/<tool>` with `message=<message>`.
+async fn call(dir: &Path, tool: &str) -> std::process::Output {
+    run(
+        dir,
+        &["call", &format!("secure/{tool}"), "--arg", "message=hi"],
+    )
+    .await
+}
+
+/// The claims of the access token the MCP server was last called with.
+async fn whoami(dir: &Path) -> Value {
+    let output = call(dir, "whoami").await;
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).expect("whoami prints the claims")
+}
+
+/// Signs in with `login --no-browser` and a person allowing it in the browser.
+async fn sign_in(dir: &Path) -> BrowserVisit {
+    let (mut login, url) = start_login(dir, "secure").await;
+    let visit = person_signs_in(&url, "allow").await;
+    let status = tokio::time::timeout(Duration::from_secs(20), login.wait())
+        .await
+        .expect("login ends once the browser is back")
+        .unwrap();
+    assert!(status.success(), "login failed after {visit:?}");
+    visit
+}
+
+#[tokio::test]
+async fn a_person_signs_in_in_a_browser_steps_up_and_signs_out_at_a_real_authorization_server() {
+    let server = RealAuthorizationServer::start(3600).await;
+    let dir = tempfile::tempdir().unwrap();
+    let added = run(dir.path(), &["server", "add", "secure", &server.mcp]).await;
+    assert!(added.status.success(), "{}", text(&added));
+
+    let before = call(dir.path(), "echo").await;
+    assert!(
+        !before.status.success() && text(&before).contains("switchboard login secure"),
+        "not signed in yet, and told how: {}",
+        text(&before)
+    );
+
+    // The authorization request: PKCE S256, state, the MCP server as the resource (RFC 8707),
+    // the scope the server's challenge named, and offline_access with consent (an OpenID
+    // Provider grants refresh tokens only so).
+    let (mut login, url) = start_login(dir.path(), "secure").await;
+    assert!(
+        url.starts_with(&format!("{}/auth?", server.issuer)),
+        "{url}"
+    );
+    assert_eq!(
+        query(&url, "code_challenge_method").as_deref(),
+        Some("S256")
+    );
+    assert!(query(&url, "state").is_some_and(|s| s.len() >= 32), "{url}");
+    assert_eq!(
+        query(&url, "resource").as_deref(),
+        Some(server.mcp.as_str())
+    );
+    assert_eq!(
+        query(&url, "scope").as_deref(),
+        Some("mcp:read offline_access")
+    );
+    assert_eq!(query(&url, "prompt").as_deref(), Some("consent"));
+
+    let visit = person_signs_in(&url, "allow").await;
+    assert!(
+        visit.final_url.starts_with("http://127.0.0.1:"),
+        "{visit:?}"
+    );
+    assert!(
+        visit.final_text.contains("received the sign-in"),
+        "{visit:?}"
+    );
+    let mut consented = visit.consent_scopes.clone();
+    consented.sort();
+    assert_eq!(consented, ["mcp:read", "offline_access"]);
+    let status = tokio::time::timeout(Duration::from_secs(20), login.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+
+    let claims = whoami(dir.path()).await;
+    assert_eq!(claims["sub"], "ada");
+    assert_eq!(
+        claims["aud"], server.mcp,
+        "the token is for this server only"
+    );
+    assert_eq!(claims["scope"], "mcp:read");
+    let echoed = call(dir.path(), "echo").await;
+    assert!(echoed.status.success(), "{}", text(&echoed));
+    assert_eq!(String::from_utf8_lossy(&echoed.stdout).trim(), "echo: hi");
+
+    let events = server.events().await;
+    let registered: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "registered")
+        .collect();
+    assert_eq!(registered.len(), 1, "{events:#?}");
+    assert!(
+        registered[0]["redirectUris"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:"),
+        "a loopback redirect: {events:#?}"
+    );
+    assert!(
+        events.contains(&json!({"event": "token", "grantType": "authorization_code",
+            "resource": server.mcp})),
+        "{events:#?}"
+    );
+
+    // Step-up: the call needs mcp:admin. With a person at hand (`--no-browser` prints the URL
+    // on stderr) the call asks for the union of scopes, waits, and goes through.
+    let mut stepping_up = command(
+        dir.path(),
+        &[
+            "call",
+            "secure/admin_echo",
+            "--arg",
+            "message=root",
+            "--no-browser",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let url = first_url(stepping_up.stderr.take().unwrap()).await;
+    let asked = query(&url, "scope").unwrap_or_default();
+    for scope in ["mcp:read", "mcp:admin", "offline_access"] {
+        assert!(asked.split(' ').any(|s| s == scope), "{asked}");
+    }
+    let visit = person_signs_in(&url, "allow").await;
+    assert!(
+        visit.consent_scopes.iter().any(|s| s == "mcp:admin"),
+        "{visit:?}"
+    );
+    let done = tokio::time::timeout(Duration::from_secs(30), stepping_up.wait_with_output())
+        .await
+        .expect("the call ends once the browser is back")
+        .unwrap();
+    assert!(done.status.success(), "{}", text(&done));
+    assert_eq!(
+        String::from_utf8_lossy(&done.stdout).trim(),
+        "admin_echo: root"
+    );
+    let claims = whoami(dir.path()).await;
+    let scopes: Vec<&str> = claims["scope"].as_str().unwrap().split(' ').collect();
+    assert!(
+        scopes.contains(&"mcp:admin") && scopes.contains(&"mcp:read"),
+        "{claims}"
+    );
+    assert_eq!(
+        server.count("registered").await,
+        1,
+        "the client registered for the first loopback port serves the step-up's too"
+    );
+
+    let logout = run(dir.path(), &["logout", "secure"]).await;
+    assert!(logout.status.success(), "{}", text(&logout));
+    assert_eq!(
+        server.count("grant-revoked").await,
+        1,
+        "the authorization server revoked the grant"
+    );
+    let after = call(dir.path(), "echo").await;
+    assert!(
+        !after.status.success() && text(&after).contains("switchboard login secure"),
+        "{}",
+        text(&after)
+    );
+}
+
+#[tokio::test]
+async fn a_person_who_denies_consent_is_told_so_and_stays_signed_out() {
+    let server = RealAuthorizationServer::start(3600).await;
+    let dir = tempfile::tempdir().unwrap();
+    let added = run(dir.path(), &["server", "add", "secure", &server.mcp]).await;
+    assert!(added.status.success(), "{}", text(&added));
+
+    let (login, url) = start_login(dir.path(), "secure").await;
+    let visit = person_signs_in(&url, "deny").await;
+    assert!(
+        visit.final_text.contains("access_denied") && !visit.final_text.contains("received"),
+        "the page tells the truth: {visit:?}"
+    );
+    let output = tokio::time::timeout(Duration::from_secs(20), login.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(text(&output).contains("access_denied"), "{}", text(&output));
+    assert_eq!(server.count("token").await, 0, "no token was asked for");
+    let after = call(dir.path(), "echo").await;
+    assert!(!after.status.success(), "{}", text(&after));
+}
+
+/// A daemon and CLI calls on one data directory, with access tokens that last two seconds and
+/// refresh tokens that rotate on every use: over many refreshes by both, the authorization
+/// server never sees a retired refresh token (which would revoke the whole grant), and every
+/// call is answered.
+#[tokio::test]
+async fn a_daemon_and_the_cli_share_a_rotating_grant_without_ever_losing_it() {
+    let server = RealAuthorizationServer::start(2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let added = run(dir.path(), &["server", "add", "secure", &server.mcp]).await;
+    assert!(added.status.success(), "{}", text(&added));
+    sign_in(dir.path()).await;
+
+    let (_daemon, port) = spawn_daemon(dir.path());
+    wait_for_state(port, "secure", "connected").await;
+    for round in 0..8 {
+        // The daemon and the CLI call at the same moment, each needing a fresh token.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let (through_daemon, from_cli) = tokio::join!(
+            call_through_daemon(port, round, "secure__echo"),
+            call(dir.path(), "echo")
+        );
+        assert_eq!(
+            through_daemon["result"]["content"][0]["text"], "echo: hi",
+            "round {round}: {through_daemon}"
+        );
+        assert!(
+            from_cli.status.success(),
+            "round {round}: {}",
+            text(&from_cli)
+        );
+    }
+    let events = server.events().await;
+    let refreshed = events
+        .iter()
+        .filter(|e| e["grantType"] == "refresh_token" && e["event"] == "token")
+        .count();
+    assert!(refreshed >= 8, "both refreshed, many times: {events:#?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "grant-revoked" || e["event"] == "token-error"),
+        "no retired refresh token was ever presented: {events:#?}"
+    );
+}
