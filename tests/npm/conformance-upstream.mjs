@@ -10,11 +10,10 @@
 //
 // Written for Switchboard's tests (the conformance repository's own reference server is not
 // published to any registry CI can reach); it follows the suite's documented fixture surface.
-// One deliberate difference: `test_reconnection` closes the call's stream and answers only after
-// three times the `retry` delay it announced. The TypeScript SDK v1 drops a message sent while no
-// stream is attached, so a tool that answers sooner than its own `retry` (as the reference
-// server's does, 100 ms against 5 s) can only be followed by a client that ignores `retry`, which
-// a client MUST NOT do.
+// `test_reconnection` closes the call's stream and answers 100 ms later, as the reference server
+// does, with a `retry` of 500 ms: the answer is sent while no stream is attached. Through
+// Switchboard, the suite's client sees the stream end too, and its reconnection resumes the
+// server's stream (SEP-1699 through a proxy; the SDK keeps the answer in its event store).
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -63,7 +62,7 @@ const TOOLS = [
   ["test_tool_with_logging", "Tests tool that emits log messages during execution", noArguments],
   ["test_tool_with_progress", "Tests tool that reports progress notifications", noArguments],
   ["test_error_handling", "Tests error response handling", noArguments],
-  ["test_reconnection", "Closes the call's stream and answers after the client came back", noArguments],
+  ["test_reconnection", "Closes the call's stream mid-call and answers 100 ms later (SEP-1699)", noArguments],
   ["test_sampling", "Tests server-initiated sampling (LLM completion request)",
     stringArgument("prompt", "The prompt to send to the LLM")],
   ["test_elicitation", "Tests server-initiated elicitation (user input request)",
@@ -221,7 +220,7 @@ function sessionServer(transport) {
         return { isError: true, content: [{ type: "text", text: "This tool intentionally returns an error for testing" }] };
       case "test_reconnection":
         transport.closeSSEStream(extra.requestId);
-        await sleep(3 * RETRY_MS);
+        await sleep(100);
         return text("Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.");
       case "test_sampling": {
         const answer = await extra.sendRequest({ method: "sampling/createMessage", params: {

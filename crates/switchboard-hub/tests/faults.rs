@@ -97,6 +97,7 @@ async fn echo_directly(
             request,
             std::sync::Arc::new(InputPolicy::Decline),
             Default::default(),
+            None,
         )
         .await
         .map_err(|error| error_text(&error))?;

@@ -79,6 +79,53 @@ pub enum DirectReply {
     NotSent,
 }
 
+/// A caller that resumes a call's stream itself: a 2025-11-25 session client (SEP-1699). When
+/// the server ends the call's stream before its response, the caller is told (with the
+/// server's `retry`), so that it can end its own stream the same way, and the server's stream
+/// is resumed as soon as the caller comes back for the rest ([`CallerPolling::came_back`]), or
+/// after the server's `retry` at the latest. The caller, which was told the server's `retry`,
+/// so sets the pace of reconnecting, as it would talking to the server itself: a server that
+/// answers while no stream is attached (and so loses the answer) fares no worse through
+/// Switchboard than without it. A caller that never comes back loses nothing either: what the
+/// resumed stream brings waits for it.
+#[derive(Clone)]
+pub struct CallerPolling {
+    paused: mpsc::UnboundedSender<Option<Duration>>,
+    back: Arc<tokio::sync::Notify>,
+}
+
+impl CallerPolling {
+    /// A caller's polling, and where it hears of each pause (the server's `retry`, if any).
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<Option<Duration>>) {
+        let (paused, pauses) = mpsc::unbounded_channel();
+        let polling = Self {
+            paused,
+            back: Arc::default(),
+        };
+        (polling, pauses)
+    }
+
+    /// The caller came back after a pause: the server's stream is resumed now.
+    pub fn came_back(&self) {
+        self.back.notify_waiters();
+    }
+
+    /// Tells the caller of a pause and waits until it comes back, or `retry` passed.
+    async fn pause(&self, retry: Option<Duration>) {
+        let back = self.back.notified();
+        let mut back = std::pin::pin!(back);
+        // Registered before the caller hears of the pause, so its return cannot be missed.
+        back.as_mut().enable();
+        let _ = self.paused.send(retry);
+        if let Some(retry) = retry {
+            tokio::select! {
+                () = tokio::time::sleep(retry) => {}
+                () = back => {}
+            }
+        }
+    }
+}
+
 /// Where an HTTP server's calls go directly.
 #[derive(Clone)]
 pub(crate) struct DirectRoute {
@@ -154,8 +201,9 @@ impl DirectRoute {
 
     /// Sends `request` (its tool name already the server's own), holding a slot of `limiter`
     /// until the reply is complete, within `timeout` (reset by progress). In a session, the
-    /// server's requests on the call's stream are answered by `input`, and a reply stream
-    /// dropped before its end cancels the call only once `cancelled` fired.
+    /// server's requests on the call's stream are answered by `input`, a reply stream dropped
+    /// before its end cancels the call only once `cancelled` fired, and a stream the server
+    /// ends early is resumed when `polling`'s caller comes back (or after the server's `retry`).
     pub(crate) async fn call_tool(
         &self,
         request: JsonRpcRequest<CallToolRequest>,
@@ -163,6 +211,7 @@ impl DirectRoute {
         timeout: Duration,
         input: Arc<dyn InputResponder>,
         cancelled: CancellationToken,
+        polling: Option<CallerPolling>,
     ) -> Result<DirectReply, UpstreamError> {
         let (message, headers, mut call) = match &self.session {
             None => {
@@ -178,7 +227,9 @@ impl DirectRoute {
                 let Some(session) = self.client.session_in_use() else {
                     return Ok(DirectReply::NotSent);
                 };
-                let (message, call) = self.session_call(route, session, request, input, cancelled);
+                let (message, mut call) =
+                    self.session_call(route, session, request, input, cancelled);
+                call.polling = polling;
                 (message, call.headers(), Some(call))
             }
         };
@@ -291,6 +342,7 @@ impl DirectRoute {
             retry: None,
             resumes: 0,
             registration: Some(registration),
+            polling: None,
         };
         (message, call)
     }
@@ -318,6 +370,8 @@ struct SessionCall {
     resumes: u32,
     /// The call among the session's calls in flight, until it is answered or dropped.
     registration: Option<crate::relay::Registration>,
+    /// A caller that resumes the stream itself, which sets when it is resumed here.
+    polling: Option<CallerPolling>,
 }
 
 impl SessionCall {
@@ -430,8 +484,10 @@ impl SessionCall {
             return None;
         }
         self.resumes += 1;
-        if let Some(delay) = self.retry {
-            tokio::time::sleep(delay).await;
+        match (&self.polling, self.retry) {
+            (Some(polling), retry) => polling.pause(retry).await,
+            (None, Some(delay)) => tokio::time::sleep(delay).await,
+            (None, None) => {}
         }
         self.client
             .open_event_stream(

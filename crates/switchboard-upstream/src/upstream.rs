@@ -166,19 +166,22 @@ impl Upstream {
     /// a reply dropped before its end is read to its end unless `cancelled` fired; dropping the
     /// call before its reply, or a stateless server's reply, cancels it. Within the session's
     /// request slots and the tool-call timeout; [`UpstreamError::Unsupported`] when the server
-    /// is not reached directly.
+    /// is not reached directly. A caller that resumes streams itself passes its `polling`: a
+    /// stream the server ends early is then resumed at the caller's pace (see
+    /// [`crate::direct::CallerPolling`]).
     pub async fn call_tool_direct(
         &self,
         request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
         input: std::sync::Arc<dyn crate::relay::InputResponder>,
         cancelled: tokio_util::sync::CancellationToken,
+        polling: Option<crate::direct::CallerPolling>,
     ) -> Result<DirectReply, UpstreamError> {
         let Some(direct) = &self.direct else {
             return Err(UpstreamError::Unsupported("direct calls"));
         };
         let timeout = self.timeouts.tool_call;
         direct
-            .call_tool(request, &self.limiter, timeout, input, cancelled)
+            .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
             .await
     }
 

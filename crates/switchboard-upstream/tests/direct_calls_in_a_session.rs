@@ -53,7 +53,12 @@ async fn send_cancellable(
     cancelled: CancellationToken,
 ) -> DirectReply {
     upstream
-        .call_tool_direct(serde_json::from_value(request).unwrap(), input, cancelled)
+        .call_tool_direct(
+            serde_json::from_value(request).unwrap(),
+            input,
+            cancelled,
+            None,
+        )
         .await
         .expect("the call is sent")
 }

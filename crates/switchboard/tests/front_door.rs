@@ -1439,12 +1439,17 @@ async fn sessions_whose_clients_went_quiet_end_even_while_notifications_flow() {
 /// A legacy client's `initialize` (declaring `capabilities`) and `notifications/initialized`
 /// at `url`; returns the session.
 async fn open_session(url: &str, capabilities: Value) -> String {
+    open_session_at(url, "2025-11-25", capabilities).await
+}
+
+/// Like [`open_session`], for a client of protocol `version`.
+async fn open_session_at(url: &str, version: &str, capabilities: Value) -> String {
     let response = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "protocolVersion": version, "capabilities": capabilities,
             "clientInfo": {"name": "front-door-test", "version": "1"}}}),
         )
         .send()
@@ -1457,7 +1462,16 @@ async fn open_session(url: &str, capabilities: Value) -> String {
         .map(str::to_owned)
         .expect("a session");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(post_in_session(url, &session, initialized).await, 202);
+    let sent = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", version)
+        .json(&initialized)
+        .send()
+        .await
+        .expect("Switchboard answers");
+    assert_eq!(sent.status(), 202);
     session
 }
 
@@ -1980,4 +1994,138 @@ async fn roots_asked_on_the_servers_get_stream_reach_the_client_whose_call_it_is
         "{refused:?}"
     );
     slow.abort();
+}
+
+/// The TypeScript SDK server of the conformance runs (`tests/npm/conformance-upstream.mjs`),
+/// on a free loopback port; stopped when dropped.
+async fn typescript_sdk_server() -> (tokio::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = switchboard_fixtures::repository_root().join("tests/npm/conformance-upstream.mjs");
+    let child = tokio::process::Command::new("node")
+        .arg(script)
+        .args(["--port", &port.to_string()])
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs");
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return (child, format!("http://127.0.0.1:{port}/mcp"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the TypeScript SDK server did not listen within 20 s (npm ci --prefix tests/npm?)");
+}
+
+/// The SSE events of `body`: each event's fields, by name (`data` joined by lines).
+fn sse_events(body: &str) -> Vec<std::collections::HashMap<String, String>> {
+    body.split("\n\n")
+        .filter(|event| !event.trim().is_empty())
+        .map(|event| {
+            let mut fields = std::collections::HashMap::<String, String>::new();
+            for line in event.lines().filter(|line| !line.starts_with(':')) {
+                let (name, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                fields
+                    .entry(name.to_owned())
+                    .and_modify(|v| {
+                        v.push('\n');
+                        v.push_str(value);
+                    })
+                    .or_insert_with(|| value.to_owned());
+            }
+            fields
+        })
+        .filter(|fields| !fields.is_empty())
+        .collect()
+}
+
+/// A server that ends a call's stream before its answer (SEP-1699: the TypeScript SDK's
+/// `closeSSEStream`, answering 100 ms later while no stream is attached) is seen to do so by a
+/// 2025-11-25 client, as if it talked to the server itself: its own stream ends after an event
+/// with an id, the server's `retry` and no message, and coming back with that id as
+/// `Last-Event-ID` resumes the server's stream at once and brings the answer. A 2025-06-18
+/// client, which is not expected to come back, gets the answer on the stream it opened.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_stream_the_server_ends_early_ends_early_for_clients_that_come_back() {
+    let (_server, server_url) = typescript_sdk_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["ts", &server_url, "--transport", "sessions"]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let url = daemon.mcp_url();
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "ts__test_reconnection", "arguments": {}}});
+    let http = reqwest::Client::new();
+
+    let session = open_session(&url, json!({})).await;
+    let posted = send_in_session(&url, &session, &call).await;
+    assert_eq!(posted.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(10), posted.text())
+        .await
+        .expect("the stream ends when the server's does")
+        .unwrap();
+    let events = sse_events(&body);
+    assert_eq!(events.len(), 2, "a priming event and the pause: {body:?}");
+    assert_eq!(
+        events[0].get("data").map(String::as_str),
+        Some(""),
+        "{body:?}"
+    );
+    let pause = &events[1];
+    assert_eq!(pause.get("data").map(String::as_str), Some(""), "{body:?}");
+    assert_eq!(
+        pause.get("retry").map(String::as_str),
+        Some("500"),
+        "the server's own retry: {body:?}"
+    );
+    let resumed = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", &pause["id"])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    let rest = tokio::time::timeout(Duration::from_secs(10), resumed.text())
+        .await
+        .expect("the resumed stream ends with the answer")
+        .unwrap();
+    let answer: Value = sse_events(&rest)
+        .iter()
+        .filter_map(|event| serde_json::from_str(event.get("data")?).ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("an answer: {rest:?}"));
+    assert_eq!(answer["id"], 5, "{rest}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Reconnection test completed"),
+        "{rest}"
+    );
+
+    let older = open_session_at(&url, "2025-06-18", json!({})).await;
+    let posted = http
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &older)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), posted.text())
+        .await
+        .expect("the answer comes on the same stream")
+        .unwrap();
+    assert!(body.contains("Reconnection test completed"), "{body:?}");
 }

@@ -142,6 +142,7 @@ async fn stateless_call(
         cancelled: None,
         asking: None,
         session: None,
+        caller_polls: false,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -244,6 +245,9 @@ async fn session_call(
         cancelled: Some(cancelled),
         asking: Some(asking),
         session: Some(state.clone()),
+        // SEP-1699 is 2025-11-25's: older clients are not expected to come back for a stream
+        // that ends early, so for them the server's early end stays hidden.
+        caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -338,6 +342,10 @@ struct Call {
     asking: Option<(AskOnStream, mpsc::Receiver<ServerJsonRpcMessage>)>,
     /// For a session call, the session, which keeps the call's stream for resumption.
     session: Option<Arc<super::SessionState>>,
+    /// The client resumes a stream that ends early (a 2025-11-25 session client): when the
+    /// server ends the call's stream before its response, the client's stream ends too, and the
+    /// server's is resumed when the client comes back ([`switchboard_upstream::CallerPolling`]).
+    caller_polls: bool,
 }
 
 /// Sends `call` and answers the client with what comes back; `None` when nothing was sent
@@ -357,6 +365,7 @@ async fn relay(
         cancelled,
         asking,
         session,
+        caller_polls,
     } = call;
     tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
     let in_flight = shared.in_flight.token();
@@ -367,9 +376,21 @@ async fn relay(
         // ignores requests there), so no responder is ever called.
         None => (Arc::new(switchboard_upstream::InputPolicy::Decline), None),
     };
+    let (polling, mut pauses) = match caller_polls {
+        true => {
+            let (polling, pauses) = switchboard_upstream::CallerPolling::new();
+            (Some(polling), Some(pauses))
+        }
+        false => (None, None),
+    };
     let id = request.id.clone();
     let cancel = cancelled.clone();
-    let sent = async move { upstream.call_tool_direct(request, input, cancel).await };
+    let passed = polling.clone();
+    let sent = async move {
+        upstream
+            .call_tool_direct(request, input, cancel, passed)
+            .await
+    };
     let relayed = Relayed {
         source: Source::Sending(Box::pin(sent)),
         questions,
@@ -387,7 +408,20 @@ async fn relay(
     };
     // Whatever happens once the call went out is answered here, never by the full path.
     let first = tokio::select! {
+        biased;
         first = waiting.first() => first,
+        // The server ended the call's stream before its first message: so does the client's,
+        // once primed, and the call goes on in the background until the client is back.
+        Some(retry) = next_pause(&mut pauses) => {
+            let (Some(session), Some((relayed, in_flight))) = (session, waiting.call.take()) else {
+                return Some(unanswered());
+            };
+            let log = Arc::new(StreamLog::polled_by(polling));
+            let stream = lock(&session.direct_streams).keep(log.clone());
+            log.pause(retry);
+            keep_logging(log.clone(), relayed, pauses, in_flight, stop.clone(), cancelled);
+            return Some(log.follow(stream, 0));
+        }
         () = stop.cancelled() => {
             return Some(match &waiting.call {
                 Some((relayed, _)) => json(era, relayed.finish(Err(UpstreamError::Cancelled))),
@@ -407,6 +441,30 @@ async fn relay(
         None => relayed.finish(Err(UpstreamError::Closed)),
     };
     let done = is_final(&first);
+    // A session's answer is a stream the client can resume (SEP-1699), as rmcp's are: primed,
+    // its events numbered and kept. The call runs on in a task of its own, whether or not the
+    // client stays to read it.
+    if let Some(session) = session {
+        let log = Arc::new(StreamLog::polled_by(polling));
+        let stream = lock(&session.direct_streams).keep(log.clone());
+        log.push(&first);
+        if done {
+            log.finish();
+        } else {
+            keep_logging(
+                log.clone(),
+                relayed,
+                pauses,
+                in_flight,
+                stop.clone(),
+                cancelled,
+            );
+        }
+        return Some(log.follow(stream, 0));
+    }
+    if done {
+        return Some(json(era, first));
+    }
     // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
     let rest = futures::stream::unfold(relayed, |mut relayed| async move {
         match relayed.next().await? {
@@ -414,34 +472,6 @@ async fn relay(
             Next::NotSent => None,
         }
     });
-    // A session's answer is a stream the client can resume (SEP-1699), as rmcp's are: primed,
-    // its events numbered and kept. The call runs on in a task of its own, whether or not the
-    // client stays to read it.
-    if let Some(session) = session {
-        let log = Arc::new(StreamLog::default());
-        let stream = lock(&session.direct_streams).keep(log.clone());
-        log.push(&first);
-        if done {
-            log.finish();
-        } else {
-            let (log, stop) = (log.clone(), stop.clone());
-            tokio::spawn(async move {
-                let _counted = in_flight;
-                let mut rest = std::pin::pin!(
-                    rest.take_until(stop.cancelled_owned())
-                        .take_until(cancelled.cancelled_owned())
-                );
-                while let Some(message) = rest.next().await {
-                    log.push(&message);
-                }
-                log.finish();
-            });
-        }
-        return Some(log.follow(stream, 0));
-    }
-    if done {
-        return Some(json(era, first));
-    }
     let events = futures::stream::iter([first])
         .chain(rest)
         .take_until(stop.clone().cancelled_owned())
@@ -456,6 +486,46 @@ async fn relay(
             .keep_alive(KeepAlive::default())
             .into_response(),
     )
+}
+
+/// The next pause of the server's stream, if the client resumes streams itself.
+async fn next_pause(
+    pauses: &mut Option<mpsc::UnboundedReceiver<Option<std::time::Duration>>>,
+) -> Option<Option<std::time::Duration>> {
+    match pauses {
+        Some(pauses) => pauses.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs a session call on in a task of its own, whether or not its client stays to read it:
+/// its messages, and the pauses of the server's stream, go to `log` until the response (or
+/// the client's cancellation, or the daemon's stop). A message already on its way comes
+/// before a pause that came after it.
+fn keep_logging(
+    log: Arc<StreamLog>,
+    mut relayed: Relayed,
+    mut pauses: Option<mpsc::UnboundedReceiver<Option<std::time::Duration>>>,
+    in_flight: tokio_util::task::task_tracker::TaskTrackerToken,
+    stop: CancellationToken,
+    cancelled: CancellationToken,
+) {
+    tokio::spawn(async move {
+        let _counted = in_flight;
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                () = cancelled.cancelled() => break,
+                next = relayed.next() => match next {
+                    Some(Next::Message(message)) => log.push(&message),
+                    Some(Next::NotSent) | None => break,
+                },
+                Some(retry) = next_pause(&mut pauses) => log.pause(retry),
+            }
+        }
+        log.finish();
+    });
 }
 
 /// A call sent, its client waiting for the first message. In a session, a client that goes away
@@ -753,15 +823,52 @@ impl SessionStreams {
 /// The messages of one stream to a session client, as sent, and whether it is complete.
 #[derive(Default)]
 pub(crate) struct StreamLog {
-    messages: std::sync::Mutex<(Vec<String>, bool)>,
+    messages: std::sync::Mutex<(Vec<Entry>, bool)>,
     changed: tokio::sync::Notify,
+    /// A client that comes back for the rest after the stream paused.
+    polling: Option<switchboard_upstream::CallerPolling>,
+}
+
+/// One event of a [`StreamLog`].
+enum Entry {
+    /// A message, as its JSON.
+    Message(String),
+    /// The server ended its stream before the response: the client's stream ends here too,
+    /// with the server's reconnection delay in milliseconds, if it gave one.
+    Pause(Option<u128>),
 }
 
 impl StreamLog {
+    /// A log whose pauses `polling`'s client comes back from.
+    fn polled_by(polling: Option<switchboard_upstream::CallerPolling>) -> Self {
+        Self {
+            polling,
+            ..Self::default()
+        }
+    }
+
     fn push(&self, message: &ServerJsonRpcMessage) {
         let data = serde_json::to_string(message).unwrap_or_default();
-        lock(&self.messages).0.push(data);
+        lock(&self.messages).0.push(Entry::Message(data));
         self.changed.notify_waiters();
+    }
+
+    fn pause(&self, retry: Option<std::time::Duration>) {
+        let retry = retry.map(|retry| retry.as_millis());
+        lock(&self.messages).0.push(Entry::Pause(retry));
+        self.changed.notify_waiters();
+    }
+
+    /// The client came back for the events after the one numbered `after`: when that one
+    /// paused the stream and the server's is still paused, the server's is resumed now.
+    fn came_back(&self, after: usize) {
+        let messages = lock(&self.messages);
+        let paused_there = after > 0
+            && after == messages.0.len()
+            && matches!(messages.0.get(after - 1), Some(Entry::Pause(_)));
+        if paused_there && let Some(polling) = &self.polling {
+            polling.came_back();
+        }
     }
 
     fn finish(&self) {
@@ -771,8 +878,10 @@ impl StreamLog {
 
     /// The stream `stream` as an SSE answer: from the start (the priming event first) when
     /// `after` is 0, else the events after the one numbered `after`; it follows the log until
-    /// it is complete, with a keep-alive comment every 15 s. Written by hand: the priming event
-    /// carries an empty `data` field (SEP-1699), which axum's events leave out.
+    /// it is complete or pauses, with a keep-alive comment every 15 s. Written by hand: the
+    /// priming event carries an empty `data` field (SEP-1699), which axum's events leave out, and
+    /// a pause is an event with an id, the server's `retry` and empty data, after which the
+    /// response ends.
     fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
         let priming = (after == 0).then(|| {
             let retry = RESUME_AFTER.as_millis();
@@ -780,23 +889,29 @@ impl StreamLog {
                 "id: {EVENT_ID_PREFIX}{stream}-0\nretry: {retry}\ndata: \n\n"
             ))
         });
-        let events = futures::stream::unfold((self, after), move |(log, next)| async move {
+        let events = futures::stream::unfold(Some((self, after)), move |state| async move {
+            let (log, next) = state?;
             loop {
                 let changed = log.changed.notified();
                 let mut changed = std::pin::pin!(changed);
                 changed.as_mut().enable();
                 {
                     let messages = lock(&log.messages);
-                    if let Some(data) = messages.0.get(next) {
+                    let id = format!("{EVENT_ID_PREFIX}{stream}-{}", next + 1);
+                    match messages.0.get(next) {
                         // Compact JSON has no raw line breaks, so one `data` line carries it.
-                        let event = format!(
-                            "id: {EVENT_ID_PREFIX}{stream}-{}\ndata: {data}\n\n",
-                            next + 1
-                        );
-                        return Some((Bytes::from(event), (log.clone(), next + 1)));
-                    }
-                    if messages.1 {
-                        return None;
+                        Some(Entry::Message(data)) => {
+                            let event = format!("id: {id}\ndata: {data}\n\n");
+                            return Some((Bytes::from(event), Some((log.clone(), next + 1))));
+                        }
+                        Some(Entry::Pause(retry)) => {
+                            let retry =
+                                retry.map(|ms| format!("retry: {ms}\n")).unwrap_or_default();
+                            let event = format!("id: {id}\n{retry}data: \n\n");
+                            return Some((Bytes::from(event), None));
+                        }
+                        None if messages.1 => return None,
+                        None => {}
                     }
                 }
                 changed.await;
@@ -837,6 +952,7 @@ pub(crate) fn try_resume(shared: &Shared, headers: &HeaderMap) -> Option<Respons
         .get(session)
         .and_then(std::sync::Weak::upgrade)?;
     let log = lock(&state.direct_streams).find(stream)?;
+    log.came_back(index);
     Some(log.follow(stream, index))
 }
 
