@@ -254,14 +254,14 @@ impl UpstreamHandler {
             match self.in_flight.find(related.as_ref()) {
                 Some(responder) => responder,
                 // As a proxy Switchboard has no roots of its own: a server that asks when no
-                // client's call can be told apart (at connect time, or with several calls in
-                // flight on an untagged stream) is told so, rather than given an invented
-                // empty list.
+                // client's call can be told apart (at connect time, or with calls of several
+                // clients in flight on an untagged stream) is told so, rather than given an
+                // invented empty list.
                 None if self.relay && matches!(request, InputRequest::ListRoots(_)) => {
                     return Err(ErrorData::internal_error(
                         "Switchboard relays roots/list to the client whose call the server is \
-                         working on, and cannot tell which call this request belongs to (none, \
-                         or several, are in flight)",
+                         working on, and cannot tell which call this request belongs to (none \
+                         is in flight, or calls of several clients are)",
                         None,
                     ));
                 }

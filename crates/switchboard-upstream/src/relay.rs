@@ -88,6 +88,13 @@ pub trait InputResponder: Send + Sync {
 
     /// Delivers a log message the server sent while working on the call. The default drops it.
     fn log(&self, _message: LoggingMessageNotificationParam) {}
+
+    /// Who answers: the same value for every call of one downstream client (its session), so
+    /// that a request the server does not tie to a call can still go to the client when all
+    /// the calls in flight are that client's. `None` (the default) when it cannot be told.
+    fn client(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// One call in flight with a responder.
@@ -285,7 +292,8 @@ impl InFlight {
     }
 
     /// The responder for a server message: the call it was tagged with, else the only call in
-    /// flight that has not been cancelled.
+    /// flight that has not been cancelled, or the latest when all of them are one client's
+    /// (roots, say, are the client's whatever call they were asked about).
     pub(crate) fn find(&self, related: Option<&RequestId>) -> Option<Arc<dyn InputResponder>> {
         let calls = self.lock();
         let mut live = calls.iter().filter(|call| !call.cancel.is_cancelled());
@@ -293,10 +301,13 @@ impl InFlight {
             Some(related) => live
                 .find(|call| call.id == *related)
                 .map(|call| call.responder.clone()),
-            None => match (live.next(), live.next()) {
-                (Some(only), None) => Some(only.responder.clone()),
-                _ => None,
-            },
+            None => {
+                let latest = live.next_back()?;
+                let client = latest.responder.client();
+                let one_client =
+                    live.all(|call| client.is_some() && call.responder.client() == client);
+                one_client.then(|| latest.responder.clone())
+            }
         }
     }
 }

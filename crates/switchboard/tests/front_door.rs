@@ -1925,8 +1925,9 @@ async fn a_session_client_resumes_a_dropped_call_stream_with_last_event_id() {
 /// A session server that asks for roots on its session's GET stream while working on a call
 /// (as the Python SDK and FastMCP do) reaches the client behind that call, on the short path
 /// (the call straight into the session) and on the full one (the standard headers take it
-/// there); the client's answer goes back to the server. With no call to tie it to, the server
-/// is told so, not handed an invented empty list.
+/// there); the client's answer goes back to the server, also with another call of the same
+/// client in flight. With no call to tie it to (calls of two clients in flight), the server is
+/// told so, not handed an invented empty list.
 #[tokio::test(flavor = "multi_thread")]
 async fn roots_asked_on_the_servers_get_stream_reach_the_client_whose_call_it_is() {
     let (daemon, fixture, _dir) =
@@ -1962,8 +1963,8 @@ async fn roots_asked_on_the_servers_get_stream_reach_the_client_whose_call_it_is
         assert!(text.contains("file:///work/project"), "{result}");
     }
 
-    // With another call in flight, a request on the GET stream belongs to neither for sure:
-    // the server is told so, and nobody is asked.
+    // With another call of the same client in flight, the roots are still that client's: it
+    // is asked (on its latest call's stream).
     let before = last_call_id(&fixture);
     let slow = {
         let (url, session) = (url.clone(), session.clone());
@@ -1978,10 +1979,43 @@ async fn roots_asked_on_the_servers_get_stream_reach_the_client_whose_call_it_is
         })
     };
     reaches_the_server(&fixture, &before).await;
+    let call = json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {
+        "name": "fx__roots", "arguments": {}}});
+    let mut response = send_in_session(&url, &session, &call).await;
+    let mut buffer = String::new();
+    let question = next_event(&mut response, &mut buffer).await;
+    assert_eq!(question["method"], "roots/list", "{question}");
+    let answer = json!({"jsonrpc": "2.0", "id": question["id"],
+        "result": {"roots": [{"uri": "file:///work/other", "name": "other"}]}});
+    assert_eq!(post_in_session(&url, &session, answer).await, 202);
+    let result = next_event(&mut response, &mut buffer).await;
+    assert!(
+        result.to_string().contains("file:///work/other"),
+        "{result}"
+    );
+    slow.abort();
+
+    // With a call of another client in flight, a request on the GET stream belongs to neither
+    // for sure: the server is told so, and nobody is asked.
+    let other = open_session(&url, json!({"roots": {}})).await;
+    let before = last_call_id(&fixture);
+    let slow = {
+        let (url, other) = (url.clone(), other.clone());
+        tokio::spawn(async move {
+            call_in_session(
+                &url,
+                &other,
+                22,
+                json!({"name": "fx__slow", "arguments": {"ms": 3000}}),
+            )
+            .await
+        })
+    };
+    reaches_the_server(&fixture, &before).await;
     let refused = call_in_session(
         &url,
         &session,
-        21,
+        23,
         json!({"name": "fx__roots", "arguments": {}}),
     )
     .await;

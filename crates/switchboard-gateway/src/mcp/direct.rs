@@ -703,6 +703,11 @@ struct AskOnStream {
 const QUESTION_ID_PREFIX: &str = "switchboard-ask-";
 
 impl switchboard_upstream::InputResponder for AskOnStream {
+    /// The session: the full path knows this session's calls by its id too.
+    fn client(&self) -> Option<&str> {
+        Some(&self.session)
+    }
+
     /// A log message the server sent about the call on its session's GET stream (those on the
     /// call's own stream are read by the short path itself) goes on the call's stream too, if
     /// the session wants it.

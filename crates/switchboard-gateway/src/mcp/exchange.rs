@@ -69,6 +69,8 @@ pub(crate) struct DownstreamResponder {
     /// are about; `None` for 2026-07-28 clients.
     peer: Option<(Peer<RoleServer>, rmcp::model::RequestId)>,
     capabilities: ClientCapabilities,
+    /// The downstream session's key (see [`InputResponder::client`]).
+    client: String,
 }
 
 impl InputResponder for DownstreamResponder {
@@ -92,6 +94,10 @@ impl InputResponder for DownstreamResponder {
 
     fn log(&self, message: LoggingMessageNotificationParam) {
         let _ = self.steps.send(Step::Log(message));
+    }
+
+    fn client(&self) -> Option<&str> {
+        Some(&self.client)
     }
 }
 
@@ -177,12 +183,14 @@ impl Drop for Exchange {
 }
 
 impl Exchange {
-    /// Starts `work` upstream with a responder for the client behind `context`; answers the
-    /// client sent without a `requestState` go with the first upstream request.
+    /// Starts `work` upstream with a responder for the client behind `context` (in the
+    /// downstream session `client`); answers the client sent without a `requestState` go with
+    /// the first upstream request.
     pub(crate) fn start<F>(
         purpose: String,
         input_responses: Option<InputResponses>,
         request_state: Option<String>,
+        client: String,
         context: &RequestContext<RoleServer>,
         forward: &downstream::Forwarder,
         work: F,
@@ -202,6 +210,7 @@ impl Exchange {
             steps: steps_tx.clone(),
             peer,
             capabilities,
+            client,
         };
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel();
         let call = switchboard_upstream::CallContext {

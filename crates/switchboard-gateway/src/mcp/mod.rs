@@ -180,6 +180,8 @@ struct SessionState {
     ended: tokio_util::sync::CancellationToken,
     /// The session's latest streams on the short path, kept for resumption.
     direct_streams: Mutex<direct::SessionStreams>,
+    /// Its Streamable HTTP session id, once its client said `initialized` on it.
+    http_session: std::sync::OnceLock<String>,
 }
 
 /// What a legacy session's `initialize` settled.
@@ -243,6 +245,16 @@ impl AggregateServer {
         *lock(&self.session.log_level)
     }
 
+    /// What tells this session's calls from other clients' when a server asks something
+    /// without naming the call: the Streamable HTTP session id (the short path knows its calls
+    /// by it too), else this session's own address.
+    fn client_key(&self) -> String {
+        match self.session.http_session.get() {
+            Some(id) => id.clone(),
+            None => format!("session@{:p}", Arc::as_ptr(&self.session)),
+        }
+    }
+
     /// Runs (or, with a `requestState`, resumes) an upstream request for `context`.
     async fn exchange<F>(
         &self,
@@ -273,7 +285,15 @@ impl AggregateServer {
                 exchange.deliver(input_responses);
                 exchange
             }
-            foreign => Exchange::start(purpose, input_responses, foreign, context, &forward, work),
+            foreign => Exchange::start(
+                purpose,
+                input_responses,
+                foreign,
+                self.client_key(),
+                context,
+                &forward,
+                work,
+            ),
         };
         Ok(exchange
             .advance(context, &forward, &self.shared.parked)
@@ -561,6 +581,7 @@ impl ServerHandler for AggregateServer {
             .and_then(|parts| parts.headers.get(http::SESSION_HEADER))
             .and_then(|id| id.to_str().ok());
         if let Some(id) = session {
+            let _ = self.session.http_session.set(id.to_owned());
             let mut sessions = lock(&self.shared.direct_sessions);
             sessions.retain(|_, state| state.strong_count() > 0);
             sessions.insert(id.to_owned(), Arc::downgrade(&self.session));
