@@ -24,8 +24,9 @@
 # 2026-07-28) for both revisions; the same fixture limited to legacy sessions for 2025-11-25; and
 # tests/npm/conformance-upstream.mjs, a server on the official TypeScript SDK (sessions), for
 # 2025-11-25 (it needs `npm ci --prefix tests/npm`, which scripts/test runs first). conformance-check.mjs (server) holds every scenario to the checks listed in
-# conformance-expected-server.mjs, with no FAILURE or WARNING; the tasks extension, which the
-# front door does not bridge, is reported and not held.
+# conformance-expected-server.mjs, with no FAILURE or WARNING, the tasks extension's scenarios
+# included (Switchboard runs the tasks); only the one the suite itself skips is reported and not
+# held.
 # Everything always runs; the last lines are one `N passed, M failed` line per run, and the
 # exit status is 1 if any run failed.
 set -euo pipefail
@@ -218,6 +219,12 @@ for config in "${SERVER_CONFIGS[@]}"; do
   PIDS+=($!)
   "$SWITCHBOARD" --data-dir "$data" server add everything "http://127.0.0.1:$fixture_port/mcp" --prefix '' \
     || die "switchboard server add failed"
+  # The tasks extension's fixtures as the suite lists them: Switchboard runs their calls as tasks
+  # itself, and which tools must always be tasks (or never) is its operator's to say.
+  "$SWITCHBOARD" --data-dir "$data" server set-task-mode everything required \
+    failing_job confirm_delete multi_input protocol_error_job >/dev/null \
+    && "$SWITCHBOARD" --data-dir "$data" server set-task-mode everything forbidden greet >/dev/null \
+    || die "switchboard server set-task-mode failed"
   "$SWITCHBOARD" --data-dir "$data" serve --listen "127.0.0.1:$serve_port" >"$WORK/server-serve-$upstream.log" 2>&1 &
   PIDS+=($!)
   if ! wait_connected "http://127.0.0.1:$serve_port/api/status"; then

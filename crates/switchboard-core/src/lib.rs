@@ -16,7 +16,7 @@ pub mod supervision;
 pub use error::{ErrorSource, RetryClass};
 pub use server::{
     DetectedTransport, NamedValue, OAuthClient, OAuthGrant, ServerDefinition, ServerId,
-    ServerIdError, Timeouts, TransportSpec,
+    ServerIdError, TaskMode, Timeouts, TransportSpec,
 };
 pub use state::{ConnectionState, IllegalTransition, StateMachine};
 pub use supervision::{Backoff, Supervision};

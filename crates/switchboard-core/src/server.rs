@@ -4,7 +4,7 @@
 //! what the store persists and what the upstream layer connects from. Secrets travel in plain text
 //! inside this type (it lives in memory only); the store seals the values marked secret.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -435,6 +435,53 @@ pub struct ServerDefinition {
     /// The prefix of the server's exposed names; `None` means the server id, `Some("")` none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// How calls of its tools become tasks (the tasks extension) for clients that can take
+    /// them, by upstream tool name; a tool not listed is [`TaskMode::Optional`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_modes: BTreeMap<String, TaskMode>,
+}
+
+/// Whether the front door runs a call of a tool as a task (the `io.modelcontextprotocol/tasks`
+/// extension, SEP-2663) for a client that declared the extension on its request. Switchboard
+/// runs such tasks itself, whatever the server behind the tool supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskMode {
+    /// Never: the call is answered as it runs.
+    Forbidden,
+    /// When it runs longer than a moment: an answer (or a request for input) that comes
+    /// sooner is given as usual, a longer call becomes a task the client polls.
+    #[default]
+    Optional,
+    /// Always, from the start (requests for input are asked through the task); a client that
+    /// cannot take tasks is refused with -32021.
+    Required,
+}
+
+impl TaskMode {
+    /// The mode's name as written in configuration (`forbidden`, `optional`, `required`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbidden => "forbidden",
+            Self::Optional => "optional",
+            Self::Required => "required",
+        }
+    }
+}
+
+impl FromStr for TaskMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "forbidden" => Ok(Self::Forbidden),
+            "optional" => Ok(Self::Optional),
+            "required" => Ok(Self::Required),
+            other => Err(format!(
+                "'{other}' is not a task mode (forbidden, optional or required)"
+            )),
+        }
+    }
 }
 
 /// OAuth client credentials the user registered with a server's authorization server. They take
@@ -523,7 +570,13 @@ impl ServerDefinition {
             disabled_tools: BTreeSet::new(),
             oauth_client: None,
             prefix: None,
+            task_modes: BTreeMap::new(),
         }
+    }
+
+    /// How calls of the upstream tool `tool` become tasks.
+    pub fn task_mode(&self, tool: &str) -> TaskMode {
+        self.task_modes.get(tool).copied().unwrap_or_default()
     }
 
     /// The prefix of the server's exposed names: the configured one if it is valid, else the id.

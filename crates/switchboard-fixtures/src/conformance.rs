@@ -310,6 +310,44 @@ fn tools(changed: bool) -> Value {
             "Tests SSE stream disconnection and client reconnection (SEP-1699)",
             empty.clone(),
         ),
+        // The tasks extension's fixtures (SEP-2663): the front door runs their calls as tasks
+        // (`.ci/conformance.sh` sets the task modes the suite's fixture list names).
+        (
+            "greet",
+            "Returns a greeting at once (sync-only)",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+        ),
+        (
+            "slow_compute",
+            "Sleeps `seconds` seconds, then answers (task-supporting)",
+            json!({"type": "object", "properties": {
+                "seconds": {"type": "number"}, "label": {"type": "string"}}}),
+        ),
+        (
+            "confirm_delete",
+            "Asks the user to confirm deleting `filename` (task-supporting)",
+            json!({"type": "object", "properties": {"filename": {"type": "string"}}}),
+        ),
+        (
+            "multi_input",
+            "Asks two questions at once (task-supporting)",
+            empty.clone(),
+        ),
+        (
+            "failing_job",
+            "Works for a second, then reports a tool error (task-supporting)",
+            empty.clone(),
+        ),
+        (
+            "protocol_error_job",
+            "Works for a second, then fails with a JSON-RPC error (task-supporting)",
+            empty.clone(),
+        ),
+        (
+            "test_tool_with_task",
+            "Asks for the user's name, then works for a second (escalates to a task)",
+            empty.clone(),
+        ),
         (
             "test_sampling",
             "Tests server-initiated sampling (LLM completion request)",
@@ -772,6 +810,70 @@ impl ConformanceServer {
                 self.shared.prompt_changes.fetch_add(1, Ordering::SeqCst);
                 let _ = self.shared.changes.send(Changed::Prompts);
                 text("Mutation triggered")
+            }
+            "greet" => text(format!("Hello, {}!", argument("name"))),
+            "slow_compute" => {
+                let seconds = arguments.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+                tokio::time::sleep(Duration::from_secs_f64(seconds.clamp(0.0, 600.0))).await;
+                text(format!("Computed {} in {seconds}s", argument("label")))
+            }
+            "confirm_delete" => {
+                let filename = argument("filename");
+                let question = elicit(&format!("Delete {filename}?"), "confirm", "boolean");
+                match ask(&context, responses, "confirm_delete", question).await? {
+                    Asked::Retry(required) => Ok(required.into()),
+                    Asked::Answer(answer) => {
+                        let yes = answer.pointer("/content/confirm") == Some(&Value::Bool(true));
+                        text(if yes { format!("Deleted {filename}") } else { format!("Kept {filename}") })
+                    }
+                }
+            }
+            "multi_input" => {
+                let first = elicit("What is your name?", "name", "string");
+                let second = elicit("What is your favorite color?", "color", "string");
+                if is_modern(&context) {
+                    return match responses.map(|r| (r.get("name"), r.get("color"))) {
+                        Some((Some(name), Some(color))) => text(format!(
+                            "{} likes {}",
+                            answered_text(Some(name), "name"),
+                            answered_text(Some(color), "color")
+                        )),
+                        _ => ask_for_input(json!({"name": first, "color": second}), None),
+                    };
+                }
+                let (name, color) = tokio::join!(
+                    ask(&context, None, "name", first),
+                    ask(&context, None, "color", second)
+                );
+                match (name?, color?) {
+                    (Asked::Answer(name), Asked::Answer(color)) => text(format!(
+                        "{} likes {}",
+                        answered_text(Some(&name), "name"),
+                        answered_text(Some(&color), "color")
+                    )),
+                    _ => Err(ErrorData::internal_error("no answers", None)),
+                }
+            }
+            "failing_job" => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                from_json::<CallToolResult>(json!({"isError": true, "content": [
+                    {"type": "text", "text": "The job failed: the input was not valid"}]}))
+                .map(Into::into)
+            }
+            "protocol_error_job" => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Err(ErrorData::internal_error("the job crashed", None))
+            }
+            "test_tool_with_task" => {
+                let question = elicit("What is your name?", "name", "string");
+                match ask(&context, responses, "user_name", question).await? {
+                    Asked::Retry(required) => Ok(required.into()),
+                    Asked::Answer(answer) => {
+                        // The work that makes this call worth a task.
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        text(format!("Hello, {}! The task is done.", answered_text(Some(&answer), "name")))
+                    }
+                }
             }
             other => Err(ErrorData::invalid_params(format!("unknown tool '{other}'"), None)),
         }

@@ -413,6 +413,14 @@ impl Hub {
         self.upstream(id)
     }
 
+    /// How calls of the server's upstream tool `tool` become tasks for clients that can take
+    /// them (the server's configuration; optional for a server the hub does not know).
+    pub fn task_mode(&self, id: &ServerId, tool: &str) -> switchboard_core::TaskMode {
+        self.slot(id)
+            .map(|slot| slot.definition.task_mode(tool))
+            .unwrap_or_default()
+    }
+
     /// The server's current catalog (empty until connected).
     pub fn catalog(&self, id: &ServerId) -> Result<Arc<ServerCatalog>, HubError> {
         Ok(read(&self.slot(id)?.catalog).clone())

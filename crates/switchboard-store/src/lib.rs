@@ -134,6 +134,7 @@ impl Store {
         let timeouts = serde_json::to_string(&def.timeouts).map_err(|e| corrupt(&def.id, e))?;
         let disabled =
             serde_json::to_string(&def.disabled_tools).map_err(|e| corrupt(&def.id, e))?;
+        let task_modes = serde_json::to_string(&def.task_modes).map_err(|e| corrupt(&def.id, e))?;
         let oauth_client = match &def.oauth_client {
             Some(client) => {
                 let plain = serde_json::to_string(client).map_err(|e| corrupt(&def.id, e))?;
@@ -145,12 +146,12 @@ impl Store {
         sqlx::query(
             "INSERT INTO servers (id, display_name, description, transport_json, timeouts_json,
                                   enabled, disabled_tools_json, created_at_ms, updated_at_ms,
-                                  oauth_client_sealed, exposed_prefix)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)
+                                  oauth_client_sealed, exposed_prefix, task_modes_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10, ?11)
              ON CONFLICT(id) DO UPDATE SET display_name = ?2, description = ?3,
                 transport_json = ?4, timeouts_json = ?5, enabled = ?6,
                 disabled_tools_json = ?7, updated_at_ms = ?8, oauth_client_sealed = ?9,
-                exposed_prefix = ?10",
+                exposed_prefix = ?10, task_modes_json = ?11",
         )
         .bind(def.id.as_str())
         .bind(&def.display_name)
@@ -162,6 +163,7 @@ impl Store {
         .bind(now)
         .bind(oauth_client)
         .bind(def.prefix.as_deref())
+        .bind(task_modes)
         .execute(&mut *tx)
         .await?;
         sqlx::query("DELETE FROM server_probes WHERE server_id = ?1 AND target_digest <> ?2")
@@ -313,6 +315,8 @@ impl Store {
             serde_json::from_str(row.try_get("timeouts_json")?).map_err(|e| corrupt(&id, e))?;
         let disabled_tools = serde_json::from_str(row.try_get("disabled_tools_json")?)
             .map_err(|e| corrupt(&id, e))?;
+        let task_modes =
+            serde_json::from_str(row.try_get("task_modes_json")?).map_err(|e| corrupt(&id, e))?;
         let oauth_client = match row.try_get::<Option<String>, _>("oauth_client_sealed")? {
             Some(sealed) => {
                 let plain = self.vault.unseal(&oauth_client_context(&id), &sealed)?;
@@ -330,12 +334,13 @@ impl Store {
             disabled_tools,
             oauth_client,
             prefix: row.try_get("exposed_prefix")?,
+            task_modes,
         })
     }
 }
 
-const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix FROM servers WHERE id = ?1";
-const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix FROM servers ORDER BY id";
+const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json FROM servers WHERE id = ?1";
+const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json FROM servers ORDER BY id";
 
 fn secret_context(id: &ServerId, name: &str) -> String {
     format!("server:{id}/value:{name}")

@@ -199,6 +199,9 @@ pub enum ServerCommand {
     EnableTool(ToolArgs),
     /// Set the prefix of a server's exposed names (`{prefix}__{name}`; `''` for none).
     SetPrefix(PrefixArgs),
+    /// Set whether calls of tools become tasks for clients that can take them:
+    /// `forbidden`, `optional` (the default: when a call runs long) or `required`.
+    SetTaskMode(TaskModeArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
 }
@@ -341,6 +344,19 @@ pub struct PrefixArgs {
     pub id: String,
     /// The new prefix (lowercase letters, digits, hyphens), or `''` for names unchanged.
     pub prefix: String,
+}
+
+/// Options of `server set-task-mode`.
+#[derive(Debug, Args)]
+pub struct TaskModeArgs {
+    /// The server's id.
+    pub id: String,
+    /// `forbidden` (never a task), `optional` (a task when the call runs long) or `required`
+    /// (always a task; clients that cannot take tasks are refused).
+    pub mode: switchboard_core::TaskMode,
+    /// Upstream tool names.
+    #[arg(required = true)]
+    pub tools: Vec<String>,
 }
 
 /// Options of `server import`.

@@ -187,6 +187,9 @@ async fn stdio(store: Store) -> anyhow::Result<i32> {
     // Give servers a moment to connect, so the first tools/list is complete; later arrivals
     // are announced with list_changed.
     hub.wait_settled(Duration::from_secs(10), |_| {}).await;
+    // The merged catalog follows the servers' states from a task of its own; bring it up to
+    // date now, or the first list may still lack the server that connected last.
+    hub.rebuild_exposed();
     let served =
         switchboard_gateway::mcp::stdio::serve(switchboard_gateway::mcp::Shared::new(hub.clone()))
             .await;
@@ -367,6 +370,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::DisableTool(args) => set_tools_disabled(store, args, true).await,
         ServerCommand::EnableTool(args) => set_tools_disabled(store, args, false).await,
         ServerCommand::SetPrefix(args) => set_prefix(store, args).await,
+        ServerCommand::SetTaskMode(args) => set_task_mode(store, args).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
 }
@@ -411,6 +415,32 @@ async fn set_prefix(store: &Store, args: cli::PrefixArgs) -> anyhow::Result<i32>
     } else {
         println!("{id}'s names are now exposed as {prefix}__<name>. {DAEMON_PICKS_IT_UP}");
     }
+    Ok(0)
+}
+
+async fn set_task_mode(store: &Store, args: cli::TaskModeArgs) -> anyhow::Result<i32> {
+    let id = parse_id(&args.id)?;
+    let mut def = store
+        .get_server(&id)
+        .await?
+        .with_context(|| format!("no server with id '{id}'"))?;
+    for tool in &args.tools {
+        match args.mode {
+            // The default is not stored: the tool simply follows it.
+            switchboard_core::TaskMode::Optional => def.task_modes.remove(tool),
+            mode => def.task_modes.insert(tool.clone(), mode),
+        };
+    }
+    store.put_server(&def).await?;
+    println!(
+        "Calls of {} on {id} are now {} as tasks. {DAEMON_PICKS_IT_UP}",
+        args.tools.join(", "),
+        match args.mode {
+            switchboard_core::TaskMode::Forbidden => "never run",
+            switchboard_core::TaskMode::Optional => "run, when they take long,",
+            switchboard_core::TaskMode::Required => "always run",
+        }
+    );
     Ok(0)
 }
 
@@ -467,6 +497,9 @@ fn toml_like(def: &ServerDefinition) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+    }
+    for (tool, mode) in &def.task_modes {
+        out += &format!("task mode:    {tool}: {}\n", mode.as_str());
     }
     out
 }

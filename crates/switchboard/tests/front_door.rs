@@ -2163,3 +2163,160 @@ async fn a_call_stream_the_server_ends_early_ends_early_for_clients_that_come_ba
         .unwrap();
     assert!(body.contains("Reconnection test completed"), "{body:?}");
 }
+
+/// A 2026-07-28 request `method` with `params` (and `name` as its `Mcp-Name`) from a client
+/// that can be asked for its roots and declares the tasks extension (or, with `tasks` false,
+/// not); the JSON-RPC answer.
+async fn request_2026(
+    url: &str,
+    method: &str,
+    name: &str,
+    mut params: Value,
+    tasks: bool,
+) -> Value {
+    let capabilities = if tasks {
+        json!({"roots": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({"roots": {}})
+    };
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("Switchboard answers");
+    answer_to(response, 1).await.pop().expect("an answer")
+}
+
+/// Polls `tasks/get` for task `id` (every 100 ms, up to 10 s) until `done` holds; the task.
+async fn poll_task(url: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let mut task = Value::Null;
+    for _ in 0..100 {
+        task =
+            request_2026(url, "tasks/get", id, json!({"taskId": id}), true).await["result"].clone();
+        if done(&task) {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the task did not get there within 10 s: {task:#}");
+}
+
+/// The tasks extension at the front door, run by Switchboard for a server that has none (a
+/// legacy session server): a client that takes tasks gets a call that runs long as a task,
+/// whose outcome it polls later, after its own request has ended; a client that does not, gets
+/// the same call's result as usual. A tool whose calls are always tasks refuses clients without
+/// tasks (-32021), and its server's question (roots, asked on the session's GET stream) is put
+/// to the client through the task (`input_required`), answered with `tasks/update`. A task
+/// cancelled with `tasks/cancel` ends as cancelled, and so does its call at the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_become_tasks_that_outlive_their_request_and_ask_through_it() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["fx", &fixture.url]);
+    ok(&switchboard(
+        dir.path(),
+        &["server", "set-task-mode", "fx", "required", "roots"],
+    ));
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let url = daemon.mcp_url();
+    let slow = json!({"name": "fx__slow", "arguments": {"ms": 1500}});
+
+    let created = request_2026(&url, "tools/call", "fx__slow", slow.clone(), true).await;
+    let created = &created["result"];
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["status"], "working", "{created}");
+    assert!(
+        created["ttlMs"].as_u64().unwrap_or_default() > 0,
+        "{created}"
+    );
+    assert!(created["pollIntervalMs"].is_u64(), "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    let done = poll_task(&url, &id, |t| t["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "done", "{done}");
+
+    let plain = request_2026(&url, "tools/call", "fx__slow", slow, false).await;
+    assert_eq!(plain["result"]["content"][0]["text"], "done", "{plain}");
+    assert!(plain["result"].get("taskId").is_none(), "{plain}");
+
+    let refused = request_2026(
+        &url,
+        "tools/call",
+        "fx__roots",
+        json!({"name": "fx__roots"}),
+        false,
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+
+    let created = request_2026(
+        &url,
+        "tools/call",
+        "fx__roots",
+        json!({"name": "fx__roots"}),
+        true,
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let asking = poll_task(&url, &id, |t| t["status"] == "input_required").await;
+    let requests = asking["inputRequests"].as_object().expect("input requests");
+    assert_eq!(requests.len(), 1, "{asking}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "roots/list", "{asking}");
+    let roots = json!({"roots": [{"uri": "file:///work/tasks", "name": "tasks"}]});
+    let acked = request_2026(
+        &url,
+        "tasks/update",
+        &id,
+        json!({"taskId": id, "inputResponses": {key.clone(): roots}}),
+        true,
+    )
+    .await;
+    assert_eq!(acked["result"]["resultType"], "complete", "{acked}");
+    let done = poll_task(&url, &id, |t| t["status"] == "completed").await;
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("file:///work/tasks"),
+        "{done}"
+    );
+
+    let long = json!({"name": "fx__slow", "arguments": {"ms": 30000}});
+    let created = request_2026(&url, "tools/call", "fx__slow", long, true).await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let acked = request_2026(&url, "tasks/cancel", &id, json!({"taskId": id}), true).await;
+    assert_eq!(acked["result"]["resultType"], "complete", "{acked}");
+    let task = request_2026(&url, "tasks/get", &id, json!({"taskId": id}), true).await;
+    assert_eq!(task["result"]["status"], "cancelled", "{task}");
+    for _ in 0..100 {
+        if fixture
+            .state
+            .cancelled_calls
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        fixture
+            .state
+            .cancelled_calls
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0,
+        "the server's call was cancelled"
+    );
+    let unknown = request_2026(&url, "tasks/get", "nope", json!({"taskId": "nope"}), true).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}

@@ -20,7 +20,8 @@
 //!   the client's `notifications/cancelled` reaches the call ([`cancel`]).
 //!
 //! Anything else (another method, a header this path does not check, a tool with
-//! `x-mcp-header` parameters, a server reached another way or not connected, a retry of an
+//! `x-mcp-header` parameters, a call that may become a task, a server reached another way or
+//! not connected, a retry of an
 //! exchange Switchboard parked, a session this path does not know, a shutdown under way) is not
 //! taken here: [`try_call`] returns `None` before anything is sent, and the full path answers,
 //! with the same results and errors. So does a call the server's session could not take (none
@@ -126,6 +127,12 @@ async fn stateless_call(
     {
         return None;
     }
+    let takes_tasks = meta
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.supports_tasks());
+    if task_path(shared, tool, takes_tasks) {
+        return None;
+    }
     let upstream = shared
         .hub
         .upstream_for_tool(&tool.server, &tool.upstream)
@@ -214,6 +221,9 @@ async fn session_call(
     }
     let catalog = shared.hub.exposed();
     let tool = catalog.tools.get(&call.params.name)?;
+    if task_path(shared, tool, negotiated.capabilities.supports_tasks()) {
+        return None;
+    }
     let upstream = shared
         .hub
         .upstream_for_tool(&tool.server, &tool.upstream)
@@ -250,6 +260,21 @@ async fn session_call(
         caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
     };
     relay(shared, stop, catalog, call).await
+}
+
+/// Whether a call of `tool` is the full path's, which runs tasks: it may become a task (its
+/// client takes tasks and the tool's mode allows them), or must be refused (the tool's calls are
+/// always tasks, and its client takes none).
+fn task_path(
+    shared: &Shared,
+    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+    takes_tasks: bool,
+) -> bool {
+    match shared.hub.task_mode(&tool.server, &tool.upstream) {
+        switchboard_core::TaskMode::Forbidden => false,
+        switchboard_core::TaskMode::Optional => takes_tasks,
+        switchboard_core::TaskMode::Required => true,
+    }
 }
 
 /// The request `id` calling `tool` as its server names it, and that server.

@@ -146,6 +146,21 @@ fn gone() -> ErrorData {
     ErrorData::internal_error("the client's request ended before it answered", None)
 }
 
+/// What a task's exchange reports ([`Exchange::next_event`]).
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a handful per task, each handled at once; boxing the result would only add an \
+              allocation to every task"
+)]
+pub(crate) enum TaskEvent {
+    /// The server asked questions; they are among [`Exchange::input_requests`].
+    Asked,
+    /// A progress report.
+    Progress(Progress),
+    /// The upstream finished.
+    Done(Result<ServerResult, UpstreamError>),
+}
+
 /// How an exchange ended for the current downstream request.
 #[expect(
     clippy::large_enum_variant,
@@ -303,35 +318,42 @@ impl Exchange {
     }
 
     /// Runs the exchange for the downstream request `context` until the upstream finishes or
-    /// needs input the client must give; then parks it in `parked`.
-    pub(crate) async fn advance(
+    /// needs input the client must give; then parks it in `parked`. With a `deadline`, the
+    /// exchange comes back unfinished (`Err`) if neither is in by then: its request then
+    /// becomes a task.
+    pub(crate) async fn advance_until(
         mut self,
         context: &RequestContext<RoleServer>,
         forward: &downstream::Forwarder,
         parked: &Parked,
-    ) -> Outcome {
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Outcome, Self> {
+        let deadline = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
         loop {
             if !self.pending.is_empty() {
                 // Take everything already queued, so questions asked together are asked together.
                 while let Ok(step) = self.steps.try_recv() {
                     if let Some(outcome) = self.take(step, forward).await {
-                        return outcome;
+                        return Ok(outcome);
                     }
                 }
-                let requests: InputRequests = self
-                    .pending
-                    .iter()
-                    .map(|(key, request, _)| (key.clone(), request.clone()))
-                    .collect();
+                let requests = self.input_requests();
                 self.detach();
                 let handle = parked.park(self);
                 let mut result = InputRequiredResult::from_request_state(handle);
                 result.input_requests = Some(requests);
-                return Outcome::InputRequired(result);
+                return Ok(Outcome::InputRequired(result));
             }
             let running = self.running.as_mut();
             let step = tokio::select! {
                 step = self.steps.recv() => step,
+                () = &mut deadline => return Err(self),
                 () = async {
                     match running {
                         Some(running) => running.await,
@@ -344,16 +366,59 @@ impl Exchange {
                 }
                 _ = context.ct.cancelled() => {
                     self.cancel.cancel();
-                    return Outcome::Done(Err(UpstreamError::Cancelled));
+                    return Ok(Outcome::Done(Err(UpstreamError::Cancelled)));
                 }
             };
             let Some(step) = step else {
-                return Outcome::Done(Err(UpstreamError::Closed));
+                return Ok(Outcome::Done(Err(UpstreamError::Closed)));
             };
             if let Some(outcome) = self.take(step, forward).await {
-                return outcome;
+                return Ok(outcome);
             }
         }
+    }
+
+    /// What happens next in an exchange no handler drives (a task's): questions are noted (see
+    /// [`Self::input_requests`]), log messages dropped.
+    pub(crate) async fn next_event(&mut self) -> TaskEvent {
+        loop {
+            let running = self.running.as_mut();
+            let step = tokio::select! {
+                step = self.steps.recv() => step,
+                () = async {
+                    match running {
+                        Some(running) => running.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.running = None;
+                    continue;
+                }
+            };
+            match step {
+                None => return TaskEvent::Done(Err(UpstreamError::Closed)),
+                Some(Step::Input(questions)) => {
+                    self.note_inputs(questions);
+                    return TaskEvent::Asked;
+                }
+                Some(Step::Progress(report)) => return TaskEvent::Progress(report),
+                Some(Step::Log(_)) => {}
+                Some(Step::Done(result)) => return TaskEvent::Done(result),
+            }
+        }
+    }
+
+    /// The questions waiting for the client's answers, by key.
+    pub(crate) fn input_requests(&self) -> InputRequests {
+        self.pending
+            .iter()
+            .map(|(key, request, _)| (key.clone(), request.clone()))
+            .collect()
+    }
+
+    /// Stops the upstream work (a task cancelled by its client).
+    pub(crate) fn cancel(&self) {
+        self.cancel.cancel();
     }
 
     /// Acts on one step: notes questions, forwards progress and log messages. Returns the

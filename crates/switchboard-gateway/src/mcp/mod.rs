@@ -18,6 +18,7 @@ mod exchange;
 pub mod http;
 pub mod legacy_sse;
 pub mod stdio;
+mod tasks;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -35,8 +36,8 @@ use rmcp::model::{
     SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
-use switchboard_core::ServerId;
 use switchboard_core::exposure::Prefix;
+use switchboard_core::{ServerId, TaskMode};
 use switchboard_hub::{ExposeUris, ExposedCatalog, Hub, HubEvent};
 use switchboard_upstream::{Upstream, UpstreamError};
 use tokio::sync::broadcast;
@@ -96,6 +97,8 @@ pub struct Shared {
     /// Requests the short path put to session clients on a call's stream, by session and
     /// request id, waiting for the client's answer.
     direct_questions: Mutex<HashMap<(String, rmcp::model::RequestId), direct::Answer>>,
+    /// Calls running as tasks (the tasks extension), for every client.
+    tasks: tasks::Tasks,
 }
 
 impl Shared {
@@ -119,6 +122,7 @@ impl Shared {
             direct_sessions: Mutex::default(),
             direct_calls: Mutex::default(),
             direct_questions: Mutex::default(),
+            tasks: tasks::Tasks::default(),
         })
     }
 
@@ -271,6 +275,43 @@ impl AggregateServer {
         )
             -> futures::future::BoxFuture<'static, Result<ServerResult, UpstreamError>>,
     {
+        let running = self
+            .exchange_until(
+                purpose,
+                request_state,
+                input_responses,
+                context,
+                patience,
+                None,
+                work,
+            )
+            .await?;
+        // Without a deadline it never comes back unfinished.
+        Ok(running.unwrap_or_else(|_| Outcome::Done(Err(UpstreamError::Closed))))
+    }
+
+    /// [`Self::exchange`], but an exchange still running at `deadline` (without an outcome or
+    /// a question for the client) comes back unfinished (`Err`), to become a task.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the request's parts, each used once; a struct would only rename them"
+    )]
+    async fn exchange_until<F>(
+        &self,
+        purpose: String,
+        request_state: Option<String>,
+        input_responses: Option<rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+        patience: std::time::Duration,
+        deadline: Option<tokio::time::Instant>,
+        work: F,
+    ) -> Result<Result<Outcome, Exchange>, ErrorData>
+    where
+        F: FnOnce(
+            switchboard_upstream::CallContext,
+        )
+            -> futures::future::BoxFuture<'static, Result<ServerResult, UpstreamError>>,
+    {
         if let Some(responses) = &input_responses {
             exchange::check_input_responses(responses)?;
         }
@@ -296,7 +337,7 @@ impl AggregateServer {
             ),
         };
         Ok(exchange
-            .advance(context, &forward, &self.shared.parked)
+            .advance_until(context, &forward, &self.shared.parked, deadline)
             .await)
     }
 
@@ -528,6 +569,7 @@ impl ServerHandler for AggregateServer {
             .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
+            .enable_tasks()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(
@@ -623,28 +665,114 @@ impl ServerHandler for AggregateServer {
         let name = tool.upstream.clone();
         let arguments = request.arguments.take();
         let patience = upstream.timeouts().tool_call;
-        let outcome = self
-            .exchange(
-                format!("tools/call {}", request.name),
-                request.request_state.take(),
-                request.input_responses.take(),
-                &context,
-                patience,
-                move |call| {
-                    async move {
-                        upstream
-                            .call_tool(&name, arguments, &call)
-                            .await
-                            .map(ServerResult::CallToolResult)
+        // The tasks extension: how this call may become a task, if its client can take one.
+        let takes_tasks = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        let task_mode = match self.hub().task_mode(&server, &name) {
+            TaskMode::Required if !takes_tasks => {
+                return Err(ErrorData::missing_required_client_capability(
+                    rmcp::model::ClientCapabilities::builder()
+                        .enable_tasks()
+                        .build(),
+                ));
+            }
+            _ if !takes_tasks => TaskMode::Forbidden,
+            mode => mode,
+        };
+        let work = move |call: switchboard_upstream::CallContext| {
+            async move {
+                upstream
+                    .call_tool(&name, arguments, &call)
+                    .await
+                    .map(ServerResult::CallToolResult)
+            }
+            .boxed()
+        };
+        let purpose = format!("tools/call {}", request.name);
+        let request_state = request.request_state.take();
+        let input_responses = request.input_responses.take();
+        let outcome = match task_mode {
+            TaskMode::Forbidden => {
+                self.exchange(
+                    purpose,
+                    request_state,
+                    input_responses,
+                    &context,
+                    patience,
+                    work,
+                )
+                .await?
+            }
+            mode => {
+                // A required task is one from the start.
+                let deadline = match mode {
+                    TaskMode::Required => tokio::time::Instant::now(),
+                    _ => tokio::time::Instant::now() + tasks::TASK_AFTER,
+                };
+                let running = self
+                    .exchange_until(
+                        purpose,
+                        request_state,
+                        input_responses,
+                        &context,
+                        patience,
+                        Some(deadline),
+                        work,
+                    )
+                    .await?;
+                match running {
+                    Ok(outcome) => outcome,
+                    Err(exchange) => {
+                        let finish: tasks::Finish = Box::new(move |outcome| {
+                            match call_result(&catalog, &server, outcome) {
+                                Ok(response) => tasks::payload(Ok(ServerResult::from(response))),
+                                Err(error) => tasks::payload(Err::<ServerResult, _>(error)),
+                            }
+                        });
+                        let task = self.shared.tasks.start(exchange, finish)?;
+                        return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                            task,
+                        )));
                     }
-                    .boxed()
-                },
-            )
-            .await?;
+                }
+            }
+        };
         match outcome {
             Outcome::InputRequired(required) => Ok(CallToolResponse::InputRequired(required)),
             Outcome::Done(result) => call_result(&catalog, &server, result),
         }
+    }
+
+    /// `tasks/get`: the task as it stands (rmcp checked that the client declared tasks).
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let task = self.shared.tasks.get(&request.task_id)?;
+        Ok(rmcp::model::GetTaskResult::new(task))
+    }
+
+    /// `tasks/update`: the client's answers to a task's questions.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared
+            .tasks
+            .update(&request.task_id, request.input_responses)
+            .await
+    }
+
+    /// `tasks/cancel`: stops a task and its upstream call.
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.cancel(&request.task_id).await
     }
 
     async fn list_prompts(
