@@ -649,70 +649,104 @@ fn spawn_change_listener(
     }
     let lists = filter.build();
     let mut subscribed = upstream.watch_subscribed_resources();
+    let listening = upstream.listening();
     let server = upstream.server().to_string();
+    let filter_for = move |uris: &std::collections::BTreeSet<String>| {
+        let mut filter = lists.clone();
+        if !uris.is_empty() {
+            filter.resource_subscriptions = Some(uris.iter().cloned().collect());
+        }
+        filter
+    };
+    let refused_by = |error: &rmcp::ServiceError| {
+        matches!(error, rmcp::ServiceError::McpError(error)
+            if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND)
+    };
     tokio::spawn(async move {
         // A listen stream that drops while the session lives is opened again, with backoff:
         // without it the catalog would silently stop following the server. A change of the
-        // subscribed resources opens it again at once with the new filter.
+        // subscribed resources opens a stream with the new filter at once, and only then lets
+        // the old one go, so that no update falls between the two.
         let mut backoff = Duration::from_secs(1);
         while !peer.is_transport_closed() {
-            let mut reopen_now = false;
             let mut refused = false;
-            let mut filter = lists.clone();
-            let uris: Vec<String> = subscribed.borrow_and_update().iter().cloned().collect();
-            if !uris.is_empty() {
-                filter.resource_subscriptions = Some(uris);
-            }
-            match peer.listen(filter).await {
+            let uris = subscribed.borrow_and_update().clone();
+            match peer.listen(filter_for(&uris)).await {
                 Ok(mut subscription) => {
                     backoff = Duration::from_secs(1);
+                    listening.send_replace(crate::upstream::Listening {
+                        covering: uris,
+                        refused: Default::default(),
+                    });
                     loop {
                         let next = tokio::select! {
                             next = subscription.next() => next,
-                            changed = subscribed.changed() => match changed {
-                                Ok(()) => {
-                                    reopen_now = true;
-                                    break;
+                            changed = subscribed.changed() => {
+                                if changed.is_err() {
+                                    return;
                                 }
-                                Err(_) => return,
-                            },
+                                let uris = subscribed.borrow_and_update().clone();
+                                match peer.listen(filter_for(&uris)).await {
+                                    Ok(newer) => {
+                                        // What the old stream still holds comes first.
+                                        while let Some(Ok(Some(notification))) =
+                                            futures::FutureExt::now_or_never(subscription.next())
+                                        {
+                                            if let Some(event) = change_event(notification)
+                                                && events.send(event).is_err()
+                                            {
+                                                return;
+                                            }
+                                        }
+                                        subscription = newer;
+                                        listening.send_replace(crate::upstream::Listening {
+                                            covering: uris,
+                                            refused: Default::default(),
+                                        });
+                                    }
+                                    // The old stream goes on; the new resources are refused.
+                                    Err(error) if refused_by(&error) => {
+                                        listening.send_modify(|l| l.refused = uris);
+                                    }
+                                    Err(error) => {
+                                        tracing::debug!(server, %error, "subscriptions/listen with a new filter failed");
+                                        break;
+                                    }
+                                }
+                                continue;
+                            }
                         };
-                        let event = match next {
-                            Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
-                                UpstreamEvent::ToolsChanged
+                        match next {
+                            Ok(Some(notification)) => {
+                                if let Some(event) = change_event(notification)
+                                    && events.send(event).is_err()
+                                {
+                                    return;
+                                }
                             }
-                            Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => {
-                                UpstreamEvent::ResourcesChanged
-                            }
-                            Ok(Some(ServerNotification::PromptListChangedNotification(_))) => {
-                                UpstreamEvent::PromptsChanged
-                            }
-                            Ok(Some(ServerNotification::ResourceUpdatedNotification(n))) => {
-                                UpstreamEvent::ResourceUpdated(n.params.uri)
-                            }
-                            Ok(Some(_)) => continue,
                             Ok(None) => break,
                             Err(error) => {
                                 tracing::debug!(server, %error, "the subscriptions/listen stream ended");
                                 break;
                             }
-                        };
-                        if events.send(event).is_err() {
-                            return;
                         }
                     }
+                    // Nothing is covered until a stream is acknowledged again.
+                    listening.send_modify(|l| l.covering.clear());
                 }
                 // A server without `subscriptions/listen` for this filter (it announced list
                 // changes it does not deliver) will not grow one by being asked again: ask again
                 // only with another filter.
-                Err(rmcp::ServiceError::McpError(error))
-                    if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
-                {
+                Err(error) if refused_by(&error) => {
                     tracing::warn!(
                         server,
                         "the server announces list changes but refuses subscriptions/listen; \
                          its lists are read again when it reconnects"
                     );
+                    listening.send_replace(crate::upstream::Listening {
+                        covering: Default::default(),
+                        refused: uris,
+                    });
                     refused = true;
                 }
                 Err(error) => {
@@ -722,7 +756,7 @@ fn spawn_change_listener(
             if events.is_closed() {
                 return;
             }
-            if reopen_now || subscribed.has_changed().unwrap_or(false) {
+            if subscribed.has_changed().unwrap_or(false) {
                 continue;
             }
             if refused {
@@ -749,6 +783,19 @@ fn spawn_change_listener(
             backoff = (backoff * 2).min(Duration::from_secs(60));
         }
     });
+}
+
+/// The upstream event a notification on a `subscriptions/listen` stream stands for.
+fn change_event(notification: ServerNotification) -> Option<UpstreamEvent> {
+    Some(match notification {
+        ServerNotification::ToolListChangedNotification(_) => UpstreamEvent::ToolsChanged,
+        ServerNotification::ResourceListChangedNotification(_) => UpstreamEvent::ResourcesChanged,
+        ServerNotification::PromptListChangedNotification(_) => UpstreamEvent::PromptsChanged,
+        ServerNotification::ResourceUpdatedNotification(n) => {
+            UpstreamEvent::ResourceUpdated(n.params.uri)
+        }
+        _ => return None,
+    })
 }
 
 /// The Bearer challenge a server answers an unauthenticated request with, if any: what a sign-in

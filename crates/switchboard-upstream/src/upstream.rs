@@ -88,6 +88,16 @@ pub struct CallContext {
     pub request_state: Option<String>,
 }
 
+/// What a stateless server's `subscriptions/listen` stream covers.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Listening {
+    /// The resource URIs of the acknowledged stream's filter.
+    pub(crate) covering: BTreeSet<String>,
+    /// The resource URIs of the last filter the server refused (it has no
+    /// `subscriptions/listen` for it).
+    pub(crate) refused: BTreeSet<String>,
+}
+
 /// A handle on one live upstream session.
 #[derive(Clone)]
 pub struct Upstream {
@@ -100,6 +110,9 @@ pub struct Upstream {
     /// The resources subscribed to on a 2026-07-28 server, where a subscription is a URI in the
     /// filter of the session's `subscriptions/listen` stream (opened again when this changes).
     subscribed_resources: Arc<watch::Sender<BTreeSet<String>>>,
+    /// What the server's acknowledged `subscriptions/listen` stream covers, so that a
+    /// subscription is answered only once the server is sending its updates.
+    listening: Arc<watch::Sender<Listening>>,
     /// Bounds the requests running and waiting on this session.
     limiter: CallLimiter,
     /// For a stateless HTTP server: where calls can go without the session machinery.
@@ -132,6 +145,7 @@ impl Upstream {
             in_flight,
             timeouts,
             subscribed_resources: Arc::new(watch::channel(BTreeSet::new()).0),
+            listening: Arc::new(watch::channel(Listening::default()).0),
             limiter,
             direct: None,
         }
@@ -220,6 +234,11 @@ impl Upstream {
         self.subscribed_resources.subscribe()
     }
 
+    /// Where the listen task says what its acknowledged stream covers.
+    pub(crate) fn listening(&self) -> Arc<watch::Sender<Listening>> {
+        self.listening.clone()
+    }
+
     /// Subscribes to updates of the resource `uri` (they arrive as
     /// [`UpstreamEvent::ResourceUpdated`](crate::UpstreamEvent)): `resources/subscribe` in a
     /// legacy session; on a 2026-07-28 server, which has no such request, the URI joins the
@@ -273,7 +292,26 @@ impl Upstream {
             }
         });
         if self.is_stateless() {
-            return Ok(());
+            if !subscribe {
+                return Ok(());
+            }
+            // Answered once the server acknowledged a listen stream whose filter holds the URI:
+            // an update it sends after that reaches the subscriber.
+            let mut listening = self.listening.subscribe();
+            let limit = self.timeouts.request;
+            let covered = tokio::time::timeout(
+                limit,
+                listening.wait_for(|l| l.refused.contains(uri) || l.covering.contains(uri)),
+            )
+            .await
+            .map_err(|_| UpstreamError::Timeout(limit))?
+            .map_err(|_| UpstreamError::Closed)?
+            .covering
+            .contains(uri);
+            return match covered {
+                true => Ok(()),
+                false => Err(UpstreamError::Unsupported("resource subscriptions")),
+            };
         }
         let request = if subscribe {
             ClientRequest::SubscribeRequest(Request::new(rmcp::model::SubscribeRequestParams::new(

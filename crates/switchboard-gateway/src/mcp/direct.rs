@@ -393,6 +393,7 @@ async fn relay(
         caller_polls,
     } = call;
     tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
+    shared.subscribing.settled(&server).await;
     let in_flight = shared.in_flight.token();
     let cancelled = cancelled.unwrap_or_default();
     let (input, questions): (Arc<dyn switchboard_upstream::InputResponder>, _) = match asking {

@@ -18,6 +18,7 @@ mod exchange;
 pub mod http;
 pub mod legacy_sse;
 pub mod stdio;
+mod subscribing;
 mod tasks;
 
 use std::collections::{HashMap, HashSet};
@@ -99,6 +100,11 @@ pub struct Shared {
     direct_questions: Mutex<HashMap<(String, rmcp::model::RequestId), direct::Answer>>,
     /// Calls running as tasks (the tasks extension), for every client.
     tasks: tasks::Tasks,
+    /// Servers at which a 2026-07-28 client's `subscriptions/listen` is being subscribed.
+    subscribing: Arc<subscribing::Subscribing>,
+    /// Taken while a subscription at a server changes, so that a second subscriber is answered
+    /// only once the first one's subscription is in place.
+    subscription_changes: tokio::sync::Mutex<()>,
 }
 
 impl Shared {
@@ -123,6 +129,8 @@ impl Shared {
             direct_calls: Mutex::default(),
             direct_questions: Mutex::default(),
             tasks: tasks::Tasks::default(),
+            subscribing: Arc::default(),
+            subscription_changes: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -186,6 +194,9 @@ struct SessionState {
     direct_streams: Mutex<direct::SessionStreams>,
     /// Its Streamable HTTP session id, once its client said `initialized` on it.
     http_session: std::sync::OnceLock<String>,
+    /// The subscriptions acknowledged `subscriptions/listen` requests are about to make (each
+    /// request's `listen` takes one).
+    listen_underway: Mutex<Vec<subscribing::Underway>>,
 }
 
 /// What a legacy session's `initialize` settled.
@@ -395,6 +406,7 @@ impl AggregateServer {
     }
 
     async fn forward_subscription(&self, uri: &str, subscribe: bool) -> Result<(), ErrorData> {
+        let _changing = self.shared.subscription_changes.lock().await;
         let (server, upstream_uri) = self
             .catalog()
             .resolve_uri(uri)
@@ -658,6 +670,7 @@ impl ServerHandler for AggregateServer {
             ));
         };
         let server = tool.server.clone();
+        self.shared.subscribing.settled(&server).await;
         let upstream = self
             .hub()
             .upstream_for_tool(&server, &tool.upstream)
@@ -802,6 +815,7 @@ impl ServerHandler for AggregateServer {
             ));
         };
         let server = prompt.server.clone();
+        self.shared.subscribing.settled(&server).await;
         let upstream = self.upstream(&server)?;
         let name = prompt.upstream.clone();
         let arguments = request.arguments.take();
@@ -882,6 +896,7 @@ impl ServerHandler for AggregateServer {
                 Some(serde_json::json!({"uri": request.uri})),
             )
         })?;
+        self.shared.subscribing.settled(&server).await;
         let upstream = self.upstream(&server)?;
         let patience = upstream.timeouts().request;
         let outcome = self
@@ -943,26 +958,46 @@ impl ServerHandler for AggregateServer {
         Ok(())
     }
 
+    /// Everything asked for. Runs before rmcp acknowledges the request: the servers of the
+    /// resources asked for are marked as being subscribed at, so that the client's next requests
+    /// to them wait for [`ServerHandler::listen`] to have subscribed there.
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
+        let catalog = self.catalog();
+        let servers: Vec<ServerId> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter_map(|uri| catalog.resolve_uri(uri).ok().map(|(server, _)| server))
+            .collect();
+        if !servers.is_empty() {
+            let underway = self.shared.subscribing.begin(servers);
+            lock(&self.session.listen_underway).push(underway);
+        }
         Some(requested.clone())
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // Listening from before the first subscription, so no update after it is missed.
+        let events = self.hub().subscribe();
         let resources = context
             .accepted()
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        let underway = (!resources.is_empty())
+            .then(|| lock(&self.session.listen_underway).pop())
+            .flatten();
         let mut subscribed = Vec::new();
         for uri in resources {
             if self.forward_subscription(&uri, true).await.is_ok() {
                 subscribed.push(uri);
             }
         }
-        let outcome = self.listen_until_cancelled(&context).await;
+        drop(underway);
+        let outcome = self.listen_until_cancelled(&context, events).await;
         for uri in subscribed {
             let _ = self.forward_subscription(&uri, false).await;
         }
@@ -1040,9 +1075,12 @@ impl ServerHandler for AggregateServer {
 }
 
 impl AggregateServer {
-    async fn listen_until_cancelled(&self, context: &SubscriptionContext) -> Result<(), ErrorData> {
+    async fn listen_until_cancelled(
+        &self,
+        context: &SubscriptionContext,
+        mut events: broadcast::Receiver<HubEvent>,
+    ) -> Result<(), ErrorData> {
         let mut catalog = self.hub().watch_exposed();
-        let mut events = self.hub().subscribe();
         let mut seen = catalog.borrow_and_update().revisions;
         let sink = context.sink();
         let accepted = context.accepted().clone();

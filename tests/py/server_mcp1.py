@@ -1,0 +1,146 @@
+"""An upstream MCP server on the official Python SDK 1.x (`mcp.server.fastmcp.FastMCP`), for
+Switchboard's interop matrix (crates/switchboard/tests/interop_matrix.rs).
+
+    python server_mcp1.py streamable-http <port>   # Streamable HTTP with sessions, at /mcp
+    python server_mcp1.py sse <port>               # HTTP+SSE (2024-11-05), at /sse
+    python server_mcp1.py stdio
+
+Every interop server offers the same tools, so one client script exercises them all:
+`echo`, `progress` (progress 1, 2, 3), `slow` (30 s; records a cancellation under its `tag`),
+`was_cancelled`, `sample` (`sampling/createMessage`), `elicit` (`elicitation/create`), `roots`
+(`roots/list`), `bump` (updates the subscribable resource `test://counter`). Each uses the SDK
+the way its documentation shows: sampling and roots through `ctx.session` (sent on the
+session's standalone stream, not the call's), elicitation through `ctx.elicit` (on the call's).
+Listens on 127.0.0.1 only.
+"""
+
+import json
+import sys
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import SamplingMessage, TextContent
+from pydantic import BaseModel
+
+transport = sys.argv[1]
+port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+
+mcp = FastMCP("interop-mcp1", host="127.0.0.1", port=port, log_level="WARNING")
+
+CANCELLED: set[str] = set()
+COUNTER = {"value": 0}
+# The sessions that subscribed to test://counter (Switchboard holds one per upstream).
+SUBSCRIBERS: list = []
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echoes its text."""
+    return f"echo: {text}"
+
+
+@mcp.tool()
+async def progress(ctx: Context) -> str:
+    """Reports progress 1, 2, 3 of 3, then answers."""
+    for step in (1, 2, 3):
+        await ctx.report_progress(step, 3)
+        await anyio.sleep(0.05)
+    return "progressed"
+
+
+@mcp.tool()
+async def slow(tag: str) -> str:
+    """Sleeps 30 s; a cancellation is recorded under `tag`."""
+    try:
+        await anyio.sleep(30)
+    except anyio.get_cancelled_exc_class():
+        CANCELLED.add(tag)
+        raise
+    return "finished"
+
+
+@mcp.tool()
+def was_cancelled(tag: str) -> str:
+    """`yes` once a `slow` call with this tag was cancelled."""
+    return "yes" if tag in CANCELLED else "no"
+
+
+@mcp.tool()
+async def sample(ctx: Context) -> str:
+    """Asks the client's model (`sampling/createMessage`) and answers with its text."""
+    result = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text="say hi"))],
+        max_tokens=16,
+    )
+    return result.content.text
+
+
+class Person(BaseModel):
+    name: str
+
+
+@mcp.tool()
+async def elicit(ctx: Context) -> str:
+    """Asks the user for a name (`elicitation/create`); answers `<action>:<name>`."""
+    result = await ctx.elicit(message="Who are you?", schema=Person)
+    name = result.data.name if result.action == "accept" else ""
+    return f"{result.action}:{name}"
+
+
+@mcp.tool()
+async def roots(ctx: Context) -> str:
+    """Asks the client for its roots (`roots/list`); answers their URIs as a JSON list."""
+    result = await ctx.session.list_roots()
+    return json.dumps([str(root.uri) for root in result.roots])
+
+
+@mcp.resource("test://counter")
+def counter() -> str:
+    """A counter that `bump` increments; subscribers hear of every change."""
+    return str(COUNTER["value"])
+
+
+@mcp.tool()
+async def bump() -> str:
+    """Increments test://counter and tells its subscribers."""
+    COUNTER["value"] += 1
+    for session in list(SUBSCRIBERS):
+        try:
+            await session.send_resource_updated("test://counter")
+        except Exception:  # a session that has gone away
+            SUBSCRIBERS.remove(session)
+    return str(COUNTER["value"])
+
+
+lowlevel = mcp._mcp_server
+
+
+@lowlevel.subscribe_resource()
+async def subscribe(uri) -> None:
+    session = lowlevel.request_context.session
+    if session not in SUBSCRIBERS:
+        SUBSCRIBERS.append(session)
+
+
+@lowlevel.unsubscribe_resource()
+async def unsubscribe(uri) -> None:
+    session = lowlevel.request_context.session
+    if session in SUBSCRIBERS:
+        SUBSCRIBERS.remove(session)
+
+
+# mcp 1.x always advertises `resources.subscribe: false`, even with a subscribe handler; say true.
+_capabilities = lowlevel.get_capabilities
+
+
+def _with_subscribe(*args, **kwargs):
+    capabilities = _capabilities(*args, **kwargs)
+    if capabilities.resources is not None:
+        capabilities.resources.subscribe = True
+    return capabilities
+
+
+lowlevel.get_capabilities = _with_subscribe
+
+if __name__ == "__main__":
+    mcp.run(transport=transport)
