@@ -328,6 +328,11 @@ impl Exchange {
         parked: &Parked,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Outcome, Self> {
+        // Due already (a call that is a task from the start): not a step is taken, so nothing
+        // the upstream says first can be mistaken for an answer before the deadline.
+        if deadline.is_some_and(|deadline| deadline <= tokio::time::Instant::now()) {
+            return Err(self);
+        }
         let deadline = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
