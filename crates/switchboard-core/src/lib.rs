@@ -1,7 +1,7 @@
 //! Switchboard's domain model and pure logic.
 //!
 //! This crate exists so that every other layer agrees on what a server *is*, what state a
-//! connection can be in and how errors are classified, without pulling in any network or storage
+//! connection can be in, how errors are classified and how tools are searched, without pulling in any network or storage
 //! code. Nothing here performs I/O: parsing a config file takes a `&str`, the state machine is a
 //! value, the catalog is a constant table.
 
@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod exposure;
+pub mod search;
 pub mod server;
 pub mod state;
 pub mod supervision;

@@ -190,6 +190,7 @@ pub fn router(
         .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .route("/api/tools/search", get(search_tools))
         .route("/api/servers/{id}/login", post(oauth::start_login))
         .route(oauth::CALLBACK_PATH, get(oauth::callback))
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
@@ -267,6 +268,49 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
         servers: app.hub.status(),
         collisions: app.hub.exposed().collisions().cloned().collect(),
     })
+}
+
+/// The query of `GET /api/tools/search`.
+#[derive(serde::Deserialize)]
+struct SearchQuery {
+    /// Words (or, with `regex=true`, a regular expression).
+    q: String,
+    #[serde(default = "default_search_limit")]
+    limit: usize,
+    #[serde(default)]
+    regex: bool,
+}
+
+fn default_search_limit() -> usize {
+    10
+}
+
+/// The most tools one search answers with.
+const MAX_SEARCH_LIMIT: usize = 100;
+
+/// `GET /api/tools/search?q=<words>[&limit=N][&regex=true]`: the exposed tools that match best,
+/// ranked, as `switchboard search` prints them.
+async fn search_tools(
+    State(app): State<AppState>,
+    query: Result<axum::extract::Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Ok(axum::extract::Query(query)) = query else {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"error": "give the words to search for as ?q=..."})),
+        )
+            .into_response();
+    };
+    let limit = query.limit.min(MAX_SEARCH_LIMIT);
+    match app.hub.search_tools(&query.q, limit, query.regex) {
+        Ok(tools) => Json(serde_json::json!({"query": query.q, "tools": tools})).into_response(),
+        Err(error) => (
+            axum::http::StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"error": error.to_string()})),
+        )
+            .into_response(),
+    }
 }
 
 /// A bound listener, so callers learn the real port (for `:0`) before serving.

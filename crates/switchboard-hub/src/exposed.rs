@@ -31,11 +31,53 @@ pub fn long_name_warning(server: &ServerId, name: &str) -> String {
     )
 }
 
+/// The search index's view of an exposed tool: its names, title, description, the names and
+/// descriptions of its parameters (the input schema's top-level properties), and its server.
+fn tool_document(
+    tool: &Exposed<Tool>,
+    server_description: String,
+) -> switchboard_core::search::ToolDocument {
+    let item = &tool.item;
+    let parameters = item
+        .input_schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|properties| {
+            properties
+                .iter()
+                .map(|(name, schema)| {
+                    let description = schema
+                        .get("description")
+                        .and_then(|d| d.as_str())
+                        .unwrap_or_default();
+                    (name.clone(), description.to_owned())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let title = item
+        .title
+        .clone()
+        .or_else(|| item.annotations.as_ref().and_then(|a| a.title.clone()))
+        .unwrap_or_default();
+    switchboard_core::search::ToolDocument {
+        exposed_name: item.name.to_string(),
+        upstream_name: tool.upstream.clone(),
+        server: tool.server.to_string(),
+        server_description,
+        title,
+        description: item.description.as_deref().unwrap_or_default().to_owned(),
+        parameters,
+    }
+}
+
 /// One connected server's part of the merged catalog.
 pub(crate) struct Contribution {
     pub(crate) server: ServerId,
     pub(crate) prefix: Prefix,
     pub(crate) catalog: Arc<ServerCatalog>,
+    /// The server's description (searched with its tools).
+    pub(crate) description: String,
 }
 
 /// Every exposed tool, prompt, resource and template, each mapped to its one owner.
@@ -52,6 +94,10 @@ pub struct ExposedCatalog {
     prefixes: Vec<(ServerId, Prefix)>,
     /// Counts changes of each list, so front doors know which `list_changed` to send.
     pub revisions: Revisions,
+    /// The servers' descriptions, for the search index.
+    descriptions: Vec<(ServerId, String)>,
+    /// The tools' search index, built when first searched.
+    search: std::sync::OnceLock<switchboard_core::search::ToolIndex>,
 }
 
 /// Change counters of the exposed lists.
@@ -141,7 +187,33 @@ impl ExposedCatalog {
                 .map(|c| (c.server.clone(), c.prefix.clone()))
                 .collect(),
             revisions: Revisions::default(),
+            descriptions: contributions
+                .iter()
+                .map(|c| (c.server.clone(), c.description.clone()))
+                .collect(),
+            search: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The search index over the exposed tools (names, titles, descriptions, parameters, and
+    /// their servers), built the first time it is asked for.
+    pub fn search_index(&self) -> &switchboard_core::search::ToolIndex {
+        self.search.get_or_init(|| {
+            let documents = self
+                .tools
+                .iter()
+                .map(|tool| {
+                    let server_description = self
+                        .descriptions
+                        .iter()
+                        .find(|(server, _)| *server == tool.server)
+                        .map(|(_, description)| description.clone())
+                        .unwrap_or_default();
+                    tool_document(tool, server_description)
+                })
+                .collect();
+            switchboard_core::search::ToolIndex::new(documents)
+        })
     }
 
     /// This catalog, with revisions counted on from `previous`: a list whose exposed content
@@ -366,6 +438,7 @@ mod tests {
             server: id(server),
             prefix: Prefix::new(prefix).unwrap(),
             catalog: Arc::new(catalog),
+            description: String::new(),
         }
     }
 

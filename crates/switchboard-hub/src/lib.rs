@@ -81,6 +81,19 @@ pub(crate) struct ServerSlot {
     pub(crate) auth_events: tokio::sync::mpsc::UnboundedSender<switchboard_oauth::AuthEvent>,
 }
 
+/// A tool [`Hub::search_tools`] found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FoundTool {
+    /// Its exposed name, as clients call it.
+    pub name: String,
+    /// Its server.
+    pub server: String,
+    /// How well it matched; higher is better (1 for every regex match).
+    pub score: f32,
+    /// Its description.
+    pub description: String,
+}
+
 /// The registry of live connections.
 pub struct Hub {
     store: Store,
@@ -274,6 +287,41 @@ impl Hub {
         self.exposed.borrow().clone()
     }
 
+    /// The `limit` exposed tools that match `query` best (BM25F over their names, titles,
+    /// descriptions, parameters and servers), or, with `regex`, whose name, title or
+    /// description the regular expression `query` matches.
+    pub fn search_tools(
+        &self,
+        query: &str,
+        limit: usize,
+        regex: bool,
+    ) -> Result<Vec<FoundTool>, switchboard_core::search::SearchError> {
+        let exposed = self.exposed();
+        let index = exposed.search_index();
+        let hits = if regex {
+            index.search_regex(query, limit)?
+        } else {
+            index.search(query, limit)
+        };
+        Ok(hits
+            .into_iter()
+            .map(|hit| {
+                let description = exposed
+                    .tools
+                    .get(&hit.name)
+                    .and_then(|tool| tool.item.description.as_deref())
+                    .unwrap_or_default()
+                    .to_owned();
+                FoundTool {
+                    name: hit.name,
+                    server: hit.server,
+                    score: hit.score,
+                    description,
+                }
+            })
+            .collect())
+    }
+
     /// Watches the merged catalog; it changes when a server connects, drops or changes a list.
     pub fn watch_exposed(&self) -> watch::Receiver<Arc<ExposedCatalog>> {
         self.exposed.subscribe()
@@ -313,6 +361,7 @@ impl Hub {
                 server: slot.definition.id.clone(),
                 prefix: slot.definition.exposed_prefix(),
                 catalog: read(&slot.catalog).clone(),
+                description: slot.definition.description.clone(),
             })
             .collect();
         let catalog = ExposedCatalog::build(&contributions);

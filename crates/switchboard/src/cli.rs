@@ -55,6 +55,8 @@ pub enum Command {
     Resources(ListArgs),
     /// List the prompts of connected servers.
     Prompts(ListArgs),
+    /// Find tools among those of every connected server: ranked exposed names with scores.
+    Search(SearchArgs),
     /// Call a tool: `switchboard call <server>/<tool>`.
     Call(CallArgs),
     /// Connect to every enabled server and show how each one is doing.
@@ -152,6 +154,23 @@ pub struct ListArgs {
     /// Only this server.
     #[arg(long)]
     pub server: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// What the tool is for, in words ("create a github issue"); with `--regex`, a regular
+    /// expression matched against names, titles and descriptions.
+    pub query: String,
+    /// How many tools to show at most.
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Match a regular expression instead of ranking words.
+    #[arg(long)]
+    pub regex: bool,
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,

@@ -113,6 +113,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Stdio => stdio(store).await,
         Command::Server(command) => server_command(&store, command).await,
         Command::Tools(args) => list_tools(store, args).await,
+        Command::Search(args) => search_tools(store, args).await,
         Command::Resources(args) => list_resources(store, args).await,
         Command::Prompts(args) => list_prompts(store, args).await,
         Command::Call(args) => call(store, args).await,
@@ -746,6 +747,40 @@ fn one_line_status(status: &ServerStatus) -> String {
                 .unwrap_or_default()
         ),
     }
+}
+
+async fn search_tools(store: Store, args: cli::SearchArgs) -> anyhow::Result<i32> {
+    let hub = connected_hub(store, None).await?;
+    hub.rebuild_exposed();
+    let found = hub.search_tools(&args.query, args.limit, args.regex);
+    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
+    let printed = match found {
+        Ok(found) if args.json => print_json(&found).map(|()| 0),
+        Ok(found) if found.is_empty() => {
+            eprintln!("No tool matches '{}'.", args.query);
+            Ok(EXIT_FAILURE)
+        }
+        Ok(found) => {
+            let rows: Vec<Vec<String>> = found
+                .iter()
+                .map(|tool| {
+                    vec![
+                        format!("{:.2}", tool.score),
+                        tool.name.clone(),
+                        render::short(Some(&tool.description), 70),
+                    ]
+                })
+                .collect();
+            println!(
+                "{}",
+                render::table(&["SCORE", "TOOL", "DESCRIPTION"], &rows)
+            );
+            Ok(0)
+        }
+        Err(error) => Err(anyhow::anyhow!(error)),
+    };
+    hub.shutdown().await;
+    printed
 }
 
 async fn list_tools(store: Store, args: ListArgs) -> anyhow::Result<i32> {

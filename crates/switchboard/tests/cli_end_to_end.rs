@@ -568,3 +568,105 @@ async fn the_daemon_refuses_foreign_hosts_and_origins() {
         .unwrap();
     assert_eq!(cross_site.status(), 403);
 }
+
+/// `switchboard search` ranks the tools of every connected server by what they are for, words
+/// of their names split and stemmed, and a server's description counts too; `--regex` matches
+/// names; a bad pattern is a clear error. The daemon answers the same at `/api/tools/search`.
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_are_found_by_what_they_do_from_the_cli_and_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "steady", "--", &stdio_fixture()],
+    ));
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "calc",
+            "--description",
+            "A pocket calculator",
+            "--",
+            &stdio_fixture(),
+        ],
+    ));
+
+    let found = json(&switchboard(
+        dir.path(),
+        &["search", "adding numbers", "--json", "--limit", "3"],
+    ));
+    let names: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "two servers have an add tool: {found:#}");
+    assert!(names.iter().all(|n| n.ends_with("__add")), "{found:#}");
+    // The same tool, but one server says it is a calculator.
+    let calculator = json(&switchboard(
+        dir.path(),
+        &["search", "calculator add", "--json"],
+    ));
+    assert_eq!(calculator[0]["name"], "calc__add", "{calculator:#}");
+    assert!(calculator[0]["score"].as_f64().unwrap() > calculator[1]["score"].as_f64().unwrap());
+
+    let table = ok(&switchboard(
+        dir.path(),
+        &["search", "echoes a message back"],
+    ));
+    let first = table.lines().nth(1).unwrap_or_default();
+    assert!(first.contains("__echo"), "{table}");
+
+    let by_pattern = json(&switchboard(
+        dir.path(),
+        &["search", "^steady__(add|echo)$", "--regex", "--json"],
+    ));
+    assert_eq!(by_pattern.as_array().unwrap().len(), 2, "{by_pattern:#}");
+    let bad = switchboard(dir.path(), &["search", "(", "--regex"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a valid regular expression"));
+    let none = switchboard(dir.path(), &["search", "zeppelin"]);
+    assert!(
+        !none.status.success(),
+        "nothing found is a failure for scripts"
+    );
+
+    let (_daemon, port) = spawn_daemon(dir.path(), &[]);
+    status_until(port, "connected", |s| {
+        s["servers"]
+            .as_array()
+            .is_some_and(|all| all.len() == 2 && all.iter().all(|s| s["state"] == "connected"))
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let api = |query: &'static str| {
+        let http = http.clone();
+        async move {
+            let response = http
+                .get(format!("http://127.0.0.1:{port}/api/tools/search{query}"))
+                .send()
+                .await
+                .unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, body) = api("?q=calculator%20add&limit=1").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["tools"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["tools"][0]["name"], "calc__add", "{body}");
+    assert_eq!(api("").await.0, 400, "no query");
+    let (status, body) = api("?q=(&regex=true").await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("regular expression"),
+        "{body}"
+    );
+}
