@@ -317,6 +317,7 @@ async fn search_tools(
 pub struct Gateway {
     listener: tokio::net::TcpListener,
     sessions: mcp::SessionLimits,
+    tools_view: mcp::ToolsView,
 }
 
 impl Gateway {
@@ -328,7 +329,15 @@ impl Gateway {
         Ok(Self {
             listener,
             sessions: mcp::SessionLimits::default(),
+            tools_view: mcp::ToolsView::All,
         })
+    }
+
+    /// Shows MCP clients `view` of the tools unless they ask for another (see
+    /// [`mcp::ToolsView`]).
+    pub fn with_tools_view(mut self, view: mcp::ToolsView) -> Self {
+        self.tools_view = view;
+        self
     }
 
     /// Serves MCP client sessions within `limits` (see [`mcp::SessionLimits`]).
@@ -354,7 +363,7 @@ impl Gateway {
         let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
         let stop = tokio_util::sync::CancellationToken::new();
         let streams = stop.clone();
-        let shared = mcp::Shared::with_session_limits(hub, self.sessions);
+        let shared = mcp::Shared::with_options(hub, self.sessions, self.tools_view);
         let draining = shared.clone();
         // Responses go out in several writes (SSE): without TCP_NODELAY, Nagle's algorithm and
         // the client's delayed ACK hold each one back by up to 40 ms.

@@ -45,7 +45,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Serve every enabled server as one MCP server on stdin/stdout, for clients that launch
     /// MCP servers as commands (Claude Desktop, Cursor, VS Code).
-    Stdio,
+    Stdio(StdioArgs),
     /// Manage configured servers.
     #[command(subcommand)]
     Server(ServerCommand),
@@ -85,6 +85,16 @@ pub struct ServeArgs {
     /// default).
     #[arg(long, default_value = "127.0.0.1:8750", env = "SWITCHBOARD_LISTEN")]
     pub listen: std::net::SocketAddr,
+    /// The tools clients see: `all`, or `deferred` (`search_tools`, `call_tool` and the tools
+    /// their searches found). A client may ask for the other with `?tools=` on the URL or the
+    /// `X-Switchboard-Tools` header.
+    #[arg(
+        long,
+        value_name = "VIEW",
+        default_value = "all",
+        env = "SWITCHBOARD_TOOLS"
+    )]
+    pub tools: switchboard_gateway::mcp::ToolsView,
     /// The public https URL (with a path) at which this daemon's
     /// `/oauth/client-metadata.json` is reachable; authorization servers that accept client ID
     /// metadata documents then know Switchboard by this URL instead of a dynamic registration.
@@ -157,6 +167,20 @@ pub struct ListArgs {
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `stdio`.
+#[derive(Debug, Args)]
+pub struct StdioArgs {
+    /// The tools the client sees: `all`, or `deferred` (`search_tools`, `call_tool` and the
+    /// tools its searches found).
+    #[arg(
+        long,
+        value_name = "VIEW",
+        default_value = "all",
+        env = "SWITCHBOARD_TOOLS"
+    )]
+    pub tools: switchboard_gateway::mcp::ToolsView,
 }
 
 /// Options of `search`.

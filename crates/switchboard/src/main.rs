@@ -76,7 +76,7 @@ fn init_tracing(cli: &Cli) {
     // so the connection's own state-change warnings, meant for a daemon's log, would only say
     // it twice.
     let quiet_states = match cli.command {
-        Command::Serve(_) | Command::Stdio => "",
+        Command::Serve(_) | Command::Stdio(_) => "",
         _ if cli.verbose > 0 => "",
         _ => ",switchboard_hub::connection=error",
     };
@@ -110,7 +110,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
     match cli.command {
         Command::Serve(args) => serve(store, args).await,
-        Command::Stdio => stdio(store).await,
+        Command::Stdio(args) => stdio(store, args).await,
         Command::Server(command) => server_command(&store, command).await,
         Command::Tools(args) => list_tools(store, args).await,
         Command::Search(args) => search_tools(store, args).await,
@@ -181,7 +181,7 @@ fn relaying_options() -> ConnectOptions {
 
 /// `switchboard stdio`: the aggregated server on stdin/stdout. It runs its own connections
 /// from the same store as any daemon (SQLite in WAL mode takes both), and logs only to stderr.
-async fn stdio(store: Store) -> anyhow::Result<i32> {
+async fn stdio(store: Store, args: cli::StdioArgs) -> anyhow::Result<i32> {
     let oauth = switchboard_hub::OAuthOptions::from_env();
     let hub = Hub::with_oauth(store, relaying_options(), oauth);
     hub.start_all().await?;
@@ -191,9 +191,12 @@ async fn stdio(store: Store) -> anyhow::Result<i32> {
     // The merged catalog follows the servers' states from a task of its own; bring it up to
     // date now, or the first list may still lack the server that connected last.
     hub.rebuild_exposed();
-    let served =
-        switchboard_gateway::mcp::stdio::serve(switchboard_gateway::mcp::Shared::new(hub.clone()))
-            .await;
+    let shared = switchboard_gateway::mcp::Shared::with_options(
+        hub.clone(),
+        switchboard_gateway::mcp::SessionLimits::default(),
+        args.tools,
+    );
+    let served = switchboard_gateway::mcp::stdio::serve(shared).await;
     hub.shutdown().await;
     served?;
     Ok(0)
@@ -223,7 +226,8 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         .with_session_limits(switchboard_gateway::mcp::SessionLimits {
             max: args.max_sessions as usize,
             idle: args.session_idle,
-        });
+        })
+        .with_tools_view(args.tools);
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");

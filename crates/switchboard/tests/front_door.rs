@@ -2318,3 +2318,137 @@ async fn calls_become_tasks_that_outlive_their_request_and_ask_through_it() {
     let unknown = request_2026(&url, "tasks/get", "nope", json!({"taskId": "nope"}), true).await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
+
+/// An rmcp-based client of `url` (`?tools=` and all), a 2025-11-25 session one with
+/// `sessions`, a 2026-07-28 one without, with `headers`.
+async fn client_with(
+    url: &str,
+    sessions: bool,
+    headers: Vec<switchboard_core::NamedValue>,
+) -> Connection {
+    let mut transport = TransportSpec::from_url(url, headers).unwrap();
+    if let TransportSpec::Http { pinned, .. } = &mut transport {
+        *pinned = sessions.then_some(switchboard_core::DetectedTransport::StreamableHttp);
+    }
+    client(transport).await
+}
+
+/// The names of the tools `connection` is shown.
+async fn listed(connection: &Connection) -> Vec<String> {
+    let mut names: Vec<String> = connection
+        .upstream
+        .list_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The deferred view: a client sees `search_tools` and `call_tool` instead of every tool. A
+/// search finds tools by what they do and gives their input schemas; in a session they join the
+/// client's list, announced with `tools/list_changed`; `call_tool` calls one by name, and any
+/// tool can still be called by its own name. The view is the daemon's (`serve --tools
+/// deferred`) or the client's own (`?tools=deferred`, or the `X-Switchboard-Tools` header).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deferred_view_shows_two_tools_that_find_and_call_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["steady", "--", &stdio_fixture()]);
+    add(dir.path(), &["everything", "--", "node", &everything()]);
+    let (daemon, _) = Daemon::start_with(dir.path(), 2, &["--tools", "deferred"]).await;
+    let meta = ["call_tool", "search_tools"];
+
+    for sessions in [true, false] {
+        let mut connection = client_with(&daemon.mcp_url(), sessions, vec![]).await;
+        assert_eq!(listed(&connection).await, meta, "sessions: {sessions}");
+        let found = connection
+            .upstream
+            .call_tool(
+                "search_tools",
+                args(json!({"query": "add two numbers", "limit": 3})),
+                &CallContext::default(),
+            )
+            .await
+            .unwrap();
+        let content = serde_json::to_value(&found.content).unwrap();
+        let found: Value = serde_json::from_str(content[0]["text"].as_str().unwrap_or_default())
+            .unwrap_or_else(|_| panic!("the found tools as JSON: {content}"));
+        let first = &found[0];
+        assert!(
+            ["steady__add", "everything__get-sum"]
+                .contains(&first["name"].as_str().unwrap_or_default()),
+            "{found:#}"
+        );
+        assert!(first["inputSchema"]["properties"].is_object(), "{found:#}");
+        if sessions {
+            let heard = tokio::time::timeout(Duration::from_secs(5), async {
+                loop {
+                    match connection.events.recv().await {
+                        Some(switchboard_upstream::UpstreamEvent::ToolsChanged) | None => break,
+                        Some(_) => continue,
+                    }
+                }
+            })
+            .await;
+            assert!(heard.is_ok(), "list_changed after the search");
+            let now = listed(&connection).await;
+            assert!(
+                now.len() > 2 && now.contains(&"steady__add".to_owned()),
+                "{now:?}"
+            );
+        } else {
+            // A 2026-07-28 client has no session to keep a list in.
+            assert_eq!(listed(&connection).await, meta);
+        }
+        let sum = connection
+            .upstream
+            .call_tool(
+                "call_tool",
+                args(json!({"name": "steady__add", "arguments": {"a": 2, "b": 3}})),
+                &CallContext::default(),
+            )
+            .await
+            .unwrap();
+        assert!(text(&sum).contains("\"5\""), "{}", text(&sum));
+        let echoed = connection
+            .upstream
+            .call_tool(
+                "steady__echo",
+                args(json!({"message": "by name"})),
+                &CallContext::default(),
+            )
+            .await
+            .unwrap();
+        assert!(text(&echoed).contains("by name"));
+        let refused = connection
+            .upstream
+            .call_tool("search_tools", args(json!({})), &CallContext::default())
+            .await;
+        assert!(
+            refused.is_err(),
+            "a search without a query is refused: {refused:?}"
+        );
+    }
+
+    // The daemon's view is all; a client asks for the deferred one, and back.
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["steady", "--", &stdio_fixture()]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let all = listed(&client_with(&daemon.mcp_url(), true, vec![]).await).await;
+    assert!(
+        all.contains(&"steady__echo".to_owned()) && all.len() > 2,
+        "{all:?}"
+    );
+    let by_query = client_with(
+        &format!("{}?tools=deferred", daemon.mcp_url()),
+        true,
+        vec![],
+    )
+    .await;
+    assert_eq!(listed(&by_query).await, meta);
+    let header = switchboard_core::NamedValue::guess("X-Switchboard-Tools", "deferred");
+    let by_header = client_with(&daemon.mcp_url(), false, vec![header]).await;
+    assert_eq!(listed(&by_header).await, meta);
+}

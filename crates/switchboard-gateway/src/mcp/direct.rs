@@ -121,6 +121,9 @@ async fn stateless_call(
     {
         return None;
     }
+    if is_meta_tool(&call.params.name) {
+        return None;
+    }
     let catalog = shared.hub.exposed();
     let tool = catalog.tools.get(&call.params.name)?;
     if !plain_header_value(&tool.upstream) || mentions_key(&tool.item.input_schema, "x-mcp-header")
@@ -219,6 +222,9 @@ async fn session_call(
     if !sessions.has_session(&session.into()).await.unwrap_or(false) {
         return None;
     }
+    if is_meta_tool(&call.params.name) {
+        return None;
+    }
     let catalog = shared.hub.exposed();
     let tool = catalog.tools.get(&call.params.name)?;
     if task_path(shared, tool, negotiated.capabilities.supports_tasks()) {
@@ -260,6 +266,12 @@ async fn session_call(
         caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
     };
     relay(shared, stop, catalog, call).await
+}
+
+/// Whether `name` is one of the deferred view's own tools, which the full path answers (they
+/// win over a server's tool of the same name, exposed without a prefix).
+fn is_meta_tool(name: &str) -> bool {
+    name == super::deferred::SEARCH_TOOLS || name == super::deferred::CALL_TOOL
 }
 
 /// Whether a call of `tool` is the full path's, which runs tasks: it may become a task (its

@@ -12,6 +12,7 @@
 // revision Switchboard serves.
 #![allow(deprecated)]
 
+mod deferred;
 mod direct;
 mod downstream;
 mod exchange;
@@ -43,6 +44,7 @@ use switchboard_hub::{ExposeUris, ExposedCatalog, Hub, HubEvent};
 use switchboard_upstream::{Upstream, UpstreamError};
 use tokio::sync::broadcast;
 
+pub use deferred::ToolsView;
 use exchange::{Exchange, Outcome, Parked};
 
 /// How often a session's notification task checks whether its client has gone.
@@ -105,6 +107,8 @@ pub struct Shared {
     /// Taken while a subscription at a server changes, so that a second subscriber is answered
     /// only once the first one's subscription is in place.
     subscription_changes: tokio::sync::Mutex<()>,
+    /// The tools clients see unless they ask for another view.
+    tools_view: ToolsView,
 }
 
 impl Shared {
@@ -115,7 +119,16 @@ impl Shared {
 
     /// State shared by every session served from `hub`, within `limits`: an `initialize`
     /// beyond the most sessions at once is refused with an error that says so.
-    pub fn with_session_limits(hub: Arc<Hub>, mut limits: SessionLimits) -> Arc<Self> {
+    pub fn with_session_limits(hub: Arc<Hub>, limits: SessionLimits) -> Arc<Self> {
+        Self::with_options(hub, limits, ToolsView::All)
+    }
+
+    /// [`Self::with_session_limits`], showing clients `tools_view` unless they ask for another.
+    pub fn with_options(
+        hub: Arc<Hub>,
+        mut limits: SessionLimits,
+        tools_view: ToolsView,
+    ) -> Arc<Self> {
         limits.max = limits.max.max(1);
         Arc::new(Self {
             hub,
@@ -131,6 +144,7 @@ impl Shared {
             tasks: tasks::Tasks::default(),
             subscribing: Arc::default(),
             subscription_changes: tokio::sync::Mutex::new(()),
+            tools_view,
         })
     }
 
@@ -194,9 +208,13 @@ struct SessionState {
     direct_streams: Mutex<direct::SessionStreams>,
     /// Its Streamable HTTP session id, once its client said `initialized` on it.
     http_session: std::sync::OnceLock<String>,
-    /// The subscriptions acknowledged `subscriptions/listen` requests are about to make (each
-    /// request's `listen` takes one).
-    listen_underway: Mutex<Vec<subscribing::Underway>>,
+    /// The subscriptions acknowledged `subscriptions/listen` requests are about to make, by the
+    /// resources they asked for (each request's `listen` takes its own).
+    listen_underway: Mutex<Vec<(Vec<String>, subscribing::Underway)>>,
+    /// The tools view its client asked for.
+    tools_view: std::sync::OnceLock<ToolsView>,
+    /// In the deferred view, the tools its searches found (exposed names), which its list shows.
+    found_tools: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What a legacy session's `initialize` settled.
@@ -258,6 +276,51 @@ impl AggregateServer {
 
     fn log_level(&self) -> Option<LoggingLevel> {
         *lock(&self.session.log_level)
+    }
+
+    /// The tools view of the client behind `context`: what its request asks for (remembered
+    /// for the session), else what it asked for before, else the daemon's.
+    fn tools_view(&self, context: &RequestContext<RoleServer>) -> ToolsView {
+        match deferred::requested(context) {
+            Some(view) => *self.session.tools_view.get_or_init(|| view),
+            None => self
+                .session
+                .tools_view
+                .get()
+                .copied()
+                .unwrap_or(self.shared.tools_view),
+        }
+    }
+
+    /// `search_tools` in the deferred view: the best matches, which also join the session's
+    /// list (announced to a session client with `tools/list_changed`).
+    async fn search_for_client(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (query, limit) = deferred::search_arguments(request.arguments.as_ref())?;
+        let catalog = self.catalog();
+        let found: Vec<rmcp::model::Tool> = self
+            .hub()
+            .search_tools(&query, limit, false)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?
+            .iter()
+            .filter_map(|hit| catalog.tools.get(&hit.name).map(|t| t.item.clone()))
+            .collect();
+        let mut added = false;
+        {
+            let mut listed = lock(&self.session.found_tools);
+            for tool in &found {
+                added |= listed.insert(tool.name.to_string());
+            }
+        }
+        if added && !downstream::is_modern(context) {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        Ok(CallToolResponse::Complete(complete(
+            deferred::found_result(&found, &query),
+        )))
     }
 
     /// What tells this session's calls from other clients' when a server asks something
@@ -597,7 +660,13 @@ impl ServerHandler for AggregateServer {
     /// The exposed tool, so rmcp can check a 2026-07-28 request's `Mcp-Param-*` headers
     /// against its `x-mcp-header` annotations.
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        self.catalog().tools.get(name).map(|tool| tool.item.clone())
+        let catalog = self.catalog();
+        match catalog.tools.get(name) {
+            Some(tool) => Some(tool.item.clone()),
+            None => deferred::meta_tools(catalog.tools.len())
+                .into_iter()
+                .find(|tool| tool.name == name),
+        }
     }
 
     async fn initialize(
@@ -646,14 +715,23 @@ impl ServerHandler for AggregateServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self
-            .catalog()
-            .tools
-            .iter()
-            .map(|t| t.item.clone())
-            .collect();
+        let catalog = self.catalog();
+        let tools = match self.tools_view(&context) {
+            ToolsView::All => catalog.tools.iter().map(|t| t.item.clone()).collect(),
+            ToolsView::Deferred => {
+                let found = lock(&self.session.found_tools).clone();
+                deferred::meta_tools(catalog.tools.len())
+                    .into_iter()
+                    .chain(
+                        found
+                            .iter()
+                            .filter_map(|name| catalog.tools.get(name).map(|t| t.item.clone())),
+                    )
+                    .collect()
+            }
+        };
         Ok(complete(ListToolsResult::with_all_items(tools)))
     }
 
@@ -662,6 +740,17 @@ impl ServerHandler for AggregateServer {
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self.tools_view(&context) == ToolsView::Deferred {
+            match request.name.as_ref() {
+                deferred::SEARCH_TOOLS => return self.search_for_client(&request, &context).await,
+                deferred::CALL_TOOL => {
+                    let (name, arguments) = deferred::call_arguments(request.arguments.as_ref())?;
+                    request.name = name.into();
+                    request.arguments = arguments;
+                }
+                _ => {}
+            }
+        }
         let catalog = self.catalog();
         let Some(tool) = catalog.tools.get(&request.name) else {
             return Err(ErrorData::invalid_params(
@@ -966,15 +1055,14 @@ impl ServerHandler for AggregateServer {
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let catalog = self.catalog();
-        let servers: Vec<ServerId> = requested
-            .resource_subscriptions
+        let uris = requested.resource_subscriptions.clone().unwrap_or_default();
+        let servers: Vec<ServerId> = uris
             .iter()
-            .flatten()
             .filter_map(|uri| catalog.resolve_uri(uri).ok().map(|(server, _)| server))
             .collect();
         if !servers.is_empty() {
             let underway = self.shared.subscribing.begin(servers);
-            lock(&self.session.listen_underway).push(underway);
+            lock(&self.session.listen_underway).push((uris, underway));
         }
         Some(requested.clone())
     }
@@ -987,9 +1075,19 @@ impl ServerHandler for AggregateServer {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
-        let underway = (!resources.is_empty())
-            .then(|| lock(&self.session.listen_underway).pop())
-            .flatten();
+        // This request's own (several may be acknowledged at once on one stdio session).
+        let underway = {
+            let asked = context
+                .requested()
+                .resource_subscriptions
+                .clone()
+                .unwrap_or_default();
+            let mut underway = lock(&self.session.listen_underway);
+            underway
+                .iter()
+                .position(|(uris, _)| *uris == asked)
+                .map(|at| underway.swap_remove(at).1)
+        };
         let mut subscribed = Vec::new();
         for uri in resources {
             if self.forward_subscription(&uri, true).await.is_ok() {
