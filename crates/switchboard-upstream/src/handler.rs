@@ -251,7 +251,7 @@ impl UpstreamHandler {
         let related = tagged.or_else(|| take_related(context_meta));
         let request = wrap(params);
         let responder: std::sync::Arc<dyn InputResponder> =
-            match self.in_flight.find(related.as_ref()) {
+            match self.in_flight.find_when_set_up(related.as_ref()).await {
                 Some(responder) => responder,
                 // As a proxy Switchboard has no roots of its own: a server that asks when no
                 // client's call can be told apart (at connect time, or with calls of several

@@ -243,6 +243,28 @@ impl InFlight {
 
     /// Waits until a notification tagged with request `related` can be delivered: its call is
     /// registered, or no call is being set up (at most [`SETUP_LIMIT`]).
+    /// [`Self::find`], once the calls being sent are registered (waiting at most
+    /// [`SETUP_LIMIT`]): a server may ask about a call before its caller has registered for it,
+    /// on its GET stream as well as on the call's.
+    pub(crate) async fn find_when_set_up(
+        &self,
+        related: Option<&RequestId>,
+    ) -> Option<Arc<dyn InputResponder>> {
+        match related {
+            Some(related) => self.ready_for(related).await,
+            None => {
+                wait_until(&self.undelivered.set_up, SETUP_LIMIT, || {
+                    self.undelivered
+                        .setting_up
+                        .load(std::sync::atomic::Ordering::SeqCst)
+                        == 0
+                })
+                .await;
+            }
+        }
+        self.find(related)
+    }
+
     async fn ready_for(&self, related: &RequestId) {
         wait_until(&self.undelivered.set_up, SETUP_LIMIT, || {
             let busy = self
@@ -531,5 +553,29 @@ mod tests {
         assert!(in_flight.find(None).is_some());
         drop(first);
         assert!(in_flight.find(None).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_request_about_a_call_being_sent_waits_for_its_registration() {
+        let in_flight = InFlight::default();
+        let setting_up = in_flight.setting_up();
+        let registering = {
+            let in_flight = in_flight.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let registration =
+                    in_flight.register(RequestId::Number(1), Arc::new(Named), Default::default());
+                drop(setting_up);
+                registration
+            })
+        };
+        assert!(in_flight.find(None).is_none(), "not registered yet");
+        assert!(
+            in_flight.find_when_set_up(None).await.is_some(),
+            "found once the call is registered"
+        );
+        drop(registering.await.unwrap());
+        // Nothing in flight and nothing being sent: nothing found.
+        assert!(in_flight.find_when_set_up(None).await.is_none());
     }
 }

@@ -324,11 +324,16 @@ impl AggregateServer {
     }
 
     /// What tells this session's calls from other clients' when a server asks something
-    /// without naming the call: the Streamable HTTP session id (the short path knows its calls
-    /// by it too), else this session's own address.
-    fn client_key(&self) -> String {
-        match self.session.http_session.get() {
-            Some(id) => id.clone(),
+    /// without naming the call: the Streamable HTTP session id of the request (the short path
+    /// knows its calls by it too), else this session's own address.
+    fn client_key(&self, context: &RequestContext<RoleServer>) -> String {
+        let header = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get(http::SESSION_HEADER))
+            .and_then(|id| id.to_str().ok());
+        match header.or(self.session.http_session.get().map(String::as_str)) {
+            Some(id) => id.to_owned(),
             None => format!("session@{:p}", Arc::as_ptr(&self.session)),
         }
     }
@@ -404,7 +409,7 @@ impl AggregateServer {
                 purpose,
                 input_responses,
                 foreign,
-                self.client_key(),
+                self.client_key(context),
                 context,
                 &forward,
                 work,
