@@ -1,0 +1,409 @@
+//! Tool search quality on real catalogs (issue 18): recall and MRR of [`ToolIndex::search`]
+//! over the dev set in `tests/search`, and what the deferred view saves in tokens.
+//!
+//! The dev set is the tools real MCP servers list (`tests/search/tools/*.json`, captured by
+//! `tests/search/capture.mjs`) and hand-written queries, each labelled with every tool that
+//! would be a right answer (`tests/search/queries.json`). A query is *hard* when none of its
+//! words shares a stem with a word of a right tool's exposed name. This prints figures; it asserts
+//! nothing.
+//!
+//! `cargo bench -p switchboard-core --bench search_quality`; figures are in `docs/benchmarks.md`.
+//!
+//! - R@k: the share of queries with a right tool among the first k hits (search limit 10).
+//! - MRR: the mean over queries of 1 / the rank of the first right tool (0 when none is in the
+//!   first 10).
+//! - Tokens (o200k_base): the `tools/list` result of the full catalog, `{"tools": [...]}` with
+//!   each tool as its server listed it under its exposed name, against the deferred view's, the
+//!   two meta-tools of `switchboard-gateway`'s `mcp::deferred::meta_tools` (reproduced below).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use serde_json::{Value, json};
+use switchboard_core::search::{ToolDocument, ToolIndex};
+
+/// How many hits each query asks for.
+const LIMIT: usize = 10;
+
+/// How many of the worst hard queries to print.
+const WORST: usize = 10;
+
+/// One server's captured tools.
+struct Capture {
+    server: String,
+    description: String,
+    tools: Vec<Value>,
+}
+
+/// One labelled query.
+struct Query {
+    text: String,
+    expected: Vec<String>,
+    hard: bool,
+}
+
+/// A query's outcome: the rank (1-based) of its first right tool in the full ranking, if any
+/// right tool matched at all, and the first hits.
+struct Outcome<'a> {
+    query: &'a Query,
+    rank: Option<usize>,
+    top: Vec<String>,
+}
+
+fn dev_set() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/search")
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+fn captures() -> Vec<Capture> {
+    let directory = dev_set().join("tools");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&directory)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", directory.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let value = read_json(path);
+            let text = |key: &str| value[key].as_str().unwrap_or_default().to_owned();
+            Capture {
+                server: text("server"),
+                description: text("description"),
+                tools: value["tools"].as_array().cloned().unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+fn queries() -> Vec<Query> {
+    let value = read_json(&dev_set().join("queries.json"));
+    value
+        .as_array()
+        .expect("queries.json holds an array")
+        .iter()
+        .map(|q| Query {
+            text: q["query"].as_str().unwrap_or_default().to_owned(),
+            expected: q["expected"]
+                .as_array()
+                .map(|e| {
+                    e.iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            hard: q["hard"].as_bool().unwrap_or(false),
+        })
+        .collect()
+}
+
+fn exposed_name(server: &str, tool: &Value) -> String {
+    format!("{server}__{}", tool["name"].as_str().unwrap_or_default())
+}
+
+/// The index's view of one tool, built as `switchboard-hub`'s `exposed::tool_document` builds it.
+fn document(capture: &Capture, tool: &Value) -> ToolDocument {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let parameters = tool["inputSchema"]["properties"]
+        .as_object()
+        .map(|properties| {
+            properties
+                .iter()
+                .map(|(name, schema)| (name.clone(), text(&schema["description"])))
+                .collect()
+        })
+        .unwrap_or_default();
+    let title = tool["title"]
+        .as_str()
+        .or_else(|| tool["annotations"]["title"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    ToolDocument {
+        exposed_name: exposed_name(&capture.server, tool),
+        upstream_name: text(&tool["name"]),
+        server: capture.server.clone(),
+        server_description: capture.description.clone(),
+        title,
+        description: text(&tool["description"]),
+        parameters,
+    }
+}
+
+/// The deferred view's `tools/list` result: the two meta-tools as the gateway defines them.
+fn deferred_view(tools: usize) -> Value {
+    json!({"tools": [
+        {
+            "name": "search_tools",
+            "description": format!(
+                "Finds tools by what they do among the {tools} tools of every connected \
+                 server, and returns the best matches with their descriptions and input \
+                 schemas. Call one with call_tool, or by its name."
+            ),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the tool should do, in a few words"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50,
+                              "description": "How many tools to return (default 8)"}
+                },
+                "required": ["query"]
+            }
+        },
+        {
+            "name": "call_tool",
+            "description": "Calls a tool search_tools found, by its name, with its arguments.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The tool's name, as search_tools gave it"},
+                    "arguments": {"type": "object", "description": "The tool's arguments, as its input schema says"}
+                },
+                "required": ["name"]
+            }
+        }
+    ]})
+}
+
+/// The words of `text` as the dev set's definition of a hard query splits them: at anything
+/// not a letter or digit, at case changes inside identifiers, between letters and digits;
+/// lowercased (the same split as the index's).
+fn words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    for chunk in text.split(|c: char| !c.is_alphanumeric()) {
+        let chars: Vec<char> = chunk.chars().collect();
+        let mut start = 0;
+        for i in 1..chars.len() {
+            let (before, here) = (chars[i - 1], chars[i]);
+            let next_is_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
+            if (before.is_lowercase() && here.is_uppercase())
+                || (before.is_uppercase() && here.is_uppercase() && next_is_lower)
+                || (before.is_alphabetic() != here.is_alphabetic())
+            {
+                words.push(chars[start..i].iter().collect::<String>().to_lowercase());
+                start = i;
+            }
+        }
+        if start < chars.len() {
+            words.push(chars[start..].iter().collect::<String>().to_lowercase());
+        }
+    }
+    words
+}
+
+/// Whether `query` is hard by the dev set's definition: no word shares a stem with any word of
+/// any right tool's exposed name.
+fn is_hard(stemmer: &Stemmer, query: &Query) -> bool {
+    let stems = |text: &str| -> HashSet<String> {
+        words(text)
+            .iter()
+            .map(|w| stemmer.stem(w).into_owned())
+            .collect()
+    };
+    let asked = stems(&query.text);
+    query
+        .expected
+        .iter()
+        .all(|name| asked.is_disjoint(&stems(name)))
+}
+
+/// R@1, R@5, R@10 and MRR of `outcomes`.
+fn figures(outcomes: &[&Outcome<'_>]) -> (f64, f64, f64, f64) {
+    let count = outcomes.len().max(1) as f64;
+    let within = |k: usize| {
+        outcomes
+            .iter()
+            .filter(|o| o.rank.is_some_and(|r| r <= k))
+            .count() as f64
+            / count
+    };
+    let mrr = outcomes
+        .iter()
+        .map(|o| match o.rank {
+            Some(r) if r <= LIMIT => 1.0 / r as f64,
+            _ => 0.0,
+        })
+        .sum::<f64>()
+        / count;
+    (within(1), within(5), within(10), mrr)
+}
+
+fn main() {
+    let captures = captures();
+    let queries = queries();
+
+    let mut documents = Vec::new();
+    let mut catalog = Vec::new();
+    for capture in &captures {
+        for tool in &capture.tools {
+            documents.push(document(capture, tool));
+            let mut exposed = tool.clone();
+            exposed["name"] = Value::String(exposed_name(&capture.server, tool));
+            catalog.push(exposed);
+        }
+    }
+    let known: HashSet<&str> = documents.iter().map(|d| d.exposed_name.as_str()).collect();
+    for query in &queries {
+        for name in &query.expected {
+            assert!(
+                known.contains(name.as_str()),
+                "query '{}' expects {name}, which no captured server lists",
+                query.text
+            );
+        }
+    }
+    let tools = documents.len();
+
+    let started = Instant::now();
+    let index = ToolIndex::new(documents);
+    let built = started.elapsed();
+
+    // Each query's full ranking, so that a miss still says where its right tool ranked; the
+    // first LIMIT hits are the same as a search with limit LIMIT returns.
+    let started = Instant::now();
+    let outcomes: Vec<Outcome<'_>> = queries
+        .iter()
+        .map(|query| {
+            let hits = index.search(&query.text, LIMIT);
+            let ranking = index.search(&query.text, tools);
+            debug_assert!(hits.iter().zip(&ranking).all(|(a, b)| a.name == b.name));
+            let rank = ranking
+                .iter()
+                .position(|hit| query.expected.contains(&hit.name))
+                .map(|p| p + 1);
+            Outcome {
+                query,
+                rank,
+                top: hits.iter().take(3).map(|h| h.name.clone()).collect(),
+            }
+        })
+        .collect();
+    let searched = started.elapsed();
+
+    let stemmer = Stemmer::create(Algorithm::English);
+    let mislabelled: Vec<&Query> = queries
+        .iter()
+        .filter(|q| q.hard != is_hard(&stemmer, q))
+        .collect();
+
+    let all: Vec<&Outcome<'_>> = outcomes.iter().collect();
+    let hard: Vec<&Outcome<'_>> = outcomes.iter().filter(|o| o.query.hard).collect();
+
+    println!("Tool search quality (tests/search)");
+    println!(
+        "tools {tools}, servers {}, queries {} (hard {})",
+        captures.len(),
+        queries.len(),
+        hard.len()
+    );
+    println!(
+        "index built in {:.1} ms; {} searches in {:.1} ms",
+        built.as_secs_f64() * 1e3,
+        queries.len() * 2,
+        searched.as_secs_f64() * 1e3
+    );
+    if !mislabelled.is_empty() {
+        println!(
+            "warning: {} queries' hard label disagrees with their words:",
+            mislabelled.len()
+        );
+        for q in &mislabelled {
+            println!("  '{}' (labelled hard: {})", q.text, q.hard);
+        }
+    }
+    println!();
+    println!("| queries | count | R@1 | R@5 | R@10 | MRR |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (label, set) in [("all", &all), ("hard", &hard)] {
+        let (r1, r5, r10, mrr) = figures(set);
+        println!(
+            "| {label} | {} | {r1:.3} | {r5:.3} | {r10:.3} | {mrr:.3} |",
+            set.len()
+        );
+    }
+
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    let count = |value: &Value| bpe.encode_ordinary(&value.to_string()).len();
+    let full = count(&json!({ "tools": catalog }));
+    let deferred = count(&deferred_view(tools));
+    println!();
+    println!("tokens (o200k_base) of tools/list: full catalog {full}, deferred view {deferred}");
+    println!(
+        "the deferred view is {:.2} % of the full catalog ({:.0}x smaller)",
+        100.0 * deferred as f64 / full as f64,
+        full as f64 / deferred as f64
+    );
+
+    // R@5 by the server of each query's right tools (a query counts for each server it names).
+    println!();
+    println!("R@5 by server (queries naming a tool of the server; hard in brackets):");
+    let mut by_server: BTreeMap<&str, (usize, usize, usize, usize)> = BTreeMap::new();
+    for outcome in &outcomes {
+        let found = outcome.rank.is_some_and(|r| r <= 5);
+        let servers: HashSet<&str> = outcome
+            .query
+            .expected
+            .iter()
+            .filter_map(|n| n.split_once("__").map(|(s, _)| s))
+            .collect();
+        for server in servers {
+            let entry = by_server.entry(server).or_default();
+            entry.0 += 1;
+            entry.1 += usize::from(found);
+            if outcome.query.hard {
+                entry.2 += 1;
+                entry.3 += usize::from(found);
+            }
+        }
+    }
+    for (server, (n, found, hard_n, hard_found)) in &by_server {
+        println!("  {server:<20} {found:>3}/{n:<3} ({hard_found}/{hard_n})");
+    }
+
+    // Where the misses at 5 are: right tools that share no word with the query at all (the
+    // index cannot rank what no query term matches), or matched but outranked.
+    println!();
+    println!("Misses at 5: right tools matching no query word / ranked 6-10 / ranked below 10:");
+    for (label, set) in [("all", &all), ("hard", &hard)] {
+        let unmatched = set.iter().filter(|o| o.rank.is_none()).count();
+        let near = set
+            .iter()
+            .filter(|o| o.rank.is_some_and(|r| (6..=LIMIT).contains(&r)))
+            .count();
+        let far = set
+            .iter()
+            .filter(|o| o.rank.is_some_and(|r| r > LIMIT))
+            .count();
+        println!(
+            "  {label}: {} missed: {unmatched} / {near} / {far}",
+            unmatched + near + far
+        );
+    }
+
+    // The worst hard queries: unmatched first, then by rank.
+    let mut worst: Vec<&Outcome<'_>> = hard.clone();
+    worst.sort_by_key(|o| {
+        (
+            std::cmp::Reverse(o.rank.unwrap_or(usize::MAX)),
+            o.query.text.clone(),
+        )
+    });
+    println!();
+    println!("The {WORST} worst-ranked hard queries (unmatched ones by name):");
+    for outcome in worst.iter().take(WORST) {
+        let rank = match outcome.rank {
+            Some(r) => format!("rank {r}"),
+            None => "not matched (no query word in any right tool)".to_owned(),
+        };
+        println!("  '{}': {rank}", outcome.query.text);
+        println!("      right: {}", outcome.query.expected.join(", "));
+        println!("      found: {}", outcome.top.join(", "));
+    }
+}
