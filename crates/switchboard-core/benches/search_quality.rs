@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
-use switchboard_core::search::{ToolDocument, ToolIndex};
+use switchboard_core::search::{ToolDocument, ToolIndex, words};
 
 /// How many hits each query asks for.
 const LIMIT: usize = 10;
@@ -170,32 +170,6 @@ fn deferred_view(tools: usize) -> Value {
             }
         }
     ]})
-}
-
-/// The words of `text` as the dev set's definition of a hard query splits them: at anything
-/// not a letter or digit, at case changes inside identifiers, between letters and digits;
-/// lowercased (the same split as the index's).
-fn words(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    for chunk in text.split(|c: char| !c.is_alphanumeric()) {
-        let chars: Vec<char> = chunk.chars().collect();
-        let mut start = 0;
-        for i in 1..chars.len() {
-            let (before, here) = (chars[i - 1], chars[i]);
-            let next_is_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
-            if (before.is_lowercase() && here.is_uppercase())
-                || (before.is_uppercase() && here.is_uppercase() && next_is_lower)
-                || (before.is_alphabetic() != here.is_alphabetic())
-            {
-                words.push(chars[start..i].iter().collect::<String>().to_lowercase());
-                start = i;
-            }
-        }
-        if start < chars.len() {
-            words.push(chars[start..].iter().collect::<String>().to_lowercase());
-        }
-    }
-    words
 }
 
 /// Whether `query` is hard by the dev set's definition: no word shares a stem with any word of

@@ -315,8 +315,9 @@ impl Analyzer {
 
 /// The lowercase words of `text`: split at anything not a letter or digit, and inside
 /// identifiers at case changes (`getWeather`, `HTTPServer` → `http`, `server`) and between
-/// letters and digits (`v2api` → `v`, `2`, `api`).
-fn words(text: &str) -> Vec<String> {
+/// letters and digits (`v2api` → `v`, `2`, `api`). The index's terms are these, less stop words,
+/// stemmed.
+pub fn words(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     for chunk in text.split(|c: char| !c.is_alphanumeric()) {
         let chars: Vec<char> = chunk.chars().collect();

@@ -85,16 +85,8 @@ pub struct ServeArgs {
     /// default).
     #[arg(long, default_value = "127.0.0.1:8750", env = "SWITCHBOARD_LISTEN")]
     pub listen: std::net::SocketAddr,
-    /// The tools clients see: `all`, or `deferred` (`search_tools`, `call_tool` and the tools
-    /// their searches found). A client may ask for the other with `?tools=` on the URL or the
-    /// `X-Switchboard-Tools` header.
-    #[arg(
-        long,
-        value_name = "VIEW",
-        default_value = "all",
-        env = "SWITCHBOARD_TOOLS"
-    )]
-    pub tools: switchboard_gateway::mcp::ToolsView,
+    #[command(flatten)]
+    pub tools: ToolsViewArg,
     /// The public https URL (with a path) at which this daemon's
     /// `/oauth/client-metadata.json` is reachable; authorization servers that accept client ID
     /// metadata documents then know Switchboard by this URL instead of a dynamic registration.
@@ -172,8 +164,16 @@ pub struct ListArgs {
 /// Options of `stdio`.
 #[derive(Debug, Args)]
 pub struct StdioArgs {
-    /// The tools the client sees: `all`, or `deferred` (`search_tools`, `call_tool` and the
-    /// tools its searches found).
+    #[command(flatten)]
+    pub tools: ToolsViewArg,
+}
+
+/// `--tools`, of `serve` and `stdio`.
+#[derive(Debug, Args)]
+pub struct ToolsViewArg {
+    /// The tools clients see: `all`, or `deferred` (`search_tools`, `call_tool` and the tools
+    /// their searches found). A client may ask for the other with `?tools=` on the URL or the
+    /// `X-Switchboard-Tools` header.
     #[arg(
         long,
         value_name = "VIEW",

@@ -194,7 +194,7 @@ async fn stdio(store: Store, args: cli::StdioArgs) -> anyhow::Result<i32> {
     let shared = switchboard_gateway::mcp::Shared::with_options(
         hub.clone(),
         switchboard_gateway::mcp::SessionLimits::default(),
-        args.tools,
+        args.tools.tools,
     );
     let served = switchboard_gateway::mcp::stdio::serve(shared).await;
     hub.shutdown().await;
@@ -227,7 +227,7 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
             max: args.max_sessions as usize,
             idle: args.session_idle,
         })
-        .with_tools_view(args.tools);
+        .with_tools_view(args.tools.tools);
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
@@ -385,11 +385,7 @@ async fn set_tools_disabled(
     args: cli::ToolArgs,
     disabled: bool,
 ) -> anyhow::Result<i32> {
-    let id = parse_id(&args.id)?;
-    let mut def = store
-        .get_server(&id)
-        .await?
-        .with_context(|| format!("no server with id '{id}'"))?;
+    let (id, mut def) = configured_server(store, &args.id).await?;
     for tool in &args.tools {
         if disabled {
             def.disabled_tools.insert(tool.clone());
@@ -406,12 +402,21 @@ async fn set_tools_disabled(
     Ok(0)
 }
 
-async fn set_prefix(store: &Store, args: cli::PrefixArgs) -> anyhow::Result<i32> {
-    let id = parse_id(&args.id)?;
-    let mut def = store
+/// The configured server `id` (as the user typed it), or an error naming it.
+async fn configured_server(
+    store: &Store,
+    id: &str,
+) -> anyhow::Result<(switchboard_core::ServerId, ServerDefinition)> {
+    let id = parse_id(id)?;
+    let def = store
         .get_server(&id)
         .await?
         .with_context(|| format!("no server with id '{id}'"))?;
+    Ok((id, def))
+}
+
+async fn set_prefix(store: &Store, args: cli::PrefixArgs) -> anyhow::Result<i32> {
+    let (id, mut def) = configured_server(store, &args.id).await?;
     let prefix = switchboard_core::exposure::Prefix::new(args.prefix)?;
     def.prefix = Some(prefix.to_string());
     store.put_server(&def).await?;
@@ -424,11 +429,7 @@ async fn set_prefix(store: &Store, args: cli::PrefixArgs) -> anyhow::Result<i32>
 }
 
 async fn set_task_mode(store: &Store, args: cli::TaskModeArgs) -> anyhow::Result<i32> {
-    let id = parse_id(&args.id)?;
-    let mut def = store
-        .get_server(&id)
-        .await?
-        .with_context(|| format!("no server with id '{id}'"))?;
+    let (id, mut def) = configured_server(store, &args.id).await?;
     for tool in &args.tools {
         match args.mode {
             // The default is not stored: the tool simply follows it.

@@ -1,22 +1,14 @@
 //! The `switchboard` binary, driven as a user drives it.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::switchboard;
 use serde_json::Value;
 use switchboard_fixtures::{Era, ServerEverything, transports};
-
-fn switchboard(data_dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .env_remove("SWITCHBOARD_VAULT_KEY")
-        .env_remove("SWITCHBOARD_CONFIG")
-        .output()
-        .expect("the switchboard binary runs")
-}
 
 fn ok(output: &Output) -> String {
     assert!(

@@ -2,24 +2,17 @@
 //! rmcp-based client (Switchboard's own connector, which speaks 2026-07-28 to it) and the
 //! official TypeScript SDK client (2025-11-25 sessions), in front of real and fixture servers.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::switchboard;
 use serde_json::{Value, json};
 use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
 use switchboard_fixtures::{Era, transports};
 use switchboard_upstream::{CallContext, ConnectOptions, Connection, InputPolicy, connect};
-
-fn switchboard(data_dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .env_remove("SWITCHBOARD_VAULT_KEY")
-        .output()
-        .expect("the switchboard binary runs")
-}
 
 fn ok(output: &Output) -> String {
     assert!(

@@ -28,28 +28,20 @@
 //! tests/npm`. Clients run one after another: a server's request on its standalone GET stream
 //! can only be routed to the caller while that caller's call is the server's only one in flight.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::switchboard;
 use serde_json::{Value, json};
 
 /// Cells of the matrix that cannot work because of the SDK (never because of Switchboard):
 /// (client, front door, upstream, feature, why). A listed cell that passes fails the test, so
 /// the list never outlives its reason.
 const NOT_EXPECTED_TO_WORK: &[(&str, &str, &str, &str, &str)] = &[];
-
-/// Runs the `switchboard` CLI on `data_dir`.
-fn switchboard(data_dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .env_remove("SWITCHBOARD_VAULT_KEY")
-        .output()
-        .expect("the switchboard binary runs")
-}
 
 /// `switchboard server add <args>`, which must succeed.
 fn add(data_dir: &Path, args: &[&str]) {

@@ -355,16 +355,10 @@ impl Exchange {
                 result.input_requests = Some(requests);
                 return Ok(Outcome::InputRequired(result));
             }
-            let running = self.running.as_mut();
             let step = tokio::select! {
                 step = self.steps.recv() => step,
                 () = &mut deadline => return Err(self),
-                () = async {
-                    match running {
-                        Some(running) => running.await,
-                        None => std::future::pending().await,
-                    }
-                } => {
+                () = run(&mut self.running) => {
                     // Its result is queued as the last step.
                     self.running = None;
                     continue;
@@ -387,15 +381,9 @@ impl Exchange {
     /// [`Self::input_requests`]), log messages dropped.
     pub(crate) async fn next_event(&mut self) -> TaskEvent {
         loop {
-            let running = self.running.as_mut();
             let step = tokio::select! {
                 step = self.steps.recv() => step,
-                () = async {
-                    match running {
-                        Some(running) => running.await,
-                        None => std::future::pending().await,
-                    }
-                } => {
+                () = run(&mut self.running) => {
                     self.running = None;
                     continue;
                 }
@@ -447,6 +435,15 @@ impl Exchange {
             tracing::info!(request = %self.purpose, "the client stopped reading; its request is given up");
             Outcome::Done(Err(UpstreamError::Cancelled))
         })
+    }
+}
+
+/// Drives an exchange's upstream work while it has some; pending forever once it finished
+/// (its result is then queued as the last step).
+async fn run(running: &mut Option<BoxFuture<'static, ()>>) {
+    match running {
+        Some(running) => running.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -9,6 +9,19 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// Runs `switchboard --data-dir <data_dir> <args>` to its end, as a user does (no vault key or
+/// config from the environment).
+pub fn switchboard(data_dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("SWITCHBOARD_VAULT_KEY")
+        .env_remove("SWITCHBOARD_CONFIG")
+        .output()
+        .expect("the switchboard binary runs")
+}
+
 /// `switchboard --data-dir <data_dir> <args>`, killed when dropped.
 pub fn command(data_dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
