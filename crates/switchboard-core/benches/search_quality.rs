@@ -22,7 +22,8 @@ use std::time::Instant;
 
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
-use switchboard_core::search::{ToolDocument, ToolIndex, words};
+use switchboard_core::search::{Hit, ToolDocument, ToolIndex, words};
+use switchboard_embed::SentenceEncoder;
 
 /// How many hits each query asks for.
 const LIMIT: usize = 10;
@@ -188,6 +189,32 @@ fn is_hard(stemmer: &Stemmer, query: &Query) -> bool {
         .all(|name| asked.is_disjoint(&stems(name)))
 }
 
+/// Where `query`'s first right tool is in `ranking`.
+fn outcome(query: &Query, ranking: Vec<Hit>) -> Outcome<'_> {
+    let rank = ranking
+        .iter()
+        .position(|hit| query.expected.contains(&hit.name))
+        .map(|p| p + 1);
+    Outcome {
+        query,
+        rank,
+        top: ranking.iter().take(3).map(|h| h.name.clone()).collect(),
+    }
+}
+
+/// The model directory of the semantic stage: `SWITCHBOARD_SEARCH_MODEL`, else the one
+/// `tests/py/install.sh` unpacks, if it is there.
+fn semantic_model() -> Option<PathBuf> {
+    if let Some(directory) = std::env::var_os("SWITCHBOARD_SEARCH_MODEL") {
+        return Some(PathBuf::from(directory));
+    }
+    let unpacked = dev_set().join("../py/models/all-MiniLM-L6-v2");
+    unpacked
+        .join("model.safetensors")
+        .exists()
+        .then_some(unpacked)
+}
+
 /// R@1, R@5, R@10 and MRR of `outcomes`.
 fn figures(outcomes: &[&Outcome<'_>]) -> (f64, f64, f64, f64) {
     let count = outcomes.len().max(1) as f64;
@@ -242,24 +269,52 @@ fn main() {
     // Each query's full ranking, so that a miss still says where its right tool ranked; the
     // first LIMIT hits are the same as a search with limit LIMIT returns.
     let started = Instant::now();
-    let outcomes: Vec<Outcome<'_>> = queries
+    let lexical: Vec<Outcome> = queries
         .iter()
-        .map(|query| {
-            let hits = index.search(&query.text, LIMIT);
-            let ranking = index.search(&query.text, tools);
-            debug_assert!(hits.iter().zip(&ranking).all(|(a, b)| a.name == b.name));
-            let rank = ranking
-                .iter()
-                .position(|hit| query.expected.contains(&hit.name))
-                .map(|p| p + 1);
-            Outcome {
-                query,
-                rank,
-                top: hits.iter().take(3).map(|h| h.name.clone()).collect(),
-            }
-        })
+        .map(|query| outcome(query, index.search(&query.text, tools)))
         .collect();
     let searched = started.elapsed();
+
+    // The semantic stage, when the model tests/py/install.sh unpacks (or SWITCHBOARD_SEARCH_MODEL)
+    // is there: the same blend `switchboard-hub` ranks with.
+    let blended: Option<(Vec<Outcome>, String)> = semantic_model().map(|directory| {
+        let encoder = SentenceEncoder::load(&directory)
+            .unwrap_or_else(|e| panic!("cannot load {}: {e}", directory.display()));
+        let texts: Vec<String> = index
+            .documents()
+            .iter()
+            .map(ToolIndex::semantic_text)
+            .collect();
+        let started = Instant::now();
+        let vectors = encoder
+            .encode(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+            .expect("tools encode");
+        let encoded = started.elapsed();
+        let started = Instant::now();
+        let outcomes = queries
+            .iter()
+            .map(|query| {
+                let asked = encoder
+                    .encode(&[query.text.as_str()])
+                    .expect("query encodes");
+                let similarity: Vec<f32> = vectors
+                    .iter()
+                    .map(|tool| tool.iter().zip(&asked[0]).map(|(a, b)| a * b).sum())
+                    .collect();
+                outcome(query, index.search_blended(&query.text, &similarity, tools))
+            })
+            .collect();
+        let timing = format!(
+            "model {}: {tools} tools encoded in {:.1} s; {} queries encoded and ranked in {:.1} s \
+             ({:.1} ms each)",
+            encoder.name(),
+            encoded.as_secs_f64(),
+            queries.len(),
+            started.elapsed().as_secs_f64(),
+            started.elapsed().as_secs_f64() * 1e3 / queries.len().max(1) as f64
+        );
+        (outcomes, timing)
+    });
 
     let stemmer = Stemmer::create(Algorithm::English);
     let mislabelled: Vec<&Query> = queries
@@ -267,6 +322,11 @@ fn main() {
         .filter(|q| q.hard != is_hard(&stemmer, q))
         .collect();
 
+    // The sections after the figures are about the best ranking there is.
+    let outcomes: &[Outcome<'_>] = match &blended {
+        Some((outcomes, _)) => outcomes,
+        None => &lexical,
+    };
     let all: Vec<&Outcome<'_>> = outcomes.iter().collect();
     let hard: Vec<&Outcome<'_>> = outcomes.iter().filter(|o| o.query.hard).collect();
 
@@ -280,9 +340,16 @@ fn main() {
     println!(
         "index built in {:.1} ms; {} searches in {:.1} ms",
         built.as_secs_f64() * 1e3,
-        queries.len() * 2,
+        queries.len(),
         searched.as_secs_f64() * 1e3
     );
+    match &blended {
+        Some((_, timing)) => println!("{timing}"),
+        None => println!(
+            "no semantic model (run `bash tests/py/install.sh` or set SWITCHBOARD_SEARCH_MODEL): \
+             words only"
+        ),
+    }
     if !mislabelled.is_empty() {
         println!(
             "warning: {} queries' hard label disagrees with their words:",
@@ -293,14 +360,24 @@ fn main() {
         }
     }
     println!();
-    println!("| queries | count | R@1 | R@5 | R@10 | MRR |");
-    println!("| --- | --- | --- | --- | --- | --- |");
-    for (label, set) in [("all", &all), ("hard", &hard)] {
-        let (r1, r5, r10, mrr) = figures(set);
-        println!(
-            "| {label} | {} | {r1:.3} | {r5:.3} | {r10:.3} | {mrr:.3} |",
-            set.len()
-        );
+    println!("| ranking | queries | count | R@1 | R@5 | R@10 | MRR |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let mut rankings = vec![("words (BM25F)", &lexical)];
+    if let Some((outcomes, _)) = &blended {
+        rankings.push(("meaning and words", outcomes));
+    }
+    for (ranking, outcomes) in rankings {
+        for (label, hard_only) in [("all", false), ("hard", true)] {
+            let set: Vec<&Outcome<'_>> = outcomes
+                .iter()
+                .filter(|o| !hard_only || o.query.hard)
+                .collect();
+            let (r1, r5, r10, mrr) = figures(&set);
+            println!(
+                "| {ranking} | {label} | {} | {r1:.3} | {r5:.3} | {r10:.3} | {mrr:.3} |",
+                set.len()
+            );
+        }
     }
 
     let bpe = tiktoken_rs::o200k_base_singleton();
@@ -319,7 +396,7 @@ fn main() {
     println!();
     println!("R@5 by server (queries naming a tool of the server; hard in brackets):");
     let mut by_server: BTreeMap<&str, (usize, usize, usize, usize)> = BTreeMap::new();
-    for outcome in &outcomes {
+    for outcome in outcomes {
         let found = outcome.rank.is_some_and(|r| r <= 5);
         let servers: HashSet<&str> = outcome
             .query

@@ -303,8 +303,14 @@ async fn search_tools(
             .into_response();
     };
     let limit = query.limit.min(MAX_SEARCH_LIMIT);
-    match app.hub.search_tools(&query.q, limit, query.regex) {
-        Ok(tools) => Json(serde_json::json!({"query": query.q, "tools": tools})).into_response(),
+    match app.hub.search_tools(&query.q, limit, query.regex).await {
+        Ok(found) => Json(serde_json::json!({
+            "query": query.q,
+            "ranking": found.ranking,
+            "note": found.note,
+            "tools": found.tools,
+        }))
+        .into_response(),
         Err(error) => (
             axum::http::StatusCode::BAD_REQUEST,
             Json(serde_json::json!({"error": error.to_string()})),

@@ -98,6 +98,9 @@ pub struct ExposedCatalog {
     descriptions: Vec<(ServerId, String)>,
     /// The tools' search index, built when first searched.
     search: std::sync::OnceLock<switchboard_core::search::ToolIndex>,
+    /// The tools' sentence embeddings, in the search index's order, once the semantic stage
+    /// has them all.
+    pub(crate) tool_vectors: std::sync::OnceLock<Vec<std::sync::Arc<[f32]>>>,
 }
 
 /// Change counters of the exposed lists.
@@ -192,6 +195,7 @@ impl ExposedCatalog {
                 .map(|c| (c.server.clone(), c.description.clone()))
                 .collect(),
             search: std::sync::OnceLock::new(),
+            tool_vectors: std::sync::OnceLock::new(),
         }
     }
 

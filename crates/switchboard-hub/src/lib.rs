@@ -11,6 +11,7 @@ mod auth;
 mod connection;
 mod event;
 mod exposed;
+mod semantic;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -28,6 +29,8 @@ pub use event::{HubEvent, ServerStatus};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,
 };
+pub use semantic::SemanticError;
+pub use switchboard_embed::SentenceEncoder;
 pub use switchboard_upstream::rmcp_model as model;
 
 /// Errors from the hub.
@@ -104,6 +107,32 @@ pub struct Hub {
     tasks: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
     exposed: watch::Sender<Arc<ExposedCatalog>>,
     exposure_task: std::sync::Once,
+    semantic: std::sync::OnceLock<Arc<semantic::SemanticSearch>>,
+}
+
+/// How [`Hub::search_tools`] ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ranking {
+    /// By words (BM25F).
+    Lexical,
+    /// By meaning and words (sentence-embedding similarity plus a share of BM25F).
+    Blended,
+    /// By a regular expression.
+    Regex,
+}
+
+/// What [`Hub::search_tools`] found, and how.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ToolSearch {
+    /// How the tools were ranked.
+    pub ranking: Ranking,
+    /// Why the ranking is lexical although a model is configured (its vectors are still being
+    /// computed, or it failed), if it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The tools, best first.
+    pub tools: Vec<FoundTool>,
 }
 
 impl Hub {
@@ -124,7 +153,53 @@ impl Hub {
             tasks: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
             exposed: watch::channel(Arc::default()).0,
             exposure_task: std::sync::Once::new(),
+            semantic: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Ranks tool searches by meaning as well as words, with `encoder`. Every exposed tool's
+    /// vector is computed (or read from the store) in the background whenever the catalog
+    /// changes; searches rank by words alone until the current catalog's are all there. A
+    /// second call changes nothing.
+    pub fn enable_semantic_search(self: &Arc<Self>, encoder: Arc<SentenceEncoder>) {
+        if self
+            .semantic
+            .set(Arc::new(semantic::SemanticSearch::new(encoder)))
+            .is_err()
+        {
+            return;
+        }
+        let hub = Arc::downgrade(self);
+        let mut exposed = self.exposed.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let Some(current) = hub.upgrade() else { return };
+                let catalog = exposed.borrow_and_update().clone();
+                if let Err(error) = current.prepare_semantic_search_of(&catalog).await {
+                    tracing::warn!("semantic tool search is unavailable: {error}");
+                }
+                drop(current);
+                if exposed.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Waits until every tool of the current catalog has its vector (computing those that have
+    /// none); with no model enabled, returns at once.
+    pub async fn prepare_semantic_search(&self) -> Result<(), SemanticError> {
+        self.prepare_semantic_search_of(&self.exposed()).await
+    }
+
+    async fn prepare_semantic_search_of(
+        &self,
+        catalog: &ExposedCatalog,
+    ) -> Result<(), SemanticError> {
+        match self.semantic.get() {
+            Some(semantic) => semantic.prepare(&self.store, catalog).await,
+            None => Ok(()),
+        }
     }
 
     /// The store the hub reads definitions and probe results from.
@@ -287,23 +362,46 @@ impl Hub {
         self.exposed.borrow().clone()
     }
 
-    /// The `limit` exposed tools that match `query` best (BM25F over their names, titles,
-    /// descriptions, parameters and servers), or, with `regex`, whose name, title or
-    /// description the regular expression `query` matches.
-    pub fn search_tools(
+    /// The `limit` exposed tools that match `query` best: by BM25F over their names, titles,
+    /// descriptions, parameters and servers, blended with their sentence embeddings'
+    /// similarity to the query when a model is enabled and ready; or, with `regex`, those whose
+    /// name, title or description the regular expression `query` matches.
+    pub async fn search_tools(
         &self,
         query: &str,
         limit: usize,
         regex: bool,
-    ) -> Result<Vec<FoundTool>, switchboard_core::search::SearchError> {
+    ) -> Result<ToolSearch, switchboard_core::search::SearchError> {
         let exposed = self.exposed();
         let index = exposed.search_index();
-        let hits = if regex {
-            index.search_regex(query, limit)?
+        let (ranking, note, hits) = if regex {
+            (Ranking::Regex, None, index.search_regex(query, limit)?)
         } else {
-            index.search(query, limit)
+            match self.semantic.get() {
+                None => (Ranking::Lexical, None, index.search(query, limit)),
+                Some(semantic) => match semantic.similarities(&exposed, query).await {
+                    Ok(Some(similarity)) => (
+                        Ranking::Blended,
+                        None,
+                        index.search_blended(query, &similarity, limit),
+                    ),
+                    Ok(None) => (
+                        Ranking::Lexical,
+                        Some(format!(
+                            "the tools' vectors ({}) are still being computed",
+                            semantic.model()
+                        )),
+                        index.search(query, limit),
+                    ),
+                    Err(error) => (
+                        Ranking::Lexical,
+                        Some(error.to_string()),
+                        index.search(query, limit),
+                    ),
+                },
+            }
         };
-        Ok(hits
+        let tools = hits
             .into_iter()
             .map(|hit| {
                 let description = exposed
@@ -319,7 +417,12 @@ impl Hub {
                     description,
                 }
             })
-            .collect())
+            .collect();
+        Ok(ToolSearch {
+            ranking,
+            note,
+            tools,
+        })
     }
 
     /// Watches the merged catalog; it changes when a server connects, drops or changes a list.

@@ -10,6 +10,7 @@
 
 pub mod credentials;
 pub mod vault;
+pub mod vectors;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

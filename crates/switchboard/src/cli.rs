@@ -87,6 +87,8 @@ pub struct ServeArgs {
     pub listen: std::net::SocketAddr,
     #[command(flatten)]
     pub tools: ToolsViewArg,
+    #[command(flatten)]
+    pub search_model: SearchModelArg,
     /// The public https URL (with a path) at which this daemon's
     /// `/oauth/client-metadata.json` is reachable; authorization servers that accept client ID
     /// metadata documents then know Switchboard by this URL instead of a dynamic registration.
@@ -166,6 +168,18 @@ pub struct ListArgs {
 pub struct StdioArgs {
     #[command(flatten)]
     pub tools: ToolsViewArg,
+    #[command(flatten)]
+    pub search_model: SearchModelArg,
+}
+
+/// `--search-model`, of `serve`, `stdio` and `search`.
+#[derive(Debug, Args)]
+pub struct SearchModelArg {
+    /// A sentence-embedding model directory (sentence-transformers layout: config.json,
+    /// tokenizer.json, model.safetensors; e.g. all-MiniLM-L6-v2): tool search then ranks by
+    /// meaning as well as words. Read from disk only; nothing is downloaded.
+    #[arg(long, value_name = "DIR", env = "SWITCHBOARD_SEARCH_MODEL")]
+    pub search_model: Option<std::path::PathBuf>,
 }
 
 /// `--tools`, of `serve` and `stdio`.
@@ -198,6 +212,8 @@ pub struct SearchArgs {
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub search_model: SearchModelArg,
 }
 
 /// Options of `call`.

