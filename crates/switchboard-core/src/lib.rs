@@ -9,12 +9,14 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod exposure;
+pub mod policy;
 pub mod search;
 pub mod server;
 pub mod state;
 pub mod supervision;
 
 pub use error::{ErrorSource, RetryClass};
+pub use policy::{Caller, CallerRefused, ToolPolicies};
 pub use server::{
     DetectedTransport, NamedValue, OAuthClient, OAuthGrant, ServerDefinition, ServerId,
     ServerIdError, TaskMode, Timeouts, TransportSpec,

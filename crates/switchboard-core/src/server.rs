@@ -439,6 +439,9 @@ pub struct ServerDefinition {
     /// them, by upstream tool name; a tool not listed is [`TaskMode::Optional`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub task_modes: BTreeMap<String, TaskMode>,
+    /// Pinned tools and allowed callers, by upstream tool name.
+    #[serde(default, skip_serializing_if = "crate::ToolPolicies::is_empty")]
+    pub policies: crate::ToolPolicies,
 }
 
 /// Whether the front door runs a call of a tool as a task (the `io.modelcontextprotocol/tasks`
@@ -571,6 +574,7 @@ impl ServerDefinition {
             oauth_client: None,
             prefix: None,
             task_modes: BTreeMap::new(),
+            policies: crate::ToolPolicies::default(),
         }
     }
 

@@ -49,6 +49,14 @@ pub enum HubError {
         /// Why, if known.
         reason: Option<String>,
     },
+    /// The tool's policy does not allow this caller.
+    #[error("{refused} (server '{server}')")]
+    CallerRefused {
+        /// The server.
+        server: ServerId,
+        /// What was refused.
+        refused: switchboard_core::CallerRefused,
+    },
     /// The tool exists but the user disabled it.
     #[error("tool '{tool}' of server '{server}' is disabled")]
     ToolDisabled {
@@ -571,6 +579,38 @@ impl Hub {
         self.slot(id)
             .map(|slot| slot.definition.task_mode(tool))
             .unwrap_or_default()
+    }
+
+    /// Whether `caller` may call the server's upstream tool `tool` (its allowed callers).
+    pub fn check_caller(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        caller: &switchboard_core::Caller,
+    ) -> Result<(), HubError> {
+        match self.slot(id) {
+            Ok(slot) => slot
+                .definition
+                .policies
+                .check_caller(tool, caller)
+                .map_err(|refused| HubError::CallerRefused {
+                    server: id.clone(),
+                    refused,
+                }),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Whether the server's upstream tool `tool` names the callers allowed to call it.
+    pub fn restricts_callers(&self, id: &ServerId, tool: &str) -> bool {
+        self.slot(id)
+            .is_ok_and(|slot| slot.definition.policies.allowed_callers.contains_key(tool))
+    }
+
+    /// Whether the server's upstream tool `tool` is pinned: the deferred view lists it.
+    pub fn is_pinned(&self, id: &ServerId, tool: &str) -> bool {
+        self.slot(id)
+            .is_ok_and(|slot| slot.definition.policies.pinned.contains(tool))
     }
 
     /// The server's current catalog (empty until connected).

@@ -136,6 +136,7 @@ impl Store {
         let disabled =
             serde_json::to_string(&def.disabled_tools).map_err(|e| corrupt(&def.id, e))?;
         let task_modes = serde_json::to_string(&def.task_modes).map_err(|e| corrupt(&def.id, e))?;
+        let policies = serde_json::to_string(&def.policies).map_err(|e| corrupt(&def.id, e))?;
         let oauth_client = match &def.oauth_client {
             Some(client) => {
                 let plain = serde_json::to_string(client).map_err(|e| corrupt(&def.id, e))?;
@@ -147,12 +148,13 @@ impl Store {
         sqlx::query(
             "INSERT INTO servers (id, display_name, description, transport_json, timeouts_json,
                                   enabled, disabled_tools_json, created_at_ms, updated_at_ms,
-                                  oauth_client_sealed, exposed_prefix, task_modes_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10, ?11)
+                                  oauth_client_sealed, exposed_prefix, task_modes_json,
+                                  tool_policies_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12)
              ON CONFLICT(id) DO UPDATE SET display_name = ?2, description = ?3,
                 transport_json = ?4, timeouts_json = ?5, enabled = ?6,
                 disabled_tools_json = ?7, updated_at_ms = ?8, oauth_client_sealed = ?9,
-                exposed_prefix = ?10, task_modes_json = ?11",
+                exposed_prefix = ?10, task_modes_json = ?11, tool_policies_json = ?12",
         )
         .bind(def.id.as_str())
         .bind(&def.display_name)
@@ -165,6 +167,7 @@ impl Store {
         .bind(oauth_client)
         .bind(def.prefix.as_deref())
         .bind(task_modes)
+        .bind(policies)
         .execute(&mut *tx)
         .await?;
         sqlx::query("DELETE FROM server_probes WHERE server_id = ?1 AND target_digest <> ?2")
@@ -318,6 +321,8 @@ impl Store {
             .map_err(|e| corrupt(&id, e))?;
         let task_modes =
             serde_json::from_str(row.try_get("task_modes_json")?).map_err(|e| corrupt(&id, e))?;
+        let policies = serde_json::from_str(row.try_get("tool_policies_json")?)
+            .map_err(|e| corrupt(&id, e))?;
         let oauth_client = match row.try_get::<Option<String>, _>("oauth_client_sealed")? {
             Some(sealed) => {
                 let plain = self.vault.unseal(&oauth_client_context(&id), &sealed)?;
@@ -336,12 +341,13 @@ impl Store {
             oauth_client,
             prefix: row.try_get("exposed_prefix")?,
             task_modes,
+            policies,
         })
     }
 }
 
-const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json FROM servers WHERE id = ?1";
-const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json FROM servers ORDER BY id";
+const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers WHERE id = ?1";
+const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers ORDER BY id";
 
 fn secret_context(id: &ServerId, name: &str) -> String {
     format!("server:{id}/value:{name}")

@@ -261,6 +261,14 @@ pub enum ServerCommand {
     /// Set whether calls of tools become tasks for clients that can take them:
     /// `forbidden`, `optional` (the default: when a call runs long) or `required`.
     SetTaskMode(TaskModeArgs),
+    /// Pin tools: the deferred tool view lists them from the start, beside search_tools and
+    /// call_tool.
+    Pin(ToolArgs),
+    /// Unpin tools.
+    Unpin(ToolArgs),
+    /// Set who may call tools (`allowed_callers`): `--callers direct,code_execution,agent:<name>`,
+    /// or `--any` for everyone again.
+    SetCallers(CallersArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
 }
@@ -403,6 +411,28 @@ pub struct PrefixArgs {
     pub id: String,
     /// The new prefix (lowercase letters, digits, hyphens), or `''` for names unchanged.
     pub prefix: String,
+}
+
+/// Options of `server set-callers`.
+#[derive(Debug, Args)]
+pub struct CallersArgs {
+    /// The server's id.
+    pub id: String,
+    /// Who may call the tools: `direct` (the model's own calls), `code_execution` (code a
+    /// model wrote), `agent:<name>`; comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required_unless_present = "any",
+        conflicts_with = "any"
+    )]
+    pub callers: Vec<switchboard_core::Caller>,
+    /// Let anyone call the tools again.
+    #[arg(long)]
+    pub any: bool,
+    /// Upstream tool names.
+    #[arg(required = true)]
+    pub tools: Vec<String>,
 }
 
 /// Options of `server set-task-mode`.

@@ -378,6 +378,9 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::EnableTool(args) => set_tools_disabled(store, args, false).await,
         ServerCommand::SetPrefix(args) => set_prefix(store, args).await,
         ServerCommand::SetTaskMode(args) => set_task_mode(store, args).await,
+        ServerCommand::Pin(args) => pin_tools(store, args, true).await,
+        ServerCommand::Unpin(args) => pin_tools(store, args, false).await,
+        ServerCommand::SetCallers(args) => set_callers(store, args).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
 }
@@ -452,6 +455,57 @@ async fn set_task_mode(store: &Store, args: cli::TaskModeArgs) -> anyhow::Result
     Ok(0)
 }
 
+async fn pin_tools(store: &Store, args: cli::ToolArgs, pin: bool) -> anyhow::Result<i32> {
+    let (id, mut def) = configured_server(store, &args.id).await?;
+    for tool in &args.tools {
+        if pin {
+            def.policies.pinned.insert(tool.clone());
+        } else {
+            def.policies.pinned.remove(tool);
+        }
+    }
+    store.put_server(&def).await?;
+    println!(
+        "{} of {id} {} the deferred tool view. {DAEMON_PICKS_IT_UP}",
+        args.tools.join(", "),
+        if pin {
+            "are now pinned in"
+        } else {
+            "are no longer pinned in"
+        }
+    );
+    Ok(0)
+}
+
+async fn set_callers(store: &Store, args: cli::CallersArgs) -> anyhow::Result<i32> {
+    let (id, mut def) = configured_server(store, &args.id).await?;
+    let callers: std::collections::BTreeSet<_> = args.callers.iter().cloned().collect();
+    for tool in &args.tools {
+        if args.any {
+            def.policies.allowed_callers.remove(tool);
+        } else {
+            def.policies
+                .allowed_callers
+                .insert(tool.clone(), callers.clone());
+        }
+    }
+    store.put_server(&def).await?;
+    let who = if args.any {
+        "anyone".to_owned()
+    } else {
+        callers
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "{} of {id} may now be called by {who}. {DAEMON_PICKS_IT_UP}",
+        args.tools.join(", ")
+    );
+    Ok(0)
+}
+
 fn toml_like(def: &ServerDefinition) -> String {
     let mut out = format!(
         "id:           {}\nname:         {}\n",
@@ -508,6 +562,14 @@ fn toml_like(def: &ServerDefinition) -> String {
     }
     for (tool, mode) in &def.task_modes {
         out += &format!("task mode:    {tool}: {}\n", mode.as_str());
+    }
+    if !def.policies.pinned.is_empty() {
+        let pinned: Vec<&str> = def.policies.pinned.iter().map(String::as_str).collect();
+        out += &format!("pinned:       {}\n", pinned.join(", "));
+    }
+    for (tool, callers) in &def.policies.allowed_callers {
+        let callers: Vec<String> = callers.iter().map(ToString::to_string).collect();
+        out += &format!("callers:      {tool}: {}\n", callers.join(", "));
     }
     out
 }

@@ -2445,3 +2445,133 @@ async fn the_deferred_view_shows_two_tools_that_find_and_call_the_others() {
     let by_header = client_with(&daemon.mcp_url(), false, vec![header]).await;
     assert_eq!(listed(&by_header).await, meta);
 }
+
+/// Pinned tools are in the deferred view's list from the start; a tool that names its allowed
+/// callers refuses any other (the caller a connection declares with `X-Switchboard-Caller`), on
+/// every path a call can take: sessions and stateless requests, to stdio servers and to HTTP
+/// servers of both eras (whose calls otherwise take the short path).
+#[tokio::test(flavor = "multi_thread")]
+async fn pinned_tools_are_listed_and_a_tools_allowed_callers_are_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = transports::streamable_http(Era::Legacy).await;
+    let new = transports::streamable_http(Era::Modern).await;
+    add(dir.path(), &["steady", "--", &stdio_fixture()]);
+    add(dir.path(), &["old", &old.url]);
+    add(dir.path(), &["new", &new.url]);
+    let servers = ["steady", "old", "new"];
+    ok(&switchboard(
+        dir.path(),
+        &["server", "pin", "steady", "echo"],
+    ));
+    let set_callers = |server: &str, tool: &str, callers: &str| {
+        ok(&switchboard(
+            dir.path(),
+            &["server", "set-callers", server, tool, "--callers", callers],
+        ))
+    };
+    for server in servers {
+        set_callers(server, "add", "direct,agent:math");
+        set_callers(server, "whoami", "code_execution");
+    }
+    let shown = ok(&switchboard(dir.path(), &["server", "show", "steady"]));
+    assert!(shown.contains("pinned:       echo"), "{shown}");
+    assert!(
+        shown.contains("callers:      add: direct, agent:math"),
+        "{shown}"
+    );
+    let bad = switchboard(
+        dir.path(),
+        &[
+            "server",
+            "set-callers",
+            "steady",
+            "add",
+            "--callers",
+            "robot",
+        ],
+    );
+    assert!(!bad.status.success());
+
+    let (daemon, _) = Daemon::start_with(dir.path(), 3, &["--tools", "deferred"]).await;
+    let caller = |who: &str| switchboard_core::NamedValue::guess("X-Switchboard-Caller", who);
+    let call = |connection: &Connection, tool: String| {
+        let upstream = connection.upstream.clone();
+        async move {
+            let arguments = if tool.ends_with("__add") {
+                args(json!({"a": 2, "b": 3}))
+            } else {
+                None
+            };
+            upstream
+                .call_tool(&tool, arguments, &CallContext::default())
+                .await
+        }
+    };
+    for sessions in [true, false] {
+        let model = client_with(&daemon.mcp_url(), sessions, vec![]).await;
+        assert_eq!(
+            listed(&model).await,
+            ["call_tool", "search_tools", "steady__echo"],
+            "sessions: {sessions}"
+        );
+        let code = client_with(&daemon.mcp_url(), sessions, vec![caller("code_execution")]).await;
+        let agent = client_with(&daemon.mcp_url(), sessions, vec![caller("agent:math")]).await;
+        let unknown = client_with(&daemon.mcp_url(), sessions, vec![caller("robot")]).await;
+        for server in servers {
+            let add = format!("{server}__add");
+            let whoami = format!("{server}__whoami");
+            let path = format!("sessions: {sessions}, server {server}");
+
+            let answer = call(&model, add.clone()).await.unwrap();
+            assert!(text(&answer).contains('5'), "{path}: {}", text(&answer));
+            // A call that declares no caller is the model's own, which whoami does not allow.
+            let refused = call(&model, whoami.clone())
+                .await
+                .expect_err("whoami is for code only");
+            assert!(
+                refused.to_string().contains("may not be called by direct"),
+                "{path}: {refused}"
+            );
+
+            let refused = call(&code, add.clone())
+                .await
+                .expect_err("code may not add");
+            assert!(
+                refused
+                    .to_string()
+                    .contains("may not be called by code_execution"),
+                "{path}: {refused}"
+            );
+            let through_call_tool = code
+                .upstream
+                .call_tool(
+                    "call_tool",
+                    args(json!({"name": add, "arguments": {"a": 1, "b": 1}})),
+                    &CallContext::default(),
+                )
+                .await;
+            assert!(through_call_tool.is_err(), "{path}: {through_call_tool:?}");
+            let ran = call(&code, whoami.clone()).await;
+            assert!(ran.is_ok(), "{path}: {ran:?}");
+            // A tool without allowed callers is anyone's.
+            let echoed = code
+                .upstream
+                .call_tool(
+                    &format!("{server}__echo"),
+                    args(json!({"message": "hi"})),
+                    &CallContext::default(),
+                )
+                .await
+                .unwrap();
+            assert!(text(&echoed).contains("hi"), "{path}");
+
+            assert!(call(&agent, add.clone()).await.is_ok(), "{path}");
+            let refused = call(&unknown, add).await.expect_err("not a caller");
+            assert!(
+                refused.to_string().contains("not a caller"),
+                "{path}: {refused}"
+            );
+        }
+    }
+    drop((old, new));
+}

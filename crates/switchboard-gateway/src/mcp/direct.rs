@@ -133,7 +133,9 @@ async fn stateless_call(
     let takes_tasks = meta
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.supports_tasks());
-    if task_path(shared, tool, takes_tasks) {
+    if task_path(shared, tool, takes_tasks)
+        || checks_caller(shared, tool, Some(meta), &parts.headers)
+    {
         return None;
     }
     let upstream = shared
@@ -227,7 +229,17 @@ async fn session_call(
     }
     let catalog = shared.hub.exposed();
     let tool = catalog.tools.get(&call.params.name)?;
-    if task_path(shared, tool, negotiated.capabilities.supports_tasks()) {
+    if task_path(shared, tool, negotiated.capabilities.supports_tasks())
+        || checks_caller(
+            shared,
+            tool,
+            call.extensions
+                .get::<RequestMetaObject>()
+                .or(call.params.meta.as_ref())
+                .map(|m| &***m),
+            &parts.headers,
+        )
+    {
         return None;
     }
     let upstream = shared
@@ -287,6 +299,18 @@ fn task_path(
         switchboard_core::TaskMode::Optional => takes_tasks,
         switchboard_core::TaskMode::Required => true,
     }
+}
+
+/// Whether a call of `tool` has a caller to check (the tool names its allowed callers, or the
+/// call declares who makes it), which the full path does.
+fn checks_caller(
+    shared: &Shared,
+    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+    meta: Option<&rmcp::model::JsonObject>,
+    headers: &axum::http::HeaderMap,
+) -> bool {
+    shared.hub.restricts_callers(&tool.server, &tool.upstream)
+        || super::caller::declares_caller(meta, headers)
 }
 
 /// The request `id` calling `tool` as its server names it, and that server.

@@ -12,6 +12,7 @@
 // revision Switchboard serves.
 #![allow(deprecated)]
 
+mod caller;
 mod deferred;
 mod direct;
 mod downstream;
@@ -729,8 +730,15 @@ impl ServerHandler for AggregateServer {
             ToolsView::All => catalog.tools.iter().map(|t| t.item.clone()).collect(),
             ToolsView::Deferred => {
                 let found = lock(&self.session.found_tools).clone();
+                let hub = self.hub();
+                let pinned = catalog
+                    .tools
+                    .iter()
+                    .filter(|tool| hub.is_pinned(&tool.server, &tool.upstream))
+                    .filter(|tool| !found.contains(tool.item.name.as_ref()));
                 deferred::meta_tools(catalog.tools.len())
                     .into_iter()
+                    .chain(pinned.map(|tool| tool.item.clone()))
                     .chain(
                         found
                             .iter()
@@ -766,6 +774,14 @@ impl ServerHandler for AggregateServer {
             ));
         };
         let server = tool.server.clone();
+        let caller = caller::caller_of(
+            &request,
+            &context.meta,
+            context.extensions.get::<axum::http::request::Parts>(),
+        )?;
+        self.hub()
+            .check_caller(&server, &tool.upstream, &caller)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
         self.shared.subscribing.settled(&server).await;
         let upstream = self
             .hub()

@@ -1,0 +1,187 @@
+//! Per-tool policies a user sets on a server: which tools the deferred view always lists
+//! (pinned), and who may call a tool (`allowed_callers`).
+//!
+//! Programmatic tool calling lets code a model wrote call tools in a loop, and agents call tools
+//! for each other; a tool that sends money or deletes data may be meant for the model's own,
+//! visible calls only. A call says who makes it (`direct`, `code_execution`, `agent:<name>`);
+//! a tool with allowed callers refuses everyone else. The caller is what the app declares
+//! (`_meta` of the call, or a header): it tells apart an app's own paths, it does not
+//! authenticate anyone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Who makes a tool call.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Caller {
+    /// The model itself, a call it chose and the app shows (the default).
+    #[default]
+    Direct,
+    /// Code a model wrote, run in a sandbox (programmatic tool calling).
+    CodeExecution,
+    /// A named agent.
+    Agent(String),
+}
+
+impl fmt::Display for Caller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Direct => f.write_str("direct"),
+            Self::CodeExecution => f.write_str("code_execution"),
+            Self::Agent(name) => write!(f, "agent:{name}"),
+        }
+    }
+}
+
+impl FromStr for Caller {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "direct" => Ok(Self::Direct),
+            "code_execution" => Ok(Self::CodeExecution),
+            other => match other.strip_prefix("agent:") {
+                Some(name)
+                    if !name.is_empty()
+                        && name.len() <= 128
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+                {
+                    Ok(Self::Agent(name.to_owned()))
+                }
+                _ => Err(format!(
+                    "'{other}' is not a caller: direct, code_execution or agent:<name> (letters, \
+                     digits, '-', '_', '.')"
+                )),
+            },
+        }
+    }
+}
+
+impl Serialize for Caller {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Caller {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A server's per-tool policies, by upstream tool name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolPolicies {
+    /// Tools the deferred view lists from the start, beside `search_tools` and `call_tool`.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub pinned: BTreeSet<String>,
+    /// Who may call a tool; a tool not listed may be called by anyone.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allowed_callers: BTreeMap<String, BTreeSet<Caller>>,
+}
+
+/// Why a call is refused by a tool's policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tool '{tool}' may not be called by {caller}; it allows {}",
+    allowed.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+)]
+pub struct CallerRefused {
+    /// The tool (as its server names it).
+    pub tool: String,
+    /// Who asked.
+    pub caller: Caller,
+    /// Who may.
+    pub allowed: BTreeSet<Caller>,
+}
+
+impl ToolPolicies {
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self.pinned.is_empty() && self.allowed_callers.is_empty()
+    }
+
+    /// Whether `caller` may call `tool`.
+    pub fn check_caller(&self, tool: &str, caller: &Caller) -> Result<(), CallerRefused> {
+        match self.allowed_callers.get(tool) {
+            Some(allowed) if !allowed.contains(caller) => Err(CallerRefused {
+                tool: tool.to_owned(),
+                caller: caller.clone(),
+                allowed: allowed.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_read_and_print_the_same() {
+        for text in ["direct", "code_execution", "agent:billing-bot"] {
+            assert_eq!(text.parse::<Caller>().unwrap().to_string(), text);
+        }
+        assert!("agent:".parse::<Caller>().is_err());
+        assert!("agent:a b".parse::<Caller>().is_err());
+        assert!("model".parse::<Caller>().unwrap_err().contains("direct"));
+    }
+
+    #[test]
+    fn a_tool_with_allowed_callers_refuses_the_others_and_says_who_may() {
+        let mut policies = ToolPolicies::default();
+        policies.allowed_callers.insert(
+            "transfer".into(),
+            [Caller::Direct, Caller::Agent("billing".into())].into(),
+        );
+        assert!(policies.check_caller("transfer", &Caller::Direct).is_ok());
+        assert!(
+            policies
+                .check_caller("transfer", &Caller::Agent("billing".into()))
+                .is_ok()
+        );
+        let refused = policies
+            .check_caller("transfer", &Caller::CodeExecution)
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "tool 'transfer' may not be called by code_execution; it allows direct, agent:billing"
+        );
+        assert!(
+            policies
+                .check_caller("lookup", &Caller::CodeExecution)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn policies_round_trip_through_json() {
+        let mut policies = ToolPolicies::default();
+        policies.pinned.insert("search".into());
+        policies
+            .allowed_callers
+            .insert("run".into(), [Caller::CodeExecution].into());
+        let json = serde_json::to_string(&policies).unwrap();
+        assert_eq!(
+            json,
+            r#"{"pinned":["search"],"allowed_callers":{"run":["code_execution"]}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ToolPolicies>(&json).unwrap(),
+            policies
+        );
+        assert!(
+            serde_json::from_str::<ToolPolicies>("{}")
+                .unwrap()
+                .is_empty()
+        );
+    }
+}
