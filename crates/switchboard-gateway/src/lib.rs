@@ -12,6 +12,7 @@
 //! an API key (`Authorization: Bearer <key>`, else 401) on everything but `/healthz` and the
 //! OAuth redirect and metadata routes, and still refuses foreign browser origins.
 
+mod export;
 pub mod mcp;
 mod oauth;
 
@@ -190,6 +191,7 @@ pub fn router(
         .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .route("/api/tools", get(export_tools))
         .route("/api/tools/search", get(search_tools))
         .route("/api/servers/{id}/login", post(oauth::start_login))
         .route(oauth::CALLBACK_PATH, get(oauth::callback))
@@ -268,6 +270,54 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
         servers: app.hub.status(),
         collisions: app.hub.exposed().collisions().cloned().collect(),
     })
+}
+
+/// `GET /api/tools[?format=mcp|anthropic|openai][&defer=all|none][&search=bm25|regex]`: every
+/// exposed tool, as a model API takes them (see [`export`]).
+async fn export_tools(
+    State(app): State<AppState>,
+    query: Result<
+        axum::extract::Query<export::ExportQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let query = match query {
+        Ok(axum::extract::Query(query)) => query,
+        Err(rejection) => {
+            return (
+                axum::http::StatusCode::BAD_REQUEST,
+                Json(serde_json::json!({"error": format!(
+                    "{}; format is mcp, anthropic or openai, defer all or none, search bm25 or regex",
+                    rejection.body_text()
+                )})),
+            )
+                .into_response();
+        }
+    };
+    let catalog = app.hub.exposed();
+    let policies: std::collections::HashMap<_, _> = catalog
+        .tools
+        .iter()
+        .map(|tool| tool.server.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|server| {
+            let policies = app.hub.policies(&server);
+            (server, policies)
+        })
+        .collect();
+    let empty = switchboard_core::ToolPolicies::default();
+    let tools: Vec<export::ExportedTool<'_>> = catalog
+        .tools
+        .iter()
+        .map(|tool| export::ExportedTool {
+            tool: &tool.item,
+            upstream: &tool.upstream,
+            policies: policies.get(&tool.server).unwrap_or(&empty),
+        })
+        .collect();
+    Json(export::export(&tools, &query)).into_response()
 }
 
 /// The query of `GET /api/tools/search`.

@@ -601,6 +601,13 @@ impl Hub {
         }
     }
 
+    /// The server's per-tool policies (none for a server the hub does not know).
+    pub fn policies(&self, id: &ServerId) -> switchboard_core::ToolPolicies {
+        self.slot(id)
+            .map(|slot| slot.definition.policies.clone())
+            .unwrap_or_default()
+    }
+
     /// Whether the server's upstream tool `tool` names the callers allowed to call it.
     pub fn restricts_callers(&self, id: &ServerId, tool: &str) -> bool {
         self.slot(id)

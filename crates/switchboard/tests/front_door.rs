@@ -2573,5 +2573,59 @@ async fn pinned_tools_are_listed_and_a_tools_allowed_callers_are_enforced() {
             );
         }
     }
+
+    // The same policies in the listing for a model API.
+    let http = reqwest::Client::new();
+    let export = |query: &'static str| {
+        let (http, base) = (http.clone(), daemon.base.clone());
+        async move {
+            let response = http
+                .get(format!("{base}/api/tools{query}"))
+                .send()
+                .await
+                .unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, anthropic) = export("?format=anthropic").await;
+    assert_eq!(status, 200, "{anthropic}");
+    let tools = anthropic["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["type"], "tool_search_tool_bm25_20251119");
+    let entry = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {anthropic:#}"))
+    };
+    assert!(
+        entry("steady__echo").get("defer_loading").is_none(),
+        "pinned"
+    );
+    assert_eq!(entry("steady__add")["defer_loading"], true);
+    assert_eq!(entry("steady__add")["allowed_callers"], json!(["direct"]));
+    assert_eq!(
+        entry("old__whoami")["allowed_callers"],
+        json!(["code_execution_20250825"])
+    );
+    assert!(entry("new__echo")["input_schema"]["properties"].is_object());
+    let (_, openai) = export("?format=openai&defer=none").await;
+    let names: Vec<&str> = openai["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"steady__add"), "{names:?}");
+    assert!(!names.contains(&"steady__whoami"), "code only: {names:?}");
+    assert_eq!(openai["tools"][0]["type"], "function", "nothing deferred");
+    let (status, body) = export("?format=gemini").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("anthropic"),
+        "{body}"
+    );
     drop((old, new));
 }
