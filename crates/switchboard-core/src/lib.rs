@@ -5,6 +5,7 @@
 //! code. Nothing here performs I/O: parsing a config file takes a `&str`, the state machine is a
 //! value, the catalog is a constant table.
 
+pub mod activation;
 pub mod catalog;
 pub mod config;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod server;
 pub mod state;
 pub mod supervision;
 
+pub use activation::{Activation, ActivationChange, Layers};
 pub use error::{ErrorSource, RetryClass};
 pub use policy::{Caller, CallerRefused, ToolPolicies};
 pub use server::{

@@ -10,7 +10,8 @@
 //! - `format=openai`: Responses API function tools (`type: function`, `name`, `description`,
 //!   `parameters`), with `defer_loading` the same way and `{"type": "tool_search"}` first.
 //!
-//! `defer=none` marks nothing deferred (and adds no search tool). A tool only named agents may
+//! `user=<id>` and `thread=<id>` leave out the tools turned off for that conversation
+//! (activation layers). `defer=none` marks nothing deferred (and adds no search tool). A tool only named agents may
 //! call is left out of the model formats: no model may call it. OpenAI has no programmatic
 //! callers, so a tool the model may not call directly is left out of `openai`.
 
@@ -61,6 +62,10 @@ pub(crate) struct ExportQuery {
     pub(crate) defer: Defer,
     #[serde(default)]
     pub(crate) search: SearchVariant,
+    /// Only the tools on for this user's conversations…
+    pub(crate) user: Option<String>,
+    /// …or this thread's.
+    pub(crate) thread: Option<String>,
 }
 
 /// One exposed tool and its server's policy for it.

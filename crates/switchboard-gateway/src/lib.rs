@@ -12,6 +12,7 @@
 //! an API key (`Authorization: Bearer <key>`, else 401) on everything but `/healthz` and the
 //! OAuth redirect and metadata routes, and still refuses foreign browser origins.
 
+mod activation;
 mod export;
 pub mod mcp;
 mod oauth;
@@ -191,6 +192,18 @@ pub fn router(
         .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .route(
+            "/api/activation/app",
+            get(activation::get_app)
+                .patch(activation::patch_app)
+                .delete(activation::delete_app),
+        )
+        .route(
+            "/api/activation/{kind}/{id}",
+            get(activation::get_named)
+                .patch(activation::patch_named)
+                .delete(activation::delete_named),
+        )
         .route("/api/tools", get(export_tools))
         .route("/api/tools/search", get(search_tools))
         .route("/api/servers/{id}/login", post(oauth::start_login))
@@ -272,8 +285,9 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
     })
 }
 
-/// `GET /api/tools[?format=mcp|anthropic|openai][&defer=all|none][&search=bm25|regex]`: every
-/// exposed tool, as a model API takes them (see [`export`]).
+/// `GET /api/tools[?format=mcp|anthropic|openai][&defer=all|none][&search=bm25|regex]
+/// [&user=<id>][&thread=<id>]`: every exposed tool (on for that conversation), as a model API
+/// takes them (see [`export`]).
 async fn export_tools(
     State(app): State<AppState>,
     query: Result<
@@ -295,6 +309,19 @@ async fn export_tools(
                 .into_response();
         }
     };
+    for id in [&query.user, &query.thread].into_iter().flatten() {
+        if !switchboard_core::activation::valid_conversation_id(id) {
+            return (
+                axum::http::StatusCode::BAD_REQUEST,
+                Json(serde_json::json!({"error": format!("'{id}' is not a valid user or thread id")})),
+            )
+                .into_response();
+        }
+    }
+    let conversation = app
+        .hub
+        .conversation_layers(query.user.as_deref(), query.thread.as_deref());
+    let layers = conversation.with_own(None);
     let catalog = app.hub.exposed();
     let policies: std::collections::HashMap<_, _> = catalog
         .tools
@@ -311,6 +338,7 @@ async fn export_tools(
     let tools: Vec<export::ExportedTool<'_>> = catalog
         .tools
         .iter()
+        .filter(|tool| layers.is_active(tool.server.as_str(), tool.item.name.as_ref()))
         .map(|tool| export::ExportedTool {
             tool: &tool.item,
             upstream: &tool.upstream,
@@ -353,7 +381,11 @@ async fn search_tools(
             .into_response();
     };
     let limit = query.limit.min(MAX_SEARCH_LIMIT);
-    match app.hub.search_tools(&query.q, limit, query.regex).await {
+    match app
+        .hub
+        .search_tools(&query.q, limit, query.regex, None)
+        .await
+    {
         Ok(found) => Json(serde_json::json!({
             "query": query.q,
             "ranking": found.ranking,

@@ -120,6 +120,12 @@ pub enum HubEvent {
         /// The resource.
         uri: String,
     },
+    /// An activation layer changed (`app`, `user:<id>` or `thread:<id>`): the tools its
+    /// conversations see may have changed.
+    ActivationChanged {
+        /// The layer.
+        scope: String,
+    },
     /// A server sent a log message.
     Log {
         /// The server.

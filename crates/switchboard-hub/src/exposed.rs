@@ -33,7 +33,7 @@ pub fn long_name_warning(server: &ServerId, name: &str) -> String {
 
 /// The search index's view of an exposed tool: its names, title, description, the names and
 /// descriptions of its parameters (the input schema's top-level properties), and its server.
-fn tool_document(
+pub fn tool_document(
     tool: &Exposed<Tool>,
     server_description: String,
 ) -> switchboard_core::search::ToolDocument {

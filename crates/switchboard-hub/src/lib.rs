@@ -7,6 +7,7 @@
 //! [`Upstream`] handle and call the server directly: no hop through the task on the hot path.
 //! A server that is down, slow or broken only ever affects its own task.
 
+mod activation;
 mod auth;
 mod connection;
 mod event;
@@ -24,10 +25,12 @@ use switchboard_upstream::{ConnectOptions, Upstream};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use activation::{ActivationError, ConversationLayers, Scope};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use event::{HubEvent, ServerStatus};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,
+    tool_document,
 };
 pub use semantic::SemanticError;
 pub use switchboard_embed::SentenceEncoder;
@@ -116,7 +119,11 @@ pub struct Hub {
     exposed: watch::Sender<Arc<ExposedCatalog>>,
     exposure_task: std::sync::Once,
     semantic: std::sync::OnceLock<Arc<semantic::SemanticSearch>>,
+    activations: activation::Activations,
 }
+
+/// Which tools (by server and exposed name) a search may find.
+pub type ToolFilter<'a> = dyn Fn(&ServerId, &str) -> bool + Sync + 'a;
 
 /// How [`Hub::search_tools`] ranked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -162,6 +169,7 @@ impl Hub {
             exposed: watch::channel(Arc::default()).0,
             exposure_task: std::sync::Once::new(),
             semantic: std::sync::OnceLock::new(),
+            activations: activation::Activations::default(),
         })
     }
 
@@ -243,6 +251,7 @@ impl Hub {
 
     /// Starts a connection task for every enabled server in the store.
     pub async fn start_all(self: &Arc<Self>) -> Result<usize, switchboard_store::StoreError> {
+        self.load_activations().await?;
         let definitions = self.store.list_servers().await?;
         let mut started = 0;
         for def in definitions.into_iter().filter(|d| d.enabled) {
@@ -373,25 +382,36 @@ impl Hub {
     /// The `limit` exposed tools that match `query` best: by BM25F over their names, titles,
     /// descriptions, parameters and servers, blended with their sentence embeddings'
     /// similarity to the query when a model is enabled and ready; or, with `regex`, those whose
-    /// name, title or description the regular expression `query` matches.
+    /// name, title or description the regular expression `query` matches. With `keep`, only
+    /// tools it keeps (by server and exposed name) are found: a conversation's active ones.
     pub async fn search_tools(
         &self,
         query: &str,
         limit: usize,
         regex: bool,
+        keep: Option<&ToolFilter<'_>>,
     ) -> Result<ToolSearch, switchboard_core::search::SearchError> {
         let exposed = self.exposed();
         let index = exposed.search_index();
-        let (ranking, note, hits) = if regex {
-            (Ranking::Regex, None, index.search_regex(query, limit)?)
+        // Enough hits that, once the left-out tools are dropped, `limit` remain.
+        let left_out = keep.map_or(0, |keep| {
+            exposed
+                .tools
+                .iter()
+                .filter(|tool| !keep(&tool.server, tool.item.name.as_ref()))
+                .count()
+        });
+        let wanted = limit.saturating_add(left_out);
+        let (ranking, note, mut hits) = if regex {
+            (Ranking::Regex, None, index.search_regex(query, wanted)?)
         } else {
             match self.semantic.get() {
-                None => (Ranking::Lexical, None, index.search(query, limit)),
+                None => (Ranking::Lexical, None, index.search(query, wanted)),
                 Some(semantic) => match semantic.similarities(&exposed, query).await {
                     Ok(Some(similarity)) => (
                         Ranking::Blended,
                         None,
-                        index.search_blended(query, &similarity, limit),
+                        index.search_blended(query, &similarity, wanted),
                     ),
                     Ok(None) => (
                         Ranking::Lexical,
@@ -399,16 +419,25 @@ impl Hub {
                             "the tools' vectors ({}) are still being computed",
                             semantic.model()
                         )),
-                        index.search(query, limit),
+                        index.search(query, wanted),
                     ),
                     Err(error) => (
                         Ranking::Lexical,
                         Some(error.to_string()),
-                        index.search(query, limit),
+                        index.search(query, wanted),
                     ),
                 },
             }
         };
+        if let Some(keep) = keep {
+            hits.retain(|hit| {
+                exposed
+                    .tools
+                    .get(&hit.name)
+                    .is_some_and(|tool| keep(&tool.server, &hit.name))
+            });
+        }
+        hits.truncate(limit);
         let tools = hits
             .into_iter()
             .map(|hit| {
@@ -599,6 +628,13 @@ impl Hub {
                 }),
             Err(_) => Ok(()),
         }
+    }
+
+    /// What the server is for, as its user described it (empty if unknown).
+    pub fn description(&self, id: &ServerId) -> String {
+        self.slot(id)
+            .map(|slot| slot.definition.description.clone())
+            .unwrap_or_default()
     }
 
     /// The server's per-tool policies (none for a server the hub does not know).

@@ -8,6 +8,7 @@
 //!
 //! PostgreSQL, for replicas that share state, will be a second backend behind this same API.
 
+mod activations;
 pub mod credentials;
 pub mod vault;
 pub mod vectors;

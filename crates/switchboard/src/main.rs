@@ -846,7 +846,7 @@ async fn search_tools(store: Store, args: cli::SearchArgs) -> anyhow::Result<i32
         hub.prepare_semantic_search().await?;
     }
     let found = hub
-        .search_tools(&args.query, args.limit, args.regex)
+        .search_tools(&args.query, args.limit, args.regex, None)
         .await
         .map(|search| {
             if let Some(note) = &search.note {

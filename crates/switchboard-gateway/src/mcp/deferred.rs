@@ -22,6 +22,12 @@ pub(crate) const SEARCH_TOOLS: &str = "search_tools";
 /// The name of the tool that calls another by name.
 pub(crate) const CALL_TOOL: &str = "call_tool";
 
+/// The name of the tool that lists the servers and whether each is on.
+pub(crate) const LIST_SERVERS: &str = "list_servers";
+
+/// The name of the tool that turns servers or tools on or off for the conversation.
+pub(crate) const SET_ACTIVE: &str = "set_active";
+
 /// The header a client names its view with.
 const VIEW_HEADER: &str = "x-switchboard-tools";
 
@@ -56,13 +62,8 @@ impl FromStr for ToolsView {
 /// The view the client of `context` asked for (query parameter, then header), if any.
 pub(crate) fn requested(context: &RequestContext<RoleServer>) -> Option<ToolsView> {
     let parts = context.extensions.get::<axum::http::request::Parts>()?;
-    let from_query = parts.uri.query().and_then(|query| {
-        query
-            .split('&')
-            .filter_map(|pair| pair.split_once('='))
-            .find(|(key, _)| *key == "tools")
-            .and_then(|(_, value)| value.parse().ok())
-    });
+    let from_query =
+        super::conversation::query_param(parts, "tools").and_then(|value| value.parse().ok());
     from_query.or_else(|| {
         parts
             .headers
@@ -72,8 +73,13 @@ pub(crate) fn requested(context: &RequestContext<RoleServer>) -> Option<ToolsVie
     })
 }
 
-/// The two tools of the deferred view; `tools` is how many the catalog holds.
-pub(crate) fn meta_tools(tools: usize) -> [Tool; 2] {
+/// Whether `name` is one of the deferred view's own tools.
+pub(crate) fn is_meta_tool(name: &str) -> bool {
+    [SEARCH_TOOLS, CALL_TOOL, LIST_SERVERS, SET_ACTIVE].contains(&name)
+}
+
+/// The deferred view's own tools; `tools` is how many the catalog holds.
+pub(crate) fn meta_tools(tools: usize) -> [Tool; 4] {
     let schema = |value: serde_json::Value| -> Arc<JsonObject> {
         Arc::new(serde_json::from_value(value).unwrap_or_default())
     };
@@ -107,7 +113,74 @@ pub(crate) fn meta_tools(tools: usize) -> [Tool; 2] {
                 "required": ["name"]
             })),
         ),
+        Tool::new(
+            LIST_SERVERS,
+            "Lists the connected servers: what each is for, how many tools it has, and whether \
+             it is on for this conversation.",
+            schema(serde_json::json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            SET_ACTIVE,
+            "Turns servers or tools on or off for this conversation. Tools of a server turned \
+             on are listed; those turned off are hidden and cannot be called.",
+            schema(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "servers": {"type": "array", "items": {"type": "string"},
+                                "description": "Server ids, as list_servers gives them"},
+                    "tools": {"type": "array", "items": {"type": "string"},
+                              "description": "Tool names"},
+                    "active": {"type": "boolean", "description": "On (true) or off (false)"}
+                },
+                "required": ["active"]
+            })),
+        ),
     ]
+}
+
+/// The change a `set_active` call asks for; `is_server` and `is_tool` say which names exist.
+pub(crate) fn activation_change(
+    arguments: Option<&JsonObject>,
+    is_server: impl Fn(&str) -> bool,
+    is_tool: impl Fn(&str) -> bool,
+) -> Result<switchboard_core::ActivationChange, ErrorData> {
+    let bad = |message: String| ErrorData::invalid_params(message, None);
+    let active = arguments
+        .and_then(|a| a.get("active"))
+        .and_then(serde_json::Value::as_bool)
+        .ok_or_else(|| bad("set_active needs `active`: true or false".to_owned()))?;
+    let names = |key: &str| -> Result<Vec<String>, ErrorData> {
+        match arguments.and_then(|a| a.get(key)) {
+            None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| bad(format!("set_active's `{key}` must be names")))
+                })
+                .collect(),
+            Some(_) => Err(bad(format!("set_active's `{key}` must be a list of names"))),
+        }
+    };
+    let (servers, tools) = (names("servers")?, names("tools")?);
+    if servers.is_empty() && tools.is_empty() {
+        return Err(bad(
+            "set_active needs `servers` or `tools` to change".to_owned()
+        ));
+    }
+    if let Some(unknown) = servers.iter().find(|s| !is_server(s)) {
+        return Err(bad(format!(
+            "no connected server has id '{unknown}'; list_servers gives them"
+        )));
+    }
+    if let Some(unknown) = tools.iter().find(|t| !is_tool(t)) {
+        return Err(bad(format!("no tool is named '{unknown}'")));
+    }
+    Ok(switchboard_core::ActivationChange {
+        servers: servers.into_iter().map(|s| (s, Some(active))).collect(),
+        tools: tools.into_iter().map(|t| (t, Some(active))).collect(),
+    })
 }
 
 /// The query and limit of a `search_tools` call.

@@ -121,7 +121,7 @@ async fn stateless_call(
     {
         return None;
     }
-    if is_meta_tool(&call.params.name) {
+    if super::deferred::is_meta_tool(&call.params.name) {
         return None;
     }
     let catalog = shared.hub.exposed();
@@ -135,6 +135,7 @@ async fn stateless_call(
         .is_some_and(|capabilities| capabilities.supports_tasks());
     if task_path(shared, tool, takes_tasks)
         || checks_caller(shared, tool, Some(meta), &parts.headers)
+        || super::off_for_request(&shared.hub, None, parts, &tool.server, &call.params.name)
     {
         return None;
     }
@@ -224,7 +225,7 @@ async fn session_call(
     if !sessions.has_session(&session.into()).await.unwrap_or(false) {
         return None;
     }
-    if is_meta_tool(&call.params.name) {
+    if super::deferred::is_meta_tool(&call.params.name) {
         return None;
     }
     let catalog = shared.hub.exposed();
@@ -238,6 +239,13 @@ async fn session_call(
                 .or(call.params.meta.as_ref())
                 .map(|m| &***m),
             &parts.headers,
+        )
+        || super::off_for_request(
+            &shared.hub,
+            Some(&state),
+            parts,
+            &tool.server,
+            &call.params.name,
         )
     {
         return None;
@@ -278,12 +286,6 @@ async fn session_call(
         caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
     };
     relay(shared, stop, catalog, call).await
-}
-
-/// Whether `name` is one of the deferred view's own tools, which the full path answers (they
-/// win over a server's tool of the same name, exposed without a prefix).
-fn is_meta_tool(name: &str) -> bool {
-    name == super::deferred::SEARCH_TOOLS || name == super::deferred::CALL_TOOL
 }
 
 /// Whether a call of `tool` is the full path's, which runs tasks: it may become a task (its

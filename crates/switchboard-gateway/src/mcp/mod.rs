@@ -13,6 +13,7 @@
 #![allow(deprecated)]
 
 mod caller;
+mod conversation;
 mod deferred;
 mod direct;
 mod downstream;
@@ -216,6 +217,54 @@ struct SessionState {
     tools_view: std::sync::OnceLock<ToolsView>,
     /// In the deferred view, the tools its searches found (exposed names), which its list shows.
     found_tools: Mutex<std::collections::BTreeSet<String>>,
+    /// The user and thread its client named first (a request that names none is theirs).
+    conversation: std::sync::OnceLock<conversation::Conversation>,
+    /// Its own activation layer: which servers and tools its client turned on or off, when it
+    /// names no thread.
+    own_activation: Mutex<switchboard_core::Activation>,
+}
+
+/// The conversation a request in `session` belongs to: what `parts` name (remembered as the
+/// session's, the first time), else what the session named before.
+fn session_conversation(
+    session: &SessionState,
+    parts: Option<&axum::http::request::Parts>,
+) -> Result<conversation::Conversation, String> {
+    let named = conversation::named_by(parts)?;
+    if named.is_unnamed() {
+        return Ok(session.conversation.get().cloned().unwrap_or_default());
+    }
+    let _ = session.conversation.set(named.clone());
+    Ok(named)
+}
+
+/// Whether `tool` is off for the conversation of a request (in `session`, if it has one), or
+/// the request names its conversation wrongly: either way the full path answers it.
+fn off_for_request(
+    hub: &Hub,
+    session: Option<&SessionState>,
+    parts: &axum::http::request::Parts,
+    server: &ServerId,
+    tool: &str,
+) -> bool {
+    let named = match session {
+        Some(session) => session_conversation(session, Some(parts)),
+        None => conversation::named_by(Some(parts)),
+    };
+    let Ok(named) = named else { return true };
+    let own = session
+        .map(|session| lock(&session.own_activation).clone())
+        .unwrap_or_default();
+    !conversation::Activity::of(hub, named, own)
+        .layers()
+        .is_active(server.as_str(), tool)
+}
+
+/// The deferred view's own tools (`search_tools`, `call_tool`, `list_servers`, `set_active`)
+/// over a catalog of `tools` tools, as `tools/list` gives them: what every client of the view
+/// reads before it searches.
+pub fn deferred_view_tools(tools: usize) -> Vec<rmcp::model::Tool> {
+    deferred::meta_tools(tools).into()
 }
 
 /// What a legacy session's `initialize` settled.
@@ -293,6 +342,100 @@ impl AggregateServer {
         }
     }
 
+    /// The conversation of `context`'s request: what it names, else what its session named.
+    fn conversation(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<conversation::Conversation, ErrorData> {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        session_conversation(&self.session, parts).map_err(|e| ErrorData::invalid_params(e, None))
+    }
+
+    /// What decides which tools are on for `context`'s conversation.
+    fn activity(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<conversation::Activity, ErrorData> {
+        let named = self.conversation(context)?;
+        let own = lock(&self.session.own_activation).clone();
+        Ok(conversation::Activity::of(self.hub(), named, own))
+    }
+
+    /// `list_servers` in the deferred view: every server with tools, what it is for, and
+    /// whether it is on for this conversation.
+    fn list_servers_for_client(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let activity = self.activity(context)?;
+        let layers = activity.layers();
+        let catalog = self.catalog();
+        let mut servers: std::collections::BTreeMap<&ServerId, usize> = Default::default();
+        for tool in catalog.tools.iter() {
+            *servers.entry(&tool.server).or_default() += 1;
+        }
+        let listed: Vec<serde_json::Value> = servers
+            .into_iter()
+            .map(|(server, tools)| {
+                serde_json::json!({
+                    "server": server,
+                    "description": self.hub().description(server),
+                    "tools": tools,
+                    "active": layers.is_active(server.as_str(), ""),
+                })
+            })
+            .collect();
+        Ok(CallToolResponse::Complete(complete(
+            CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                serde_json::to_string(&listed).unwrap_or_default(),
+            )]),
+        )))
+    }
+
+    /// `set_active` in the deferred view: turns servers or tools on or off for this
+    /// conversation (its named thread's layer, else its session's own).
+    async fn set_active_for_client(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let catalog = self.catalog();
+        let change = deferred::activation_change(
+            request.arguments.as_ref(),
+            |server| catalog.tools.iter().any(|t| t.server.as_str() == server),
+            |tool| catalog.tools.get(tool).is_some(),
+        )?;
+        let named = self.conversation(context)?;
+        let said = match &named.thread {
+            Some(thread) => {
+                let scope = switchboard_hub::Scope::thread(thread)
+                    .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+                self.hub()
+                    .change_activation(&scope, &change)
+                    .await
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                format!("Done, for thread '{thread}'.")
+            }
+            None if downstream::is_modern(context) => {
+                return Err(ErrorData::invalid_params(
+                    "this request has no session to remember the change in: name the \
+                     conversation with the X-Switchboard-Thread header or ?thread= on the URL",
+                    None,
+                ));
+            }
+            None => {
+                let changed = lock(&self.session.own_activation).apply(&change);
+                if changed {
+                    let _ = context.peer.notify_tool_list_changed().await;
+                }
+                "Done, for this session.".to_owned()
+            }
+        };
+        Ok(CallToolResponse::Complete(complete(
+            CallToolResult::success(vec![rmcp::model::ContentBlock::text(said)]),
+        )))
+    }
+
     /// `search_tools` in the deferred view: the best matches, which also join the session's
     /// list (announced to a session client with `tools/list_changed`).
     async fn search_for_client(
@@ -302,9 +445,12 @@ impl AggregateServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let (query, limit) = deferred::search_arguments(request.arguments.as_ref())?;
         let catalog = self.catalog();
+        let activity = self.activity(context)?;
+        let layers = activity.layers();
+        let active = |server: &ServerId, name: &str| layers.is_active(server.as_str(), name);
         let found: Vec<rmcp::model::Tool> = self
             .hub()
-            .search_tools(&query, limit, false)
+            .search_tools(&query, limit, false, Some(&active))
             .await
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?
             .tools
@@ -453,6 +599,14 @@ impl AggregateServer {
                                 if peer.notify_resource_updated(params).await.is_err() {
                                     return;
                                 }
+                            }
+                        }
+                        Ok(HubEvent::ActivationChanged { scope }) => {
+                            let mine = session.conversation.get().cloned().unwrap_or_default();
+                            if conversation::Activity::concerns(&mine, &scope)
+                                && peer.notify_tool_list_changed().await.is_err()
+                            {
+                                return;
                             }
                         }
                         Ok(HubEvent::Log { server, level, logger, data, to_caller: false }) => {
@@ -695,6 +849,9 @@ impl ServerHandler for AggregateServer {
             }
         }
         context.peer.set_peer_info(request.clone());
+        // The session's user and thread, if its client names them (so that changes of their
+        // layers reach it before it sends anything else).
+        self.conversation(&context)?;
         let result = self.negotiate_initialize(&request)?;
         let _ = self.session.negotiated.set(Negotiated {
             version: result.protocol_version.clone(),
@@ -726,24 +883,28 @@ impl ServerHandler for AggregateServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.catalog();
+        let activity = self.activity(&context)?;
+        let layers = activity.layers();
+        let active = catalog
+            .tools
+            .iter()
+            .filter(|tool| layers.is_active(tool.server.as_str(), tool.item.name.as_ref()));
         let tools = match self.tools_view(&context) {
-            ToolsView::All => catalog.tools.iter().map(|t| t.item.clone()).collect(),
+            ToolsView::All => active.map(|t| t.item.clone()).collect(),
             ToolsView::Deferred => {
+                // The meta-tools, then the tools pinned, found by a search, or turned on for
+                // this conversation.
                 let found = lock(&self.session.found_tools).clone();
                 let hub = self.hub();
-                let pinned = catalog
-                    .tools
-                    .iter()
-                    .filter(|tool| hub.is_pinned(&tool.server, &tool.upstream))
-                    .filter(|tool| !found.contains(tool.item.name.as_ref()));
+                let listed = active.filter(|tool| {
+                    let name = tool.item.name.as_ref();
+                    found.contains(name)
+                        || hub.is_pinned(&tool.server, &tool.upstream)
+                        || layers.turned_on_for_conversation(tool.server.as_str(), name)
+                });
                 deferred::meta_tools(catalog.tools.len())
                     .into_iter()
-                    .chain(pinned.map(|tool| tool.item.clone()))
-                    .chain(
-                        found
-                            .iter()
-                            .filter_map(|name| catalog.tools.get(name).map(|t| t.item.clone())),
-                    )
+                    .chain(listed.map(|tool| tool.item.clone()))
                     .collect()
             }
         };
@@ -758,6 +919,10 @@ impl ServerHandler for AggregateServer {
         if self.tools_view(&context) == ToolsView::Deferred {
             match request.name.as_ref() {
                 deferred::SEARCH_TOOLS => return self.search_for_client(&request, &context).await,
+                deferred::LIST_SERVERS => return self.list_servers_for_client(&context),
+                deferred::SET_ACTIVE => {
+                    return self.set_active_for_client(&request, &context).await;
+                }
                 deferred::CALL_TOOL => {
                     let (name, arguments) = deferred::call_arguments(request.arguments.as_ref())?;
                     request.name = name.into();
@@ -774,6 +939,20 @@ impl ServerHandler for AggregateServer {
             ));
         };
         let server = tool.server.clone();
+        let activity = self.activity(&context)?;
+        if let Some((false, layer)) = activity
+            .layers()
+            .decision(server.as_str(), request.name.as_ref())
+        {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tool '{}' is turned off for this conversation (by the {layer}'s \
+                     activation); turn it or its server '{server}' on first",
+                    request.name
+                ),
+                None,
+            ));
+        }
         let caller = caller::caller_of(
             &request,
             &context.meta,

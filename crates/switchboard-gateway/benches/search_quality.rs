@@ -7,23 +7,27 @@
 //! words shares a stem with a word of a right tool's exposed name. This prints figures; it asserts
 //! nothing.
 //!
-//! `cargo bench -p switchboard-core --bench search_quality`; figures are in `docs/benchmarks.md`.
+//! `cargo bench -p switchboard-gateway --bench search_quality`; figures are in `docs/benchmarks.md`.
 //!
 //! - R@k: the share of queries with a right tool among the first k hits (search limit 10).
 //! - MRR: the mean over queries of 1 / the rank of the first right tool (0 when none is in the
 //!   first 10).
 //! - Tokens (o200k_base): the `tools/list` result of the full catalog, `{"tools": [...]}` with
-//!   each tool as its server listed it under its exposed name, against the deferred view's, the
-//!   two meta-tools of `switchboard-gateway`'s `mcp::deferred::meta_tools` (reproduced below).
+//!   each tool as its server listed it under its exposed name, against the deferred view's own
+//!   tools (`switchboard_gateway::mcp::deferred_view_tools`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use rmcp::model::Tool;
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
+use switchboard_core::ServerId;
+use switchboard_core::exposure::Exposed;
 use switchboard_core::search::{Hit, ToolDocument, ToolIndex, words};
-use switchboard_embed::SentenceEncoder;
+use switchboard_gateway::mcp::deferred_view_tools;
+use switchboard_hub::{SentenceEncoder, tool_document};
 
 /// How many hits each query asks for.
 const LIMIT: usize = 10;
@@ -110,67 +114,17 @@ fn exposed_name(server: &str, tool: &Value) -> String {
     format!("{server}__{}", tool["name"].as_str().unwrap_or_default())
 }
 
-/// The index's view of one tool, built as `switchboard-hub`'s `exposed::tool_document` builds it.
+/// The index's view of one tool, as the hub builds it for an exposed tool.
 fn document(capture: &Capture, tool: &Value) -> ToolDocument {
-    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
-    let parameters = tool["inputSchema"]["properties"]
-        .as_object()
-        .map(|properties| {
-            properties
-                .iter()
-                .map(|(name, schema)| (name.clone(), text(&schema["description"])))
-                .collect()
-        })
-        .unwrap_or_default();
-    let title = tool["title"]
-        .as_str()
-        .or_else(|| tool["annotations"]["title"].as_str())
-        .unwrap_or_default()
-        .to_owned();
-    ToolDocument {
-        exposed_name: exposed_name(&capture.server, tool),
-        upstream_name: text(&tool["name"]),
-        server: capture.server.clone(),
-        server_description: capture.description.clone(),
-        title,
-        description: text(&tool["description"]),
-        parameters,
-    }
-}
-
-/// The deferred view's `tools/list` result: the two meta-tools as the gateway defines them.
-fn deferred_view(tools: usize) -> Value {
-    json!({"tools": [
-        {
-            "name": "search_tools",
-            "description": format!(
-                "Finds tools by what they do among the {tools} tools of every connected \
-                 server, and returns the best matches with their descriptions and input \
-                 schemas. Call one with call_tool, or by its name."
-            ),
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What the tool should do, in a few words"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50,
-                              "description": "How many tools to return (default 8)"}
-                },
-                "required": ["query"]
-            }
-        },
-        {
-            "name": "call_tool",
-            "description": "Calls a tool search_tools found, by its name, with its arguments.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "The tool's name, as search_tools gave it"},
-                    "arguments": {"type": "object", "description": "The tool's arguments, as its input schema says"}
-                },
-                "required": ["name"]
-            }
-        }
-    ]})
+    let mut item: Tool = serde_json::from_value(tool.clone())
+        .unwrap_or_else(|e| panic!("{}: not an MCP tool: {e}", capture.server));
+    item.name = exposed_name(&capture.server, tool).into();
+    let exposed = Exposed {
+        server: ServerId::new(capture.server.clone()).expect("a server id"),
+        upstream: tool["name"].as_str().unwrap_or_default().to_owned(),
+        item,
+    };
+    tool_document(&exposed, capture.description.clone())
 }
 
 /// Whether `query` is hard by the dev set's definition: no word shares a stem with any word of
@@ -383,7 +337,7 @@ fn main() {
     let bpe = tiktoken_rs::o200k_base_singleton();
     let count = |value: &Value| bpe.encode_ordinary(&value.to_string()).len();
     let full = count(&json!({ "tools": catalog }));
-    let deferred = count(&deferred_view(tools));
+    let deferred = count(&json!({ "tools": deferred_view_tools(tools) }));
     println!();
     println!("tokens (o200k_base) of tools/list: full catalog {full}, deferred view {deferred}");
     println!(

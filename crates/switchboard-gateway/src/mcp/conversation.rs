@@ -1,0 +1,139 @@
+//! Whose conversation a request belongs to, for activation layers (which servers and tools are
+//! on): the user (`X-Switchboard-User`) and the thread (`X-Switchboard-Thread`, or `?thread=`
+//! on the endpoint's URL, for clients that cannot set headers). A session that names no thread
+//! is its own thread, with a layer of its own that ends with it.
+//!
+//! Until API keys tie requests to principals, the user is what the app declares, like the
+//! caller of `allowed_callers`: it separates an app's own users, it authenticates nobody.
+
+use switchboard_core::activation::valid_conversation_id;
+use switchboard_core::{Activation, Layers};
+use switchboard_hub::{ConversationLayers, Hub};
+
+/// The header naming the user.
+pub(crate) const USER_HEADER: &str = "x-switchboard-user";
+
+/// The header naming the thread.
+pub(crate) const THREAD_HEADER: &str = "x-switchboard-thread";
+
+/// A request's user and thread, as far as it names them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Conversation {
+    pub(crate) user: Option<String>,
+    pub(crate) thread: Option<String>,
+}
+
+impl Conversation {
+    /// Whether the request names neither.
+    pub(crate) fn is_unnamed(&self) -> bool {
+        self.user.is_none() && self.thread.is_none()
+    }
+}
+
+/// What decides which tools are on for one request: the hub's layers for its conversation, and
+/// its session's own layer.
+pub(crate) struct Activity {
+    layers: ConversationLayers,
+    own: Activation,
+}
+
+impl Activity {
+    /// The layers of `conversation` now, with `own` as the thread's when it names none.
+    pub(crate) fn of(hub: &Hub, conversation: Conversation, own: Activation) -> Self {
+        let layers =
+            hub.conversation_layers(conversation.user.as_deref(), conversation.thread.as_deref());
+        Self { layers, own }
+    }
+
+    /// The layers, narrowest deciding.
+    pub(crate) fn layers(&self) -> Layers<'_> {
+        self.layers.with_own(Some(&self.own))
+    }
+
+    /// Whether a change of the layer `scope` (as the hub names it) concerns this conversation.
+    pub(crate) fn concerns(conversation: &Conversation, scope: &str) -> bool {
+        scope == "app"
+            || conversation
+                .user
+                .as_ref()
+                .is_some_and(|user| scope == format!("user:{user}"))
+            || conversation
+                .thread
+                .as_ref()
+                .is_some_and(|thread| scope == format!("thread:{thread}"))
+    }
+}
+
+/// The value of `key` in the query of `parts`' URL, decoded.
+pub(crate) fn query_param(parts: &axum::http::request::Parts, key: &str) -> Option<String> {
+    url::form_urlencoded::parse(parts.uri.query()?.as_bytes())
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.into_owned())
+}
+
+/// The user and thread `parts` name (headers first, then the URL's query), or what is wrong
+/// with them.
+pub(crate) fn named_by(parts: Option<&axum::http::request::Parts>) -> Result<Conversation, String> {
+    let Some(parts) = parts else {
+        return Ok(Conversation::default());
+    };
+    let read = |header: &str, key: &str| -> Result<Option<String>, String> {
+        let value = match parts.headers.get(header) {
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .map_err(|_| format!("the {header} header is not text"))?
+                    .trim()
+                    .to_owned(),
+            ),
+            None => query_param(parts, key),
+        };
+        match value {
+            Some(id) if !valid_conversation_id(&id) => Err(format!(
+                "'{id}' is not a valid {key} id (1 to 128 of A-Z a-z 0-9 . _ : @ -)"
+            )),
+            other => Ok(other),
+        }
+    };
+    Ok(Conversation {
+        user: read(USER_HEADER, "user")?,
+        thread: read(THREAD_HEADER, "thread")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(uri: &str, headers: &[(&str, &str)]) -> axum::http::request::Parts {
+        let mut request = axum::http::Request::builder().uri(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn a_request_names_its_user_and_thread_by_header_or_query() {
+        assert!(named_by(None).unwrap().is_unnamed());
+        let by_header = parts("/mcp", &[(USER_HEADER, "ana"), (THREAD_HEADER, "t-1")]);
+        assert_eq!(
+            named_by(Some(&by_header)).unwrap(),
+            Conversation {
+                user: Some("ana".into()),
+                thread: Some("t-1".into())
+            }
+        );
+        let by_query = parts("/mcp?tools=deferred&thread=support%3A42", &[]);
+        assert_eq!(
+            named_by(Some(&by_query)).unwrap().thread.as_deref(),
+            Some("support:42")
+        );
+        let bad = parts("/mcp?thread=a%20b", &[]);
+        assert!(
+            named_by(Some(&bad))
+                .unwrap_err()
+                .contains("not a valid thread id")
+        );
+    }
+}
