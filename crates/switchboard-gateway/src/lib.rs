@@ -309,14 +309,8 @@ async fn export_tools(
                 .into_response();
         }
     };
-    for id in [&query.user, &query.thread].into_iter().flatten() {
-        if !switchboard_core::activation::valid_conversation_id(id) {
-            return (
-                axum::http::StatusCode::BAD_REQUEST,
-                Json(serde_json::json!({"error": format!("'{id}' is not a valid user or thread id")})),
-            )
-                .into_response();
-        }
+    if let Some(refused) = bad_conversation_ids([&query.user, &query.thread]) {
+        return refused;
     }
     let conversation = app
         .hub
@@ -348,6 +342,22 @@ async fn export_tools(
     Json(export::export(&tools, &query)).into_response()
 }
 
+/// A 400 naming the first of `ids` that cannot name a user or thread, if one cannot.
+fn bad_conversation_ids(ids: [&Option<String>; 2]) -> Option<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let bad = ids
+        .into_iter()
+        .flatten()
+        .find(|id| !switchboard_core::activation::valid_conversation_id(id))?;
+    Some(
+        (
+            axum::http::StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"error": format!("'{bad}' is not a valid user or thread id")})),
+        )
+            .into_response(),
+    )
+}
+
 /// The query of `GET /api/tools/search`.
 #[derive(serde::Deserialize)]
 struct SearchQuery {
@@ -357,6 +367,10 @@ struct SearchQuery {
     limit: usize,
     #[serde(default)]
     regex: bool,
+    /// Only tools on for this user's conversations…
+    user: Option<String>,
+    /// …or this thread's.
+    thread: Option<String>,
 }
 
 fn default_search_limit() -> usize {
@@ -366,8 +380,9 @@ fn default_search_limit() -> usize {
 /// The most tools one search answers with.
 const MAX_SEARCH_LIMIT: usize = 100;
 
-/// `GET /api/tools/search?q=<words>[&limit=N][&regex=true]`: the exposed tools that match best,
-/// ranked, as `switchboard search` prints them.
+/// `GET /api/tools/search?q=<words>[&limit=N][&regex=true][&user=<id>][&thread=<id>]`: the
+/// exposed tools (on for that conversation) that match best, ranked, as `switchboard search`
+/// prints them.
 async fn search_tools(
     State(app): State<AppState>,
     query: Result<axum::extract::Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
@@ -381,9 +396,18 @@ async fn search_tools(
             .into_response();
     };
     let limit = query.limit.min(MAX_SEARCH_LIMIT);
+    if let Some(refused) = bad_conversation_ids([&query.user, &query.thread]) {
+        return refused;
+    }
+    let conversation = app
+        .hub
+        .conversation_layers(query.user.as_deref(), query.thread.as_deref());
+    let layers = conversation.with_own(None);
+    let active =
+        |server: &switchboard_core::ServerId, name: &str| layers.is_active(server.as_str(), name);
     match app
         .hub
-        .search_tools(&query.q, limit, query.regex, None)
+        .search_tools(&query.q, limit, query.regex, Some(&active))
         .await
     {
         Ok(found) => Json(serde_json::json!({

@@ -2753,6 +2753,31 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
         }
     };
     assert!(!has(&exported("").await, "old__"));
+    let searched = |query: &'static str| {
+        let (http, base) = (http.clone(), daemon.base.clone());
+        async move {
+            let body: Value = http
+                .get(format!("{base}/api/tools/search?q=echo&limit=50{query}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body["tools"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{body}"))
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(!searched("").await.contains(&"old__echo".to_owned()));
+    assert!(
+        searched("&user=ana")
+            .await
+            .contains(&"old__echo".to_owned())
+    );
     assert!(has(&exported("?user=ana").await, "old__"));
     assert!(
         !exported("?user=ana&thread=t1")
