@@ -309,12 +309,10 @@ async fn export_tools(
                 .into_response();
         }
     };
-    if let Some(refused) = bad_conversation_ids([&query.user, &query.thread]) {
-        return refused;
-    }
-    let conversation = app
-        .hub
-        .conversation_layers(query.user.as_deref(), query.thread.as_deref());
+    let conversation = match conversation_of(&app, &query.user, &query.thread) {
+        Ok(conversation) => conversation,
+        Err(refused) => return *refused,
+    };
     let layers = conversation.with_own(None);
     let catalog = app.hub.exposed();
     let policies: std::collections::HashMap<_, _> = catalog
@@ -342,20 +340,30 @@ async fn export_tools(
     Json(export::export(&tools, &query)).into_response()
 }
 
-/// A 400 naming the first of `ids` that cannot name a user or thread, if one cannot.
-fn bad_conversation_ids(ids: [&Option<String>; 2]) -> Option<axum::response::Response> {
+/// The hub's activation layers for the conversation a query names (`user=`, `thread=`), or a
+/// 400 naming an id that cannot name one.
+fn conversation_of(
+    app: &AppState,
+    user: &Option<String>,
+    thread: &Option<String>,
+) -> Result<switchboard_hub::ConversationLayers, Box<axum::response::Response>> {
     use axum::response::IntoResponse;
-    let bad = ids
+    if let Some(bad) = [user, thread]
         .into_iter()
         .flatten()
-        .find(|id| !switchboard_core::activation::valid_conversation_id(id))?;
-    Some(
-        (
-            axum::http::StatusCode::BAD_REQUEST,
-            Json(serde_json::json!({"error": format!("'{bad}' is not a valid user or thread id")})),
-        )
-            .into_response(),
-    )
+        .find(|id| !switchboard_core::activation::valid_conversation_id(id))
+    {
+        return Err(Box::new(
+            (
+                axum::http::StatusCode::BAD_REQUEST,
+                Json(serde_json::json!({"error": format!("'{bad}' is not a valid user or thread id")})),
+            )
+                .into_response(),
+        ));
+    }
+    Ok(app
+        .hub
+        .conversation_layers(user.as_deref(), thread.as_deref()))
 }
 
 /// The query of `GET /api/tools/search`.
@@ -396,12 +404,10 @@ async fn search_tools(
             .into_response();
     };
     let limit = query.limit.min(MAX_SEARCH_LIMIT);
-    if let Some(refused) = bad_conversation_ids([&query.user, &query.thread]) {
-        return refused;
-    }
-    let conversation = app
-        .hub
-        .conversation_layers(query.user.as_deref(), query.thread.as_deref());
+    let conversation = match conversation_of(&app, &query.user, &query.thread) {
+        Ok(conversation) => conversation,
+        Err(refused) => return *refused,
+    };
     let layers = conversation.with_own(None);
     let active =
         |server: &switchboard_core::ServerId, name: &str| layers.is_active(server.as_str(), name);

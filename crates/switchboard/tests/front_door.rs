@@ -2732,32 +2732,12 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
         assert!(refused.to_string().contains("thread"), "{path}: {refused}");
     }
 
-    // The model-API listing follows the same layers.
-    let exported = |query: &'static str| {
+    // The model-API listing and the search API follow the same layers.
+    let tool_names = |path: String| {
         let (http, base) = (http.clone(), daemon.base.clone());
         async move {
             let body: Value = http
-                .get(format!("{base}/api/tools{query}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            body["tools"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                .collect::<Vec<_>>()
-        }
-    };
-    assert!(!has(&exported("").await, "old__"));
-    let searched = |query: &'static str| {
-        let (http, base) = (http.clone(), daemon.base.clone());
-        async move {
-            let body: Value = http
-                .get(format!("{base}/api/tools/search?q=echo&limit=50{query}"))
+                .get(format!("{base}{path}"))
                 .send()
                 .await
                 .unwrap()
@@ -2772,6 +2752,9 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
                 .collect::<Vec<_>>()
         }
     };
+    let exported = |query: &str| tool_names(format!("/api/tools{query}"));
+    let searched = |query: &str| tool_names(format!("/api/tools/search?q=echo&limit=50{query}"));
+    assert!(!has(&exported("").await, "old__"));
     assert!(!searched("").await.contains(&"old__echo".to_owned()));
     assert!(
         searched("&user=ana")
