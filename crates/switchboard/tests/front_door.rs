@@ -2327,6 +2327,20 @@ async fn client_with(
 }
 
 /// The names of the tools `connection` is shown.
+/// Whether `connection` hears `tools/list_changed` within 5 s.
+async fn tools_changed(connection: &mut Connection) -> bool {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match connection.events.recv().await {
+                Some(switchboard_upstream::UpstreamEvent::ToolsChanged) | None => break,
+                Some(_) => continue,
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
 async fn listed(connection: &Connection) -> Vec<String> {
     let mut names: Vec<String> = connection
         .upstream
@@ -2376,16 +2390,8 @@ async fn the_deferred_view_shows_two_tools_that_find_and_call_the_others() {
         );
         assert!(first["inputSchema"]["properties"].is_object(), "{found:#}");
         if sessions {
-            let heard = tokio::time::timeout(Duration::from_secs(5), async {
-                loop {
-                    match connection.events.recv().await {
-                        Some(switchboard_upstream::UpstreamEvent::ToolsChanged) | None => break,
-                        Some(_) => continue,
-                    }
-                }
-            })
-            .await;
-            assert!(heard.is_ok(), "list_changed after the search");
+            let heard = tools_changed(&mut connection).await;
+            assert!(heard, "list_changed after the search");
             let now = listed(&connection).await;
             assert!(
                 now.len() > 2 && now.contains(&"steady__add".to_owned()),
@@ -2773,16 +2779,8 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
     assert!(!has(&listed(&in_t1).await, "old__"));
     let (status, _) = patch("threads/t1", json!({"servers": {"old": true}})).await;
     assert_eq!(status, 200);
-    let heard = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match in_t1.events.recv().await {
-                Some(switchboard_upstream::UpstreamEvent::ToolsChanged) | None => break,
-                Some(_) => continue,
-            }
-        }
-    })
-    .await;
-    assert!(heard.is_ok(), "list_changed after the thread's change");
+    let heard = tools_changed(&mut in_t1).await;
+    assert!(heard, "list_changed after the thread's change");
     let names = listed(&in_t1).await;
     assert!(
         has(&names, "old__add") && !names.contains(&"old__echo".to_owned()),
@@ -2840,16 +2838,8 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
         )
         .await
         .unwrap();
-    let heard = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match session.events.recv().await {
-                Some(switchboard_upstream::UpstreamEvent::ToolsChanged) | None => break,
-                Some(_) => continue,
-            }
-        }
-    })
-    .await;
-    assert!(heard.is_ok(), "list_changed after set_active");
+    let heard = tools_changed(&mut session).await;
+    assert!(heard, "list_changed after set_active");
     // The server's tools join the list (beside the tools the search found).
     let names = listed(&session).await;
     assert!(
