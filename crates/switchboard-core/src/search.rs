@@ -186,12 +186,18 @@ impl ToolIndex {
     }
 
     /// The text a sentence encoder reads for `document` (the `similarity` of
-    /// [`search_blended`](Self::search_blended) compares the query with it): its server and
-    /// name as words, title and description.
+    /// [`search_blended`](Self::search_blended) compares the query with it): its server as
+    /// words, with the server's description, its name as words, title and description. The
+    /// server's description carries what a tool's own words leave out ("wiki" for a Notion
+    /// tool): on the dev set it raised R@5 from 0.869 to 0.880 (`docs/benchmarks.md`).
     pub fn semantic_text(document: &ToolDocument) -> String {
+        let server = words(&document.server).join(" ");
+        let server = match document.server_description.trim() {
+            "" => server,
+            described => format!("{server} ({described})"),
+        };
         format!(
-            "{} {}. {} {}",
-            words(&document.server).join(" "),
+            "{server}. {}. {} {}",
             words(&document.upstream_name).join(" "),
             document.title,
             document.description
