@@ -415,10 +415,13 @@ impl Hub {
                     ),
                     Ok(None) => (
                         Ranking::Lexical,
-                        Some(format!(
-                            "the tools' vectors ({}) are still being computed",
-                            semantic.model()
-                        )),
+                        Some(match semantic.failure() {
+                            Some(failure) => format!("the semantic stage failed: {failure}"),
+                            None => format!(
+                                "the tools' vectors ({}) are still being computed",
+                                semantic.model()
+                            ),
+                        }),
                         index.search(query, wanted),
                     ),
                     Err(error) => (

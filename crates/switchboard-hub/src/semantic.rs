@@ -36,6 +36,8 @@ pub(crate) struct SemanticSearch {
     vectors: Mutex<HashMap<TextDigest, Arc<[f32]>>>,
     /// One catalog is prepared at a time: a second caller waits and then finds the work done.
     preparing: tokio::sync::Mutex<()>,
+    /// Why the latest preparation failed, until one succeeds.
+    failure: Mutex<Option<String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -50,6 +52,7 @@ impl SemanticSearch {
             encoder,
             vectors: Mutex::new(HashMap::new()),
             preparing: tokio::sync::Mutex::new(()),
+            failure: Mutex::new(None),
         }
     }
 
@@ -70,9 +73,25 @@ impl SemanticSearch {
             .collect()
     }
 
+    /// Why the latest preparation failed, if it did (and none succeeded since).
+    pub(crate) fn failure(&self) -> Option<String> {
+        lock(&self.failure).clone()
+    }
+
     /// Gives every tool of `catalog` its vector (from memory, else from the store, else
-    /// encoded and then stored), and hands the catalog its vectors in index order.
+    /// encoded and then stored), and hands the catalog its vectors in index order. A failure
+    /// is remembered for [`failure`](Self::failure).
     pub(crate) async fn prepare(
+        &self,
+        store: &Store,
+        catalog: &ExposedCatalog,
+    ) -> Result<(), SemanticError> {
+        let outcome = self.prepare_once(store, catalog).await;
+        *lock(&self.failure) = outcome.as_ref().err().map(ToString::to_string);
+        outcome
+    }
+
+    async fn prepare_once(
         &self,
         store: &Store,
         catalog: &ExposedCatalog,

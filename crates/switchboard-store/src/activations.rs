@@ -6,22 +6,24 @@ use switchboard_core::Activation;
 use crate::{Store, StoreError, now_ms};
 
 impl Store {
-    /// Every stored layer, by scope (`app`, `user:<id>`, `thread:<id>`).
+    /// Every stored layer, by scope (`app`, `user:<id>`, `thread:<id>`). A row that does not
+    /// decode is left out with a warning: a layer is a preference, not a reason to stay down.
     pub async fn activations(&self) -> Result<Vec<(String, Activation)>, StoreError> {
         let rows = sqlx::query("SELECT scope, activation_json FROM activations ORDER BY scope")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                let scope: String = row.try_get("scope")?;
-                let json: String = row.try_get("activation_json")?;
-                let activation = serde_json::from_str(&json).map_err(|e| StoreError::Corrupt {
-                    server: format!("activation {scope}"),
-                    detail: e.to_string(),
-                })?;
-                Ok((scope, activation))
-            })
-            .collect()
+        let mut layers = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let scope: String = row.try_get("scope")?;
+            let json: String = row.try_get("activation_json")?;
+            match serde_json::from_str(&json) {
+                Ok(activation) => layers.push((scope, activation)),
+                Err(error) => {
+                    tracing::warn!(scope, %error, "ignoring a stored activation that does not decode")
+                }
+            }
+        }
+        Ok(layers)
     }
 
     /// Stores the layer of `scope`; a layer that says nothing is deleted.
@@ -78,5 +80,10 @@ mod tests {
             .await
             .unwrap();
         assert!(store.activations().await.unwrap().is_empty());
+        sqlx::query("INSERT INTO activations VALUES ('user:x', '{not json', 0)")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(store.activations().await.unwrap().is_empty(), "left out");
     }
 }

@@ -132,8 +132,16 @@ async fn apply_config_file(store: &Store, path: &std::path::Path) -> anyhow::Res
     for (name, reason) in &report.skipped {
         tracing::warn!(config = %path.display(), server = name, "skipped: {reason}");
     }
-    for def in &report.servers {
-        store.put_server(def).await?;
+    for mut def in report.servers {
+        // What the file cannot say (prefix, task modes, pinned tools, allowed callers, an OAuth
+        // client) stays as the CLI set it.
+        if let Some(stored) = store.get_server(&def.id).await? {
+            def.prefix = stored.prefix;
+            def.task_modes = stored.task_modes;
+            def.policies = stored.policies;
+            def.oauth_client = def.oauth_client.or(stored.oauth_client);
+        }
+        store.put_server(&def).await?;
     }
     Ok(())
 }

@@ -756,3 +756,60 @@ async fn with_a_local_model_tools_are_found_by_meaning_without_shared_words() {
     }
     panic!("the daemon never ranked by meaning within 10 s: {last:#}");
 }
+
+/// A `--config` file applied on every run updates what it declares and keeps what it cannot say:
+/// the prefix, task modes, pinned tools and allowed callers set with the CLI.
+#[test]
+fn a_config_file_keeps_the_settings_it_cannot_express() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchboard.toml");
+    let write = |description: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[servers.fx]\ncommand = {:?}\ndescription = {description:?}\n",
+                stdio_fixture()
+            ),
+        )
+        .unwrap();
+    };
+    write("first");
+    let with_config = |args: &[&str]| {
+        let mut all = vec!["--config", config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        switchboard(dir.path(), &all)
+    };
+    ok(&with_config(&["server", "list"]));
+    ok(&with_config(&["server", "pin", "fx", "echo"]));
+    ok(&with_config(&[
+        "server",
+        "set-callers",
+        "fx",
+        "add",
+        "--callers",
+        "direct",
+    ]));
+    ok(&with_config(&["server", "set-prefix", "fx", "f"]));
+    ok(&with_config(&[
+        "server",
+        "set-task-mode",
+        "fx",
+        "required",
+        "slow",
+    ]));
+    write("second");
+    let shown = ok(&with_config(&["server", "show", "fx"]));
+    assert!(
+        shown.contains("second"),
+        "the file's change applies: {shown}"
+    );
+    for kept in [
+        "pinned:       echo",
+        "callers:      add: direct",
+        "task mode:    slow: required",
+    ] {
+        assert!(shown.contains(kept), "{kept} kept: {shown}");
+    }
+    let listed = json(&with_config(&["server", "list", "--json"]));
+    assert_eq!(listed[0]["prefix"], "f", "{listed:#}");
+}

@@ -2586,6 +2586,22 @@ async fn pinned_tools_are_listed_and_a_tools_allowed_callers_are_enforced() {
         }
     }
 
+    // An HTTP+SSE (2024-11-05) client's header counts the same.
+    let sse = |who: &str| {
+        TransportSpec::from_url(&format!("{}/sse", daemon.base), vec![caller(who)]).unwrap()
+    };
+    let legacy_code = client(sse("code_execution")).await;
+    let refused = call(&legacy_code, "old__add".to_owned())
+        .await
+        .expect_err("code may not add, over /sse either");
+    assert!(
+        refused
+            .to_string()
+            .contains("may not be called by code_execution"),
+        "{refused}"
+    );
+    assert!(call(&legacy_code, "old__whoami".to_owned()).await.is_ok());
+
     // The same policies in the listing for a model API.
     let http = reqwest::Client::new();
     let export = |query: &'static str| {
@@ -2773,6 +2789,19 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
             .await
             .contains(&"old__echo".to_owned())
     );
+
+    // An HTTP+SSE client names its thread on the stream's URL.
+    let legacy = client(
+        TransportSpec::from_url(
+            &format!("{}/sse?thread=t1", daemon.base),
+            vec![header("X-Switchboard-User", "ana")],
+        )
+        .unwrap(),
+    )
+    .await;
+    let refused = echo(&legacy, "old__echo").await.expect_err("off in t1");
+    assert!(refused.to_string().contains("thread"), "{refused}");
+    assert!(listed(&legacy).await.contains(&"old__add".to_owned()));
 
     // A thread's change reaches its session as list_changed.
     let mut in_t1 = client_with(&format!("{}?thread=t1", daemon.mcp_url()), true, vec![]).await;

@@ -11,8 +11,9 @@ pub(crate) const CALLER_META: &str = "switchboard/caller";
 /// The header a connection names its caller with.
 pub(crate) const CALLER_HEADER: &str = "x-switchboard-caller";
 
-/// The caller `request` declares (its `_meta`, then the request's `_meta` as rmcp moved it to
-/// `context`, then the header), or an error naming what is wrong with the declaration.
+/// The caller `request` declares (its `_meta`, or the request's `_meta` as rmcp moved it to
+/// `context`) or its connection does (the header), or an error naming what is wrong with the
+/// declaration; a call may not declare another caller than its connection.
 pub(crate) fn caller_of(
     request: &CallToolRequestParams,
     context_meta: &JsonObject,
@@ -22,22 +23,35 @@ pub(crate) fn caller_of(
         .meta
         .as_ref()
         .and_then(|meta| meta.get(CALLER_META))
-        .or_else(|| context_meta.get(CALLER_META));
-    let text = match declared {
-        Some(value) => Some(value.as_str().ok_or_else(|| {
-            ErrorData::invalid_params(format!("_meta.{CALLER_META} must be a string"), None)
-        })?),
-        None => parts
-            .and_then(|parts| parts.headers.get(CALLER_HEADER))
-            .map(|value| {
-                value.to_str().map_err(|_| {
-                    ErrorData::invalid_params(
-                        format!("the {CALLER_HEADER} header is not text"),
-                        None,
-                    )
-                })
+        .or_else(|| context_meta.get(CALLER_META))
+        .map(|value| {
+            value.as_str().ok_or_else(|| {
+                ErrorData::invalid_params(format!("_meta.{CALLER_META} must be a string"), None)
             })
-            .transpose()?,
+        })
+        .transpose()?;
+    let connection = parts
+        .and_then(|parts| parts.headers.get(CALLER_HEADER))
+        .map(|value| {
+            value.to_str().map_err(|_| {
+                ErrorData::invalid_params(format!("the {CALLER_HEADER} header is not text"), None)
+            })
+        })
+        .transpose()?;
+    // A connection that names its caller speaks for every call on it: code in a sandbox cannot
+    // declare itself someone else.
+    let text = match (declared, connection) {
+        (Some(call), Some(connection)) if call.trim() != connection.trim() => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "the call says its caller is '{}', but its connection says '{}'",
+                    call.trim(),
+                    connection.trim()
+                ),
+                None,
+            ));
+        }
+        (call, connection) => call.or(connection),
     };
     match text {
         None => Ok(Caller::Direct),
@@ -84,10 +98,13 @@ mod tests {
             caller_of(&call(None), &empty, Some(&parts)).unwrap(),
             Caller::Agent("triage".into())
         );
-        // The call's own word wins over its connection's.
+        // A call may not claim another caller than its connection names.
+        let refused = caller_of(&coded, &empty, Some(&parts)).unwrap_err();
+        assert!(refused.message.contains("connection says"), "{refused:?}");
+        let same = call(Some(serde_json::json!({CALLER_META: "agent:triage"})));
         assert_eq!(
-            caller_of(&coded, &empty, Some(&parts)).unwrap(),
-            Caller::CodeExecution
+            caller_of(&same, &empty, Some(&parts)).unwrap(),
+            Caller::Agent("triage".into())
         );
         let bad = call(Some(serde_json::json!({CALLER_META: "robot"})));
         assert!(caller_of(&bad, &empty, None).is_err());

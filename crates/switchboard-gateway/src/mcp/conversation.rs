@@ -28,6 +28,19 @@ impl Conversation {
     pub(crate) fn is_unnamed(&self) -> bool {
         self.user.is_none() && self.thread.is_none()
     }
+
+    /// "user 'ana', thread 't1'", as far as it is named.
+    pub(crate) fn describe(&self) -> String {
+        let named: Vec<String> = [("user", &self.user), ("thread", &self.thread)]
+            .into_iter()
+            .filter_map(|(kind, id)| id.as_ref().map(|id| format!("{kind} '{id}'")))
+            .collect();
+        if named.is_empty() {
+            "no named conversation".to_owned()
+        } else {
+            named.join(", ")
+        }
+    }
 }
 
 /// What decides which tools are on for one request: the hub's layers for its conversation, and
@@ -38,10 +51,16 @@ pub(crate) struct Activity {
 }
 
 impl Activity {
-    /// The layers of `conversation` now, with `own` as the thread's when it names none.
+    /// The layers of `conversation` now, with `own` (its session's layer) as the thread's when
+    /// it names no thread.
     pub(crate) fn of(hub: &Hub, conversation: Conversation, own: Activation) -> Self {
         let layers =
             hub.conversation_layers(conversation.user.as_deref(), conversation.thread.as_deref());
+        let own = if conversation.thread.is_none() {
+            own
+        } else {
+            Activation::default()
+        };
         Self { layers, own }
     }
 

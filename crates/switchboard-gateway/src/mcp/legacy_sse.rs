@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use rmcp::ServiceExt;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use tokio_util::sync::CancellationToken;
 
 use super::{AggregateServer, Shared};
@@ -73,7 +73,7 @@ impl Drop for SessionGuard {
 
 /// Opens a session: it counts against the sessions served at once from the moment its stream
 /// opens (before its `initialize`), so streams that never initialize are bounded too.
-async fn open(State(sse): State<LegacySse>) -> Response {
+async fn open(State(sse): State<LegacySse>, opening: axum::http::request::Parts) -> Response {
     let Some(server) = AggregateServer::with_session_slot(sse.shared.clone()) else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -97,9 +97,19 @@ async fn open(State(sse): State<LegacySse>) -> Response {
         sessions: sse.sessions.clone(),
         id: id.clone(),
     };
-    let endpoint = Event::default()
-        .event("endpoint")
-        .data(format!("{MESSAGE_PATH}?sessionId={id}"));
+    // What the stream's URL asks for (`?tools=`, `?thread=`, `?user=`) goes on every message's
+    // URL, where the session's requests read it.
+    let mut endpoint_url = format!("{MESSAGE_PATH}?sessionId={id}");
+    for key in ["tools", "thread", "user"] {
+        if let Some(value) = super::conversation::query_param(&opening, key) {
+            let pair: String = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair(key, &value)
+                .finish();
+            endpoint_url.push('&');
+            endpoint_url.push_str(&pair);
+        }
+    }
+    let endpoint = Event::default().event("endpoint").data(endpoint_url);
     let messages = from_server.map(move |message| {
         let _session = &guard;
         let data = serde_json::to_string(&message).unwrap_or_default();
@@ -122,9 +132,10 @@ struct SessionQuery {
 async fn receive(
     State(sse): State<LegacySse>,
     Query(query): Query<SessionQuery>,
+    parts: axum::http::request::Parts,
     body: Bytes,
 ) -> Response {
-    let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
+    let mut message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(error) => {
             return super::http::jsonrpc_error(
@@ -134,6 +145,17 @@ async fn receive(
             );
         }
     };
+    // The POST's headers and URL reach the handlers as they do on `/mcp` (callers, users,
+    // threads, the tools view).
+    match &mut message {
+        rmcp::model::JsonRpcMessage::Request(request) => {
+            request.request.extensions_mut().insert(parts);
+        }
+        rmcp::model::JsonRpcMessage::Notification(notification) => {
+            notification.notification.extensions_mut().insert(parts);
+        }
+        _ => {}
+    }
     let sender = super::lock(&sse.sessions).get(&query.session_id).cloned();
     let Some(mut sender) = sender else {
         return (StatusCode::NOT_FOUND, "unknown or closed session\n").into_response();

@@ -225,7 +225,7 @@ struct SessionState {
 }
 
 /// The conversation a request in `session` belongs to: what `parts` name (remembered as the
-/// session's, the first time), else what the session named before.
+/// session's, the first time; naming another later is refused), else what the session named.
 fn session_conversation(
     session: &SessionState,
     parts: Option<&axum::http::request::Parts>,
@@ -234,7 +234,14 @@ fn session_conversation(
     if named.is_unnamed() {
         return Ok(session.conversation.get().cloned().unwrap_or_default());
     }
-    let _ = session.conversation.set(named.clone());
+    // A session belongs to one conversation: the one its client named first.
+    let first = session.conversation.get_or_init(|| named.clone());
+    if *first != named {
+        return Err(format!(
+            "this session belongs to {}; a session cannot change conversations (start another)",
+            first.describe()
+        ));
+    }
     Ok(named)
 }
 
@@ -1431,6 +1438,26 @@ impl AggregateServer {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_session_belongs_to_the_first_conversation_it_names() {
+        let parts = |user: &str| {
+            axum::http::Request::builder()
+                .header(conversation::USER_HEADER, user)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0
+        };
+        let session = SessionState::default();
+        assert!(session_conversation(&session, None).unwrap().is_unnamed());
+        let ana = session_conversation(&session, Some(&parts("ana"))).unwrap();
+        assert_eq!(ana.user.as_deref(), Some("ana"));
+        // Later requests that name nothing are Ana's; one that names Bob is refused.
+        assert_eq!(session_conversation(&session, None).unwrap(), ana);
+        let refused = session_conversation(&session, Some(&parts("bob"))).unwrap_err();
+        assert!(refused.contains("user 'ana'"), "{refused}");
+    }
     use super::*;
 
     #[test]
