@@ -731,19 +731,12 @@ async fn with_a_local_model_tools_are_found_by_meaning_without_shared_words() {
         s["servers"][0]["state"] == "connected"
     })
     .await;
-    let http = reqwest::Client::new();
     let mut last = Value::Null;
     for _ in 0..200 {
-        let body: Value = http
-            .get(format!(
-                "http://127.0.0.1:{port}/api/tools/search?q=what%20is%20the%20sum%20of%2017%20and%2025&limit=3"
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = common::get_json(&format!(
+            "http://127.0.0.1:{port}/api/tools/search?q=what%20is%20the%20sum%20of%2017%20and%2025&limit=3"
+        ))
+        .await;
         if body["ranking"] == "blended" {
             assert_eq!(body["tools"][0]["name"], "fixture__add", "{body:#}");
             return;

@@ -2756,16 +2756,9 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
 
     // The model-API listing and the search API follow the same layers.
     let tool_names = |path: String| {
-        let (http, base) = (http.clone(), daemon.base.clone());
+        let base = daemon.base.clone();
         async move {
-            let body: Value = http
-                .get(format!("{base}{path}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let body = common::get_json(&format!("{base}{path}")).await;
             body["tools"]
                 .as_array()
                 .unwrap_or_else(|| panic!("{body}"))

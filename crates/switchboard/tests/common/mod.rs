@@ -120,6 +120,16 @@ pub async fn server_status(port: u16, id: &str) -> Option<serde_json::Value> {
         .cloned()
 }
 
+/// The JSON body of a `GET` of `url`.
+pub async fn get_json(url: &str) -> serde_json::Value {
+    reqwest::get(url)
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+}
+
 /// `POST /api/servers/{id}/login`; returns the authorization URL.
 pub async fn start_daemon_login(port: u16, id: &str) -> String {
     let started: serde_json::Value = reqwest::Client::new()
