@@ -411,9 +411,11 @@ async fn search_tools(
     let layers = conversation.with_own(None);
     let active =
         |server: &switchboard_core::ServerId, name: &str| layers.is_active(server.as_str(), name);
+    // Only a conversation whose layers say something needs its tools filtered.
+    let filter = (!layers.is_empty()).then_some(&active as &switchboard_hub::ToolFilter<'_>);
     match app
         .hub
-        .search_tools(&query.q, limit, query.regex, Some(&active))
+        .search_tools(&query.q, limit, query.regex, filter)
         .await
     {
         Ok(found) => Json(serde_json::json!({

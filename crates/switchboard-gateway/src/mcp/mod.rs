@@ -455,9 +455,11 @@ impl AggregateServer {
         let activity = self.activity(context)?;
         let layers = activity.layers();
         let active = |server: &ServerId, name: &str| layers.is_active(server.as_str(), name);
+        // Only a conversation whose layers say something needs its tools filtered.
+        let filter = (!layers.is_empty()).then_some(&active as &switchboard_hub::ToolFilter<'_>);
         let found: Vec<rmcp::model::Tool> = self
             .hub()
-            .search_tools(&query, limit, false, Some(&active))
+            .search_tools(&query, limit, false, filter)
             .await
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?
             .tools
