@@ -123,23 +123,7 @@ fn build_report(entries: BTreeMap<String, serde_json::Value>) -> ImportReport {
     let mut report = ImportReport::default();
     let mut seen = BTreeSet::new();
     for (name, raw) in entries {
-        let entry: ServerEntry = match serde_json::from_value(raw) {
-            Ok(entry) => entry,
-            Err(e) => {
-                // serde's text can quote values (credentials among them); keep only its kind.
-                let kind = if e.is_data() || e.is_syntax() {
-                    "a field has the wrong type"
-                } else {
-                    "it cannot be read"
-                };
-                report.skipped.push((
-                    name,
-                    format!("malformed entry: {kind} (expected an object with 'command' or 'url')"),
-                ));
-                continue;
-            }
-        };
-        match entry_to_definition(&name, entry) {
+        match parse_entry(&name, raw) {
             Ok(def) if !seen.insert(def.id.clone()) => report.skipped.push((
                 name,
                 format!("its id '{}' is already used by another entry", def.id),
@@ -149,6 +133,23 @@ fn build_report(entries: BTreeMap<String, serde_json::Value>) -> ImportReport {
         }
     }
     report
+}
+
+/// Reads one entry as the files write it (`{"url": ..., "headers": {...}}` or
+/// `{"command": ..., "args": [...], "env": {...}}`, plus Switchboard's own keys) under the name
+/// `name`, which becomes its id (slugified when it is not one). The error says why not, in
+/// words, without quoting values (credentials among them).
+pub fn parse_entry(name: &str, raw: serde_json::Value) -> Result<ServerDefinition, String> {
+    let entry: ServerEntry = serde_json::from_value(raw).map_err(|e| {
+        // serde's text can quote values (credentials among them); keep only its kind.
+        let kind = if e.is_data() || e.is_syntax() {
+            "a field has the wrong type"
+        } else {
+            "it cannot be read"
+        };
+        format!("malformed entry: {kind} (expected an object with 'command' or 'url')")
+    })?;
+    entry_to_definition(name, entry)
 }
 
 fn has_placeholder(text: &str) -> bool {

@@ -15,6 +15,7 @@ pub mod search;
 pub mod server;
 pub mod state;
 pub mod supervision;
+pub mod tool_settings;
 
 pub use activation::{Activation, ActivationChange, Layers};
 pub use error::{ErrorSource, RetryClass};
@@ -25,3 +26,4 @@ pub use server::{
 };
 pub use state::{ConnectionState, IllegalTransition, StateMachine};
 pub use supervision::{Backoff, Supervision};
+pub use tool_settings::{ToolSettings, ToolSettingsChange};

@@ -578,6 +578,45 @@ impl ServerDefinition {
         }
     }
 
+    /// A copy safe to show: secret values, URL credentials and the OAuth client's secrets
+    /// replaced by `********`.
+    pub fn redacted(&self) -> Self {
+        Self {
+            transport: self.transport.redacted(),
+            oauth_client: self.oauth_client.as_ref().map(OAuthClient::redacted),
+            ..self.clone()
+        }
+    }
+
+    /// Carries over from `stored` (this server's stored definition) what a file entry cannot
+    /// say and what was shown redacted: the prefix, task modes, per-tool policies and OAuth
+    /// client stay as set (unless this definition names a client), and a header or variable
+    /// whose value is `********`, or a URL equal to the stored one's redacted form, keeps the
+    /// stored value. A definition read back from the API or a file and written again so loses
+    /// nothing.
+    pub fn keep_unwritten_settings(&mut self, stored: &ServerDefinition) {
+        self.prefix = stored.prefix.clone();
+        self.task_modes = stored.task_modes.clone();
+        self.policies = stored.policies.clone();
+        self.oauth_client = self.oauth_client.take().or(stored.oauth_client.clone());
+        let stored_values = stored.transport.named_values();
+        for value in self.transport.named_values_mut() {
+            if value.value == REDACTED
+                && let Some(kept) = stored_values.iter().find(|v| v.name == value.name)
+            {
+                value.value = kept.value.clone();
+                value.secret = kept.secret;
+            }
+        }
+        match (&mut self.transport, &stored.transport) {
+            (
+                TransportSpec::Http { url, .. } | TransportSpec::WebSocket { url, .. },
+                TransportSpec::Http { url: old, .. } | TransportSpec::WebSocket { url: old, .. },
+            ) if *url != *old && url.as_str() == redact_url(old) => *url = old.clone(),
+            _ => {}
+        }
+    }
+
     /// How calls of the upstream tool `tool` become tasks.
     pub fn task_mode(&self, tool: &str) -> TaskMode {
         self.task_modes.get(tool).copied().unwrap_or_default()
@@ -649,6 +688,36 @@ mod tests {
             ServerId::new("a".repeat(65)),
             Err(ServerIdError::TooLong(_))
         ));
+    }
+
+    #[test]
+    fn a_redacted_definition_written_back_keeps_its_secrets_and_settings() {
+        let id = ServerId::new("s").unwrap();
+        let headers = vec![
+            NamedValue::guess("Authorization", "Bearer real"),
+            NamedValue::guess("X-Mode", "fast"),
+        ];
+        let url = "https://user:pw@mcp.test/mcp?key=k1";
+        let mut stored =
+            ServerDefinition::new(id.clone(), TransportSpec::from_url(url, headers).unwrap());
+        stored.prefix = Some("p".into());
+        stored.policies.pinned.insert("t".into());
+
+        let mut written = ServerDefinition::new(id, stored.transport.redacted());
+        written.keep_unwritten_settings(&stored);
+        assert_eq!(written.transport, stored.transport);
+        assert_eq!(written.prefix.as_deref(), Some("p"));
+        assert!(written.policies.pinned.contains("t"));
+
+        // A new value, or a new URL, is taken as written.
+        let fresh = vec![NamedValue::guess("Authorization", "Bearer new")];
+        let mut changed = ServerDefinition::new(
+            stored.id.clone(),
+            TransportSpec::from_url("https://mcp.test/other", fresh.clone()).unwrap(),
+        );
+        changed.keep_unwritten_settings(&stored);
+        assert_eq!(changed.transport.named_values(), &fresh[..]);
+        assert_eq!(changed.transport.target(), "https://mcp.test/other");
     }
 
     #[test]

@@ -12,15 +12,7 @@ use axum::response::{IntoResponse, Response};
 use switchboard_core::{Activation, ActivationChange};
 use switchboard_hub::Scope;
 
-use crate::AppState;
-
-fn error(status: StatusCode, message: impl ToString) -> Response {
-    (
-        status,
-        Json(serde_json::json!({"error": message.to_string()})),
-    )
-        .into_response()
-}
+use crate::{AppState, api_error};
 
 /// Why a path names no layer: the status and message to answer with.
 type Refusal = (StatusCode, String);
@@ -51,7 +43,7 @@ fn layer(scope: &Scope, activation: &Activation) -> Response {
 async fn read(app: &AppState, scope: Result<Scope, Refusal>) -> Response {
     match scope {
         Ok(scope) => layer(&scope, &app.hub.activation(&scope)),
-        Err((status, message)) => error(status, message),
+        Err((status, message)) => api_error(status, message),
     }
 }
 
@@ -62,12 +54,12 @@ async fn change(
 ) -> Response {
     let scope = match scope {
         Ok(scope) => scope,
-        Err((status, message)) => return error(status, message),
+        Err((status, message)) => return api_error(status, message),
     };
     let change = match change {
         Ok(Json(change)) => change,
         Err(rejection) => {
-            return error(
+            return api_error(
                 StatusCode::BAD_REQUEST,
                 format!(
                     "{}; send {{\"servers\": {{\"<id>\": true|false|null}}, \"tools\": {{\"<name>\": true|false|null}}}}",
@@ -78,14 +70,14 @@ async fn change(
     };
     match app.hub.change_activation(&scope, &change).await {
         Ok(activation) => layer(&scope, &activation),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => api_error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
 
 async fn clear(app: &AppState, scope: Result<Scope, Refusal>) -> Response {
     let scope = match scope {
         Ok(scope) => scope,
-        Err((status, message)) => return error(status, message),
+        Err((status, message)) => return api_error(status, message),
     };
     let current = app.hub.activation(&scope);
     let forget = ActivationChange {
@@ -94,7 +86,7 @@ async fn clear(app: &AppState, scope: Result<Scope, Refusal>) -> Response {
     };
     match app.hub.change_activation(&scope, &forget).await {
         Ok(activation) => layer(&scope, &activation),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => api_error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
 

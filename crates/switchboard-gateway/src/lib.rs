@@ -13,9 +13,11 @@
 //! OAuth redirect and metadata routes, and still refuses foreign browser origins.
 
 mod activation;
+mod events;
 mod export;
 pub mod mcp;
 mod oauth;
+mod servers;
 
 pub use oauth::callback_page;
 
@@ -26,7 +28,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use switchboard_hub::{Hub, ServerStatus};
@@ -65,6 +67,8 @@ pub(crate) struct AppState {
     /// This daemon's OAuth redirect URI.
     pub(crate) callback_url: String,
     pub(crate) logins: Arc<oauth::PendingLogins>,
+    /// Cancelled when the daemon shuts down: long-lived streams end.
+    pub(crate) stop: tokio_util::sync::CancellationToken,
 }
 
 /// Who may use the front doors.
@@ -170,11 +174,12 @@ pub fn router(
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
     let idle = shared.session_limits().idle;
     let door = mcp::http::FrontDoor::new(shared, stop.clone(), idle);
-    let mcp = mcp::http::service(&door, stop);
+    let mcp = mcp::http::service(&door, stop.clone());
     let state = AppState {
         hub,
         callback_url: callback_url(addr),
         logins: Arc::default(),
+        stop,
     };
     Router::new()
         .merge(
@@ -192,6 +197,8 @@ pub fn router(
         .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .route("/api/events", get(events::sse))
+        .route("/api/events/ws", get(events::websocket))
         .route(
             "/api/activation/app",
             get(activation::get_app)
@@ -206,6 +213,24 @@ pub fn router(
         )
         .route("/api/tools", get(export_tools))
         .route("/api/tools/search", get(search_tools))
+        .route("/api/servers", get(servers::list).post(servers::create))
+        .route("/api/servers/import", post(servers::import))
+        .route(
+            "/api/servers/{id}",
+            get(servers::show)
+                .put(servers::replace)
+                .patch(servers::change)
+                .delete(servers::remove),
+        )
+        .route("/api/servers/{id}/tools", get(servers::tools))
+        .route(
+            "/api/servers/{id}/tools/{tool}",
+            patch(servers::change_tool),
+        )
+        .route("/api/servers/{id}/tools/{tool}/call", post(servers::call))
+        .route("/api/servers/{id}/resources", get(servers::resources))
+        .route("/api/servers/{id}/prompts", get(servers::prompts))
+        .route("/api/servers/{id}/logout", post(servers::logout))
         .route("/api/servers/{id}/login", post(oauth::start_login))
         .route(oauth::CALLBACK_PATH, get(oauth::callback))
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
@@ -224,6 +249,37 @@ pub fn router(
             }
         }))
         .with_state(state)
+}
+
+/// An admin API error: answered with its status and `{"error": "<message>"}` as the body.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl ToString) -> Self {
+        Self {
+            status,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(serde_json::json!({"error": self.message})),
+        )
+            .into_response()
+    }
+}
+
+/// [`ApiError`] as a response.
+pub(crate) fn api_error(status: StatusCode, message: impl ToString) -> Response {
+    ApiError::new(status, message).into_response()
 }
 
 /// The answer to a request that arrives while the daemon shuts down: 503 with a JSON-RPC error,

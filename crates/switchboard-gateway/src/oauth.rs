@@ -25,7 +25,7 @@ use serde_json::json;
 use switchboard_hub::{Hub, SignInError, begin_sign_in, server_auth_for};
 use switchboard_oauth::{AuthorizationCallback, PendingAuthorization, ServerAuth};
 
-use crate::AppState;
+use crate::{ApiError, AppState, api_error};
 
 /// How long a started sign-in may wait for its redirect.
 const PENDING_LIFETIME: Duration = Duration::from_secs(600);
@@ -59,18 +59,14 @@ impl PendingLogins {
     }
 }
 
-fn sign_in_problem(error: SignInError) -> Response {
+pub(crate) fn sign_in_problem(error: SignInError) -> ApiError {
     let status = match &error {
         SignInError::UnknownServer(_) => StatusCode::NOT_FOUND,
         SignInError::NotHttp(_) => StatusCode::BAD_REQUEST,
         SignInError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         SignInError::OAuth { .. } => StatusCode::BAD_GATEWAY,
     };
-    problem(status, error.to_string())
-}
-
-fn problem(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({"error": message.into()}))).into_response()
+    ApiError::new(status, error)
 }
 
 /// What `POST /api/servers/{id}/login` may ask: scopes on top of those of the last sign-in and
@@ -88,12 +84,12 @@ pub(crate) async fn start_login(
     Query(query): Query<LoginQuery>,
 ) -> Response {
     let Ok(id) = switchboard_core::ServerId::new(id) else {
-        return problem(StatusCode::BAD_REQUEST, "not a valid server id");
+        return api_error(StatusCode::BAD_REQUEST, "not a valid server id");
     };
     let hub: &Hub = &app.hub;
     let (def, auth) = match server_auth_for(hub.store(), &id, hub.oauth()).await {
         Ok(found) => found,
-        Err(error) => return sign_in_problem(error),
+        Err(error) => return sign_in_problem(error).into_response(),
     };
     let auth = Arc::new(auth.with_listener(hub.sign_in_listener(&id)));
     let more: Vec<String> = query
@@ -105,7 +101,7 @@ pub(crate) async fn start_login(
         .collect();
     let pending = match begin_sign_in(&def, &auth, &app.callback_url, &more).await {
         Ok(pending) => pending,
-        Err(error) => return sign_in_problem(error),
+        Err(error) => return sign_in_problem(error).into_response(),
     };
     let url = pending.authorization_url.to_string();
     app.logins.insert(PendingLogin {
@@ -171,7 +167,7 @@ pub(crate) async fn client_metadata(State(app): State<AppState>) -> Response {
         .metadata_document(std::slice::from_ref(&app.callback_url))
     {
         Some(document) => Json(document).into_response(),
-        None => problem(
+        None => api_error(
             StatusCode::NOT_FOUND,
             "no client metadata URL is configured (serve --client-metadata-url)",
         ),

@@ -461,11 +461,10 @@ impl ConnectionTask {
         let mut catalog = ServerCatalog::clone(&previous);
         let def = &self.slot.definition;
         if what.tools {
-            catalog.tools = self
+            (catalog.tools, catalog.disabled_tools) = self
                 .tolerate("tools", upstream.list_tools().await)?
                 .into_iter()
-                .filter(|tool| def.tool_enabled(&tool.name))
-                .collect();
+                .partition(|tool| def.tool_enabled(&tool.name));
         }
         if what.resources {
             catalog.resources = self.tolerate("resources", upstream.list_resources().await)?;

@@ -92,6 +92,18 @@ impl ServerStatus {
     }
 }
 
+/// What the hub did about a changed configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigChange {
+    /// Added or enabled: started.
+    Started,
+    /// Its definition changed: restarted with the new one.
+    Restarted,
+    /// Removed or disabled: stopped.
+    Stopped,
+}
+
 /// An event on the hub's bus.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -107,6 +119,13 @@ pub enum HubEvent {
         /// The reason, for error states.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// The configuration of a server changed and the hub acted on it.
+    Configured {
+        /// The server.
+        server: ServerId,
+        /// What the hub did.
+        change: ConfigChange,
     },
     /// A server's tools, resources or prompts changed.
     CatalogChanged {

@@ -9,6 +9,7 @@
 
 mod activation;
 mod auth;
+mod configure;
 mod connection;
 mod event;
 mod exposed;
@@ -27,13 +28,15 @@ use tokio_util::sync::CancellationToken;
 
 pub use activation::{ActivationError, ConversationLayers, Scope};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
-pub use event::{HubEvent, ServerStatus};
+pub use configure::ImportOutcome;
+pub use event::{ConfigChange, HubEvent, ServerStatus};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,
     tool_document,
 };
 pub use semantic::SemanticError;
 pub use switchboard_embed::SentenceEncoder;
+pub use switchboard_store::StoreError;
 pub use switchboard_upstream::rmcp_model as model;
 
 /// Errors from the hub.
@@ -60,6 +63,13 @@ pub enum HubError {
         /// What was refused.
         refused: switchboard_core::CallerRefused,
     },
+    /// The store could not be read or written, or refused the change (no such server, a
+    /// taken id).
+    #[error(transparent)]
+    Store(#[from] switchboard_store::StoreError),
+    /// A change was refused before anything was written.
+    #[error("{0}")]
+    Invalid(String),
     /// The tool exists but the user disabled it.
     #[error("tool '{tool}' of server '{server}' is disabled")]
     ToolDisabled {
@@ -75,6 +85,8 @@ pub enum HubError {
 pub struct ServerCatalog {
     /// Tools, minus those the user disabled.
     pub tools: Vec<Tool>,
+    /// The tools the user disabled, as the server lists them (for the console's toggles).
+    pub disabled_tools: Vec<Tool>,
     /// Resources.
     pub resources: Vec<Resource>,
     /// Resource templates.
@@ -120,6 +132,10 @@ pub struct Hub {
     exposure_task: std::sync::Once,
     semantic: std::sync::OnceLock<Arc<semantic::SemanticSearch>>,
     activations: activation::Activations,
+    /// Held by read-modify-write changes of the configuration ([`configure`]).
+    edits: tokio::sync::Mutex<()>,
+    /// Held while the running servers are brought in step with the store.
+    syncing: tokio::sync::Mutex<()>,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -170,6 +186,8 @@ impl Hub {
             exposure_task: std::sync::Once::new(),
             semantic: std::sync::OnceLock::new(),
             activations: activation::Activations::default(),
+            edits: tokio::sync::Mutex::new(()),
+            syncing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -288,7 +306,7 @@ impl Hub {
                 if seen == Some(now) {
                     continue;
                 }
-                match hub.apply_store().await {
+                match hub.sync_with_store().await {
                     Ok(()) => seen = Some(now),
                     Err(error) => {
                         tracing::warn!(%error, "reading the servers from the store failed")
@@ -299,8 +317,11 @@ impl Hub {
     }
 
     /// Starts, restarts and stops servers so that the running ones are the store's enabled
-    /// ones, each with its stored definition.
-    async fn apply_store(self: &Arc<Self>) -> Result<(), switchboard_store::StoreError> {
+    /// ones, each with its stored definition, announcing each change as
+    /// [`HubEvent::ServerConfigured`]. [`Hub::follow_store`] does this when the store changes;
+    /// a writer that wants the effect at once calls it itself.
+    pub async fn sync_with_store(self: &Arc<Self>) -> Result<(), switchboard_store::StoreError> {
+        let _one_at_a_time = self.syncing.lock().await;
         let stored: HashMap<ServerId, ServerDefinition> = self
             .store
             .list_servers()
@@ -316,6 +337,7 @@ impl Hub {
         for id in running.keys().filter(|id| !stored.contains_key(*id)) {
             tracing::info!(server = %id, "removed or disabled in the store: stopping it");
             self.stop(id).await;
+            self.announce_configured(id, ConfigChange::Stopped);
         }
         for (id, def) in stored {
             match running.get(&id) {
@@ -323,14 +345,23 @@ impl Hub {
                 Some(_) => {
                     tracing::info!(server = %id, "changed in the store: restarting it");
                     self.start(def).await;
+                    self.announce_configured(&id, ConfigChange::Restarted);
                 }
                 None => {
                     tracing::info!(server = %id, "added or enabled in the store: starting it");
                     self.start(def).await;
+                    self.announce_configured(&id, ConfigChange::Started);
                 }
             }
         }
         Ok(())
+    }
+
+    fn announce_configured(&self, server: &ServerId, change: ConfigChange) {
+        let _ = self.events.send(HubEvent::Configured {
+            server: server.clone(),
+            change,
+        });
     }
 
     /// Starts (or restarts) the connection task for one server.

@@ -180,6 +180,31 @@ impl Store {
         Ok(())
     }
 
+    /// Stores the servers an import found: each one new, or (with `replace`) every one, a
+    /// replaced one keeping what a file cannot say
+    /// ([`ServerDefinition::keep_unwritten_settings`]). Returns those stored, and the ids
+    /// skipped because they are taken.
+    pub async fn import_servers(
+        &self,
+        servers: Vec<ServerDefinition>,
+        replace: bool,
+    ) -> Result<(Vec<ServerDefinition>, Vec<ServerId>), StoreError> {
+        let (mut imported, mut taken) = (Vec::new(), Vec::new());
+        for mut def in servers {
+            match self.get_server(&def.id).await? {
+                Some(_) if !replace => {
+                    taken.push(def.id);
+                    continue;
+                }
+                Some(stored) => def.keep_unwritten_settings(&stored),
+                None => {}
+            }
+            self.put_server(&def).await?;
+            imported.push(def);
+        }
+        Ok((imported, taken))
+    }
+
     /// One server by id.
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerDefinition>, StoreError> {
         let row = sqlx::query(SELECT_SERVER_COLUMNS_WHERE_ID)

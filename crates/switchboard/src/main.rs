@@ -19,8 +19,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::{Value, json};
 use switchboard_core::{
-    ConnectionState, DetectedTransport, NamedValue, ServerDefinition, ServerId, TransportSpec,
-    catalog, config,
+    ConnectionState, DetectedTransport, NamedValue, ServerDefinition, ServerId, ToolSettingsChange,
+    TransportSpec, catalog, config,
 };
 use switchboard_hub::{Hub, ServerStatus};
 use switchboard_store::Store;
@@ -136,10 +136,7 @@ async fn apply_config_file(store: &Store, path: &std::path::Path) -> anyhow::Res
         // What the file cannot say (prefix, task modes, pinned tools, allowed callers, an OAuth
         // client) stays as the CLI set it.
         if let Some(stored) = store.get_server(&def.id).await? {
-            def.prefix = stored.prefix;
-            def.task_modes = stored.task_modes;
-            def.policies = stored.policies;
-            def.oauth_client = def.oauth_client.or(stored.oauth_client);
+            def.keep_unwritten_settings(&stored);
         }
         store.put_server(&def).await?;
     }
@@ -314,21 +311,18 @@ fn parse_named(pair: &str, secret: Option<bool>) -> anyhow::Result<NamedValue> {
     Ok(named)
 }
 
-/// A definition as it may be printed: secret values and URL credentials redacted.
-fn redacted(def: &ServerDefinition) -> ServerDefinition {
-    let mut shown = def.clone();
-    shown.transport = def.transport.redacted();
-    shown.oauth_client = def.oauth_client.as_ref().map(|c| c.redacted());
-    shown
-}
-
 async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result<i32> {
     match command {
         ServerCommand::Add(args) => add_server(store, *args).await,
         ServerCommand::List(flag) => {
             let servers = store.list_servers().await?;
             if flag.json {
-                print_json(&servers.iter().map(redacted).collect::<Vec<_>>())?;
+                print_json(
+                    &servers
+                        .iter()
+                        .map(ServerDefinition::redacted)
+                        .collect::<Vec<_>>(),
+                )?;
             } else if servers.is_empty() {
                 println!("No servers yet. Add one with `switchboard server add <id> <url>`.");
             } else {
@@ -356,7 +350,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
                 .get_server(&id)
                 .await?
                 .with_context(|| format!("no server with id '{id}'"))?;
-            let shown = redacted(&def);
+            let shown = def.redacted();
             if args.json {
                 print_json(&shown)?;
             } else {
@@ -398,21 +392,32 @@ async fn set_tools_disabled(
     args: cli::ToolArgs,
     disabled: bool,
 ) -> anyhow::Result<i32> {
-    let (id, mut def) = configured_server(store, &args.id).await?;
-    for tool in &args.tools {
-        if disabled {
-            def.disabled_tools.insert(tool.clone());
-        } else {
-            def.disabled_tools.remove(tool);
-        }
-    }
-    store.put_server(&def).await?;
+    let change = ToolSettingsChange {
+        enabled: Some(!disabled),
+        ..Default::default()
+    };
+    let id = change_tools(store, &args.id, &args.tools, &change).await?;
     let verb = if disabled { "Disabled" } else { "Enabled" };
     println!(
         "{verb} {} on {id}. {DAEMON_PICKS_IT_UP}",
         args.tools.join(", ")
     );
     Ok(0)
+}
+
+/// Applies `change` to each of `tools` of the configured server `id` and stores the result.
+async fn change_tools(
+    store: &Store,
+    id: &str,
+    tools: &[String],
+    change: &ToolSettingsChange,
+) -> anyhow::Result<switchboard_core::ServerId> {
+    let (id, mut def) = configured_server(store, id).await?;
+    for tool in tools {
+        def.change_tool(tool, change);
+    }
+    store.put_server(&def).await?;
+    Ok(id)
 }
 
 /// The configured server `id` (as the user typed it), or an error naming it.
@@ -442,15 +447,11 @@ async fn set_prefix(store: &Store, args: cli::PrefixArgs) -> anyhow::Result<i32>
 }
 
 async fn set_task_mode(store: &Store, args: cli::TaskModeArgs) -> anyhow::Result<i32> {
-    let (id, mut def) = configured_server(store, &args.id).await?;
-    for tool in &args.tools {
-        match args.mode {
-            // The default is not stored: the tool simply follows it.
-            switchboard_core::TaskMode::Optional => def.task_modes.remove(tool),
-            mode => def.task_modes.insert(tool.clone(), mode),
-        };
-    }
-    store.put_server(&def).await?;
+    let change = ToolSettingsChange {
+        task_mode: Some(args.mode),
+        ..Default::default()
+    };
+    let id = change_tools(store, &args.id, &args.tools, &change).await?;
     println!(
         "Calls of {} on {id} are now {} as tasks. {DAEMON_PICKS_IT_UP}",
         args.tools.join(", "),
@@ -464,15 +465,11 @@ async fn set_task_mode(store: &Store, args: cli::TaskModeArgs) -> anyhow::Result
 }
 
 async fn pin_tools(store: &Store, args: cli::ToolArgs, pin: bool) -> anyhow::Result<i32> {
-    let (id, mut def) = configured_server(store, &args.id).await?;
-    for tool in &args.tools {
-        if pin {
-            def.policies.pinned.insert(tool.clone());
-        } else {
-            def.policies.pinned.remove(tool);
-        }
-    }
-    store.put_server(&def).await?;
+    let change = ToolSettingsChange {
+        pinned: Some(pin),
+        ..Default::default()
+    };
+    let id = change_tools(store, &args.id, &args.tools, &change).await?;
     println!(
         "{} of {id} {} the deferred tool view. {DAEMON_PICKS_IT_UP}",
         args.tools.join(", "),
@@ -486,18 +483,12 @@ async fn pin_tools(store: &Store, args: cli::ToolArgs, pin: bool) -> anyhow::Res
 }
 
 async fn set_callers(store: &Store, args: cli::CallersArgs) -> anyhow::Result<i32> {
-    let (id, mut def) = configured_server(store, &args.id).await?;
     let callers: std::collections::BTreeSet<_> = args.callers.iter().cloned().collect();
-    for tool in &args.tools {
-        if args.any {
-            def.policies.allowed_callers.remove(tool);
-        } else {
-            def.policies
-                .allowed_callers
-                .insert(tool.clone(), callers.clone());
-        }
-    }
-    store.put_server(&def).await?;
+    let change = ToolSettingsChange {
+        allowed_callers: Some((!args.any).then(|| callers.clone())),
+        ..Default::default()
+    };
+    let id = change_tools(store, &args.id, &args.tools, &change).await?;
     let who = if args.any {
         "anyone".to_owned()
     } else {
@@ -694,19 +685,14 @@ async fn import(store: &Store, args: ImportArgs) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let report = config::parse_any(&text).with_context(|| format!("{}", args.file.display()))?;
-    let mut imported = Vec::new();
+    let (imported, taken) = store.import_servers(report.servers, args.replace).await?;
     let mut skipped = report.skipped;
-    for def in report.servers {
-        if !args.replace && store.get_server(&def.id).await?.is_some() {
-            skipped.push((
-                def.id.to_string(),
-                "a server with this id already exists (use --replace)".into(),
-            ));
-            continue;
-        }
-        store.put_server(&def).await?;
-        imported.push(def);
-    }
+    skipped.extend(taken.into_iter().map(|id| {
+        (
+            id.to_string(),
+            "a server with this id already exists (use --replace)".to_owned(),
+        )
+    }));
     if args.json {
         print_json(&json!({
             "imported": imported.iter().map(|d| json!({"id": d.id, "transport": d.transport.kind(), "target": d.transport.display_target()})).collect::<Vec<_>>(),

@@ -1,0 +1,164 @@
+//! One tool's settings in its server's definition, read and changed as a whole.
+//!
+//! A tool's settings are spread over a [`ServerDefinition`]: whether it is disabled, pinned,
+//! how its calls become tasks, who may call it. The CLI (`switchboard server disable-tool`,
+//! `pin`, `set-task-mode`, `set-callers`) and the admin API
+//! (`PATCH /api/servers/{id}/tools/{tool}`) change them through [`ToolSettingsChange`], so both
+//! mean the same thing by each word.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::policy::Caller;
+use crate::server::{ServerDefinition, TaskMode};
+
+/// One tool's settings, as shown by the admin API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolSettings {
+    /// Whether the tool is exposed and may be called.
+    pub enabled: bool,
+    /// Whether the deferred tool view lists it from the start.
+    pub pinned: bool,
+    /// How its calls become tasks.
+    pub task_mode: TaskMode,
+    /// Who may call it; `None`: anyone.
+    pub allowed_callers: Option<BTreeSet<Caller>>,
+}
+
+/// A change to one tool's settings; what is `None` stays as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettingsChange {
+    /// Expose the tool (`true`) or hide it and refuse its calls (`false`).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Pin it in the deferred view, or unpin it.
+    #[serde(default)]
+    pub pinned: Option<bool>,
+    /// How its calls become tasks.
+    #[serde(default)]
+    pub task_mode: Option<TaskMode>,
+    /// `Some(None)` (JSON `null`): anyone may call it; `Some(Some(callers))`: only these.
+    #[serde(default, deserialize_with = "present")]
+    pub allowed_callers: Option<Option<BTreeSet<Caller>>>,
+}
+
+/// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+impl ToolSettingsChange {
+    /// Whether the change changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl ServerDefinition {
+    /// The settings of the upstream tool `tool`.
+    pub fn tool_settings(&self, tool: &str) -> ToolSettings {
+        ToolSettings {
+            enabled: self.tool_enabled(tool),
+            pinned: self.policies.pinned.contains(tool),
+            task_mode: self.task_mode(tool),
+            allowed_callers: self.policies.allowed_callers.get(tool).cloned(),
+        }
+    }
+
+    /// Applies `change` to the upstream tool `tool`. Defaults are not stored: a tool set back
+    /// to them simply follows them.
+    pub fn change_tool(&mut self, tool: &str, change: &ToolSettingsChange) {
+        if let Some(enabled) = change.enabled {
+            if enabled {
+                self.disabled_tools.remove(tool);
+            } else {
+                self.disabled_tools.insert(tool.to_owned());
+            }
+        }
+        if let Some(pinned) = change.pinned {
+            if pinned {
+                self.policies.pinned.insert(tool.to_owned());
+            } else {
+                self.policies.pinned.remove(tool);
+            }
+        }
+        match change.task_mode {
+            Some(TaskMode::Optional) => {
+                self.task_modes.remove(tool);
+            }
+            Some(mode) => {
+                self.task_modes.insert(tool.to_owned(), mode);
+            }
+            None => {}
+        }
+        match &change.allowed_callers {
+            Some(Some(callers)) => {
+                self.policies
+                    .allowed_callers
+                    .insert(tool.to_owned(), callers.clone());
+            }
+            Some(None) => {
+                self.policies.allowed_callers.remove(tool);
+            }
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::{ServerId, TransportSpec};
+
+    fn definition() -> ServerDefinition {
+        ServerDefinition::new(
+            ServerId::new("s").unwrap(),
+            TransportSpec::from_url("http://127.0.0.1:1/mcp", Vec::new()).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_change_sets_only_what_it_names_and_defaults_are_not_stored() {
+        let mut def = definition();
+        let change: ToolSettingsChange = serde_json::from_str(
+            r#"{"enabled": false, "pinned": true, "task_mode": "required",
+                "allowed_callers": ["direct", "agent:triage"]}"#,
+        )
+        .unwrap();
+        def.change_tool("t", &change);
+        let settings = def.tool_settings("t");
+        assert!(!settings.enabled && settings.pinned);
+        assert_eq!(settings.task_mode, TaskMode::Required);
+        assert_eq!(settings.allowed_callers.unwrap().len(), 2);
+        assert!(def.tool_settings("other").enabled);
+
+        let back: ToolSettingsChange = serde_json::from_str(
+            r#"{"enabled": true, "pinned": false, "task_mode": "optional", "allowed_callers": null}"#,
+        )
+        .unwrap();
+        def.change_tool("t", &back);
+        assert_eq!(
+            def,
+            definition(),
+            "a tool set back to the defaults leaves no trace"
+        );
+
+        let nothing: ToolSettingsChange = serde_json::from_str("{}").unwrap();
+        assert!(nothing.is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_callers_are_refused() {
+        assert!(serde_json::from_str::<ToolSettingsChange>(r#"{"enable": true}"#).is_err());
+        assert!(
+            serde_json::from_str::<ToolSettingsChange>(r#"{"allowed_callers": ["robot"]}"#)
+                .is_err()
+        );
+    }
+}

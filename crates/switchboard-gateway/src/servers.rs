@@ -1,0 +1,410 @@
+//! The admin API of configured servers: what a console (or a script) needs to manage them
+//! while the daemon runs. Every write goes through the hub, which stores it and brings the
+//! running servers in step before the answer, so the answer already shows the effect.
+//!
+//! - `GET /api/servers`, `GET /api/servers/{id}`: definitions (secrets shown as `********`) with
+//!   each server's live status.
+//! - `POST /api/servers` (`{"id": ..., "url": ... | "command": ..., ...}`, an entry as the
+//!   `mcpServers` files write it), `PUT /api/servers/{id}` (the same, replacing; values shown as
+//!   `********` keep the stored ones), `PATCH /api/servers/{id}` (`enabled`, `display_name`,
+//!   `description`, `prefix`), `DELETE /api/servers/{id}`.
+//! - `POST /api/servers/import[?replace=true]`: a Claude Desktop / Cursor / VS Code JSON file or
+//!   a Switchboard TOML file as the body.
+//! - `GET /api/servers/{id}/tools` (enabled and disabled, with their settings),
+//!   `PATCH /api/servers/{id}/tools/{tool}` (`enabled`, `pinned`, `task_mode`,
+//!   `allowed_callers`), `GET /api/servers/{id}/resources`, `GET /api/servers/{id}/prompts`.
+//! - `POST /api/servers/{id}/tools/{tool}/call` (`{"arguments": {...}}`): the tool's result; with
+//!   `Accept: text/event-stream`, `progress` events first and then the `result` (or `error`).
+//!   Closing the stream cancels the call.
+//! - `POST /api/servers/{id}/logout`: revoke and delete its tokens.
+
+use std::convert::Infallible;
+
+use futures::StreamExt;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_core::exposure::Prefix;
+use switchboard_core::{ServerDefinition, ServerId, ToolSettingsChange, config};
+use switchboard_hub::{HubError, StoreError};
+use switchboard_upstream::{CallContext, UpstreamError};
+
+use crate::{ApiError, AppState};
+
+/// What the admin API's handlers answer.
+type Answer = Result<Response, ApiError>;
+
+/// A server id from a path, or a 400.
+fn server_id(id: String) -> Result<ServerId, ApiError> {
+    ServerId::new(id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))
+}
+
+impl From<HubError> for ApiError {
+    /// The status that says what kind of failure it is, and its words.
+    fn from(error: HubError) -> Self {
+        let status = match &error {
+            HubError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            HubError::Store(StoreError::AlreadyExists(_)) => StatusCode::CONFLICT,
+            HubError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            HubError::Invalid(_) => StatusCode::BAD_REQUEST,
+            HubError::UnknownServer(_) | HubError::ToolDisabled { .. } => StatusCode::CONFLICT,
+            HubError::NotConnected { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            HubError::CallerRefused { .. } => StatusCode::FORBIDDEN,
+        };
+        Self::new(status, error)
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, rejection.body_text())
+    }
+}
+
+impl From<UpstreamError> for ApiError {
+    /// A failed call: a timeout, the server's own JSON-RPC error, or a failure to reach it.
+    fn from(error: UpstreamError) -> Self {
+        let status = match &error {
+            UpstreamError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            UpstreamError::Rpc { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        Self::new(status, error)
+    }
+}
+
+/// A server as the API shows it: its definition, redacted, and its live status (`null` when it
+/// is not running: disabled, or just removed).
+fn server_view(app: &AppState, def: &ServerDefinition) -> Value {
+    let status = app
+        .hub
+        .status()
+        .into_iter()
+        .find(|status| status.server == def.id);
+    let mut view = serde_json::to_value(def.redacted()).unwrap_or_default();
+    if let Some(object) = view.as_object_mut() {
+        object.insert(
+            "status".into(),
+            serde_json::to_value(status).unwrap_or_default(),
+        );
+    }
+    view
+}
+
+/// `GET /api/servers`.
+pub(crate) async fn list(State(app): State<AppState>) -> Answer {
+    let defs = app.hub.definitions().await?;
+    let servers: Vec<Value> = defs.iter().map(|def| server_view(&app, def)).collect();
+    Ok(Json(json!({ "servers": servers })).into_response())
+}
+
+/// `GET /api/servers/{id}`.
+pub(crate) async fn show(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    let def = app.hub.definition(&server_id(id)?).await?;
+    Ok(Json(server_view(&app, &def)).into_response())
+}
+
+/// A server's definition from an `mcpServers` entry under `id` (an `"id"` key in it ignored).
+fn entry(id: &str, mut entry: Value) -> Result<ServerDefinition, ApiError> {
+    if let Some(object) = entry.as_object_mut() {
+        object.remove("id");
+    }
+    let def =
+        config::parse_entry(id, entry).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    if def.id.as_str() != id {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("'{id}' is not a server id (lowercase letters, digits, single hyphens)"),
+        ));
+    }
+    Ok(def)
+}
+
+/// `POST /api/servers`: adds a server; 409 when its id is taken.
+pub(crate) async fn create(
+    State(app): State<AppState>,
+    payload: Result<Json<Value>, JsonRejection>,
+) -> Answer {
+    let Json(payload) = payload?;
+    let Some(id) = payload.get("id").and_then(Value::as_str).map(str::to_owned) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "give the new server's \"id\" beside its \"url\" or \"command\"",
+        ));
+    };
+    let def = entry(&id, payload)?;
+    app.hub.put_definition(def.clone(), false).await?;
+    Ok((StatusCode::CREATED, Json(server_view(&app, &def))).into_response())
+}
+
+/// `PUT /api/servers/{id}`: adds or replaces a server.
+pub(crate) async fn replace(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    payload: Result<Json<Value>, JsonRejection>,
+) -> Answer {
+    let Json(payload) = payload?;
+    let def = entry(&id, payload)?;
+    let id = def.id.clone();
+    let replaced = app.hub.put_definition(def, true).await?;
+    let def = app.hub.definition(&id).await?;
+    let status = if replaced {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(server_view(&app, &def))).into_response())
+}
+
+/// What `PATCH /api/servers/{id}` may change.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerChange {
+    enabled: Option<bool>,
+    display_name: Option<String>,
+    description: Option<String>,
+    /// `""` for names unchanged.
+    prefix: Option<String>,
+}
+
+/// `PATCH /api/servers/{id}`.
+pub(crate) async fn change(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    payload: Result<Json<ServerChange>, JsonRejection>,
+) -> Answer {
+    let id = server_id(id)?;
+    let Json(change) = payload?;
+    let def = app
+        .hub
+        .change_definition(&id, move |def| {
+            if let Some(name) = change.display_name {
+                if name.trim().is_empty() {
+                    return Err("a display name cannot be empty".into());
+                }
+                def.display_name = name;
+            }
+            if let Some(prefix) = change.prefix {
+                def.prefix = Some(Prefix::new(prefix).map_err(|e| e.to_string())?.to_string());
+            }
+            if let Some(description) = change.description {
+                def.description = description;
+            }
+            if let Some(enabled) = change.enabled {
+                def.enabled = enabled;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(Json(server_view(&app, &def)).into_response())
+}
+
+/// `DELETE /api/servers/{id}`.
+pub(crate) async fn remove(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    app.hub.remove_definition(&server_id(id)?).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The query of `POST /api/servers/import`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ImportQuery {
+    #[serde(default)]
+    replace: bool,
+}
+
+/// `POST /api/servers/import[?replace=true]`: the body is a file's text.
+pub(crate) async fn import(
+    State(app): State<AppState>,
+    Query(query): Query<ImportQuery>,
+    text: String,
+) -> Answer {
+    let report = config::parse_any(&text).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    let outcome = app.hub.import_definitions(report, query.replace).await?;
+    let skipped: Vec<Value> = outcome
+        .skipped
+        .iter()
+        .map(|(name, reason)| json!({"name": name, "reason": reason}))
+        .collect();
+    Ok(Json(json!({"imported": outcome.imported, "skipped": skipped})).into_response())
+}
+
+/// `GET /api/servers/{id}/tools`: every tool the server lists, enabled or not, with its exposed
+/// name (when exposed) and settings.
+pub(crate) async fn tools(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    let id = server_id(id)?;
+    let def = app.hub.definition(&id).await?;
+    let catalog = app.hub.catalog(&id).unwrap_or_default();
+    let exposed = app.hub.exposed();
+    let exposed_name = |upstream: &str| {
+        exposed
+            .tools
+            .iter()
+            .find(|tool| tool.server == id && tool.upstream == upstream)
+            .map(|tool| tool.item.name.to_string())
+    };
+    let tools: Vec<Value> = catalog
+        .tools
+        .iter()
+        .chain(&catalog.disabled_tools)
+        .map(|tool| {
+            json!({
+                "name": tool.name,
+                "exposed_name": exposed_name(&tool.name),
+                "title": tool.title,
+                "description": tool.description,
+                "input_schema": tool.input_schema,
+                "annotations": tool.annotations,
+                "settings": def.tool_settings(&tool.name),
+            })
+        })
+        .collect();
+    Ok(Json(json!({"server": id, "tools": tools})).into_response())
+}
+
+/// `PATCH /api/servers/{id}/tools/{tool}`.
+pub(crate) async fn change_tool(
+    State(app): State<AppState>,
+    Path((id, tool)): Path<(String, String)>,
+    payload: Result<Json<ToolSettingsChange>, JsonRejection>,
+) -> Answer {
+    let id = server_id(id)?;
+    let Json(change) = payload?;
+    let def = app
+        .hub
+        .change_definition(&id, |def| {
+            def.change_tool(&tool, &change);
+            Ok(())
+        })
+        .await?;
+    Ok(Json(json!({"tool": tool, "settings": def.tool_settings(&tool)})).into_response())
+}
+
+/// `GET /api/servers/{id}/resources`.
+pub(crate) async fn resources(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    let catalog = app.hub.catalog(&server_id(id)?)?;
+    Ok(Json(json!({
+        "resources": catalog.resources,
+        "resource_templates": catalog.resource_templates,
+    }))
+    .into_response())
+}
+
+/// `GET /api/servers/{id}/prompts`.
+pub(crate) async fn prompts(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    let catalog = app.hub.catalog(&server_id(id)?)?;
+    Ok(Json(json!({"prompts": catalog.prompts})).into_response())
+}
+
+/// The body of a call.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CallBody {
+    #[serde(default)]
+    arguments: Option<serde_json::Map<String, Value>>,
+}
+
+/// `POST /api/servers/{id}/tools/{tool}/call`: calls the server's tool as a person trying it
+/// (the caller is `direct`).
+pub(crate) async fn call(
+    State(app): State<AppState>,
+    Path((id, tool)): Path<(String, String)>,
+    headers: HeaderMap,
+    payload: Result<Json<CallBody>, JsonRejection>,
+) -> Answer {
+    let id = server_id(id)?;
+    let Json(call) = payload?;
+    let upstream = app.hub.upstream_for_tool(&id, &tool)?;
+    app.hub
+        .check_caller(&id, &tool, &switchboard_core::Caller::Direct)?;
+    let streams = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    if !streams {
+        let result = upstream
+            .call_tool(&tool, call.arguments, &CallContext::default())
+            .await?;
+        return Ok(Json(result).into_response());
+    }
+    let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let context = CallContext {
+        progress: Some(progress),
+        cancel: cancel.clone(),
+        ..Default::default()
+    };
+    let (events, received) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let progress_event = |report: switchboard_upstream::Progress| {
+        Event::default()
+            .event("progress")
+            .json_data(json!({
+                "progress": report.progress,
+                "total": report.total,
+                "message": report.message,
+            }))
+            .unwrap_or_default()
+    };
+    tokio::spawn(async move {
+        let running = upstream.call_tool(&tool, call.arguments, &context);
+        tokio::pin!(running);
+        let outcome = loop {
+            tokio::select! {
+                Some(report) = reports.recv() => {
+                    let _ = events.send(progress_event(report));
+                }
+                outcome = &mut running => break outcome,
+            }
+        };
+        while let Ok(report) = reports.try_recv() {
+            let _ = events.send(progress_event(report));
+        }
+        let last = match outcome {
+            Ok(result) => Event::default().event("result").json_data(result),
+            Err(error) => Event::default()
+                .event("error")
+                .json_data(json!({"error": error.to_string()})),
+        };
+        let _ = events.send(last.unwrap_or_default());
+    });
+    // The stream ends when the call's task has sent its last event; dropping it before (the
+    // client went away) cancels the call upstream.
+    let cancel_when_dropped = cancel.drop_guard();
+    let events = futures::stream::unfold(received, |mut received| async move {
+        received.recv().await.map(|event| (event, received))
+    })
+    .map(move |event| {
+        let _held = &cancel_when_dropped;
+        Ok::<_, Infallible>(event)
+    });
+    Ok(Sse::new(events).into_response())
+}
+
+/// `POST /api/servers/{id}/logout`: revokes the server's tokens where it supports that, deletes
+/// them, and restarts it (so it shows that it needs a sign-in).
+pub(crate) async fn logout(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    let id = server_id(id)?;
+    let (def, auth) = switchboard_hub::server_auth_for(app.hub.store(), &id, app.hub.oauth())
+        .await
+        .map_err(crate::oauth::sign_in_problem)?;
+    let signed_in = auth
+        .is_signed_in()
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    if !signed_in {
+        return Ok(Json(json!({"signed_out": false, "revoked": false})).into_response());
+    }
+    let revoked = auth
+        .sign_out()
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e))?;
+    if def.enabled {
+        app.hub.start(def).await;
+    }
+    Ok(Json(json!({"signed_out": true, "revoked": revoked})).into_response())
+}

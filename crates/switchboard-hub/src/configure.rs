@@ -1,0 +1,113 @@
+//! Changing the configured servers while the daemon runs: the admin API's writes.
+//!
+//! Every change goes to the store first (where the CLI of another process writes too) and the
+//! running servers are then brought in step with it at once, so the answer to a write already
+//! shows its effect. Read-modify-write changes take the hub's edit lock: two requests that
+//! change one server never lose each other's change.
+
+use switchboard_core::{ServerDefinition, ServerId};
+use switchboard_store::StoreError;
+
+use crate::{Hub, HubError};
+
+/// What an import did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ImportOutcome {
+    /// The servers stored.
+    pub imported: Vec<ServerId>,
+    /// Entries not imported, with why: `(name in the file, reason)`.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Hub {
+    /// Every configured server (enabled or not), ordered by id, with secrets in the clear: show
+    /// them only through [`ServerDefinition`]'s redacting views.
+    pub async fn definitions(&self) -> Result<Vec<ServerDefinition>, HubError> {
+        Ok(self.store.list_servers().await?)
+    }
+
+    /// One configured server's definition.
+    pub async fn definition(&self, id: &ServerId) -> Result<ServerDefinition, HubError> {
+        self.store
+            .get_server(id)
+            .await?
+            .ok_or_else(|| HubError::Store(StoreError::NotFound(id.clone())))
+    }
+
+    /// Adds `definition`, or with `replace` replaces the server with its id (keeping what the
+    /// definition cannot say and secrets it shows redacted: see
+    /// [`ServerDefinition::keep_unwritten_settings`]); a taken id without `replace` is
+    /// [`StoreError::AlreadyExists`]. Returns whether a server was replaced.
+    pub async fn put_definition(
+        self: &std::sync::Arc<Self>,
+        mut definition: ServerDefinition,
+        replace: bool,
+    ) -> Result<bool, HubError> {
+        let _edit = self.edits.lock().await;
+        let stored = self.store.get_server(&definition.id).await?;
+        let replaced = match &stored {
+            Some(_) if !replace => {
+                return Err(StoreError::AlreadyExists(definition.id.clone()).into());
+            }
+            Some(stored) => {
+                definition.keep_unwritten_settings(stored);
+                true
+            }
+            None => false,
+        };
+        self.store.put_server(&definition).await?;
+        self.sync_with_store().await?;
+        Ok(replaced)
+    }
+
+    /// Changes the stored definition of `id` with `change` (which may refuse, with a reason,
+    /// before anything is written) and brings the running server in step. Returns the new
+    /// definition.
+    pub async fn change_definition(
+        self: &std::sync::Arc<Self>,
+        id: &ServerId,
+        change: impl FnOnce(&mut ServerDefinition) -> Result<(), String>,
+    ) -> Result<ServerDefinition, HubError> {
+        let _edit = self.edits.lock().await;
+        let mut definition = self.definition(id).await?;
+        change(&mut definition).map_err(HubError::Invalid)?;
+        self.store.put_server(&definition).await?;
+        self.sync_with_store().await?;
+        Ok(definition)
+    }
+
+    /// Removes server `id` and everything stored for it (its tokens among them), stopping it.
+    pub async fn remove_definition(
+        self: &std::sync::Arc<Self>,
+        id: &ServerId,
+    ) -> Result<(), HubError> {
+        let _edit = self.edits.lock().await;
+        self.store.remove_server(id).await?;
+        self.sync_with_store().await?;
+        Ok(())
+    }
+
+    /// Stores the servers of an import (see [`switchboard_core::config`]): new ids, or every
+    /// one with `replace`, each replaced one keeping what the file cannot say.
+    pub async fn import_definitions(
+        self: &std::sync::Arc<Self>,
+        report: switchboard_core::config::ImportReport,
+        replace: bool,
+    ) -> Result<ImportOutcome, HubError> {
+        let _edit = self.edits.lock().await;
+        let (imported, taken) = self.store.import_servers(report.servers, replace).await?;
+        let mut skipped = report.skipped;
+        skipped.extend(taken.into_iter().map(|id| {
+            (
+                id.to_string(),
+                "a server with this id already exists (import with replace to overwrite it)"
+                    .to_owned(),
+            )
+        }));
+        self.sync_with_store().await?;
+        Ok(ImportOutcome {
+            imported: imported.into_iter().map(|d| d.id).collect(),
+            skipped,
+        })
+    }
+}

@@ -1,0 +1,492 @@
+//! The admin API a console drives, against a running `switchboard serve` with the real
+//! `@modelcontextprotocol/server-everything` behind it: servers added, changed, imported and
+//! removed while the daemon runs, tool toggles and calls (with progress), and the live event
+//! stream over SSE and WebSocket.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// A running daemon with no servers yet; killed on drop.
+struct Daemon {
+    _child: tokio::process::Child,
+    base: String,
+    port: u16,
+    http: reqwest::Client,
+}
+
+impl Daemon {
+    async fn start(data_dir: &Path) -> Self {
+        let (child, port) = common::spawn_daemon(data_dir);
+        let daemon = Self {
+            _child: child,
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+            http: reqwest::Client::new(),
+        };
+        for _ in 0..200 {
+            if reqwest::get(format!("{}/healthz", daemon.base))
+                .await
+                .is_ok()
+            {
+                return daemon;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the daemon did not answer within 10 s");
+    }
+
+    /// Sends `method path` with `body` (JSON unless it is a string); the status and JSON body
+    /// (`null` when there is none).
+    async fn send(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        match body {
+            Some(Value::String(text)) => request = request.body(text),
+            Some(body) => request = request.json(&body),
+            None => {}
+        }
+        let response = request.send().await.expect("the daemon answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, json)
+    }
+
+    /// `POST /api/servers/everything/tools/{tool}/call` with `arguments`.
+    async fn call(&self, tool: &str, arguments: Value) -> (u16, Value) {
+        let path = format!("/api/servers/everything/tools/{tool}/call");
+        self.send("POST", &path, Some(json!({ "arguments": arguments })))
+            .await
+    }
+
+    /// Waits (up to 30 s) until server `id`'s status says `state`; returns its view.
+    async fn wait_for_state(&self, id: &str, state: &str) -> Value {
+        let mut last = Value::Null;
+        for _ in 0..600 {
+            let (_, view) = self.send("GET", &format!("/api/servers/{id}"), None).await;
+            if view["status"]["state"] == state {
+                return view;
+            }
+            last = view;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{id} never got to {state}: {last:#}");
+    }
+
+    /// Waits (up to 30 s) until server `id` lists tool `tool` with `exposed_name`.
+    async fn wait_for_tool(&self, id: &str, tool: &str, exposed_name: Value) -> Value {
+        let mut last = Value::Null;
+        for _ in 0..600 {
+            let (_, tools) = self
+                .send("GET", &format!("/api/servers/{id}/tools"), None)
+                .await;
+            if let Some(found) = tools["tools"]
+                .as_array()
+                .and_then(|all| all.iter().find(|t| t["name"] == tool))
+                && found["exposed_name"] == exposed_name
+            {
+                return found.clone();
+            }
+            last = tools;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{id} never listed {tool} as {exposed_name}: {last:#}");
+    }
+}
+
+fn everything() -> String {
+    switchboard_fixtures::server_everything_entry()
+        .display()
+        .to_string()
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The SSE events of `GET /api/events`, as JSON objects, until `enough` says so (or 30 s).
+async fn collect_events(base: String, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let response = reqwest::get(format!("{base}/api/events")).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(Ok(chunk)) = body.next().await {
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let block: String = buffer.drain(..end + 2).collect();
+                let data: String = block
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect();
+                if let Ok(event) = serde_json::from_str::<Value>(&data) {
+                    events.push(event);
+                }
+            }
+            if enough(&events) {
+                return;
+            }
+        }
+    })
+    .await;
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_are_added_changed_and_removed_through_the_admin_api_while_the_daemon_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+
+    // A console listening from the start sees the snapshot, then the server being started and
+    // connecting.
+    let listening = tokio::spawn(collect_events(daemon.base.clone(), |events| {
+        events
+            .iter()
+            .any(|e| e["type"] == "state_changed" && e["to"] == "connected")
+    }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (status, created) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(
+                json!({"id": "everything", "command": "node", "args": [everything()],
+                        "description": "The reference server", "env": {"API_TOKEN": "s3cret"}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{created:#}");
+    assert_eq!(created["id"], "everything");
+    let env = &created["transport"]["env"][0];
+    assert_eq!(
+        (env["name"].as_str(), env["value"].as_str()),
+        (Some("API_TOKEN"), Some("********")),
+        "secrets are never shown: {created:#}"
+    );
+    daemon.wait_for_state("everything", "connected").await;
+
+    let events = listening.await.unwrap();
+    assert_eq!(events.first().map(|e| &e["type"]), Some(&json!("status")));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "configured" && e["change"] == "started"),
+        "{events:#?}"
+    );
+
+    let (status, taken) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "everything", "url": "http://127.0.0.1:1/mcp"})),
+        )
+        .await;
+    assert_eq!(status, 409, "a taken id is refused: {taken}");
+
+    // The server's real secret reaches it; a definition written back with the redacted value
+    // keeps it.
+    let (status, env) = daemon.call("get-env", json!({})).await;
+    assert_eq!(status, 200, "{env:#}");
+    assert!(text_of(&env).contains("s3cret"), "{env:#}");
+    let (status, replaced) = daemon
+        .send(
+            "PUT",
+            "/api/servers/everything",
+            Some(json!({"command": "node", "args": [everything()],
+                        "env": {"API_TOKEN": "********", "MODE": "replaced"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{replaced:#}");
+    daemon.wait_for_state("everything", "connected").await;
+    let (_, env) = daemon.call("get-env", json!({})).await;
+    assert!(
+        text_of(&env).contains("s3cret") && text_of(&env).contains("replaced"),
+        "{env:#}"
+    );
+
+    // A tool turned off is listed as off, not exposed, and refused; turned on, it is called.
+    let echo = daemon
+        .wait_for_tool("everything", "echo", json!("everything__echo"))
+        .await;
+    assert_eq!(echo["settings"]["enabled"], true);
+    let (status, changed) = daemon
+        .send(
+            "PATCH",
+            "/api/servers/everything/tools/echo",
+            Some(json!({"enabled": false, "pinned": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{changed:#}");
+    assert_eq!(changed["settings"]["enabled"], false);
+    let echo = daemon
+        .wait_for_tool("everything", "echo", Value::Null)
+        .await;
+    assert_eq!(echo["settings"]["pinned"], true, "{echo:#}");
+    let (status, refused) = daemon.call("echo", json!({"message": "hi"})).await;
+    assert_eq!(status, 409, "{refused:#}");
+    assert!(refused["error"].as_str().unwrap().contains("disabled"));
+
+    daemon
+        .send(
+            "PATCH",
+            "/api/servers/everything/tools/echo",
+            Some(json!({"enabled": true})),
+        )
+        .await;
+    daemon
+        .wait_for_tool("everything", "echo", json!("everything__echo"))
+        .await;
+    let (status, echoed) = daemon.call("echo", json!({"message": "hi"})).await;
+    assert_eq!(status, 200, "{echoed:#}");
+    assert_eq!(text_of(&echoed), "Echo: hi");
+
+    // A new prefix renames the exposed tools; the MCP front door follows.
+    let (status, renamed) = daemon
+        .send(
+            "PATCH",
+            "/api/servers/everything",
+            Some(json!({"prefix": "ev", "display_name": "Everything"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{renamed:#}");
+    assert_eq!(renamed["display_name"], "Everything");
+    daemon
+        .wait_for_tool("everything", "echo", json!("ev__echo"))
+        .await;
+    let answer = common::call_through_daemon(daemon.port, 1, "ev__echo").await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Echo: hi",
+        "{answer:#}"
+    );
+
+    // Resources and prompts of the server.
+    let (_, resources) = daemon
+        .send("GET", "/api/servers/everything/resources", None)
+        .await;
+    assert!(
+        !resources["resources"].as_array().unwrap().is_empty()
+            || !resources["resource_templates"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+        "{resources:#}"
+    );
+    let (_, prompts) = daemon
+        .send("GET", "/api/servers/everything/prompts", None)
+        .await;
+    assert!(!prompts["prompts"].as_array().unwrap().is_empty());
+
+    // Disabled, it stops; removed, it is gone.
+    let (_, disabled) = daemon
+        .send(
+            "PATCH",
+            "/api/servers/everything",
+            Some(json!({"enabled": false})),
+        )
+        .await;
+    assert_eq!(disabled["enabled"], false);
+    assert_eq!(
+        disabled["status"],
+        Value::Null,
+        "a disabled server is not running"
+    );
+    let (status, refused) = daemon.call("echo", json!({"message": "hi"})).await;
+    assert_eq!(status, 409, "{refused:#}");
+    let (status, _) = daemon.send("DELETE", "/api/servers/everything", None).await;
+    assert_eq!(status, 204);
+    let (status, gone) = daemon.send("GET", "/api/servers/everything", None).await;
+    assert_eq!(status, 404, "{gone:#}");
+    let (_, all) = daemon.send("GET", "/api/servers", None).await;
+    assert_eq!(all["servers"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_called_from_the_console_streams_its_progress_then_its_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let imported = format!(
+        r#"{{"mcpServers": {{"everything": {{"command": "node", "args": ["{}"]}},
+            "broken": {{"command": "a", "url": "http://127.0.0.1:1/mcp"}}}}}}"#,
+        everything()
+    );
+    let (status, outcome) = daemon
+        .send("POST", "/api/servers/import", Some(Value::String(imported)))
+        .await;
+    assert_eq!(status, 200, "{outcome:#}");
+    assert_eq!(outcome["imported"], json!(["everything"]));
+    assert_eq!(outcome["skipped"][0]["name"], "broken");
+    daemon.wait_for_state("everything", "connected").await;
+
+    let response = daemon
+        .http
+        .post(format!(
+            "{}/api/servers/everything/tools/trigger-long-running-operation/call",
+            daemon.base
+        ))
+        .header("accept", "text/event-stream")
+        .json(&json!({"arguments": {"duration": 1, "steps": 3}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    let events: Vec<(String, Value)> = body
+        .split("\n\n")
+        .filter_map(|block| {
+            let name = block.lines().find_map(|l| l.strip_prefix("event:"))?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data:"))?;
+            Some((
+                name.trim().to_owned(),
+                serde_json::from_str(data.trim()).ok()?,
+            ))
+        })
+        .collect();
+    let progress: Vec<f64> = events
+        .iter()
+        .filter(|(name, _)| name == "progress")
+        .map(|(_, data)| data["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(progress, [1.0, 2.0, 3.0], "{body}");
+    let (last, result) = events.last().unwrap();
+    assert_eq!(last, "result", "{body}");
+    assert!(text_of(result).contains("completed"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_is_also_a_websocket() {
+    use tokio_tungstenite::tungstenite::Message;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{}/api/events/ws", daemon.port))
+            .await
+            .expect("the WebSocket opens");
+    let mut next = async || loop {
+        let message = tokio::time::timeout(Duration::from_secs(30), socket.next())
+            .await
+            .expect("an event within 30 s")
+            .expect("the socket stays open")
+            .unwrap();
+        if let Message::Text(text) = message {
+            return serde_json::from_str::<Value>(&text).unwrap();
+        }
+    };
+    assert_eq!(next().await["type"], "status");
+    let (status, _) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "everything", "command": "node", "args": [everything()]})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let mut seen = Vec::new();
+    loop {
+        let event = next().await;
+        if event["type"] == "state_changed" && event["to"] == "connected" {
+            break;
+        }
+        seen.push(event);
+    }
+    assert!(
+        seen.iter()
+            .any(|e| e["type"] == "configured" && e["server"] == "everything"),
+        "{seen:#?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_to_the_admin_api_get_clear_errors_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let cases = [
+        ("POST", "/api/servers", Some(Value::String("{".into())), 400),
+        (
+            "POST",
+            "/api/servers",
+            Some(json!({"url": "http://127.0.0.1:1/mcp"})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "x", "url": "ftp://x"})),
+            400,
+        ),
+        (
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "Not An Id", "command": "a"})),
+            400,
+        ),
+        ("GET", "/api/servers/nope", None, 404),
+        ("GET", "/api/servers/Bad_Id", None, 400),
+        (
+            "PATCH",
+            "/api/servers/nope",
+            Some(json!({"enabled": true})),
+            404,
+        ),
+        ("DELETE", "/api/servers/nope", None, 404),
+        (
+            "POST",
+            "/api/servers/import",
+            Some(Value::String("{}".into())),
+            400,
+        ),
+    ];
+    for (method, path, body, expected) in cases {
+        let (status, answer) = daemon.send(method, path, body.clone()).await;
+        assert_eq!(status, expected, "{method} {path} {body:?}: {answer}");
+        assert!(
+            answer["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{method} {path}: the error says why: {answer}"
+        );
+    }
+    let (status, created) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "x", "url": "http://127.0.0.1:1/mcp", "enabled": false})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    for (path, body) in [
+        ("/api/servers/x", json!({"enabeld": true})),
+        ("/api/servers/x", json!({"prefix": "Bad Prefix"})),
+        ("/api/servers/x", json!({"display_name": " "})),
+        (
+            "/api/servers/x/tools/t",
+            json!({"allowed_callers": ["robot"]}),
+        ),
+    ] {
+        let (status, answer) = daemon.send("PATCH", path, Some(body.clone())).await;
+        assert_eq!(status, 400, "PATCH {path} {body}: {answer}");
+    }
+    let (_, unchanged) = daemon.send("GET", "/api/servers/x", None).await;
+    assert_eq!(unchanged["display_name"], "x");
+    assert_eq!(unchanged.get("prefix"), None, "{unchanged:#}");
+
+    // A page from another origin cannot drive the API.
+    let refused = daemon
+        .http
+        .delete(format!("{}/api/servers/x", daemon.base))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let (status, _) = daemon.send("GET", "/api/servers/x", None).await;
+    assert_eq!(status, 200, "the refused request removed nothing");
+}
