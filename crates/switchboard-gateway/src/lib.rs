@@ -197,6 +197,7 @@ pub fn router(
         .merge(legacy_sse)
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .route("/metrics", get(metrics))
         .route("/api/events", get(events::sse))
         .route("/api/events/ws", get(events::websocket))
         .route(
@@ -339,6 +340,18 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
         servers: app.hub.status(),
         collisions: app.hub.exposed().collisions().cloned().collect(),
     })
+}
+
+/// `GET /metrics`: Prometheus' text format (see [`Hub::metrics`]).
+async fn metrics(State(app): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.hub.metrics(),
+    )
+        .into_response()
 }
 
 /// `GET /api/tools[?format=mcp|anthropic|openai][&defer=all|none][&search=bm25|regex]

@@ -32,6 +32,7 @@ pub(crate) struct ConnectionTask {
     auth: Option<Arc<ServerAuth>>,
     auth_events: mpsc::UnboundedReceiver<AuthEvent>,
     events: broadcast::Sender<HubEvent>,
+    metrics: Arc<crate::metrics::HubMetrics>,
     machine: StateMachine,
 }
 
@@ -55,6 +56,7 @@ impl ConnectionTask {
         auth: Option<ServerAuth>,
         auth_events: mpsc::UnboundedReceiver<AuthEvent>,
         events: broadcast::Sender<HubEvent>,
+        metrics: Arc<crate::metrics::HubMetrics>,
     ) -> Self {
         let auth_tx = slot.auth_events.clone();
         let auth = auth.map(|auth| {
@@ -70,6 +72,7 @@ impl ConnectionTask {
             auth,
             auth_events,
             events,
+            metrics,
             machine: StateMachine::default(),
         }
     }
@@ -209,6 +212,7 @@ impl ConnectionTask {
                         tracing::info!(server = %self.server(), from = %previous, to = %next, "server state changed")
                     }
                 }
+                self.metrics.transition(self.server(), next);
                 let _ = self.events.send(HubEvent::StateChanged {
                     server: self.server().clone(),
                     from: previous,

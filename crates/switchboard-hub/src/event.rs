@@ -127,6 +127,17 @@ pub enum HubEvent {
         /// What the hub did.
         change: ConfigChange,
     },
+    /// A tool call finished (through `/mcp`, `switchboard stdio` or the admin API).
+    ToolCalled {
+        /// The server.
+        server: ServerId,
+        /// The tool, by its name at the server.
+        tool: String,
+        /// How it ended.
+        outcome: switchboard_upstream::CallOutcome,
+        /// How long it took, in milliseconds.
+        elapsed_ms: f64,
+    },
     /// A server's tools, resources or prompts changed.
     CatalogChanged {
         /// The server.

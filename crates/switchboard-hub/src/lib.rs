@@ -13,6 +13,7 @@ mod configure;
 mod connection;
 mod event;
 mod exposed;
+mod metrics;
 mod semantic;
 
 use std::collections::HashMap;
@@ -136,6 +137,7 @@ pub struct Hub {
     edits: tokio::sync::Mutex<()>,
     /// Held while the running servers are brought in step with the store.
     syncing: tokio::sync::Mutex<()>,
+    metrics: Arc<metrics::HubMetrics>,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -173,8 +175,10 @@ impl Hub {
     }
 
     /// A hub whose servers sign in with `oauth`.
-    pub fn with_oauth(store: Store, options: ConnectOptions, oauth: OAuthOptions) -> Arc<Self> {
+    pub fn with_oauth(store: Store, mut options: ConnectOptions, oauth: OAuthOptions) -> Arc<Self> {
         let (events, _) = broadcast::channel(1024);
+        let metrics = Arc::new(metrics::HubMetrics::new(events.clone()));
+        options.call_observer = Some(metrics.clone());
         Arc::new(Self {
             store,
             options,
@@ -188,6 +192,7 @@ impl Hub {
             activations: activation::Activations::default(),
             edits: tokio::sync::Mutex::new(()),
             syncing: tokio::sync::Mutex::new(()),
+            metrics,
         })
     }
 
@@ -262,7 +267,13 @@ impl Hub {
         &self.oauth
     }
 
-    /// Subscribes to state changes, catalog changes and server logs.
+    /// The hub's metrics in Prometheus' text format: tool calls, errors and latencies per server
+    /// and tool, each server's connection state, reconnects and token refreshes.
+    pub fn metrics(&self) -> String {
+        self.metrics.render(&self.status())
+    }
+
+    /// Subscribes to state changes, catalog changes, finished calls and server logs.
     pub fn subscribe(&self) -> broadcast::Receiver<HubEvent> {
         self.events.subscribe()
     }
@@ -386,6 +397,7 @@ impl Hub {
             auth,
             auth_events_rx,
             self.events.clone(),
+            self.metrics.clone(),
         );
         self.tasks.lock().await.spawn(task.run());
     }

@@ -66,6 +66,8 @@ pub struct ConnectOptions {
     pub auth: Option<std::sync::Arc<switchboard_oauth::ServerAuth>>,
     /// Reconnect, health-check and load bounds (the request bounds apply per session here).
     pub supervision: switchboard_core::Supervision,
+    /// Who hears how each tool call ended (metrics, the console's live calls).
+    pub call_observer: Option<std::sync::Arc<dyn crate::CallObserver>>,
 }
 
 impl ConnectOptions {
@@ -78,6 +80,7 @@ impl ConnectOptions {
             http: crate::plain_http::HttpClients::new(),
             auth: None,
             supervision: switchboard_core::Supervision::default(),
+            call_observer: None,
         }
     }
 }
@@ -255,7 +258,8 @@ pub async fn connect(
             options.supervision.max_queued_calls,
         ),
     )
-    .with_direct(direct);
+    .with_direct(direct)
+    .with_call_observer(options.call_observer.clone());
     if upstream.is_stateless() {
         spawn_change_listener(&upstream, service.peer().clone(), events_tx);
     }

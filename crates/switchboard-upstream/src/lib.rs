@@ -17,6 +17,7 @@ pub mod http_client;
 mod late_discover;
 pub mod legacy_sse;
 mod limits;
+pub mod observe;
 pub mod plain_http;
 #[allow(deprecated)]
 pub mod relay;
@@ -30,6 +31,7 @@ pub use connect::{ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use direct::{CallerPolling, DirectReply};
 pub use error::UpstreamError;
 pub use handler::{InputPolicy, UpstreamEvent, relay_capabilities_for};
+pub use observe::{CallObserver, CallOutcome, CallRecord};
 pub use relay::InputResponder;
 pub use upstream::{CallContext, Progress, Upstream};
 

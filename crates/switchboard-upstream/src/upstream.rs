@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rmcp::Peer;
@@ -28,6 +28,7 @@ use crate::direct::{DirectReply, DirectRoute};
 use crate::error::{UpstreamError, from_service_error};
 use crate::handler::InputPolicy;
 use crate::limits::CallLimiter;
+use crate::observe::{self, CallOutcome, CallWatch};
 use crate::relay::{InFlight, InputResponder};
 
 /// What a caller is told of a `requestState` nobody here or upstream can resume.
@@ -117,6 +118,8 @@ pub struct Upstream {
     limiter: CallLimiter,
     /// For a stateless HTTP server: where calls can go without the session machinery.
     direct: Option<DirectRoute>,
+    /// Who hears how each tool call ended.
+    calls: Option<CallWatch>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -148,6 +151,7 @@ impl Upstream {
             listening: Arc::new(watch::channel(Listening::default()).0),
             limiter,
             direct: None,
+            calls: None,
         }
     }
 
@@ -158,6 +162,14 @@ impl Upstream {
 
     pub(crate) fn with_direct(mut self, direct: Option<DirectRoute>) -> Self {
         self.direct = direct;
+        self
+    }
+
+    pub(crate) fn with_call_observer(
+        mut self,
+        observer: Option<Arc<dyn crate::CallObserver>>,
+    ) -> Self {
+        self.calls = observer.map(|observer| CallWatch::new(observer, self.server.clone()));
         self
     }
 
@@ -194,9 +206,30 @@ impl Upstream {
             return Err(UpstreamError::Unsupported("direct calls"));
         };
         let timeout = self.timeouts.tool_call;
-        direct
+        let Some(calls) = &self.calls else {
+            return direct
+                .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
+                .await;
+        };
+        let started = Instant::now();
+        let tool = request.request.params.name.to_string();
+        let reply = direct
             .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
-            .await
+            .await;
+        match reply {
+            Ok(DirectReply::Message(message)) => {
+                calls.report(&tool, observe::outcome_of_message(&message), started);
+                Ok(DirectReply::Message(message))
+            }
+            Ok(DirectReply::Stream(messages)) => Ok(DirectReply::Stream(
+                calls.clone().follow(tool, started, messages),
+            )),
+            Ok(DirectReply::NotSent) => Ok(DirectReply::NotSent),
+            Err(error) => {
+                calls.report(&tool, CallOutcome::of_error(&error), started);
+                Err(error)
+            }
+        }
     }
 
     /// Checks that the server still answers: `server/discover` for a stateless 2026-07-28
@@ -452,21 +485,27 @@ impl Upstream {
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
         let timeout = self.timeouts.tool_call;
-        self.with_input_rounds(
-            params,
-            |p| ClientRequest::CallToolRequest(Request::new(p)),
-            |p, responses, state| {
-                p.input_responses = responses;
-                p.request_state = state;
-            },
-            |result| match result {
-                ServerResult::CallToolResult(r) => Some(r),
-                _ => None,
-            },
-            timeout,
-            context,
-        )
-        .await
+        let started = Instant::now();
+        let result = self
+            .with_input_rounds(
+                params,
+                |p| ClientRequest::CallToolRequest(Request::new(p)),
+                |p, responses, state| {
+                    p.input_responses = responses;
+                    p.request_state = state;
+                },
+                |result| match result {
+                    ServerResult::CallToolResult(r) => Some(r),
+                    _ => None,
+                },
+                timeout,
+                context,
+            )
+            .await;
+        if let Some(calls) = &self.calls {
+            calls.report(name, CallOutcome::of(&result), started);
+        }
+        result
     }
 
     /// Reads a resource.

@@ -490,3 +490,103 @@ async fn bad_requests_to_the_admin_api_get_clear_errors_and_change_nothing() {
     let (status, _) = daemon.send("GET", "/api/servers/x", None).await;
     assert_eq!(status, 200, "the refused request removed nothing");
 }
+
+/// The value of the metric line that starts with `series` (name and labels), if there is one.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_is_counted_in_the_metrics_and_announced_live() {
+    let modern =
+        switchboard_fixtures::transports::streamable_http(switchboard_fixtures::Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    for entry in [
+        json!({"id": "modern", "url": modern.url}),
+        json!({"id": "everything", "command": "node", "args": [everything()]}),
+    ] {
+        let (status, answer) = daemon.send("POST", "/api/servers", Some(entry)).await;
+        assert_eq!(status, 201, "{answer:#}");
+    }
+    daemon.wait_for_state("modern", "connected").await;
+    daemon.wait_for_state("everything", "connected").await;
+    let listening = tokio::spawn(collect_events(daemon.base.clone(), |events| {
+        events.iter().filter(|e| e["type"] == "tool_called").count() >= 3
+    }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Straight through to an HTTP server (the short path), a tool error among them, and through
+    // the console to a stdio server (the full path).
+    let echoed = common::call_through_daemon(daemon.port, 1, "modern__echo").await;
+    assert!(echoed["result"].is_object(), "{echoed:#}");
+    let failed = common::call_through_daemon(daemon.port, 2, "modern__fail").await;
+    assert_eq!(failed["result"]["isError"], true, "{failed:#}");
+    let (status, _) = daemon.call("echo", json!({"message": "hi"})).await;
+    assert_eq!(status, 200);
+
+    let events = listening.await.unwrap();
+    let calls: Vec<(String, String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_called")
+        .map(|e| {
+            assert!(e["elapsed_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{e}");
+            (
+                e["server"].as_str().unwrap().to_owned(),
+                e["tool"].as_str().unwrap().to_owned(),
+                e["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("modern", "echo", "ok"),
+        ("modern", "fail", "tool_error"),
+        ("everything", "echo", "ok"),
+    ]
+    .map(|(s, t, o)| (s.to_owned(), t.to_owned(), o.to_owned()));
+    assert_eq!(calls, expected, "each call announced once, in order");
+
+    let response = daemon
+        .http
+        .get(format!("{}/metrics", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    let text = response.text().await.unwrap();
+    for (series, value) in [
+        (
+            r#"switchboard_tool_calls_total{server="modern",tool="echo",outcome="ok"}"#,
+            1.0,
+        ),
+        (
+            r#"switchboard_tool_calls_total{server="modern",tool="fail",outcome="tool_error"}"#,
+            1.0,
+        ),
+        (
+            r#"switchboard_tool_calls_total{server="everything",tool="echo",outcome="ok"}"#,
+            1.0,
+        ),
+        (
+            r#"switchboard_tool_call_duration_seconds_count{server="modern",tool="echo"}"#,
+            1.0,
+        ),
+        (
+            r#"switchboard_server_state{server="modern",state="connected"}"#,
+            1.0,
+        ),
+        (
+            r#"switchboard_server_state{server="everything",state="connected"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(metric(&text, series), Some(value), "{series} in:\n{text}");
+    }
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+}

@@ -1,0 +1,177 @@
+//! What Prometheus scrapes at `/metrics`: tool calls, their errors and latencies per server and
+//! tool, each server's connection state, reconnects and token refreshes.
+//!
+//! Counters and histograms are kept as things happen ([`HubMetrics`] is the upstreams'
+//! [`CallObserver`], and connection tasks count their transitions); connection states are read
+//! from the servers' status at each scrape. The exposition format is `prometheus-client`'s.
+//! Every finished call is also announced on the hub's bus as [`HubEvent::ToolCalled`], for the
+//! console's live view.
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use switchboard_core::{ConnectionState, ServerId};
+use switchboard_upstream::{CallObserver, CallRecord};
+use tokio::sync::broadcast;
+
+use crate::{HubEvent, ServerStatus};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    server: String,
+    tool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    server: String,
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    server: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    server: String,
+    state: &'static str,
+}
+
+/// Call latencies from 1 ms to about 65 s, doubling.
+fn call_duration() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// The hub's metrics.
+pub struct HubMetrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    durations: Family<ToolLabels, Histogram, fn() -> Histogram>,
+    reconnects: Family<ServerLabels, Counter>,
+    refreshes: Family<ServerLabels, Counter>,
+    states: Family<StateLabels, Gauge>,
+    /// One scrape at a time sets the state gauges.
+    scraping: Mutex<()>,
+    events: broadcast::Sender<HubEvent>,
+}
+
+impl std::fmt::Debug for HubMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubMetrics").finish_non_exhaustive()
+    }
+}
+
+impl HubMetrics {
+    pub(crate) fn new(events: broadcast::Sender<HubEvent>) -> Self {
+        let mut registry = Registry::with_prefix("switchboard");
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "tool_calls",
+            "Tool calls by server, tool and outcome (ok, tool_error, rpc_error, timeout, cancelled, failed)",
+            calls.clone(),
+        );
+        let durations: Family<ToolLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(call_duration);
+        registry.register(
+            "tool_call_duration_seconds",
+            "Time from a tool call's start to its answer, by server and tool",
+            durations.clone(),
+        );
+        let reconnects = Family::<ServerLabels, Counter>::default();
+        registry.register(
+            "server_reconnects",
+            "Times a server's connection was lost or failed and is being retried",
+            reconnects.clone(),
+        );
+        let refreshes = Family::<ServerLabels, Counter>::default();
+        registry.register(
+            "server_token_refreshes",
+            "OAuth token refreshes a server's connection went through",
+            refreshes.clone(),
+        );
+        let states = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "server_state",
+            "1 for each server's current connection state",
+            states.clone(),
+        );
+        Self {
+            registry,
+            calls,
+            durations,
+            reconnects,
+            refreshes,
+            states,
+            scraping: Mutex::new(()),
+            events,
+        }
+    }
+
+    /// A server's connection moved to `to`.
+    pub(crate) fn transition(&self, server: &ServerId, to: ConnectionState) {
+        let labels = ServerLabels {
+            server: server.to_string(),
+        };
+        match to {
+            ConnectionState::Reconnecting => {
+                self.reconnects.get_or_create(&labels).inc();
+            }
+            ConnectionState::TokenRefresh => {
+                self.refreshes.get_or_create(&labels).inc();
+            }
+            _ => {}
+        }
+    }
+
+    /// The metrics in Prometheus' text format, with every server in `servers` at its state.
+    pub(crate) fn render(&self, servers: &[ServerStatus]) -> String {
+        let _one_scrape = self.scraping.lock().unwrap_or_else(|e| e.into_inner());
+        self.states.clear();
+        for status in servers {
+            self.states
+                .get_or_create(&StateLabels {
+                    server: status.server.to_string(),
+                    state: status.state.as_str(),
+                })
+                .set(1);
+        }
+        let mut text = String::new();
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::warn!(%error, "encoding the metrics failed");
+        }
+        text
+    }
+}
+
+impl CallObserver for HubMetrics {
+    fn finished(&self, call: CallRecord) {
+        let server = call.server.to_string();
+        self.calls
+            .get_or_create(&CallLabels {
+                server: server.clone(),
+                tool: call.tool.clone(),
+                outcome: call.outcome.as_str(),
+            })
+            .inc();
+        self.durations
+            .get_or_create(&ToolLabels {
+                server,
+                tool: call.tool.clone(),
+            })
+            .observe(call.elapsed.as_secs_f64());
+        let _ = self.events.send(HubEvent::ToolCalled {
+            server: call.server,
+            tool: call.tool,
+            outcome: call.outcome,
+            elapsed_ms: call.elapsed.as_secs_f64() * 1000.0,
+        });
+    }
+}

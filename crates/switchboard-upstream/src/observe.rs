@@ -1,0 +1,173 @@
+//! Telling someone how each tool call ended, whichever way it went to its server.
+//!
+//! Calls reach a server two ways: through its session ([`crate::Upstream::call_tool`]) or as
+//! one HTTP exchange ([`crate::Upstream::call_tool_direct`], whose answer may still be
+//! streaming when the call returns). Both report here once the call has its outcome, so metrics
+//! and the console's live calls see every call once, with its full duration.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use rmcp::model::{CallToolResult, ServerJsonRpcMessage, ServerResult};
+use switchboard_core::ServerId;
+
+use crate::error::UpstreamError;
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// A result.
+    Ok,
+    /// A result with `isError`: the tool ran and reported a failure.
+    ToolError,
+    /// A JSON-RPC error from the server.
+    RpcError,
+    /// No answer within the tool-call timeout.
+    Timeout,
+    /// The caller cancelled it.
+    Cancelled,
+    /// The server could not be reached, broke the exchange or was too busy.
+    Failed,
+}
+
+impl CallOutcome {
+    /// Its name, as metrics label it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ToolError => "tool_error",
+            Self::RpcError => "rpc_error",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The outcome of a call that returned `result`.
+    pub fn of(result: &Result<CallToolResult, UpstreamError>) -> Self {
+        match result {
+            Ok(result) if result.is_error == Some(true) => Self::ToolError,
+            Ok(_) => Self::Ok,
+            Err(error) => Self::of_error(error),
+        }
+    }
+
+    /// The outcome of a call that failed with `error`.
+    pub fn of_error(error: &UpstreamError) -> Self {
+        match error {
+            UpstreamError::Rpc { .. } => Self::RpcError,
+            UpstreamError::Timeout(_) => Self::Timeout,
+            UpstreamError::Cancelled => Self::Cancelled,
+            _ => Self::Failed,
+        }
+    }
+
+    /// The outcome a server's message settles, if it is the call's answer.
+    fn of_message(message: &ServerJsonRpcMessage) -> Option<Self> {
+        match message {
+            ServerJsonRpcMessage::Response(response) => Some(match &response.result {
+                ServerResult::CallToolResult(result) if result.is_error == Some(true) => {
+                    Self::ToolError
+                }
+                _ => Self::Ok,
+            }),
+            ServerJsonRpcMessage::Error(_) => Some(Self::RpcError),
+            _ => None,
+        }
+    }
+}
+
+/// One finished tool call.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    /// The server.
+    pub server: ServerId,
+    /// The tool, by its name at the server.
+    pub tool: String,
+    /// How it ended.
+    pub outcome: CallOutcome,
+    /// From the call's start to its outcome (its answer read to the end).
+    pub elapsed: Duration,
+}
+
+/// Who hears of every finished call. Called on the call's own task: keep it quick.
+pub trait CallObserver: Send + Sync + std::fmt::Debug + 'static {
+    /// A call ended.
+    fn finished(&self, call: CallRecord);
+}
+
+/// The observer of one server's calls, and when a call started.
+#[derive(Clone)]
+pub(crate) struct CallWatch {
+    observer: Arc<dyn CallObserver>,
+    server: ServerId,
+}
+
+impl CallWatch {
+    pub(crate) fn new(observer: Arc<dyn CallObserver>, server: ServerId) -> Self {
+        Self { observer, server }
+    }
+
+    pub(crate) fn report(&self, tool: &str, outcome: CallOutcome, started: Instant) {
+        self.observer.finished(CallRecord {
+            server: self.server.clone(),
+            tool: tool.to_owned(),
+            outcome,
+            elapsed: started.elapsed(),
+        });
+    }
+
+    /// `messages`, reporting the call when its answer passes, when the stream fails, or when it
+    /// is dropped before either (the caller went away: cancelled).
+    pub(crate) fn follow(
+        self,
+        tool: String,
+        started: Instant,
+        messages: BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>>,
+    ) -> BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>> {
+        /// Reports once: on the answer, on an error, or when dropped unreported.
+        struct Pending {
+            watch: Option<CallWatch>,
+            tool: String,
+            started: Instant,
+        }
+        impl Pending {
+            fn settle(&mut self, outcome: CallOutcome) {
+                if let Some(watch) = self.watch.take() {
+                    watch.report(&self.tool, outcome, self.started);
+                }
+            }
+        }
+        impl Drop for Pending {
+            fn drop(&mut self) {
+                self.settle(CallOutcome::Cancelled);
+            }
+        }
+        let mut pending = Pending {
+            watch: Some(self),
+            tool,
+            started,
+        };
+        messages
+            .map(move |item| {
+                match &item {
+                    Ok(message) => {
+                        if let Some(outcome) = CallOutcome::of_message(message) {
+                            pending.settle(outcome);
+                        }
+                    }
+                    Err(error) => pending.settle(CallOutcome::of_error(error)),
+                }
+                item
+            })
+            .boxed()
+    }
+}
+
+/// The outcome of a direct reply that is one message.
+pub(crate) fn outcome_of_message(message: &ServerJsonRpcMessage) -> CallOutcome {
+    CallOutcome::of_message(message).unwrap_or(CallOutcome::Failed)
+}
