@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod exposure;
 pub mod policy;
+pub mod rate_limit;
 pub mod search;
 pub mod server;
 pub mod state;
@@ -20,6 +21,7 @@ pub mod tool_settings;
 pub use activation::{Activation, ActivationChange, Layers};
 pub use error::{ErrorSource, RetryClass};
 pub use policy::{Caller, CallerRefused, ToolPolicies};
+pub use rate_limit::RateLimit;
 pub use server::{
     DetectedTransport, NamedValue, OAuthClient, OAuthGrant, ServerDefinition, ServerId,
     ServerIdError, TaskMode, Timeouts, TransportSpec,

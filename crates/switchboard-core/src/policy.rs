@@ -85,6 +85,12 @@ pub struct ToolPolicies {
     /// Who may call a tool; a tool not listed may be called by anyone.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub allowed_callers: BTreeMap<String, BTreeSet<Caller>>,
+    /// The rate limit of calls to any of the server's tools together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_rate_limit: Option<crate::RateLimit>,
+    /// The rate limit of calls to one tool; a tool not listed has none of its own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rate_limits: BTreeMap<String, crate::RateLimit>,
 }
 
 /// Why a call is refused by a tool's policy.
@@ -105,7 +111,10 @@ pub struct CallerRefused {
 impl ToolPolicies {
     /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
-        self.pinned.is_empty() && self.allowed_callers.is_empty()
+        self.pinned.is_empty()
+            && self.allowed_callers.is_empty()
+            && self.server_rate_limit.is_none()
+            && self.rate_limits.is_empty()
     }
 
     /// Whether `caller` may call `tool`.

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::policy::Caller;
+use crate::rate_limit::RateLimit;
 use crate::server::{ServerDefinition, TaskMode};
 
 /// One tool's settings, as shown by the admin API.
@@ -24,6 +25,8 @@ pub struct ToolSettings {
     pub task_mode: TaskMode,
     /// Who may call it; `None`: anyone.
     pub allowed_callers: Option<BTreeSet<Caller>>,
+    /// Its own rate limit, if it has one.
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// A change to one tool's settings; what is `None` stays as it is.
@@ -42,10 +45,14 @@ pub struct ToolSettingsChange {
     /// `Some(None)` (JSON `null`): anyone may call it; `Some(Some(callers))`: only these.
     #[serde(default, deserialize_with = "present")]
     pub allowed_callers: Option<Option<BTreeSet<Caller>>>,
+    /// `Some(None)` (JSON `null`): no limit of its own; `Some(Some(limit))`: this one.
+    #[serde(default, deserialize_with = "present")]
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
-/// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+/// Tells a field given as `null` (`Some(None)`) from one left out (`None`); for
+/// `#[serde(default, deserialize_with = "present")]` on an `Option<Option<T>>`.
+pub fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
@@ -68,6 +75,7 @@ impl ServerDefinition {
             pinned: self.policies.pinned.contains(tool),
             task_mode: self.task_mode(tool),
             allowed_callers: self.policies.allowed_callers.get(tool).cloned(),
+            rate_limit: self.policies.rate_limits.get(tool).copied(),
         }
     }
 
@@ -108,6 +116,15 @@ impl ServerDefinition {
             }
             None => {}
         }
+        match change.rate_limit {
+            Some(Some(limit)) => {
+                self.policies.rate_limits.insert(tool.to_owned(), limit);
+            }
+            Some(None) => {
+                self.policies.rate_limits.remove(tool);
+            }
+            None => {}
+        }
     }
 }
 
@@ -128,7 +145,7 @@ mod tests {
         let mut def = definition();
         let change: ToolSettingsChange = serde_json::from_str(
             r#"{"enabled": false, "pinned": true, "task_mode": "required",
-                "allowed_callers": ["direct", "agent:triage"]}"#,
+                "allowed_callers": ["direct", "agent:triage"], "rate_limit": "10/s:20"}"#,
         )
         .unwrap();
         def.change_tool("t", &change);
@@ -136,10 +153,12 @@ mod tests {
         assert!(!settings.enabled && settings.pinned);
         assert_eq!(settings.task_mode, TaskMode::Required);
         assert_eq!(settings.allowed_callers.unwrap().len(), 2);
+        assert_eq!(settings.rate_limit.unwrap().to_string(), "10/s:20");
         assert!(def.tool_settings("other").enabled);
 
         let back: ToolSettingsChange = serde_json::from_str(
-            r#"{"enabled": true, "pinned": false, "task_mode": "optional", "allowed_callers": null}"#,
+            r#"{"enabled": true, "pinned": false, "task_mode": "optional", "allowed_callers": null,
+                "rate_limit": null}"#,
         )
         .unwrap();
         def.change_tool("t", &back);
@@ -160,5 +179,6 @@ mod tests {
             serde_json::from_str::<ToolSettingsChange>(r#"{"allowed_callers": ["robot"]}"#)
                 .is_err()
         );
+        assert!(serde_json::from_str::<ToolSettingsChange>(r#"{"rate_limit": "fast"}"#).is_err());
     }
 }

@@ -7,12 +7,12 @@
 //! - `POST /api/servers` (`{"id": ..., "url": ... | "command": ..., ...}`, an entry as the
 //!   `mcpServers` files write it), `PUT /api/servers/{id}` (the same, replacing; values shown as
 //!   `********` keep the stored ones), `PATCH /api/servers/{id}` (`enabled`, `display_name`,
-//!   `description`, `prefix`), `DELETE /api/servers/{id}`.
+//!   `description`, `prefix`, `rate_limit`), `DELETE /api/servers/{id}`.
 //! - `POST /api/servers/import[?replace=true]`: a Claude Desktop / Cursor / VS Code JSON file or
 //!   a Switchboard TOML file as the body.
 //! - `GET /api/servers/{id}/tools` (enabled and disabled, with their settings),
 //!   `PATCH /api/servers/{id}/tools/{tool}` (`enabled`, `pinned`, `task_mode`,
-//!   `allowed_callers`), `GET /api/servers/{id}/resources`, `GET /api/servers/{id}/prompts`.
+//!   `allowed_callers`, `rate_limit`), `GET /api/servers/{id}/resources`, `GET /api/servers/{id}/prompts`.
 //! - `POST /api/servers/{id}/tools/{tool}/call` (`{"arguments": {...}}`): the tool's result; with
 //!   `Accept: text/event-stream`, `progress` events first and then the `result` (or `error`).
 //!   Closing the stream cancels the call.
@@ -56,6 +56,7 @@ impl From<HubError> for ApiError {
             HubError::UnknownServer(_) | HubError::ToolDisabled { .. } => StatusCode::CONFLICT,
             HubError::NotConnected { .. } => StatusCode::SERVICE_UNAVAILABLE,
             HubError::CallerRefused { .. } => StatusCode::FORBIDDEN,
+            HubError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         };
         Self::new(status, error)
     }
@@ -171,6 +172,9 @@ pub(crate) struct ServerChange {
     description: Option<String>,
     /// `""` for names unchanged.
     prefix: Option<String>,
+    /// The limit of calls to all its tools together; `null` for none.
+    #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
+    rate_limit: Option<Option<switchboard_core::RateLimit>>,
 }
 
 /// `PATCH /api/servers/{id}`.
@@ -198,6 +202,9 @@ pub(crate) async fn change(
             }
             if let Some(enabled) = change.enabled {
                 def.enabled = enabled;
+            }
+            if let Some(limit) = change.rate_limit {
+                def.policies.server_rate_limit = limit;
             }
             Ok(())
         })
@@ -322,6 +329,8 @@ pub(crate) async fn call(
     let upstream = app.hub.upstream_for_tool(&id, &tool)?;
     app.hub
         .check_caller(&id, &tool, &switchboard_core::Caller::Direct)?;
+    // The console is no client of the MCP front door: only the server's and tool's limits.
+    app.hub.admit_call(&id, &tool, None)?;
     let streams = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

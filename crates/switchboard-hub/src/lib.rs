@@ -14,6 +14,7 @@ mod connection;
 mod event;
 mod exposed;
 mod metrics;
+mod rate_limits;
 mod semantic;
 
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,
     tool_document,
 };
+pub use rate_limits::Limited;
 pub use semantic::SemanticError;
 pub use switchboard_embed::SentenceEncoder;
 pub use switchboard_store::StoreError;
@@ -71,6 +73,16 @@ pub enum HubError {
     /// A change was refused before anything was written.
     #[error("{0}")]
     Invalid(String),
+    /// A rate limit refuses the call for now.
+    #[error("rate limit exceeded: {what} are limited to {limit}; try again in {} ms", .retry_after.as_millis().max(1))]
+    RateLimited {
+        /// What the limit is on.
+        what: Limited,
+        /// The limit.
+        limit: switchboard_core::RateLimit,
+        /// How long until a call may pass.
+        retry_after: Duration,
+    },
     /// The tool exists but the user disabled it.
     #[error("tool '{tool}' of server '{server}' is disabled")]
     ToolDisabled {
@@ -138,6 +150,7 @@ pub struct Hub {
     /// Held while the running servers are brought in step with the store.
     syncing: tokio::sync::Mutex<()>,
     metrics: Arc<metrics::HubMetrics>,
+    rate_limits: rate_limits::RateLimits,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -193,6 +206,7 @@ impl Hub {
             edits: tokio::sync::Mutex::new(()),
             syncing: tokio::sync::Mutex::new(()),
             metrics,
+            rate_limits: rate_limits::RateLimits::default(),
         })
     }
 

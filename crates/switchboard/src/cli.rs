@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// On SIGTERM or Ctrl-C, seconds to let calls in flight finish before closing everything.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds, env = "SWITCHBOARD_DRAIN_TIMEOUT")]
     pub drain_timeout: std::time::Duration,
+    /// Most tool calls each client may make, as `10/s`, `600/min` or `1000/h` with an optional
+    /// burst (`10/s:40`). A client is the user a request names (`X-Switchboard-User`), else its
+    /// API key, else its MCP session. Calls beyond it are refused with error -32029.
+    #[arg(long, value_name = "LIMIT", env = "SWITCHBOARD_CLIENT_RATE_LIMIT")]
+    pub client_rate_limit: Option<switchboard_core::RateLimit>,
 }
 
 impl ServeArgs {
@@ -269,6 +274,9 @@ pub enum ServerCommand {
     /// Set who may call tools (`allowed_callers`): `--callers direct,code_execution,agent:<name>`,
     /// or `--any` for everyone again.
     SetCallers(CallersArgs),
+    /// Limit calls to a server (no tools named) or to each of some of its tools:
+    /// `--limit 10/s` (or `600/min`, `1000/h`, with an optional burst: `10/s:40`), or `--none`.
+    SetRateLimit(RateLimitArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
 }
@@ -432,6 +440,21 @@ pub struct CallersArgs {
     pub any: bool,
     /// Upstream tool names.
     #[arg(required = true)]
+    pub tools: Vec<String>,
+}
+
+/// Options of `server set-rate-limit`.
+#[derive(Debug, Args)]
+pub struct RateLimitArgs {
+    /// The server's id.
+    pub id: String,
+    /// Calls per period: `10/s`, `600/min`, `1000/h`, with an optional burst (`10/s:40`).
+    #[arg(long, required_unless_present = "none", conflicts_with = "none")]
+    pub limit: Option<switchboard_core::RateLimit>,
+    /// Remove the limit.
+    #[arg(long)]
+    pub none: bool,
+    /// Upstream tool names, each limited on its own; none: the whole server.
     pub tools: Vec<String>,
 }
 

@@ -227,6 +227,9 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         ..relaying_options()
     };
     let hub = Hub::with_oauth(store, options, oauth);
+    if let Some(limit) = args.client_rate_limit {
+        hub.limit_each_client(limit);
+    }
     enable_search_model(&hub, &args.search_model).await?;
     let gateway = switchboard_gateway::Gateway::bind(listen)
         .await?
@@ -383,6 +386,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::Pin(args) => pin_tools(store, args, true).await,
         ServerCommand::Unpin(args) => pin_tools(store, args, false).await,
         ServerCommand::SetCallers(args) => set_callers(store, args).await,
+        ServerCommand::SetRateLimit(args) => set_rate_limit(store, args).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
 }
@@ -505,6 +509,28 @@ async fn set_callers(store: &Store, args: cli::CallersArgs) -> anyhow::Result<i3
     Ok(0)
 }
 
+async fn set_rate_limit(store: &Store, args: cli::RateLimitArgs) -> anyhow::Result<i32> {
+    let limit = if args.none { None } else { args.limit };
+    let what = if args.tools.is_empty() {
+        let (id, mut def) = configured_server(store, &args.id).await?;
+        def.policies.server_rate_limit = limit;
+        store.put_server(&def).await?;
+        format!("Calls to {id}")
+    } else {
+        let change = ToolSettingsChange {
+            rate_limit: Some(limit),
+            ..Default::default()
+        };
+        let id = change_tools(store, &args.id, &args.tools, &change).await?;
+        format!("Calls to each of {} on {id}", args.tools.join(", "))
+    };
+    match limit {
+        Some(limit) => println!("{what} are now limited to {limit}. {DAEMON_PICKS_IT_UP}"),
+        None => println!("{what} are no longer limited. {DAEMON_PICKS_IT_UP}"),
+    }
+    Ok(0)
+}
+
 fn toml_like(def: &ServerDefinition) -> String {
     let mut out = format!(
         "id:           {}\nname:         {}\n",
@@ -569,6 +595,12 @@ fn toml_like(def: &ServerDefinition) -> String {
     for (tool, callers) in &def.policies.allowed_callers {
         let callers: Vec<String> = callers.iter().map(ToString::to_string).collect();
         out += &format!("callers:      {tool}: {}\n", callers.join(", "));
+    }
+    if let Some(limit) = def.policies.server_rate_limit {
+        out += &format!("rate limit:   {limit}\n");
+    }
+    for (tool, limit) in &def.policies.rate_limits {
+        out += &format!("rate limit:   {tool}: {limit}\n");
     }
     out
 }

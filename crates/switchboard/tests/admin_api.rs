@@ -21,7 +21,12 @@ struct Daemon {
 
 impl Daemon {
     async fn start(data_dir: &Path) -> Self {
-        let (child, port) = common::spawn_daemon(data_dir);
+        Self::start_with(data_dir, &[]).await
+    }
+
+    /// [`Daemon::start`] with options for `serve`.
+    async fn start_with(data_dir: &Path, serve_options: &[&str]) -> Self {
+        let (child, port) = common::spawn_daemon_with(data_dir, &[], serve_options);
         let daemon = Self {
             _child: child,
             base: format!("http://127.0.0.1:{port}"),
@@ -62,6 +67,22 @@ impl Daemon {
         let path = format!("/api/servers/everything/tools/{tool}/call");
         self.send("POST", &path, Some(json!({ "arguments": arguments })))
             .await
+    }
+
+    /// `GET /metrics`, which must be OpenMetrics text.
+    async fn metrics(&self) -> String {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap();
+        let kind = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+        response.text().await.unwrap()
     }
 
     /// Waits (up to 30 s) until server `id`'s status says `state`; returns its view.
@@ -491,10 +512,14 @@ async fn bad_requests_to_the_admin_api_get_clear_errors_and_change_nothing() {
     assert_eq!(status, 200, "the refused request removed nothing");
 }
 
-/// The value of the metric line that starts with `series` (name and labels), if there is one.
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+/// Checks that each series (name and labels) has its value in the metrics `text`.
+fn assert_metrics(text: &str, expected: &[(&str, f64)]) {
+    for (series, value) in expected {
+        let found: Option<f64> = text
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok());
+        assert_eq!(found, Some(*value), "{series} in:\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -547,46 +572,167 @@ async fn every_call_is_counted_in_the_metrics_and_announced_live() {
     .map(|(s, t, o)| (s.to_owned(), t.to_owned(), o.to_owned()));
     assert_eq!(calls, expected, "each call announced once, in order");
 
-    let response = daemon
-        .http
-        .get(format!("{}/metrics", daemon.base))
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("application/openmetrics-text")
+    let text = daemon.metrics().await;
+    assert_metrics(
+        &text,
+        &[
+            (
+                r#"switchboard_tool_calls_total{server="modern",tool="echo",outcome="ok"}"#,
+                1.0,
+            ),
+            (
+                r#"switchboard_tool_calls_total{server="modern",tool="fail",outcome="tool_error"}"#,
+                1.0,
+            ),
+            (
+                r#"switchboard_tool_calls_total{server="everything",tool="echo",outcome="ok"}"#,
+                1.0,
+            ),
+            (
+                r#"switchboard_tool_call_duration_seconds_count{server="modern",tool="echo"}"#,
+                1.0,
+            ),
+            (
+                r#"switchboard_server_state{server="modern",state="connected"}"#,
+                1.0,
+            ),
+            (
+                r#"switchboard_server_state{server="everything",state="connected"}"#,
+                1.0,
+            ),
+        ],
     );
-    let text = response.text().await.unwrap();
-    for (series, value) in [
-        (
-            r#"switchboard_tool_calls_total{server="modern",tool="echo",outcome="ok"}"#,
-            1.0,
-        ),
-        (
-            r#"switchboard_tool_calls_total{server="modern",tool="fail",outcome="tool_error"}"#,
-            1.0,
-        ),
-        (
-            r#"switchboard_tool_calls_total{server="everything",tool="echo",outcome="ok"}"#,
-            1.0,
-        ),
-        (
-            r#"switchboard_tool_call_duration_seconds_count{server="modern",tool="echo"}"#,
-            1.0,
-        ),
-        (
-            r#"switchboard_server_state{server="modern",state="connected"}"#,
-            1.0,
-        ),
-        (
-            r#"switchboard_server_state{server="everything",state="connected"}"#,
-            1.0,
-        ),
-    ] {
-        assert_eq!(metric(&text, series), Some(value), "{series} in:\n{text}");
-    }
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_refuse_calls_beyond_them_and_say_when_to_retry() {
+    let modern =
+        switchboard_fixtures::transports::streamable_http(switchboard_fixtures::Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    for args in [
+        vec!["server", "add", "modern", &modern.url],
+        vec!["server", "add", "everything", "--", "node", &everything()],
+        // Two calls of modern's echo an hour; one call of any of everything's tools.
+        vec![
+            "server",
+            "set-rate-limit",
+            "modern",
+            "echo",
+            "--limit",
+            "2/h",
+        ],
+        vec!["server", "set-rate-limit", "everything", "--limit", "1/h"],
+    ] {
+        let output = common::switchboard(data, &args);
+        assert!(output.status.success(), "{}", common::text(&output));
+    }
+    let shown = common::switchboard(data, &["server", "show", "modern"]);
+    assert!(
+        common::text(&shown).contains("rate limit:   echo: 2/h"),
+        "{}",
+        common::text(&shown)
+    );
+    let daemon = Daemon::start_with(data, &["--client-rate-limit", "6/h"]).await;
+    daemon.wait_for_state("modern", "connected").await;
+    daemon.wait_for_state("everything", "connected").await;
+
+    // A tool's limit, on the short path: the third call is refused with the limit and a wait.
+    for id in 1..=2 {
+        let answer = common::call_through_daemon(daemon.port, id, "modern__echo").await;
+        assert!(answer["result"].is_object(), "call {id}: {answer:#}");
+    }
+    let refused = common::call_through_daemon(daemon.port, 3, "modern__echo").await;
+    assert_eq!(refused["error"]["code"], -32029, "{refused:#}");
+    assert_eq!(refused["error"]["data"]["limit"], "2/h");
+    assert!(refused["error"]["data"]["retry_after_ms"].as_u64().unwrap() > 60_000);
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("tool 'echo' of server 'modern'"),
+        "{message}"
+    );
+    // The server's other tools are not limited.
+    let added = common::call_through_daemon(daemon.port, 4, "modern__add").await;
+    assert!(added["result"].is_object(), "{added:#}");
+
+    // A server's limit, from the console and through /mcp (the full path).
+    let (status, _) = daemon.call("echo", json!({"message": "hi"})).await;
+    assert_eq!(status, 200);
+    let (status, refused) = daemon.call("get-sum", json!({"a": 1, "b": 2})).await;
+    assert_eq!(status, 429, "{refused:#}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("server 'everything'")
+    );
+    let refused = common::call_through_daemon(daemon.port, 5, "everything__echo").await;
+    assert_eq!(refused["error"]["code"], -32029, "{refused:#}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("server 'everything'"),
+        "{refused:#}"
+    );
+
+    // Each client's own limit (a call refused by another limit counts): six calls for ana,
+    // then refused; bob still has his.
+    for id in 10..16 {
+        let answer = common::call_through_daemon_with(
+            daemon.port,
+            id,
+            "modern__add",
+            &[("x-switchboard-user", "ana")],
+        )
+        .await;
+        assert!(answer["result"].is_object(), "call {id}: {answer:#}");
+    }
+    let refused = common::call_through_daemon_with(
+        daemon.port,
+        16,
+        "modern__add",
+        &[("x-switchboard-user", "ana")],
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32029, "{refused:#}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("client user ana")
+    );
+    let bob = common::call_through_daemon_with(
+        daemon.port,
+        17,
+        "modern__add",
+        &[("x-switchboard-user", "bob")],
+    )
+    .await;
+    assert!(bob["result"].is_object(), "{bob:#}");
+    // Refused calls never reached a server.
+    let text = daemon.metrics().await;
+    assert_metrics(
+        &text,
+        &[
+            (
+                r#"switchboard_tool_calls_total{server="modern",tool="echo",outcome="ok"}"#,
+                2.0,
+            ),
+            (
+                r#"switchboard_tool_calls_total{server="modern",tool="add",outcome="ok"}"#,
+                8.0,
+            ),
+            (
+                r#"switchboard_tool_calls_total{server="everything",tool="echo",outcome="ok"}"#,
+                1.0,
+            ),
+        ],
+    );
+    assert_eq!(
+        text.matches("switchboard_tool_calls_total{").count(),
+        3,
+        "{text}"
+    );
 }

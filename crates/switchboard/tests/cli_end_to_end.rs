@@ -31,35 +31,9 @@ fn stdio_fixture() -> String {
         .to_string()
 }
 
-/// Starts `switchboard <global options> serve` on a free loopback port; the daemon is killed
-/// when dropped.
+/// Starts `switchboard <options> serve` on a free loopback port (killed when dropped).
 fn spawn_daemon(data_dir: &Path, options: &[&str]) -> (tokio::process::Child, u16) {
-    spawn_daemon_with(data_dir, options, &[])
-}
-
-/// [`spawn_daemon`] with options for `serve` itself.
-fn spawn_daemon_with(
-    data_dir: &Path,
-    options: &[&str],
-    serve_options: &[&str],
-) -> (tokio::process::Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(options)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(serve_options)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    (daemon, port)
+    common::spawn_daemon_with(data_dir, options, &[])
 }
 
 #[test]
@@ -726,7 +700,7 @@ async fn with_a_local_model_tools_are_found_by_meaning_without_shared_words() {
     ));
     assert_eq!(echo[0]["name"], "fixture__echo", "{echo:#}");
 
-    let (_daemon, port) = spawn_daemon_with(dir.path(), &[], &["--search-model", &model]);
+    let (_daemon, port) = common::spawn_daemon_with(dir.path(), &[], &["--search-model", &model]);
     status_until(port, "connected", |s| {
         s["servers"][0]["state"] == "connected"
     })

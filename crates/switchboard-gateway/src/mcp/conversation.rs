@@ -120,6 +120,35 @@ pub(crate) fn named_by(parts: Option<&axum::http::request::Parts>) -> Result<Con
     })
 }
 
+/// Who a request comes from, for the per-client rate limit: the user it names, else the API
+/// key it presents (a digest's prefix, never the key), else its MCP session, else `anonymous`;
+/// `stdio` for the client on standard input.
+pub(crate) fn client_of(parts: Option<&axum::http::request::Parts>) -> String {
+    let Some(parts) = parts else {
+        return "stdio".to_owned();
+    };
+    if let Ok(Conversation {
+        user: Some(user), ..
+    }) = named_by(Some(parts))
+    {
+        return format!("user {user}");
+    }
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(key) = header("authorization").and_then(|v| v.strip_prefix("Bearer ")) {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(key.trim().as_bytes());
+        let prefix: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        return format!("api key {prefix}");
+    }
+    match header("mcp-session-id")
+        .map(str::to_owned)
+        .or_else(|| query_param(parts, "sessionId"))
+    {
+        Some(session) => format!("session {session}"),
+        None => "anonymous".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

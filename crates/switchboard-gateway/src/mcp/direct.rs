@@ -49,6 +49,7 @@ use switchboard_upstream::{DirectReply, Upstream, UpstreamError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::conversation::client_of;
 use super::{Shared, call_result, downstream::severity, lock};
 
 /// Prefix of a header value sent Base64-encoded (SEP-2243); such values take the full path.
@@ -144,6 +145,9 @@ async fn stateless_call(
         .upstream_for_tool(&tool.server, &tool.upstream)
         .ok()
         .filter(|upstream| upstream.calls_directly() && !upstream.has_sessions())?;
+    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id) {
+        return Some(json(Era::Stateless, refused));
+    }
     let log_level = meta.log_level();
     let (server, request) = to_server(tool, id, call);
     let call = Call {
@@ -255,6 +259,9 @@ async fn session_call(
         .upstream_for_tool(&tool.server, &tool.upstream)
         .ok()
         .filter(|upstream| upstream.calls_directly() && upstream.has_sessions())?;
+    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id) {
+        return Some(json(Era::Session, refused));
+    }
     // Cancelled by the client, or when its session ends; reachable by the client's
     // cancellation for as long as the call's responder lives (until its reading ends, even
     // after the client's connection closed).
@@ -1171,6 +1178,27 @@ fn is_final(message: &ServerJsonRpcMessage) -> bool {
         message,
         JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)
     )
+}
+
+/// The answer to a call a rate limit refuses, if one does (the call takes its tokens
+/// otherwise). Answered here rather than by the full path, which would take the tokens of the
+/// limits that passed a second time.
+fn refused_by_rate_limit(
+    shared: &Shared,
+    parts: &Parts,
+    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+    id: &RequestId,
+) -> Option<ServerJsonRpcMessage> {
+    let client = client_of(Some(parts));
+    let refused = shared
+        .hub
+        .admit_call(&tool.server, &tool.upstream, Some(&client))
+        .err()?;
+    Some(JsonRpcMessage::Error(JsonRpcError {
+        jsonrpc: Default::default(),
+        id: Some(id.clone()),
+        error: super::rate_limited(refused),
+    }))
 }
 
 /// One message as the whole HTTP answer, with the status a server of the client's era gives

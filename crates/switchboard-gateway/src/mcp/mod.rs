@@ -245,6 +245,24 @@ fn session_conversation(
     Ok(named)
 }
 
+/// The JSON-RPC error code of a call a rate limit refused (implementation-defined server
+/// error range; 429 in spirit).
+pub const RATE_LIMITED: i32 = -32029;
+
+/// A call refused by a rate limit: the limit in words, with `retry_after_ms` and `limit` as data.
+pub(crate) fn rate_limited(error: switchboard_hub::HubError) -> ErrorData {
+    let data = match &error {
+        switchboard_hub::HubError::RateLimited {
+            limit, retry_after, ..
+        } => Some(serde_json::json!({
+            "retry_after_ms": retry_after.as_millis().max(1),
+            "limit": limit.to_string(),
+        })),
+        _ => None,
+    };
+    ErrorData::new(ErrorCode(RATE_LIMITED), error.to_string(), data)
+}
+
 /// Whether `tool` is off for the conversation of a request (in `session`, if it has one), or
 /// the request names its conversation wrongly: either way the full path answers it.
 fn off_for_request(
@@ -970,6 +988,11 @@ impl ServerHandler for AggregateServer {
         self.hub()
             .check_caller(&server, &tool.upstream, &caller)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let client =
+            conversation::client_of(context.extensions.get::<axum::http::request::Parts>());
+        self.hub()
+            .admit_call(&server, &tool.upstream, Some(&client))
+            .map_err(rate_limited)?;
         self.shared.subscribing.settled(&server).await;
         let upstream = self
             .hub()

@@ -37,19 +37,29 @@ pub fn command(data_dir: &Path, args: &[&str]) -> Command {
 
 /// Starts `switchboard serve` on a free loopback port (killed when dropped).
 pub fn spawn_daemon(data_dir: &Path) -> (Child, u16) {
+    spawn_daemon_with(data_dir, &[], &[])
+}
+
+/// [`spawn_daemon`] with global `options` (before `serve`) and options for `serve` itself.
+pub fn spawn_daemon_with(
+    data_dir: &Path,
+    options: &[&str],
+    serve_options: &[&str],
+) -> (Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let daemon = command(
-        data_dir,
-        &["serve", "--listen", &format!("127.0.0.1:{port}")],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = options.to_vec();
+    args.extend(["serve", "--listen", &listen]);
+    args.extend_from_slice(serve_options);
+    let daemon = command(data_dir, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     (daemon, port)
 }
 
@@ -165,8 +175,21 @@ pub async fn wait_for_state(port: u16, id: &str, state: &str) -> serde_json::Val
 /// `tools/call <tool>` with `{"message": "hi"}` through the daemon on `port` (`/mcp`, as a
 /// 2026-07-28 request, so no session is needed); the JSON-RPC answer.
 pub async fn call_through_daemon(port: u16, id: u64, tool: &str) -> serde_json::Value {
-    let body = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{port}/mcp"))
+    call_through_daemon_with(port, id, tool, &[]).await
+}
+
+/// [`call_through_daemon`] with more request headers.
+pub async fn call_through_daemon_with(
+    port: u16,
+    id: u64,
+    tool: &str,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let mut request = reqwest::Client::new().post(format!("http://127.0.0.1:{port}/mcp"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let body = request
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
