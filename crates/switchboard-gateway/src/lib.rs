@@ -3,8 +3,8 @@
 //! The aggregated MCP server ([`mcp`]) at `/mcp` (HTTP+SSE clients: `/sse`; and over stdio), `GET /healthz` (liveness),
 //! `GET /api/status` (every server's status and the merged catalog's name collisions, as JSON),
 //! and sign-in through the daemon ([`oauth`]: `POST /api/servers/{id}/login`,
-//! `GET /oauth/callback`, the client ID metadata document). The rest of the admin API and the
-//! web UI are built on this router.
+//! `GET /oauth/callback`, the client ID metadata document), the rest of the admin API
+//! ([`servers`], [`events`], `/metrics`; docs/api.md) and the web console at `/` ([`ui`]).
 //!
 //! Every request passes an [`Access`] guard. On a loopback listener that is a DNS-rebinding
 //! guard: its `Host` must name a loopback address and an `Origin`, when present, must be a
@@ -18,6 +18,7 @@ mod export;
 pub mod mcp;
 mod oauth;
 mod servers;
+mod ui;
 
 pub use oauth::callback_page;
 
@@ -152,13 +153,14 @@ fn digest(key: &str) -> [u8; 32] {
     sha2::Sha256::digest(key.as_bytes()).into()
 }
 
-/// Routes anyone may reach: liveness, and the OAuth redirect and metadata document, which
-/// authorization servers and browsers fetch without an API key (`state` protects the redirect).
+/// Routes anyone may reach: liveness, the OAuth redirect and metadata document, which
+/// authorization servers and browsers fetch without an API key (`state` protects the redirect),
+/// and the console's files (which hold no data; the page asks for a key).
 fn is_public_path(path: &str) -> bool {
     matches!(
         path,
         "/healthz" | oauth::CALLBACK_PATH | "/oauth/client-metadata.json"
-    )
+    ) || ui::PATHS.contains(&path)
 }
 
 /// The router with every front door; `addr` is where it is served (for the OAuth redirect URI).
@@ -195,6 +197,9 @@ pub fn router(
                 )),
         )
         .merge(legacy_sse)
+        .route("/", get(ui::index))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style))
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))

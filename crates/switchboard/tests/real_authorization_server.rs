@@ -78,27 +78,8 @@ impl RealAuthorizationServer {
     }
 }
 
-/// `tests/npm`, with its packages installed (or a panic saying how to install them).
 fn npm_dir() -> PathBuf {
-    let dir = switchboard_fixtures::repository_root().join("tests/npm");
-    for package in ["oidc-provider", "playwright-core", "jose"] {
-        assert!(
-            dir.join("node_modules").join(package).is_dir(),
-            "{package} is missing: run `npm ci --prefix tests/npm` (scripts/test does)"
-        );
-    }
-    dir
-}
-
-/// The Chromium the browser script drives.
-fn chromium() -> String {
-    let path = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&path).exists(),
-        "no Chromium at {path}: install Debian's (`apt-get install chromium`, as .ci/run does) \
-         or point CHROMIUM at one"
-    );
-    path
+    common::npm_dir(&["oidc-provider", "playwright-core", "jose"])
 }
 
 /// What the person saw: the scopes the consent page asked for, and the last page.
@@ -117,7 +98,7 @@ async fn person_signs_in(url: &str, decision: &str) -> BrowserVisit {
         tokio::process::Command::new("node")
             .arg(npm_dir().join("browser-sign-in.mjs"))
             .args([url, decision])
-            .env("CHROMIUM", chromium())
+            .env("CHROMIUM", common::chromium())
             .kill_on_drop(true)
             .output(),
     )

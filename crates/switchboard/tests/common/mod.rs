@@ -212,3 +212,26 @@ pub async fn call_through_daemon_with(
         .find(|message| message["id"] == id)
         .unwrap_or_else(|| panic!("no answer to call {id}: {body}"))
 }
+
+/// `tests/npm`, with `packages` installed (or a panic saying how to install them).
+pub fn npm_dir(packages: &[&str]) -> std::path::PathBuf {
+    let dir = switchboard_fixtures::repository_root().join("tests/npm");
+    for package in packages {
+        assert!(
+            dir.join("node_modules").join(package).is_dir(),
+            "{package} is missing: run `npm ci --prefix tests/npm` (scripts/test does)"
+        );
+    }
+    dir
+}
+
+/// The Chromium browser scripts drive: Debian's, unless `CHROMIUM` names another.
+pub fn chromium() -> String {
+    let path = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&path).exists(),
+        "no Chromium at {path}: install Debian's (`apt-get install chromium`, as .ci/run does) \
+         or point CHROMIUM at one"
+    );
+    path
+}

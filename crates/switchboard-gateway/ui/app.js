@@ -1,0 +1,451 @@
+// Switchboard's console: a page over the admin API (docs/api.md), with no build step and no
+// dependencies. It keeps the server list in step with the live event stream, and every action
+// is one API request; what the daemon answers is what the page shows.
+
+const $ = (selector) => document.querySelector(selector);
+
+/** The API key, on a listener that wants one (asked once, kept for this tab). */
+let apiKey = sessionStorage.getItem("switchboard-api-key");
+
+/** An API request; the JSON answer, or an Error with the daemon's words. */
+async function api(method, path, body, extra = {}) {
+  const headers = { ...extra.headers };
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  let payload;
+  if (typeof body === "string") {
+    payload = body;
+  } else if (body !== undefined) {
+    headers["content-type"] = "application/json";
+    payload = JSON.stringify(body);
+  }
+  const response = await fetch(path, { method, headers, body: payload, signal: extra.signal });
+  if (response.status === 401) {
+    apiKey = prompt("This Switchboard wants an API key:");
+    if (apiKey) {
+      sessionStorage.setItem("switchboard-api-key", apiKey);
+      return api(method, path, body, extra);
+    }
+  }
+  if (extra.raw) return response;
+  const text = await response.text();
+  const answer = text ? JSON.parse(text) : null;
+  if (!response.ok) throw new Error(answer?.error ?? `${response.status} ${response.statusText}`);
+  return answer;
+}
+
+/** Reads a Server-Sent Events response, calling `onEvent(name, data)` for each event. */
+async function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trim());
+      }
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (value !== undefined && value !== null && value !== false) node.setAttribute(name, value);
+  }
+  node.append(...children.filter((child) => child !== undefined && child !== null));
+  return node;
+}
+
+function say(text, isError = false) {
+  const message = $("#message");
+  message.textContent = text;
+  message.className = isError ? "error" : "";
+}
+
+// ---- servers ----
+
+let servers = [];
+let selected = null;
+
+async function loadServers() {
+  try {
+    servers = (await api("GET", "/api/servers")).servers;
+    renderServers();
+    if (selected && !servers.some((s) => s.id === selected)) closeDetail();
+  } catch (error) {
+    say(`Cannot read the servers: ${error.message}`, true);
+  }
+}
+
+let reloading;
+function reloadSoon() {
+  clearTimeout(reloading);
+  reloading = setTimeout(loadServers, 150);
+}
+
+function renderServers() {
+  const list = $("#servers");
+  list.replaceChildren(...servers.map(serverCard));
+  $("#no-servers").hidden = servers.length > 0;
+}
+
+function serverCard(server) {
+  const status = server.status;
+  const state = server.enabled ? (status?.state ?? "starting") : "disabled";
+  const action = (label, run, attributes = {}) =>
+    element("button", { type: "button", ...attributes, onclick: () => run().catch((e) => say(e.message, true)) }, label);
+  const actions = [
+    action("Open", () => openDetail(server.id), { "data-action": "open" }),
+    action(server.enabled ? "Disable" : "Enable", async () => {
+      await api("PATCH", `/api/servers/${server.id}`, { enabled: !server.enabled });
+      say(`${server.id} ${server.enabled ? "disabled" : "enabled"}.`);
+      await loadServers();
+    }, { "data-action": "toggle" }),
+  ];
+  if (server.transport.type === "http" && ["needs-auth", "invalid-token"].includes(state)) {
+    actions.push(action("Sign in", () => signIn(server.id), { "data-action": "sign-in", class: "primary" }));
+  }
+  if (server.transport.type === "http" && state === "connected") {
+    actions.push(action("Sign out", async () => {
+      const answer = await api("POST", `/api/servers/${server.id}/logout`);
+      say(answer.signed_out ? `Signed out of ${server.id}.` : `Not signed in to ${server.id}.`);
+    }, { "data-action": "sign-out" }));
+  }
+  actions.push(action("Remove", async () => {
+    if (!confirm(`Remove ${server.id} and everything stored for it?`)) return;
+    await api("DELETE", `/api/servers/${server.id}`);
+    say(`Removed ${server.id}.`);
+    await loadServers();
+  }, { "data-action": "remove" }));
+  const counts = status ? `${status.tools} tools · ${status.resources} resources · ${status.prompts} prompts` : "";
+  return element("li", { class: `card${selected === server.id ? " selected" : ""}`, "data-server": server.id },
+    element("h3", {}, server.display_name,
+      element("span", { class: `badge state-${state}`, "data-state": state }, state)),
+    element("div", { class: "target" }, `${server.id} · ${status?.target ?? server.transport.url ?? server.transport.command ?? ""}`),
+    counts ? element("div", { class: "muted" }, counts) : undefined,
+    status?.error ? element("div", { class: "error" }, status.error) : undefined,
+    status?.needs_scope ? element("div", { class: "error" }, `needs scope: ${status.needs_scope}`) : undefined,
+    element("div", { class: "actions" }, ...actions));
+}
+
+async function signIn(id) {
+  // Opened before the request, so the browser treats it as the click's window.
+  const window_ = window.open("about:blank", "_blank");
+  try {
+    const started = await api("POST", `/api/servers/${id}/login`);
+    if (window_) window_.location = started.authorization_url;
+    else location.assign(started.authorization_url);
+    say(`Sign in to ${id} in the new window.`);
+  } catch (error) {
+    window_?.close();
+    throw error;
+  }
+}
+
+function showForm(id) {
+  for (const form of ["#add-form", "#import-form"]) $(form).hidden = form !== id || !$(form).hidden;
+}
+
+$("#show-add").addEventListener("click", () => showForm("#add-form"));
+$("#show-import").addEventListener("click", () => showForm("#import-form"));
+for (const button of document.querySelectorAll("[data-close]")) {
+  button.addEventListener("click", () => showForm(null));
+}
+
+$("#add-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const entry = { id: form.get("id").trim() };
+  const url = form.get("url").trim();
+  const command = form.get("command").trim();
+  if (url && command) return say("Give a URL or a command, not both.", true);
+  if (url) entry.url = url;
+  else if (command) {
+    const [program, ...args] = command.split(/\s+/);
+    entry.command = program;
+    entry.args = args;
+  } else return say("Give the server's URL or the command that starts it.", true);
+  if (form.get("description").trim()) entry.description = form.get("description").trim();
+  try {
+    await api("POST", "/api/servers", entry);
+    event.target.reset();
+    showForm(null);
+    say(`Added ${entry.id}.`);
+    await loadServers();
+  } catch (error) {
+    say(error.message, true);
+  }
+});
+
+$("#import-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const replace = form.get("replace") ? "?replace=true" : "";
+  try {
+    const outcome = await api("POST", `/api/servers/import${replace}`, form.get("text"));
+    const skipped = outcome.skipped.map((s) => `${s.name} (${s.reason})`).join("; ");
+    say(`Imported ${outcome.imported.length}${skipped ? `; skipped ${skipped}` : ""}.`);
+    event.target.reset();
+    showForm(null);
+    await loadServers();
+  } catch (error) {
+    say(error.message, true);
+  }
+});
+
+// ---- one server: tools, resources, prompts ----
+
+let tools = [];
+
+async function openDetail(id) {
+  selected = id;
+  renderServers();
+  const server = servers.find((s) => s.id === id);
+  $("#detail").hidden = false;
+  $("#detail-title").textContent = server?.display_name ?? id;
+  await loadDetail();
+}
+
+function closeDetail() {
+  selected = null;
+  $("#detail").hidden = true;
+  $("#try").hidden = true;
+}
+
+async function loadDetail() {
+  if (!selected) return;
+  const id = selected;
+  try {
+    tools = (await api("GET", `/api/servers/${id}/tools`)).tools;
+    renderTools();
+    const [resources, prompts] = await Promise.all([
+      api("GET", `/api/servers/${id}/resources`).catch(() => ({ resources: [], resource_templates: [] })),
+      api("GET", `/api/servers/${id}/prompts`).catch(() => ({ prompts: [] })),
+    ]);
+    $("#resources").replaceChildren(
+      ...resources.resources.map((r) => element("li", {},
+        element("span", { class: "name" }, r.name ?? r.uri), element("code", {}, r.mimeType ?? ""),
+        element("span", { class: "desc" }, r.uri))),
+      ...resources.resource_templates.map((t) => element("li", {},
+        element("span", { class: "name" }, t.name ?? t.uriTemplate), element("code", {}, "template"),
+        element("span", { class: "desc" }, t.uriTemplate))));
+    $("#prompts").replaceChildren(...prompts.prompts.map((p) => element("li", {},
+      element("span", { class: "name" }, p.name),
+      element("code", {}, (p.arguments ?? []).map((a) => a.name).join(", ")),
+      element("span", { class: "desc" }, p.description ?? ""))));
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+function renderTools() {
+  const filter = $("#tool-filter").value.trim().toLowerCase();
+  const shown = tools.filter((tool) =>
+    !filter || `${tool.name} ${tool.title ?? ""} ${tool.description ?? ""}`.toLowerCase().includes(filter));
+  $("#tools").replaceChildren(...shown.map((tool) => {
+    const toggle = element("input", {
+      type: "checkbox", title: "Exposed to clients", "data-toggle": tool.name,
+      checked: tool.settings.enabled ? "" : undefined,
+      onchange: async (event) => {
+        try {
+          await api("PATCH", `/api/servers/${selected}/tools/${encodeURIComponent(tool.name)}`,
+            { enabled: event.target.checked });
+          say(`${tool.name} ${event.target.checked ? "enabled" : "disabled"}.`);
+        } catch (error) {
+          event.target.checked = !event.target.checked;
+          say(error.message, true);
+        }
+      },
+    });
+    const tryIt = element("button", { type: "button", "data-try": tool.name,
+      disabled: tool.settings.enabled ? undefined : "", onclick: () => openTry(tool) }, "Try");
+    return element("li", { class: tool.settings.enabled ? "" : "off", "data-tool": tool.name },
+      element("span", { class: "name" }, tool.title ? `${tool.title} (${tool.name})` : tool.name),
+      element("span", { class: "controls" }, element("label", { class: "inline" }, toggle, "on"), tryIt),
+      element("span", { class: "desc" }, tool.description ?? ""));
+  }));
+}
+
+$("#tool-filter").addEventListener("input", renderTools);
+for (const tab of document.querySelectorAll("[data-tab]")) {
+  tab.addEventListener("click", () => {
+    for (const other of document.querySelectorAll("[data-tab]")) other.classList.toggle("active", other === tab);
+    for (const pane of document.querySelectorAll("[data-pane]")) pane.hidden = pane.dataset.pane !== tab.dataset.tab;
+  });
+}
+
+// ---- try a tool ----
+
+let running = null;
+
+/** A form field for one property of a tool's input schema. */
+function field(name, schema, required) {
+  const label = `${name}${required ? " *" : ""}`;
+  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") : schema.type;
+  let input;
+  if (Array.isArray(schema.enum)) {
+    input = element("select", { name }, ...schema.enum.map((v) => element("option", { value: JSON.stringify(v) }, String(v))));
+    input.dataset.kind = "enum";
+  } else if (type === "boolean") {
+    input = element("input", { type: "checkbox", name });
+    input.dataset.kind = "boolean";
+  } else if (type === "number" || type === "integer") {
+    input = element("input", { type: "number", name, step: type === "integer" ? "1" : "any", required: required ? "" : undefined });
+    input.dataset.kind = "number";
+  } else if (type === "string") {
+    input = element("input", { type: "text", name, required: required ? "" : undefined });
+    input.dataset.kind = "string";
+  } else {
+    input = element("textarea", { name, rows: 3, placeholder: "JSON" });
+    input.dataset.kind = "json";
+  }
+  if (schema.default !== undefined && input.dataset.kind !== "boolean") {
+    input.value = input.dataset.kind === "json" ? JSON.stringify(schema.default) : schema.default;
+  }
+  const hint = schema.description ? element("span", { class: "muted" }, schema.description) : undefined;
+  return element("label", { class: input.dataset.kind === "boolean" ? "inline" : "" }, label, input, hint);
+}
+
+/** The arguments the form describes, typed as the schema says. */
+function argumentsOf(form) {
+  const values = {};
+  for (const input of form.querySelectorAll("[data-kind]")) {
+    const kind = input.dataset.kind;
+    if (kind === "boolean") {
+      values[input.name] = input.checked;
+    } else if (input.value === "") {
+      continue;
+    } else if (kind === "number") {
+      values[input.name] = Number(input.value);
+    } else if (kind === "enum" || kind === "json") {
+      values[input.name] = JSON.parse(input.value);
+    } else {
+      values[input.name] = input.value;
+    }
+  }
+  return values;
+}
+
+function openTry(tool) {
+  $("#try").hidden = false;
+  $("#try-name").textContent = tool.name;
+  $("#try-description").textContent = tool.description ?? "";
+  $("#try-result").textContent = "";
+  $("#try-status").textContent = "";
+  const schema = tool.input_schema ?? {};
+  const required = new Set(schema.required ?? []);
+  const form = $("#try-form");
+  form.replaceChildren(
+    ...Object.entries(schema.properties ?? {}).map(([name, property]) => field(name, property, required.has(name))),
+    element("div", { class: "row" },
+      element("button", { type: "submit", id: "run" }, "Run"),
+      element("button", { type: "button", id: "cancel", disabled: "", onclick: () => running?.abort() }, "Cancel")));
+  form.onsubmit = (event) => {
+    event.preventDefault();
+    runTool(selected, tool.name, form).catch((error) => status(error.message, true));
+  };
+}
+
+function status(text, isError = false) {
+  $("#try-status").textContent = text;
+  $("#try-status").className = isError ? "error" : "";
+}
+
+async function runTool(server, tool, form) {
+  let args;
+  try {
+    args = argumentsOf(form);
+  } catch (error) {
+    return status(`An argument is not valid JSON: ${error.message}`, true);
+  }
+  running = new AbortController();
+  const progress = $("#try-progress");
+  progress.hidden = false;
+  progress.removeAttribute("value");
+  $("#run").disabled = true;
+  $("#cancel").disabled = false;
+  $("#try-result").textContent = "";
+  status("Running…");
+  try {
+    const response = await api("POST", `/api/servers/${server}/tools/${encodeURIComponent(tool)}/call`,
+      { arguments: args }, { raw: true, signal: running.signal, headers: { accept: "text/event-stream" } });
+    if (!response.ok) {
+      const answer = await response.json().catch(() => ({}));
+      throw new Error(answer.error ?? `${response.status} ${response.statusText}`);
+    }
+    await readEvents(response, (name, data) => {
+      if (name === "progress") {
+        if (data.total) {
+          progress.max = data.total;
+          progress.value = data.progress;
+        }
+        status(`Running… ${data.progress}${data.total ? ` of ${data.total}` : ""}${data.message ? `: ${data.message}` : ""}`);
+      } else if (name === "result") {
+        status(data.isError ? "The tool reported an error." : "Done.", Boolean(data.isError));
+        $("#try-result").textContent = JSON.stringify(data, null, 2);
+      } else if (name === "error") {
+        status(data.error, true);
+      }
+    });
+  } catch (error) {
+    if (error.name === "AbortError") status("Cancelled.", true);
+    else throw error;
+  } finally {
+    running = null;
+    progress.hidden = true;
+    $("#run").disabled = false;
+    $("#cancel").disabled = true;
+  }
+}
+
+// ---- live events ----
+
+function logActivity(event) {
+  const describe = {
+    state_changed: (e) => `${e.server}: ${e.from} → ${e.to}${e.error ? ` (${e.error})` : ""}`,
+    configured: (e) => `${e.server}: ${e.change}`,
+    tool_called: (e) => `${e.server}/${e.tool}: ${e.outcome} in ${e.elapsed_ms.toFixed(1)} ms`,
+    catalog_changed: (e) => `${e.server}: catalog changed`,
+    lagged: (e) => `missed ${e.missed} events`,
+  }[event.type];
+  if (!describe) return;
+  const list = $("#activity");
+  list.prepend(element("li", { "data-type": event.type },
+    `${new Date().toLocaleTimeString()} ${event.type} ${describe(event)}`));
+  while (list.children.length > 100) list.lastChild.remove();
+}
+
+async function follow() {
+  for (;;) {
+    try {
+      const response = await api("GET", "/api/events", undefined, { raw: true });
+      if (!response.ok) throw new Error(`${response.status}`);
+      $("#live").textContent = "live";
+      $("#live").className = "badge live";
+      await readEvents(response, (_name, event) => {
+        logActivity(event);
+        if (["status", "configured", "state_changed", "catalog_changed", "lagged"].includes(event.type)) reloadSoon();
+        if (event.type === "catalog_changed" && event.server === selected) loadDetail();
+      });
+    } catch {
+      // Shown below; the stream is opened again.
+    }
+    $("#live").textContent = "reconnecting…";
+    $("#live").className = "badge dead";
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}
+
+api("GET", "/api/status").then((status) => { $("#version").textContent = `v${status.version}`; }).catch(() => {});
+loadServers();
+follow();

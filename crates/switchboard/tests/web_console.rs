@@ -1,0 +1,119 @@
+//! The web console at `/`, used by a person in a real browser (headless Chromium driven by
+//! playwright-core: `tests/npm/console.mjs`) against a running daemon with the real
+//! `@modelcontextprotocol/server-everything`: add a server, see it connect, filter its tools,
+//! turn one off and on, run tools from the generated form with progress, cancel a long call.
+
+mod common;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
+    let npm = common::npm_dir(&["playwright-core", "@modelcontextprotocol/server-everything"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (_daemon, port) = common::spawn_daemon(dir.path());
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..200 {
+        if reqwest::get(format!("{base}/healthz")).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let page = reqwest::get(format!("{base}/")).await.unwrap();
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"));
+
+    let everything = switchboard_fixtures::server_everything_entry();
+    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
+    let mut browser = tokio::process::Command::new("node");
+    browser
+        .arg(npm.join("console.mjs"))
+        .arg(&base)
+        .arg(&everything)
+        .args(screenshots.iter())
+        .env("CHROMIUM", common::chromium())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(180), browser.output())
+        .await
+        .expect("the browser finishes within 180 s")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser: {}",
+        common::text(&output)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+
+    assert_eq!(seen["empty"], true, "an empty daemon says so: {seen:#}");
+    assert_eq!(seen["formsHiddenAtFirst"], true, "{seen:#}");
+    assert_eq!(seen["message"], "Added everything.");
+    assert_eq!(seen["formHiddenAfterAdding"], true, "{seen:#}");
+    let card = seen["card"].as_str().unwrap();
+    assert!(
+        card.contains("connected") && card.contains("tools"),
+        "{card}"
+    );
+    assert!(seen["tools"].as_u64().unwrap() > 5, "{seen:#}");
+    assert_eq!(
+        seen["filtered"],
+        serde_json::json!(["trigger-long-running-operation"])
+    );
+    assert!(
+        seen["progress"].as_str().unwrap().contains("of 4"),
+        "{seen:#}"
+    );
+    assert!(
+        seen["longResult"].as_str().unwrap().contains("completed"),
+        "{seen:#}"
+    );
+    assert!(
+        seen["echoResult"]
+            .as_str()
+            .unwrap()
+            .contains("Echo: hello from the console"),
+        "{seen:#}"
+    );
+    assert_eq!(seen["cancelled"], true);
+    assert!(seen["resources"].as_u64().unwrap() > 0);
+    let activity: Vec<&str> = seen["activity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        activity
+            .iter()
+            .any(|line| line.contains("everything/echo: ok")),
+        "{activity:?}"
+    );
+    assert_eq!(
+        seen["problems"],
+        serde_json::json!([]),
+        "the page had no errors"
+    );
+
+    // What the person did, as the daemon holds it: the tool on again, the cancelled call
+    // cancelled at the server (its call counted as such).
+    let tools = common::get_json(&format!("{base}/api/servers/everything/tools")).await;
+    let echo = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "echo")
+        .unwrap();
+    assert_eq!(echo["settings"]["enabled"], true, "{echo:#}");
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let cancelled = r#"switchboard_tool_calls_total{server="everything",tool="trigger-long-running-operation",outcome="cancelled"} 1"#;
+    assert!(metrics.contains(cancelled), "{metrics}");
+}

@@ -1,0 +1,121 @@
+// A person using Switchboard's web console, for crates/switchboard/tests/web_console.rs: headless
+// Chromium (Debian's, driven by playwright-core) opens the console of a running daemon with no
+// servers, adds @modelcontextprotocol/server-everything through the form, watches it connect,
+// filters its tools, turns one off and on, runs a tool from the generated form (with its
+// progress), runs another, cancels a long one, and reads the resources tab.
+//
+//   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
+//
+// Prints one JSON line with what the page showed. Exits non-zero, saying why, when the page
+// does not show what a person would wait for. Chromium is /usr/bin/chromium unless CHROMIUM
+// names another; it starts with its network features off and the page talks to the daemon only.
+import { chromium } from "playwright-core";
+
+const [base, everything, screenshots] = process.argv.slice(2);
+if (!base || !everything) {
+  console.error("usage: node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]");
+  process.exit(2);
+}
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const seen = {};
+const shot = async (page, name) => {
+  if (screenshots) await page.screenshot({ path: `${screenshots}/${name}.png`, fullPage: true });
+};
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.setDefaultTimeout(30_000);
+  const problems = [];
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("console", (message) => {
+    if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) {
+      problems.push(`console: ${message.text()}`);
+    }
+  });
+  page.on("response", (response) => {
+    // The console's own refusals (a 409 while a server restarts) are answers, not breakage.
+    if (response.status() === 404 || response.status() >= 500) {
+      problems.push(`${response.status()} for ${response.url()}`);
+    }
+  });
+  page.on("request", (request) => {
+    if (!request.url().startsWith(base)) problems.push(`request outside the daemon: ${request.url()}`);
+  });
+  await page.goto(base);
+  await page.waitForSelector("#live.live");
+  seen.empty = await page.isVisible("#no-servers");
+  seen.formsHiddenAtFirst = (await page.isHidden("#add-form")) && (await page.isHidden("#import-form"));
+
+  // Add the server through the form.
+  await page.click("#show-add");
+  await page.fill('#add-form input[name="id"]', "everything");
+  await page.fill('#add-form input[name="command"]', `node ${everything}`);
+  await page.fill('#add-form input[name="description"]', "The reference server");
+  await page.click('#add-form button[type="submit"]');
+  await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
+  seen.message = await page.textContent("#message");
+  seen.formHiddenAfterAdding = await page.isHidden("#add-form");
+  seen.card = (await page.textContent('[data-server="everything"]')).replace(/\s+/g, " ").trim();
+  await shot(page, "servers");
+
+  // Its tools, filtered.
+  await page.click('[data-server="everything"] [data-action="open"]');
+  await page.waitForSelector('[data-tool="echo"]');
+  seen.tools = await page.locator("#tools > li").count();
+  await page.fill("#tool-filter", "long-running");
+  seen.filtered = await page.locator("#tools > li").evaluateAll((items) => items.map((i) => i.dataset.tool));
+  await page.fill("#tool-filter", "");
+
+  // Turned off: the server restarts without it, and the list shows it off.
+  await page.uncheck('[data-toggle="echo"]');
+  await page.waitForSelector('li.off[data-tool="echo"]');
+  seen.echoOffShown = true;
+  await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
+  await page.check('[data-toggle="echo"]');
+  await page.waitForSelector('li:not(.off)[data-tool="echo"]');
+  await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
+
+  // A tool run from its generated form, its progress shown as it comes.
+  await page.click('[data-try="trigger-long-running-operation"]');
+  await page.fill('#try-form input[name="duration"]', "2");
+  await page.fill('#try-form input[name="steps"]', "4");
+  await page.click("#run");
+  await page.waitForFunction(() => /Running… \d+ of 4/.test(document.querySelector("#try-status").textContent));
+  seen.progress = await page.textContent("#try-status");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  seen.longResult = await page.textContent("#try-result");
+  await shot(page, "try-a-tool");
+
+  await page.click('[data-try="echo"]');
+  await page.fill('#try-form input[name="message"]', "hello from the console");
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  seen.echoResult = await page.textContent("#try-result");
+
+  // A long call cancelled.
+  await page.click('[data-try="trigger-long-running-operation"]');
+  await page.fill('#try-form input[name="duration"]', "30");
+  await page.fill('#try-form input[name="steps"]', "30");
+  await page.click("#run");
+  await page.waitForFunction(() => /Running… \d+ of 30/.test(document.querySelector("#try-status").textContent));
+  await page.click("#cancel");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Cancelled.");
+  seen.cancelled = true;
+
+  await page.click('[data-tab="resources"]');
+  await page.waitForSelector("#resources > li");
+  seen.resources = await page.locator("#resources > li").count();
+  seen.activity = await page.locator('#activity > li[data-type="tool_called"]').allTextContents();
+  await shot(page, "activity");
+  seen.problems = problems;
+  console.log(JSON.stringify(seen));
+} catch (error) {
+  console.error(`${error.message}\nwhat the page showed so far: ${JSON.stringify(seen)}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
