@@ -22,19 +22,26 @@ use crate::AppState;
 
 /// The events as JSON objects, starting with the status snapshot; ends on shutdown.
 fn events(app: &AppState) -> impl Stream<Item = Value> + Send + 'static {
-    let receiver = app.hub.subscribe();
+    let (bus, calls) = (app.hub.subscribe(), app.hub.subscribe_calls());
     let snapshot = json!({"type": "status", "servers": app.hub.status()});
-    let rest = futures::stream::unfold(receiver, |mut receiver| async move {
+    let rest = futures::stream::select(follow(bus), follow(calls));
+    futures::stream::iter([snapshot])
+        .chain(rest)
+        .take_until(app.stop.clone().cancelled_owned())
+}
+
+/// One channel's events as JSON objects, `lagged` where some were missed.
+fn follow(
+    receiver: tokio::sync::broadcast::Receiver<switchboard_hub::HubEvent>,
+) -> impl Stream<Item = Value> + Send + 'static {
+    futures::stream::unfold(receiver, |mut receiver| async move {
         let next = match receiver.recv().await {
             Ok(event) => serde_json::to_value(&event).unwrap_or_default(),
             Err(RecvError::Lagged(missed)) => json!({"type": "lagged", "missed": missed}),
             Err(RecvError::Closed) => return None,
         };
         Some((next, receiver))
-    });
-    futures::stream::iter([snapshot])
-        .chain(rest)
-        .take_until(app.stop.clone().cancelled_owned())
+    })
 }
 
 /// `GET /api/events`.

@@ -127,7 +127,8 @@ pub enum HubEvent {
         /// What the hub did.
         change: ConfigChange,
     },
-    /// A tool call finished (through `/mcp`, `switchboard stdio` or the admin API).
+    /// A tool call finished (through `/mcp`, `switchboard stdio` or the admin API); sent on
+    /// [`Hub::subscribe_calls`](crate::Hub::subscribe_calls), not the main bus.
     ToolCalled {
         /// The server.
         server: ServerId,

@@ -190,7 +190,7 @@ impl Hub {
     /// A hub whose servers sign in with `oauth`.
     pub fn with_oauth(store: Store, mut options: ConnectOptions, oauth: OAuthOptions) -> Arc<Self> {
         let (events, _) = broadcast::channel(1024);
-        let metrics = Arc::new(metrics::HubMetrics::new(events.clone()));
+        let metrics = Arc::new(metrics::HubMetrics::new());
         options.call_observer = Some(metrics.clone());
         Arc::new(Self {
             store,
@@ -287,9 +287,15 @@ impl Hub {
         self.metrics.render(&self.status())
     }
 
-    /// Subscribes to state changes, catalog changes, finished calls and server logs.
+    /// Subscribes to state changes, catalog changes and server logs.
     pub fn subscribe(&self) -> broadcast::Receiver<HubEvent> {
         self.events.subscribe()
+    }
+
+    /// Subscribes to finished tool calls ([`HubEvent::ToolCalled`]), kept off the main bus so
+    /// that calls do not wake every listener of [`Hub::subscribe`].
+    pub fn subscribe_calls(&self) -> broadcast::Receiver<HubEvent> {
+        self.metrics.calls_announced.subscribe()
     }
 
     /// Starts a connection task for every enabled server in the store.

@@ -4,8 +4,9 @@
 //! Counters and histograms are kept as things happen ([`HubMetrics`] is the upstreams'
 //! [`CallObserver`], and connection tasks count their transitions); connection states are read
 //! from the servers' status at each scrape. The exposition format is `prometheus-client`'s.
-//! Every finished call is also announced on the hub's bus as [`HubEvent::ToolCalled`], for the
-//! console's live view.
+//! Every finished call is also announced as [`HubEvent::ToolCalled`] for the console's live
+//! view, on a channel of its own ([`Hub::subscribe_calls`](crate::Hub::subscribe_calls)): the
+//! main bus wakes every client session's task, which calls must not do.
 
 use std::sync::Mutex;
 
@@ -60,7 +61,8 @@ pub struct HubMetrics {
     states: Family<StateLabels, Gauge>,
     /// One scrape at a time sets the state gauges.
     scraping: Mutex<()>,
-    events: broadcast::Sender<HubEvent>,
+    /// Finished calls, for whoever listens.
+    pub(crate) calls_announced: broadcast::Sender<HubEvent>,
 }
 
 impl std::fmt::Debug for HubMetrics {
@@ -70,7 +72,7 @@ impl std::fmt::Debug for HubMetrics {
 }
 
 impl HubMetrics {
-    pub(crate) fn new(events: broadcast::Sender<HubEvent>) -> Self {
+    pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("switchboard");
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
@@ -111,7 +113,7 @@ impl HubMetrics {
             refreshes,
             states,
             scraping: Mutex::new(()),
-            events,
+            calls_announced: broadcast::channel(1024).0,
         }
     }
 
@@ -167,11 +169,13 @@ impl CallObserver for HubMetrics {
                 tool: call.tool.clone(),
             })
             .observe(call.elapsed.as_secs_f64());
-        let _ = self.events.send(HubEvent::ToolCalled {
-            server: call.server,
-            tool: call.tool,
-            outcome: call.outcome,
-            elapsed_ms: call.elapsed.as_secs_f64() * 1000.0,
-        });
+        if self.calls_announced.receiver_count() > 0 {
+            let _ = self.calls_announced.send(HubEvent::ToolCalled {
+                server: call.server,
+                tool: call.tool,
+                outcome: call.outcome,
+                elapsed_ms: call.elapsed.as_secs_f64() * 1000.0,
+            });
+        }
     }
 }
