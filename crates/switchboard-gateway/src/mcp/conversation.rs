@@ -184,4 +184,27 @@ mod tests {
                 .contains("not a valid thread id")
         );
     }
+
+    #[test]
+    fn a_client_is_its_user_else_its_key_else_its_session() {
+        assert_eq!(client_of(None), "stdio");
+        let user = parts(
+            "/mcp",
+            &[(USER_HEADER, "ana"), ("authorization", "Bearer k")],
+        );
+        assert_eq!(client_of(Some(&user)), "user ana");
+        let keyed = parts("/mcp", &[("authorization", "Bearer secret-key-1")]);
+        let named = client_of(Some(&keyed));
+        assert!(
+            named.starts_with("api key ") && !named.contains("secret"),
+            "{named}"
+        );
+        let other = parts("/mcp", &[("authorization", "Bearer secret-key-2")]);
+        assert_ne!(client_of(Some(&other)), named, "each key its own client");
+        let session = parts("/mcp", &[("mcp-session-id", "s-1")]);
+        assert_eq!(client_of(Some(&session)), "session s-1");
+        let legacy = parts("/message?sessionId=abc", &[]);
+        assert_eq!(client_of(Some(&legacy)), "session abc");
+        assert_eq!(client_of(Some(&parts("/mcp", &[]))), "anonymous");
+    }
 }
