@@ -34,6 +34,11 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const KEEPALIVE_RETRIES: u32 = 3;
 #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
 const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an idle pooled connection is kept: under the 5 s after which the servers MCP
+/// servers are most often run on (Node's `http`, uvicorn) close an idle connection. A connection
+/// kept longer can be taken for a request just as the server closes it, and the request then
+/// fails ("connection closed before message completed"); a POST cannot safely be sent again.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The shared connection pools: reqwest's for TLS and proxied requests, hyper's for the rest.
 /// Cloning shares them (one reference count: every call clones its connection's client).
@@ -79,11 +84,12 @@ impl HttpClients {
         connector.set_keepalive_retries(Some(KEEPALIVE_RETRIES));
         #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
         connector.set_tcp_user_timeout(Some(TCP_USER_TIMEOUT));
-        // With timers, idle connections are closed after the pool's idle timeout (90 s) even
-        // when no request to their server comes to notice, as reqwest's pool does.
+        // With timers, idle connections are closed after the pool's idle timeout even when no
+        // request to their server comes to notice.
         let plain = Client::builder(hyper_util::rt::TokioExecutor::new())
             .timer(hyper_util::rt::TokioTimer::new())
             .pool_timer(hyper_util::rt::TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build(connector);
         Self(Arc::new(Pools {
             reqwest,

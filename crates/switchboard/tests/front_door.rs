@@ -1229,6 +1229,31 @@ async fn straight_calls_reuse_connections(era: Era, late_end: bool) {
     assert!(opened <= 5, "20 calls opened {opened} connections");
 }
 
+/// A pooled connection left idle longer than servers usually keep one (Node's `http` and
+/// uvicorn close them after 5 s) is not taken for the next call: a call sent on it just as the
+/// server closes it would fail. Calls close together reuse connections (the tests above).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_idle_for_longer_than_servers_keep_one_is_not_reused() {
+    use std::sync::atomic::Ordering;
+    let (daemon, fixture, _dir) =
+        serving(transports::streamable_http(Era::Modern).await, "fx", &[]).await;
+    let url = daemon.mcp_url();
+    let echo = |message: &'static str| {
+        let url = url.clone();
+        async move {
+            let params = json!({"name": "fx__echo", "arguments": {"message": message}});
+            let (_, answer) = tools_call_2026(&url, params, json!({})).await;
+            assert_eq!(answer["result"]["content"][0]["text"], message, "{answer}");
+        }
+    };
+    echo("warm").await;
+    let before = fixture.state.connections.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    echo("after a pause").await;
+    let opened = fixture.state.connections.load(Ordering::SeqCst) - before;
+    assert!(opened >= 1, "the idle connection was taken again");
+}
+
 /// A legacy client's `initialize` at `url`: the HTTP status, the session it opened (if any) and
 /// the JSON-RPC answer.
 async fn initialize(url: &str) -> (u16, Option<String>, Value) {
