@@ -8,7 +8,8 @@
 //! view, on a channel of its own ([`Hub::subscribe_calls`](crate::Hub::subscribe_calls)): the
 //! main bus wakes every client session's task, which calls must not do.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -17,10 +18,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use switchboard_core::{ConnectionState, ServerId};
-use switchboard_upstream::{CallObserver, CallRecord};
+use switchboard_upstream::{CallObserver, CallOutcome, CallRecord};
 use tokio::sync::broadcast;
 
-use crate::{HubEvent, ServerStatus};
+use crate::{HubEvent, ServerStatus, read, write};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -63,6 +64,8 @@ pub struct HubMetrics {
     scraping: Mutex<()>,
     /// Finished calls, for whoever listens.
     pub(crate) calls_announced: broadcast::Sender<HubEvent>,
+    /// Each called tool's handles, by server and tool.
+    handles: RwLock<HashMap<String, HashMap<String, Arc<ToolHandles>>>>,
 }
 
 impl std::fmt::Debug for HubMetrics {
@@ -114,6 +117,7 @@ impl HubMetrics {
             states,
             scraping: Mutex::new(()),
             calls_announced: broadcast::channel(1024).0,
+            handles: RwLock::default(),
         }
     }
 
@@ -153,26 +157,61 @@ impl HubMetrics {
     }
 }
 
+/// One tool's metrics handles, so that counting a call looks them up without building labels.
+struct ToolHandles {
+    /// A counter per [`CallOutcome`], made when first needed (a series appears with its first
+    /// call).
+    outcomes: [std::sync::OnceLock<Counter>; CallOutcome::ALL.len()],
+    duration: Histogram,
+}
+
+impl HubMetrics {
+    /// The handles of `tool` on `server`, made on its first call.
+    fn handles(&self, server: &ServerId, tool: &str) -> Arc<ToolHandles> {
+        if let Some(found) = read(&self.handles)
+            .get(server.as_str())
+            .and_then(|tools| tools.get(tool))
+        {
+            return found.clone();
+        }
+        let made = Arc::new(ToolHandles {
+            outcomes: Default::default(),
+            duration: self
+                .durations
+                .get_or_create(&ToolLabels {
+                    server: server.to_string(),
+                    tool: tool.to_owned(),
+                })
+                .clone(),
+        });
+        write(&self.handles)
+            .entry(server.to_string())
+            .or_default()
+            .entry(tool.to_owned())
+            .or_insert(made)
+            .clone()
+    }
+}
+
 impl CallObserver for HubMetrics {
-    fn finished(&self, call: CallRecord) {
-        let server = call.server.to_string();
-        self.calls
-            .get_or_create(&CallLabels {
-                server: server.clone(),
-                tool: call.tool.clone(),
-                outcome: call.outcome.as_str(),
+    fn finished(&self, call: CallRecord<'_>) {
+        let handles = self.handles(call.server, call.tool);
+        handles.outcomes[call.outcome as usize]
+            .get_or_init(|| {
+                self.calls
+                    .get_or_create(&CallLabels {
+                        server: call.server.to_string(),
+                        tool: call.tool.to_owned(),
+                        outcome: call.outcome.as_str(),
+                    })
+                    .clone()
             })
             .inc();
-        self.durations
-            .get_or_create(&ToolLabels {
-                server,
-                tool: call.tool.clone(),
-            })
-            .observe(call.elapsed.as_secs_f64());
+        handles.duration.observe(call.elapsed.as_secs_f64());
         if self.calls_announced.receiver_count() > 0 {
             let _ = self.calls_announced.send(HubEvent::ToolCalled {
-                server: call.server,
-                tool: call.tool,
+                server: call.server.clone(),
+                tool: call.tool.to_owned(),
                 outcome: call.outcome,
                 elapsed_ms: call.elapsed.as_secs_f64() * 1000.0,
             });

@@ -34,6 +34,16 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
+    /// Every outcome, in the order of their discriminants.
+    pub const ALL: [Self; 6] = [
+        Self::Ok,
+        Self::ToolError,
+        Self::RpcError,
+        Self::Timeout,
+        Self::Cancelled,
+        Self::Failed,
+    ];
+
     /// Its name, as metrics label it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -80,13 +90,13 @@ impl CallOutcome {
     }
 }
 
-/// One finished tool call.
-#[derive(Debug, Clone)]
-pub struct CallRecord {
+/// One finished tool call (borrowed: reporting a call allocates nothing).
+#[derive(Debug, Clone, Copy)]
+pub struct CallRecord<'a> {
     /// The server.
-    pub server: ServerId,
+    pub server: &'a ServerId,
     /// The tool, by its name at the server.
-    pub tool: String,
+    pub tool: &'a str,
     /// How it ended.
     pub outcome: CallOutcome,
     /// From the call's start to its outcome (its answer read to the end).
@@ -96,7 +106,7 @@ pub struct CallRecord {
 /// Who hears of every finished call. Called on the call's own task: keep it quick.
 pub trait CallObserver: Send + Sync + std::fmt::Debug + 'static {
     /// A call ended.
-    fn finished(&self, call: CallRecord);
+    fn finished(&self, call: CallRecord<'_>);
 }
 
 /// The observer of one server's calls, and when a call started.
@@ -113,8 +123,8 @@ impl CallWatch {
 
     pub(crate) fn report(&self, tool: &str, outcome: CallOutcome, started: Instant) {
         self.observer.finished(CallRecord {
-            server: self.server.clone(),
-            tool: tool.to_owned(),
+            server: &self.server,
+            tool,
             outcome,
             elapsed: started.elapsed(),
         });
@@ -170,4 +180,19 @@ impl CallWatch {
 /// The outcome of a direct reply that is one message.
 pub(crate) fn outcome_of_message(message: &ServerJsonRpcMessage) -> CallOutcome {
     CallOutcome::of_message(message).unwrap_or(CallOutcome::Failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_is_listed_at_its_own_index_with_its_own_name() {
+        let names: std::collections::BTreeSet<_> =
+            CallOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(names.len(), CallOutcome::ALL.len());
+        for (index, outcome) in CallOutcome::ALL.iter().enumerate() {
+            assert_eq!(*outcome as usize, index, "{outcome:?}");
+        }
+    }
 }
