@@ -248,13 +248,12 @@ pub(crate) async fn tools(State(app): State<AppState>, Path(id): Path<String>) -
     let def = app.hub.definition(&id).await?;
     let catalog = app.hub.catalog(&id).unwrap_or_default();
     let exposed = app.hub.exposed();
-    let exposed_name = |upstream: &str| {
-        exposed
-            .tools
-            .iter()
-            .find(|tool| tool.server == id && tool.upstream == upstream)
-            .map(|tool| tool.item.name.to_string())
-    };
+    let exposed_names: std::collections::HashMap<&str, &str> = exposed
+        .tools
+        .iter()
+        .filter(|tool| tool.server == id)
+        .map(|tool| (tool.upstream.as_str(), tool.item.name.as_ref()))
+        .collect();
     let tools: Vec<Value> = catalog
         .tools
         .iter()
@@ -262,7 +261,7 @@ pub(crate) async fn tools(State(app): State<AppState>, Path(id): Path<String>) -
         .map(|tool| {
             json!({
                 "name": tool.name,
-                "exposed_name": exposed_name(&tool.name),
+                "exposed_name": exposed_names.get(tool.name.as_ref()),
                 "title": tool.title,
                 "description": tool.description,
                 "input_schema": tool.input_schema,
@@ -330,7 +329,7 @@ pub(crate) async fn call(
     app.hub
         .check_caller(&id, &tool, &switchboard_core::Caller::Direct)?;
     // The console is no client of the MCP front door: only the server's and tool's limits.
-    app.hub.admit_call(&id, &tool, None)?;
+    app.hub.admit_call(&id, &tool, || None)?;
     let streams = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

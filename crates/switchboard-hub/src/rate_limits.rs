@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -82,12 +81,15 @@ impl RateLimits {
     }
 }
 
-/// A refusal: how long until the bucket has a token.
-fn refused(what: Limited, limit: RateLimit, wait: Duration) -> HubError {
+/// Why a bucket refused, for how long: the time until it has a token.
+type NotUntil = governor::NotUntil<<DefaultClock as Clock>::Instant>;
+
+/// The refusal of a call by the limit on `what`.
+fn refused(what: Limited, limit: RateLimit, not_until: NotUntil) -> HubError {
     HubError::RateLimited {
         what,
         limit,
-        retry_after: wait,
+        retry_after: not_until.wait_time_from(DefaultClock::default().now()),
     }
 }
 
@@ -101,24 +103,20 @@ impl Hub {
             .set((limit, RateLimiter::keyed(quota(&limit))));
     }
 
-    /// Takes a token for a call of `tool` on `server` by `client` (when the front door knows
-    /// who that is) from every bucket that applies, or says which limit refuses it and for how
-    /// long.
+    /// Takes a token for a call of `tool` on `server` from every bucket that applies, or says
+    /// which limit refuses it and for how long. `client` names who makes the call (`None` when
+    /// no client limit applies to it); it is asked only when clients are limited.
     pub fn admit_call(
         &self,
         server: &ServerId,
         tool: &str,
-        client: Option<&str>,
+        client: impl FnOnce() -> Option<String>,
     ) -> Result<(), HubError> {
-        let now = DefaultClock::default().now();
-        if let (Some((limit, buckets)), Some(client)) = (self.rate_limits.clients.get(), client) {
-            let key = client.to_owned();
-            if let Err(not_until) = buckets.check_key(&key) {
-                return Err(refused(
-                    Limited::Client(key),
-                    *limit,
-                    not_until.wait_time_from(now),
-                ));
+        if let Some((limit, buckets)) = self.rate_limits.clients.get()
+            && let Some(client) = client()
+        {
+            if let Err(not_until) = buckets.check_key(&client) {
+                return Err(refused(Limited::Client(client), *limit, not_until));
             }
             if buckets.len() > CLIENT_BUCKETS_KEPT {
                 buckets.retain_recent();
@@ -131,20 +129,13 @@ impl Hub {
         if let Some(limit) = policies.server_rate_limit
             && let Err(not_until) = self.rate_limits.bucket(server, None, limit).check()
         {
-            return Err(refused(
-                Limited::Server(server.clone()),
-                limit,
-                not_until.wait_time_from(now),
-            ));
+            return Err(refused(Limited::Server(server.clone()), limit, not_until));
         }
         if let Some(limit) = policies.rate_limits.get(tool).copied()
             && let Err(not_until) = self.rate_limits.bucket(server, Some(tool), limit).check()
         {
-            return Err(refused(
-                Limited::Tool(server.clone(), tool.to_owned()),
-                limit,
-                not_until.wait_time_from(now),
-            ));
+            let what = Limited::Tool(server.clone(), tool.to_owned());
+            return Err(refused(what, limit, not_until));
         }
         Ok(())
     }

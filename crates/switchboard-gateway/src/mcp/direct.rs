@@ -1189,10 +1189,11 @@ fn refused_by_rate_limit(
     tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
     id: &RequestId,
 ) -> Option<ServerJsonRpcMessage> {
-    let client = client_of(Some(parts));
     let refused = shared
         .hub
-        .admit_call(&tool.server, &tool.upstream, Some(&client))
+        .admit_call(&tool.server, &tool.upstream, || {
+            Some(client_of(Some(parts)))
+        })
         .err()?;
     Some(JsonRpcMessage::Error(JsonRpcError {
         jsonrpc: Default::default(),

@@ -988,10 +988,11 @@ impl ServerHandler for AggregateServer {
         self.hub()
             .check_caller(&server, &tool.upstream, &caller)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let client =
-            conversation::client_of(context.extensions.get::<axum::http::request::Parts>());
+        let parts = context.extensions.get::<axum::http::request::Parts>();
         self.hub()
-            .admit_call(&server, &tool.upstream, Some(&client))
+            .admit_call(&server, &tool.upstream, || {
+                Some(conversation::client_of(parts))
+            })
             .map_err(rate_limited)?;
         self.shared.subscribing.settled(&server).await;
         let upstream = self
