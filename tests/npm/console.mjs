@@ -2,7 +2,8 @@
 // Chromium (Debian's, driven by playwright-core) opens the console of a running daemon with no
 // servers, adds @modelcontextprotocol/server-everything through the form, watches it connect,
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
-// progress), runs another, cancels a long one, and reads the resources tab.
+// progress), runs another, cancels a long one, answers the server's question in a dialog, reads
+// the resources tab, then adds the built-in human server and answers its tool's question.
 //
 //   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
 //
@@ -106,11 +107,45 @@ try {
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Cancelled.");
   seen.cancelled = true;
 
+  // A question the server asks while its tool runs, answered in the console's dialog.
+  await page.click('[data-try="trigger-elicitation-request"]');
+  await page.click("#run");
+  const question = page.locator("#questions .question");
+  await question.waitFor();
+  seen.question = await question.locator(".message").textContent();
+  await question.locator('input[name="name"]').fill("Ada Lovelace");
+  await question.locator('select[name="titledSingleSelectEnum"]').selectOption({ label: "Wonder Woman" });
+  await question.locator('select[name="titledMultipleSelectEnum"]').selectOption([{ label: "Salmon" }, { label: "Trout" }]);
+  await shot(page, "question");
+  await question.locator('button[data-action="accept"]').click();
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  seen.elicitResult = await page.textContent("#try-result");
+  await page.waitForSelector("#questions-panel", { state: "hidden" });
+
   await page.click('[data-tab="resources"]');
   await page.waitForSelector("#resources > li");
   seen.resources = await page.locator("#resources > li").count();
   seen.activity = await page.locator('#activity > li[data-type="tool_called"]').allTextContents();
   await shot(page, "activity");
+
+  // The built-in human server, added by URL; its tool waits for the person's answer.
+  await page.click("#show-add");
+  await page.fill('#add-form input[name="id"]', "human");
+  await page.fill('#add-form input[name="url"]', "builtin:human");
+  await page.click('#add-form button[type="submit"]');
+  await page.waitForSelector('[data-server="human"] [data-state="connected"]');
+  await page.click('[data-server="human"] [data-action="open"]');
+  await page.click('[data-tab="tools"]');
+  await page.click('[data-try="confirm"]');
+  await page.fill('#try-form input[name="question"]', "Deploy to production?");
+  await page.click("#run");
+  const confirm = page.locator("#questions .question");
+  await confirm.waitFor();
+  seen.confirmQuestion = (await confirm.textContent()).replace(/\s+/g, " ");
+  await confirm.locator('input[name="confirmed"]').check();
+  await confirm.locator('button[data-action="accept"]').click();
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  seen.confirmResult = await page.textContent("#try-result");
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {

@@ -210,7 +210,19 @@ pub enum TransportSpec {
         #[serde(default)]
         cwd: Option<PathBuf>,
     },
+    /// A server Switchboard runs inside itself (URL `builtin:<name>`; see [`BUILTIN_SERVERS`]).
+    Builtin {
+        /// Which one.
+        name: String,
+    },
 }
+
+/// The servers Switchboard carries inside itself, added by URL `builtin:<name>`: `human`, whose
+/// tools (ask, confirm, choose) wait for a person to answer in the web console.
+pub const BUILTIN_SERVERS: &[&str] = &["human"];
+
+/// How long a built-in server's tool call may run: a person may take minutes to answer.
+pub const BUILTIN_TOOL_CALL_LIMIT: Duration = Duration::from_secs(3600);
 
 /// Why a URL cannot be a server transport.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -219,8 +231,11 @@ pub enum TransportSpecError {
     #[error("'{0}' is not a valid URL: {1}")]
     BadUrl(String, String),
     /// The URL's scheme is not one Switchboard can speak.
-    #[error("unsupported URL scheme '{0}': use http, https, ws or wss")]
+    #[error("unsupported URL scheme '{0}': use http, https, ws, wss or builtin")]
     UnsupportedScheme(String),
+    /// A `builtin:` URL named no built-in server.
+    #[error("there is no built-in server '{0}': the built-in servers are {list}", list = BUILTIN_SERVERS.join(", "))]
+    UnknownBuiltin(String),
     /// A stdio command was empty.
     #[error("a stdio server needs a command")]
     EmptyCommand,
@@ -268,6 +283,13 @@ impl TransportSpec {
                 url: parsed,
                 headers,
             }),
+            "builtin" => {
+                let name = parsed.path();
+                match BUILTIN_SERVERS.contains(&name) && headers.is_empty() {
+                    true => Ok(Self::Builtin { name: name.into() }),
+                    false => Err(TransportSpecError::UnknownBuiltin(name.into())),
+                }
+            }
             other => Err(TransportSpecError::UnsupportedScheme(other.into())),
         }
     }
@@ -291,12 +313,13 @@ impl TransportSpec {
         })
     }
 
-    /// A short label of the transport kind: `http`, `websocket` or `stdio`.
+    /// A short label of the transport kind: `http`, `websocket`, `stdio` or `builtin`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Http { .. } => "http",
             Self::WebSocket { .. } => "websocket",
             Self::Stdio { .. } => "stdio",
+            Self::Builtin { .. } => "builtin",
         }
     }
 
@@ -308,6 +331,7 @@ impl TransportSpec {
                 .chain(args.iter().map(String::as_str))
                 .collect::<Vec<_>>()
                 .join(" "),
+            Self::Builtin { name } => format!("builtin:{name}"),
         }
     }
 
@@ -316,7 +340,7 @@ impl TransportSpec {
     pub fn display_target(&self) -> String {
         match self {
             Self::Http { url, .. } | Self::WebSocket { url, .. } => redact_url(url),
-            Self::Stdio { .. } => self.target(),
+            Self::Stdio { .. } | Self::Builtin { .. } => self.target(),
         }
     }
 
@@ -342,14 +366,17 @@ impl TransportSpec {
         match self {
             Self::Http { headers, .. } | Self::WebSocket { headers, .. } => headers,
             Self::Stdio { env, .. } => env,
+            Self::Builtin { .. } => &[],
         }
     }
 
     /// Mutable access to the name/value pairs, so the store can seal and unseal them in place.
-    pub fn named_values_mut(&mut self) -> &mut Vec<NamedValue> {
+    /// A built-in server has none; its list is always empty.
+    pub fn named_values_mut(&mut self) -> &mut [NamedValue] {
         match self {
             Self::Http { headers, .. } | Self::WebSocket { headers, .. } => headers,
             Self::Stdio { env, .. } => env,
+            Self::Builtin { .. } => &mut [],
         }
     }
 }
@@ -563,12 +590,16 @@ fn enabled_by_default() -> bool {
 impl ServerDefinition {
     /// A definition with defaults for everything but the id and transport.
     pub fn new(id: ServerId, transport: TransportSpec) -> Self {
+        let mut timeouts = Timeouts::default();
+        if let TransportSpec::Builtin { .. } = transport {
+            timeouts.tool_call = BUILTIN_TOOL_CALL_LIMIT;
+        }
         Self {
             display_name: id.to_string(),
             id,
             description: String::new(),
             transport,
-            timeouts: Timeouts::default(),
+            timeouts,
             enabled: true,
             disabled_tools: BTreeSet::new(),
             oauth_client: None,

@@ -1,12 +1,19 @@
 //! The hub's live events for consoles: `GET /api/events` as Server-Sent Events, and
 //! `GET /api/events/ws` as a WebSocket, with the same JSON objects.
 //!
-//! The first object is a `status` snapshot (every server's status, as `/api/status` has it),
-//! taken after subscribing, so no change falls between the snapshot and the events that follow.
-//! Then every hub event (`state_changed`, `configured`, `tool_called`, `catalog_changed`,
-//! `resource_updated`, `activation_changed`, `log`, ...), each an object with its `type`. A console too slow to
-//! keep up gets `{"type": "lagged", "missed": N}` and should read `/api/status` again. SSE
-//! events are named by their `type`. Both streams end when the daemon shuts down.
+//! The first object is a `status` snapshot (every server's status, as `/api/status` has it, and
+//! the questions waiting for a person), taken after subscribing, so no change falls between the
+//! snapshot and the events that follow. Then every hub event (`state_changed`, `configured`,
+//! `tool_called`, `catalog_changed`, `resource_updated`, `activation_changed`, `log`, ...) and
+//! every desk event (`question_asked`, `question_ended`), each an object with its `type`. A
+//! console too slow to keep up gets `{"type": "lagged", "missed": N}` and should read
+//! `/api/status` again. SSE events are named by their `type`. Both streams end when the daemon
+//! shuts down.
+//!
+//! The WebSocket is also how a person answers: while it is open its console counts as there to
+//! answer (so servers' requests for input go to the desk rather than being declined at once),
+//! and it takes `{"type": "answer", "id": ..., "action": ..., "content": ...}` messages. A
+//! refused answer comes back as `{"type": "answer_refused", "id": ..., "error": ...}`.
 
 use std::convert::Infallible;
 
@@ -16,23 +23,40 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
+use switchboard_hub::desk::{Answer, Desk};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
 
+/// The WebSocket subprotocol of the event stream. A browser cannot set `Authorization` on a
+/// WebSocket, so a console that needs an API key also offers `bearer.<key, base64url>`
+/// ([`crate::Access`] reads it); the answer names only this one.
+pub(crate) const SUBPROTOCOL: &str = "switchboard";
+
 /// The events as JSON objects, starting with the status snapshot; ends on shutdown.
 fn events(app: &AppState) -> impl Stream<Item = Value> + Send + 'static {
-    let (bus, calls) = (app.hub.subscribe(), app.hub.subscribe_calls());
-    let snapshot = json!({"type": "status", "servers": app.hub.status()});
-    let rest = futures::stream::select(follow(bus), follow(calls));
+    let (bus, calls, desk) = (
+        app.hub.subscribe(),
+        app.hub.subscribe_calls(),
+        app.hub.desk().subscribe(),
+    );
+    let snapshot = json!({
+        "type": "status",
+        "servers": app.hub.status(),
+        "questions": app.hub.desk().pending(),
+    });
+    let rest = futures::stream::select(
+        futures::stream::select(follow(bus), follow(calls)),
+        follow(desk),
+    );
     futures::stream::iter([snapshot])
         .chain(rest)
         .take_until(app.stop.clone().cancelled_owned())
 }
 
 /// One channel's events as JSON objects, `lagged` where some were missed.
-fn follow(
-    receiver: tokio::sync::broadcast::Receiver<switchboard_hub::HubEvent>,
+fn follow<E: serde::Serialize + Clone + Send + 'static>(
+    receiver: tokio::sync::broadcast::Receiver<E>,
 ) -> impl Stream<Item = Value> + Send + 'static {
     futures::stream::unfold(receiver, |mut receiver| async move {
         let next = match receiver.recv().await {
@@ -58,26 +82,71 @@ pub(crate) async fn sse(State(app): State<AppState>) -> Response {
 /// `GET /api/events/ws`.
 pub(crate) async fn websocket(State(app): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
     let stream = events(&app);
-    upgrade.on_upgrade(move |socket| forward(socket, stream))
+    let desk = app.hub.desk().clone();
+    upgrade
+        .protocols([SUBPROTOCOL])
+        .on_upgrade(move |socket| forward(socket, stream, desk))
 }
 
-/// Sends each event as a text message until the stream or the socket ends. What the console
-/// sends is read (pings are answered by the library) and otherwise ignored.
-async fn forward(mut socket: WebSocket, events: impl Stream<Item = Value> + Send + 'static) {
+/// What a console sends on its WebSocket.
+#[derive(serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Incoming {
+    /// An answer to a question.
+    Answer {
+        id: String,
+        #[serde(flatten)]
+        answer: Answer,
+    },
+}
+
+/// Sends each event as a text message until the stream or the socket ends, and takes the
+/// console's answers meanwhile. The console counts as there to answer while this runs.
+async fn forward(
+    mut socket: WebSocket,
+    events: impl Stream<Item = Value> + Send + 'static,
+    desk: Desk,
+) {
+    let _present = desk.attend();
     let mut events = std::pin::pin!(events);
     loop {
-        tokio::select! {
-            next = events.next() => {
-                let Some(value) = next else { break };
-                if socket.send(Message::Text(value.to_string().into())).await.is_err() {
-                    return;
-                }
-            }
+        let reply = tokio::select! {
+            next = events.next() => match next {
+                Some(value) => value,
+                None => break,
+            },
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
-                Some(Ok(_)) => {}
+                Some(Ok(Message::Text(text))) => match take(&desk, &text) {
+                    Some(refusal) => refusal,
+                    None => continue,
+                },
+                Some(Ok(_)) => continue,
             },
+        };
+        if socket
+            .send(Message::Text(reply.to_string().into()))
+            .await
+            .is_err()
+        {
+            return;
         }
     }
     let _ = socket.send(Message::Close(None)).await;
+}
+
+/// Carries out one message from a console; what to tell it if that failed.
+fn take(desk: &Desk, text: &str) -> Option<Value> {
+    match serde_json::from_str::<Incoming>(text) {
+        Ok(Incoming::Answer { id, answer }) => crate::questions::answer(desk, &id, answer)
+            .err()
+            .map(|error| json!({"type": "answer_refused", "id": id, "error": error.message()})),
+        Err(error) => Some(json!({
+            "type": "message_refused",
+            "error": format!(
+                "not a console message ({{\"type\": \"answer\", \"id\": ..., \"action\": ..., \
+                 \"content\": ...}}): {error}"
+            ),
+        })),
+    }
 }

@@ -17,6 +17,7 @@ mod events;
 mod export;
 pub mod mcp;
 mod oauth;
+mod questions;
 mod servers;
 mod ui;
 
@@ -95,20 +96,17 @@ impl Access {
         match self {
             Self::Loopback => (!request_is_local(headers)).then_some(Refusal::NotLoopback),
             Self::ApiKeys(keys) => {
-                let origin_ok = headers
-                    .get(header::ORIGIN)
-                    .is_none_or(|o| o.to_str().is_ok_and(is_loopback_origin));
+                let origin_ok = headers.get(header::ORIGIN).is_none_or(|o| {
+                    o.to_str()
+                        .is_ok_and(|o| is_loopback_origin(o) || is_same_origin(o, headers))
+                });
                 if !origin_ok {
                     return Some(Refusal::ForeignOrigin);
                 }
                 if is_public_path(request.uri().path()) {
                     return None;
                 }
-                let presented = headers
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .map(|key| digest(key.trim()));
+                let presented = presented_key(headers).map(|key| digest(&key));
                 (!presented.is_some_and(|key| keys.contains(&key))).then_some(Refusal::NoApiKey)
             }
         }
@@ -205,6 +203,8 @@ pub fn router(
         .route("/metrics", get(metrics))
         .route("/api/events", get(events::sse))
         .route("/api/events/ws", get(events::websocket))
+        .route("/api/questions", get(questions::list))
+        .route("/api/questions/{id}", post(questions::answer_one))
         .route(
             "/api/activation/app",
             get(activation::get_app)
@@ -271,6 +271,11 @@ impl ApiError {
             message: message.to_string(),
         }
     }
+
+    /// What went wrong, in plain words.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -325,6 +330,36 @@ fn is_loopback_origin(origin: &str) -> bool {
     origin
         .split_once("://")
         .is_some_and(|(scheme, host)| matches!(scheme, "http" | "https") && is_loopback_host(host))
+}
+
+/// Whether `origin` is the page's own: the console served by this listener, reached by the name
+/// in `Host`.
+fn is_same_origin(origin: &str, headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    origin
+        .split_once("://")
+        .is_some_and(|(_, authority)| host.is_some_and(|h| h.eq_ignore_ascii_case(authority)))
+}
+
+/// The API key a request presents: `Authorization: Bearer <key>`, or on a WebSocket upgrade a
+/// `bearer.<key, base64url>` subprotocol (a browser cannot set headers on a WebSocket).
+fn presented_key(headers: &HeaderMap) -> Option<String> {
+    use base64::Engine;
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|key| key.trim().to_owned());
+    bearer.or_else(|| {
+        let offered = headers.get(header::SEC_WEBSOCKET_PROTOCOL)?.to_str().ok()?;
+        let encoded = offered
+            .split(',')
+            .find_map(|protocol| protocol.trim().strip_prefix("bearer."))?;
+        let key = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(encoded.trim_end_matches('='))
+            .ok()?;
+        String::from_utf8(key).ok()
+    })
 }
 
 fn request_is_local(headers: &HeaderMap) -> bool {
@@ -698,6 +733,38 @@ mod tests {
         assert_eq!(
             status(Access::Loopback.refusal(&request("/mcp", &[host]))),
             Some(403)
+        );
+    }
+
+    #[test]
+    fn the_console_of_a_keyed_listener_passes_from_its_own_origin_and_over_websockets() {
+        let access = Access::api_keys(["k3y-0123456789abcdef"]);
+        let host = ("host", "switchboard.internal:8750");
+        let status = |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
+        let own_page = ("origin", "http://switchboard.internal:8750");
+        let bearer = ("authorization", "Bearer k3y-0123456789abcdef");
+        assert_eq!(
+            status(access.refusal(&request("/api/servers", &[host, own_page, bearer]))),
+            None
+        );
+        let other_port = ("origin", "http://switchboard.internal:9999");
+        assert_eq!(
+            status(access.refusal(&request("/api/servers", &[host, other_port, bearer]))),
+            Some(403)
+        );
+        // base64url("k3y-0123456789abcdef")
+        let offered = (
+            "sec-websocket-protocol",
+            "switchboard, bearer.azN5LTAxMjM0NTY3ODlhYmNkZWY",
+        );
+        assert_eq!(
+            status(access.refusal(&request("/api/events/ws", &[host, own_page, offered]))),
+            None
+        );
+        let wrong = ("sec-websocket-protocol", "switchboard, bearer.d3Jvbmc");
+        assert_eq!(
+            status(access.refusal(&request("/api/events/ws", &[host, own_page, wrong]))),
+            Some(401)
         );
     }
 

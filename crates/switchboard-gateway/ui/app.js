@@ -1,6 +1,7 @@
 // Switchboard's console: a page over the admin API (docs/api.md), with no build step and no
-// dependencies. It keeps the server list in step with the live event stream, and every action
-// is one API request; what the daemon answers is what the page shows.
+// dependencies. It keeps the server list in step with the live event stream (a WebSocket, on
+// which it also answers the questions tools ask a person), and every other action is one API
+// request; what the daemon answers is what the page shows.
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -288,41 +289,73 @@ for (const tab of document.querySelectorAll("[data-tab]")) {
 
 let running = null;
 
-/** A form field for one property of a tool's input schema. */
+/** The choices a property offers, as [value, label] pairs (`enum` with `enumNames`, or the
+ * `const`s of `oneOf`/`anyOf` with their titles); undefined when it is not a choice. */
+function choicesOf(schema) {
+  if (Array.isArray(schema?.enum)) return schema.enum.map((v, i) => [v, schema.enumNames?.[i] ?? String(v)]);
+  const options = schema?.oneOf ?? schema?.anyOf;
+  if (Array.isArray(options) && options.length && options.every((o) => "const" in o)) {
+    return options.map((o) => [o.const, o.title ?? String(o.const)]);
+  }
+  return undefined;
+}
+
+const inputTypes = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" };
+
+/** A form field for one property of a JSON schema (a tool's input, or a question's form). */
 function field(name, schema, required) {
-  const label = `${name}${required ? " *" : ""}`;
+  const label = `${schema.title ?? name}${required ? " *" : ""}`;
   const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") : schema.type;
+  const choices = choicesOf(schema);
+  const itemChoices = type === "array" ? choicesOf(schema.items) : undefined;
+  const option = ([value, text]) => element("option", { value: JSON.stringify(value) }, text);
   let input;
-  if (Array.isArray(schema.enum)) {
-    input = element("select", { name }, ...schema.enum.map((v) => element("option", { value: JSON.stringify(v) }, String(v))));
+  if (choices) {
+    const blank = required ? [] : [element("option", { value: "" }, "—")];
+    input = element("select", { name }, ...blank, ...choices.map(option));
     input.dataset.kind = "enum";
+  } else if (itemChoices) {
+    input = element("select", { name, multiple: "", size: Math.min(itemChoices.length, 5) }, ...itemChoices.map(option));
+    input.dataset.kind = "multi";
   } else if (type === "boolean") {
     input = element("input", { type: "checkbox", name });
     input.dataset.kind = "boolean";
   } else if (type === "number" || type === "integer") {
-    input = element("input", { type: "number", name, step: type === "integer" ? "1" : "any", required: required ? "" : undefined });
+    input = element("input", { type: "number", name, step: type === "integer" ? "1" : "any", min: schema.minimum, max: schema.maximum, required: required ? "" : undefined });
     input.dataset.kind = "number";
   } else if (type === "string") {
-    input = element("input", { type: "text", name, required: required ? "" : undefined });
+    input = element("input", { type: inputTypes[schema.format] ?? "text", name, required: required ? "" : undefined });
     input.dataset.kind = "string";
   } else {
     input = element("textarea", { name, rows: 3, placeholder: "JSON" });
     input.dataset.kind = "json";
   }
-  if (schema.default !== undefined && input.dataset.kind !== "boolean") {
-    input.value = input.dataset.kind === "json" ? JSON.stringify(schema.default) : schema.default;
+  if (schema.default !== undefined) {
+    const kind = input.dataset.kind;
+    if (kind === "boolean") input.checked = Boolean(schema.default);
+    else if (kind === "multi") for (const o of input.options) o.selected = schema.default.some((d) => JSON.stringify(d) === o.value);
+    else if (kind === "enum" || kind === "json") input.value = JSON.stringify(schema.default);
+    else input.value = schema.default;
   }
   const hint = schema.description ? element("span", { class: "muted" }, schema.description) : undefined;
   return element("label", { class: input.dataset.kind === "boolean" ? "inline" : "" }, label, input, hint);
 }
 
-/** The arguments the form describes, typed as the schema says. */
+/** The fields of an object schema. */
+function fieldsOf(schema) {
+  const required = new Set(schema?.required ?? []);
+  return Object.entries(schema?.properties ?? {}).map(([name, property]) => field(name, property, required.has(name)));
+}
+
+/** The values the form describes, typed as the schema says. */
 function argumentsOf(form) {
   const values = {};
   for (const input of form.querySelectorAll("[data-kind]")) {
     const kind = input.dataset.kind;
     if (kind === "boolean") {
       values[input.name] = input.checked;
+    } else if (kind === "multi") {
+      values[input.name] = [...input.selectedOptions].map((o) => JSON.parse(o.value));
     } else if (input.value === "") {
       continue;
     } else if (kind === "number") {
@@ -342,11 +375,9 @@ function openTry(tool) {
   $("#try-description").textContent = tool.description ?? "";
   $("#try-result").textContent = "";
   $("#try-status").textContent = "";
-  const schema = tool.input_schema ?? {};
-  const required = new Set(schema.required ?? []);
   const form = $("#try-form");
   form.replaceChildren(
-    ...Object.entries(schema.properties ?? {}).map(([name, property]) => field(name, property, required.has(name))),
+    ...fieldsOf(tool.input_schema),
     element("div", { class: "row" },
       element("button", { type: "submit", id: "run" }, "Run"),
       element("button", { type: "button", id: "cancel", disabled: "", onclick: () => running?.abort() }, "Cancel")));
@@ -417,6 +448,8 @@ function logActivity(event) {
     tool_called: (e) => `${e.server}/${e.tool}: ${e.outcome} in ${e.elapsed_ms.toFixed(1)} ms`,
     catalog_changed: (e) => `${e.server}: catalog changed`,
     lagged: (e) => `missed ${e.missed} events`,
+    question_asked: (e) => `${e.question.server}${e.question.tool ? `/${e.question.tool}` : ""}: ${e.question.kind} question ${e.question.id}`,
+    question_ended: (e) => `${e.server}: question ${e.id} ${e.ending.replace("_", " ")}`,
   }[event.type];
   if (!describe) return;
   const list = $("#activity");
@@ -425,27 +458,121 @@ function logActivity(event) {
   while (list.children.length > 100) list.lastChild.remove();
 }
 
-async function follow() {
-  for (;;) {
-    try {
-      const response = await api("GET", "/api/events", undefined, { raw: true });
-      if (!response.ok) throw new Error(`${response.status}`);
-      $("#live").textContent = "live";
-      $("#live").className = "badge live";
-      await readEvents(response, (_name, event) => {
-        logActivity(event);
-        if (["status", "configured", "state_changed", "catalog_changed", "lagged"].includes(event.type)) reloadSoon();
-        if (event.type === "catalog_changed" && event.server === selected) loadDetail();
-      });
-    } catch {
-      // Shown below; the stream is opened again.
-    }
+// ---- questions for people ----
+
+/** The questions waiting for a person, by id. */
+const questions = new Map();
+
+function renderQuestions() {
+  const list = $("#questions");
+  const shown = new Set([...list.children].map((card) => card.dataset.question));
+  for (const card of [...list.children]) if (!questions.has(card.dataset.question)) card.remove();
+  for (const question of questions.values()) if (!shown.has(question.id)) list.append(questionCard(question));
+  $("#questions-panel").hidden = questions.size === 0;
+}
+
+/** A card asking one question, with the means to answer it. */
+function questionCard(question) {
+  const answer = (action, content) => {
+    card.querySelector(".error").textContent = "";
+    send({ type: "answer", id: question.id, action, content });
+  };
+  const button = (label, action, attributes = {}) =>
+    element("button", { type: "button", "data-action": action, ...attributes, onclick: () => answer(action) }, label);
+  const refuse = [button("Decline", "decline"), button("Dismiss", "cancel")];
+  let body;
+  if (question.kind === "form") {
+    body = element("form", {}, ...fieldsOf(question.schema),
+      element("div", { class: "row" }, element("button", { type: "submit", "data-action": "accept" }, "Send"), ...refuse));
+    body.onsubmit = (event) => {
+      event.preventDefault();
+      answer("accept", argumentsOf(body));
+    };
+  } else if (question.kind === "url") {
+    body = element("div", {},
+      element("p", {}, element("a", { href: question.url, target: "_blank", rel: "noopener noreferrer" }, question.url)),
+      element("div", { class: "row" }, button("Done", "accept", { class: "primary" }), ...refuse));
+  } else {
+    const reply = element("textarea", { name: "reply", rows: 4, required: "" });
+    body = element("form", {},
+      question.system_prompt ? element("p", { class: "muted" }, `System: ${question.system_prompt}`) : undefined,
+      element("ol", { class: "messages" }, ...question.messages.map((m) =>
+        element("li", {}, element("b", {}, `${m.role}: `), m.content?.text ?? JSON.stringify(m.content)))),
+      element("label", {}, `Reply as the model (up to ${question.max_tokens} tokens)`, reply),
+      element("div", { class: "row" }, element("button", { type: "submit", "data-action": "accept" }, "Send"), button("Decline", "decline")));
+    body.onsubmit = (event) => {
+      event.preventDefault();
+      answer("accept", { text: reply.value });
+    };
+  }
+  const left = element("span", { class: "muted countdown" });
+  const tick = () => {
+    const seconds = Math.max(0, Math.round((question.expires_at_ms - Date.now()) / 1000));
+    left.textContent = `${seconds} s left`;
+    if (card.isConnected || seconds > 0) setTimeout(tick, 1000);
+  };
+  const card = element("li", { class: "card question", "data-question": question.id },
+    element("h3", {}, `${question.server}${question.tool ? ` · ${question.tool}` : ""}`, left),
+    element("p", { class: "message" }, question.message ?? "A model's reply is wanted:"),
+    body,
+    element("div", { class: "error", role: "alert" }));
+  tick();
+  return card;
+}
+
+// ---- live events ----
+
+/** The console's WebSocket: events come in, answers go out. */
+let socket = null;
+
+function send(message) {
+  if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+  else say("Not connected to the daemon; the answer was not sent.", true);
+}
+
+/** base64url of a text's UTF-8 bytes, unpadded. */
+function base64url(text) {
+  const bytes = String.fromCharCode(...new TextEncoder().encode(text));
+  return btoa(bytes).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+function handle(event) {
+  logActivity(event);
+  if (event.type === "status") {
+    questions.clear();
+    for (const question of event.questions ?? []) questions.set(question.id, question);
+    renderQuestions();
+  } else if (event.type === "question_asked") {
+    questions.set(event.question.id, event.question);
+    renderQuestions();
+  } else if (event.type === "question_ended") {
+    questions.delete(event.id);
+    renderQuestions();
+  } else if (event.type === "answer_refused") {
+    const card = document.querySelector(`[data-question="${CSS.escape(event.id)}"] .error`);
+    if (card) card.textContent = event.error;
+    else say(event.error, true);
+  }
+  if (["status", "configured", "state_changed", "catalog_changed", "lagged"].includes(event.type)) reloadSoon();
+  if (event.type === "catalog_changed" && event.server === selected) loadDetail();
+}
+
+/** Follows the events over the WebSocket, opening it again whenever it closes. */
+function follow() {
+  const protocols = ["switchboard"];
+  if (apiKey) protocols.push(`bearer.${base64url(apiKey)}`);
+  socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/events/ws`, protocols);
+  socket.onopen = () => {
+    $("#live").textContent = "live";
+    $("#live").className = "badge live";
+  };
+  socket.onmessage = (message) => handle(JSON.parse(message.data));
+  socket.onclose = () => {
     $("#live").textContent = "reconnecting…";
     $("#live").className = "badge dead";
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-  }
+    setTimeout(follow, 2000);
+  };
 }
 
 api("GET", "/api/status").then((status) => { $("#version").textContent = `v${status.version}`; }).catch(() => {});
-loadServers();
-follow();
+loadServers().then(follow);

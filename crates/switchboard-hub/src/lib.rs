@@ -22,6 +22,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use switchboard_core::{ConnectionState, ServerDefinition, ServerId};
+use switchboard_desk::{Desk, PeopleResponder};
 use switchboard_store::Store;
 use switchboard_upstream::rmcp_model::{Prompt, Resource, ResourceTemplate, Tool};
 use switchboard_upstream::{ConnectOptions, Upstream};
@@ -38,6 +39,7 @@ pub use exposed::{
 };
 pub use rate_limits::Limited;
 pub use semantic::SemanticError;
+pub use switchboard_desk as desk;
 pub use switchboard_embed::SentenceEncoder;
 pub use switchboard_store::StoreError;
 pub use switchboard_upstream::rmcp_model as model;
@@ -151,6 +153,7 @@ pub struct Hub {
     syncing: tokio::sync::Mutex<()>,
     metrics: Arc<metrics::HubMetrics>,
     rate_limits: rate_limits::RateLimits,
+    desk: Desk,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -190,8 +193,10 @@ impl Hub {
     /// A hub whose servers sign in with `oauth`.
     pub fn with_oauth(store: Store, mut options: ConnectOptions, oauth: OAuthOptions) -> Arc<Self> {
         let (events, _) = broadcast::channel(1024);
-        let metrics = Arc::new(metrics::HubMetrics::new());
+        let desk = Desk::new();
+        let metrics = Arc::new(metrics::HubMetrics::new(&desk));
         options.call_observer = Some(metrics.clone());
+        options.builtins = Some(Arc::new(desk.clone()));
         Arc::new(Self {
             store,
             options,
@@ -207,7 +212,14 @@ impl Hub {
             syncing: tokio::sync::Mutex::new(()),
             metrics,
             rate_limits: rate_limits::RateLimits::default(),
+            desk,
         })
+    }
+
+    /// Where questions for people wait: upstream servers' requests for input that no client
+    /// can answer (while a console is there to), and the `human` server's.
+    pub fn desk(&self) -> &Desk {
+        &self.desk
     }
 
     /// Ranks tool searches by meaning as well as words, with `encoder`. Every exposed tool's
@@ -410,10 +422,16 @@ impl Hub {
         });
         write(&self.servers).insert(slot.definition.id.clone(), slot.clone());
         let auth = server_auth(&slot.definition, &self.store, &self.oauth);
+        let mut options = self.options.clone();
+        options.input_fallback = Some(Arc::new(PeopleResponder::new(
+            self.desk.clone(),
+            slot.definition.id.as_str(),
+            options.input_policy,
+        )));
         let task = connection::ConnectionTask::new(
             slot,
             self.store.clone(),
-            self.options.clone(),
+            options,
             auth,
             auth_events_rx,
             self.events.clone(),

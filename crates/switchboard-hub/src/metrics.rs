@@ -75,8 +75,9 @@ impl std::fmt::Debug for HubMetrics {
 }
 
 impl HubMetrics {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(desk: &switchboard_desk::Desk) -> Self {
         let mut registry = Registry::with_prefix("switchboard");
+        desk.register_metrics(&mut registry);
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
             "tool_calls",

@@ -50,7 +50,7 @@ const AUTO_DISCOVER_ALLOWANCE: Duration = Duration::from_secs(10);
 const STANDALONE_STREAM_WAIT: Duration = Duration::from_secs(5);
 
 /// Settings shared by every connection the process opens.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ConnectOptions {
     /// How Switchboard introduces itself.
     pub client: Implementation,
@@ -68,6 +68,35 @@ pub struct ConnectOptions {
     pub supervision: switchboard_core::Supervision,
     /// Who hears how each tool call ended (metrics, the console's live calls).
     pub call_observer: Option<std::sync::Arc<dyn crate::CallObserver>>,
+    /// Who answers the server's requests for input that no call's responder takes (a person at
+    /// the console); the input policy when `None`.
+    pub input_fallback: Option<std::sync::Arc<dyn crate::InputResponder>>,
+    /// Where `builtin:` servers run; they cannot be connected without it.
+    pub builtins: Option<std::sync::Arc<dyn BuiltinServers>>,
+}
+
+/// Runs the servers Switchboard carries inside itself
+/// ([`TransportSpec::Builtin`](switchboard_core::TransportSpec::Builtin)).
+pub trait BuiltinServers: Send + Sync + std::fmt::Debug {
+    /// Starts a fresh instance of built-in server `name` for `server`, and returns the client's
+    /// end of the byte stream it speaks MCP on (newline-delimited JSON-RPC, as over stdio).
+    fn open(
+        &self,
+        server: &switchboard_core::ServerId,
+        name: &str,
+    ) -> Result<tokio::io::DuplexStream, String>;
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("client", &self.client)
+            .field("input_policy", &self.input_policy)
+            .field("relay_input", &self.relay_input)
+            .field("supervision", &self.supervision)
+            .field("builtins", &self.builtins)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ConnectOptions {
@@ -81,6 +110,16 @@ impl ConnectOptions {
             auth: None,
             supervision: switchboard_core::Supervision::default(),
             call_observer: None,
+            input_fallback: None,
+            builtins: None,
+        }
+    }
+
+    /// Who answers the server's requests for input that no call's responder takes.
+    pub(crate) fn fallback(&self) -> std::sync::Arc<dyn crate::InputResponder> {
+        match &self.input_fallback {
+            Some(fallback) => fallback.clone(),
+            None => std::sync::Arc::new(self.input_policy),
         }
     }
 }
@@ -150,6 +189,7 @@ pub async fn connect(
     let handler = UpstreamHandler::new(
         options.client.clone(),
         options.input_policy,
+        options.fallback(),
         options.relay_input,
         events_tx.clone(),
         progress.clone(),
@@ -242,6 +282,24 @@ pub async fn connect(
             .map_err(|e| explain_with_stderr(e, &tail))?;
             (service, None, Some(tail))
         }
+        TransportSpec::Builtin { name } => {
+            let open = || async {
+                let builtins = options.builtins.as_ref().ok_or_else(|| {
+                    UpstreamError::Handshake("built-in servers do not run here".into())
+                })?;
+                let stream = builtins
+                    .open(&def.id, name)
+                    .map_err(UpstreamError::Handshake)?;
+                let (read, write) = tokio::io::split(stream);
+                Ok(rmcp::transport::async_rw::AsyncRwTransport::<
+                    RoleClient,
+                    _,
+                    _,
+                >::new_client(read, write))
+            };
+            let service = within(handshake, serve_message_transport(handler, open)).await?;
+            (service, None, None)
+        }
     };
     let peer = service.peer().clone();
     peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
@@ -250,7 +308,7 @@ pub async fn connect(
         def.id.clone(),
         peer,
         progress,
-        options.input_policy,
+        options.fallback(),
         in_flight,
         def.timeouts,
         crate::limits::CallLimiter::new(

@@ -200,7 +200,8 @@ fn schema_defaults(params: &ElicitRequestParams) -> serde_json::Value {
 #[derive(Clone)]
 pub struct UpstreamHandler {
     info: ClientConfig,
-    policy: InputPolicy,
+    /// Answers what no call's responder takes.
+    fallback: std::sync::Arc<dyn InputResponder>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     progress: ProgressDispatcher,
     in_flight: InFlight,
@@ -211,11 +212,12 @@ pub struct UpstreamHandler {
 
 impl UpstreamHandler {
     /// A handler announcing `client`, handing input requests to the responders of `in_flight`
-    /// and answering the rest by `policy`. With `relay`, it declares every client capability
-    /// ([`relay_capabilities`]); otherwise those of the policy.
+    /// and the rest to `fallback`. With `relay`, it declares every client capability
+    /// ([`relay_capabilities`]); otherwise those of `policy`.
     pub fn new(
         client: Implementation,
         policy: InputPolicy,
+        fallback: std::sync::Arc<dyn InputResponder>,
         relay: bool,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         progress: ProgressDispatcher,
@@ -228,7 +230,7 @@ impl UpstreamHandler {
         };
         Self {
             info: ClientConfig::new(capabilities, client),
-            policy,
+            fallback,
             events,
             progress,
             in_flight,
@@ -265,7 +267,7 @@ impl UpstreamHandler {
                         None,
                     ));
                 }
-                None => std::sync::Arc::new(self.policy),
+                None => self.fallback.clone(),
             };
         let answer = responder.answer(None, request).await?;
         serde_json::from_value(answer).map_err(|e| {

@@ -27,7 +27,7 @@ pub mod upstream;
 pub mod websocket;
 pub mod wire;
 
-pub use connect::{ConnectOptions, Connection, Session, auth_challenge, connect};
+pub use connect::{BuiltinServers, ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use direct::{CallerPolling, DirectReply};
 pub use error::UpstreamError;
 pub use handler::{InputPolicy, UpstreamEvent, relay_capabilities_for};

@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::direct::{DirectReply, DirectRoute};
 use crate::error::{UpstreamError, from_service_error};
-use crate::handler::InputPolicy;
 use crate::limits::CallLimiter;
 use crate::observe::{self, CallOutcome, CallWatch};
 use crate::relay::{InFlight, InputResponder};
@@ -105,7 +104,8 @@ pub struct Upstream {
     server: ServerId,
     peer: Peer<RoleClient>,
     progress: ProgressDispatcher,
-    policy: InputPolicy,
+    /// Answers input requests of calls that bring no responder.
+    fallback: Arc<dyn InputResponder>,
     in_flight: InFlight,
     timeouts: Timeouts,
     /// The resources subscribed to on a 2026-07-28 server, where a subscription is a URI in the
@@ -135,7 +135,7 @@ impl Upstream {
         server: ServerId,
         peer: Peer<RoleClient>,
         progress: ProgressDispatcher,
-        policy: InputPolicy,
+        fallback: Arc<dyn InputResponder>,
         in_flight: InFlight,
         timeouts: Timeouts,
         limiter: CallLimiter,
@@ -144,7 +144,7 @@ impl Upstream {
             server,
             peer,
             progress,
-            policy,
+            fallback,
             in_flight,
             timeouts,
             subscribed_resources: Arc::new(watch::channel(BTreeSet::new()).0),
@@ -642,7 +642,7 @@ impl Upstream {
     fn responder(&self, context: &CallContext) -> Arc<dyn InputResponder> {
         match &context.responder {
             Some(responder) => responder.clone(),
-            None => Arc::new(self.policy),
+            None => self.fallback.clone(),
         }
     }
 

@@ -736,3 +736,274 @@ async fn rate_limits_refuse_calls_beyond_them_and_say_when_to_retry() {
         "{text}"
     );
 }
+
+/// The console's WebSocket on `/api/events/ws`: while it is open the console counts as there to
+/// answer questions.
+struct Console {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl Console {
+    async fn open(port: u16) -> Self {
+        let (socket, _) =
+            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/api/events/ws"))
+                .await
+                .expect("the WebSocket opens");
+        Self { socket }
+    }
+
+    /// The next event (within 30 s).
+    async fn next(&mut self) -> Value {
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(30), self.socket.next())
+                .await
+                .expect("an event within 30 s")
+                .expect("the socket stays open")
+                .unwrap();
+            if let Message::Text(text) = message {
+                return serde_json::from_str(&text).unwrap();
+            }
+        }
+    }
+
+    /// The next event of `kind`, skipping others.
+    async fn next_of(&mut self, kind: &str) -> Value {
+        loop {
+            let event = self.next().await;
+            if event["type"] == kind {
+                return event;
+            }
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        use futures::SinkExt;
+        self.socket
+            .send(tokio_tungstenite::tungstenite::Message::Text(
+                message.to_string().into(),
+            ))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_tool_waits_for_a_person_who_answers_on_the_console_websocket() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (status, _) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "human", "url": "builtin:human"})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    daemon.wait_for_state("human", "connected").await;
+    let (_, tools) = daemon.send("GET", "/api/servers/human/tools", None).await;
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["ask", "confirm", "choose"]);
+
+    let mut console = Console::open(daemon.port).await;
+    assert_eq!(console.next().await["questions"], json!([]));
+    let path = "/api/servers/human/tools/choose/call".to_owned();
+    let body =
+        json!({"arguments": {"question": "Which region?", "options": ["eu-west", "us-east"]}});
+    let call = tokio::spawn({
+        let http = daemon.http.clone();
+        let url = format!("{}{path}", daemon.base);
+        async move {
+            http.post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    });
+    let asked = console.next_of("question_asked").await["question"].clone();
+    assert_eq!(
+        (
+            &asked["server"],
+            &asked["tool"],
+            &asked["kind"],
+            &asked["message"]
+        ),
+        (
+            &json!("human"),
+            &json!("choose"),
+            &json!("form"),
+            &json!("Which region?")
+        )
+    );
+    assert_eq!(
+        asked["schema"]["properties"]["choice"]["enum"],
+        json!(["eu-west", "us-east"])
+    );
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let (_, waiting) = daemon.send("GET", "/api/questions", None).await;
+    assert_eq!(waiting["questions"][0]["id"], id.as_str());
+
+    // An answer that is not among the options is refused, and the question goes on waiting.
+    console
+        .send(
+            json!({"type": "answer", "id": id, "action": "accept", "content": {"choice": "mars"}}),
+        )
+        .await;
+    let refused = console.next_of("answer_refused").await;
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("'choice' offers no choice"),
+        "{refused}"
+    );
+    console
+        .send(json!({"type": "answer", "id": id, "action": "accept", "content": {"choice": "us-east"}}))
+        .await;
+    let ended = console.next_of("question_ended").await;
+    assert_eq!(
+        (&ended["id"], &ended["ending"]),
+        (&json!(id), &json!("accepted"))
+    );
+    let result = call.await.unwrap();
+    assert_eq!(text_of(&result), "us-east");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"action": "accept", "choice": "us-east"})
+    );
+
+    // A late answer finds nothing waiting; a question nobody answers times out.
+    let (status, _) = daemon
+        .send(
+            "POST",
+            &format!("/api/questions/{id}"),
+            Some(json!({"action": "decline"})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, result) = daemon
+        .send(
+            "POST",
+            "/api/servers/human/tools/ask/call",
+            Some(json!({"arguments": {"question": "Anyone?", "timeout_seconds": 1}})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(result["isError"], true);
+    assert_eq!(text_of(&result), "Nobody answered within 1 seconds.");
+    assert_eq!(
+        console.next_of("question_ended").await["ending"],
+        "timed_out"
+    );
+    assert_metrics(
+        &daemon.metrics().await,
+        &[
+            (
+                r#"switchboard_questions_total{kind="form",ending="accepted"}"#,
+                1.0,
+            ),
+            (
+                r#"switchboard_questions_total{kind="form",ending="timed_out"}"#,
+                1.0,
+            ),
+            ("switchboard_questions_waiting", 0.0),
+            ("switchboard_consoles_answering", 1.0),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_question_goes_to_the_console_only_while_a_person_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (status, _) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "everything", "command": "node", "args": [everything()]})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    daemon
+        .wait_for_tool(
+            "everything",
+            "trigger-elicitation-request",
+            json!("everything__trigger-elicitation-request"),
+        )
+        .await;
+
+    // Nobody at a console: the server is declined at once.
+    let (_, result) = daemon.call("trigger-elicitation-request", json!({})).await;
+    assert!(text_of(&result).contains("declined"), "{result:#}");
+
+    let mut console = Console::open(daemon.port).await;
+    console.next_of("status").await;
+    let call = tokio::spawn({
+        let http = daemon.http.clone();
+        let url = format!(
+            "{}/api/servers/everything/tools/trigger-elicitation-request/call",
+            daemon.base
+        );
+        async move {
+            let body = json!({"arguments": {}});
+            http.post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    });
+    let asked = console.next_of("question_asked").await["question"].clone();
+    assert_eq!(
+        (&asked["server"], &asked["kind"]),
+        (&json!("everything"), &json!("form"))
+    );
+    assert_eq!(asked["schema"]["required"], json!(["name"]));
+    let id = asked["id"].as_str().unwrap();
+    let (status, refused) = daemon
+        .send(
+            "POST",
+            &format!("/api/questions/{id}"),
+            Some(json!({"action": "accept", "content": {"integer": 500}})),
+        )
+        .await;
+    assert_eq!(
+        (status, &refused["error"]),
+        (
+            422,
+            &json!("the answer does not fit the question: 'name' is required")
+        )
+    );
+    let (status, _) = daemon
+        .send(
+            "POST",
+            &format!("/api/questions/{id}"),
+            Some(json!({"action": "accept", "content": {"name": "Ada Lovelace", "integer": 7, "titledMultipleSelectEnum": ["fish-2"]}})),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let result = call.await.unwrap();
+    let text = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
+    assert!(text.contains("- Favorite Integer: 7"), "{text}");
+}

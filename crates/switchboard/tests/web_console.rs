@@ -1,7 +1,8 @@
 //! The web console at `/`, used by a person in a real browser (headless Chromium driven by
 //! playwright-core: `tests/npm/console.mjs`) against a running daemon with the real
 //! `@modelcontextprotocol/server-everything`: add a server, see it connect, filter its tools,
-//! turn one off and on, run tools from the generated form with progress, cancel a long call.
+//! turn one off and on, run tools from the generated form with progress, cancel a long call,
+//! answer a server's question and the built-in human server's in the console's dialogs.
 
 mod common;
 
@@ -79,6 +80,26 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         "{seen:#}"
     );
     assert_eq!(seen["cancelled"], true);
+    assert_eq!(
+        seen["question"],
+        "Please provide inputs for the following fields:"
+    );
+    let elicited = seen["elicitResult"].as_str().unwrap();
+    for answered in ["- Name: Ada Lovelace", "hero-3", "fish-2", "fish-3"] {
+        assert!(elicited.contains(answered), "{answered} in {elicited}");
+    }
+    let confirm = seen["confirmQuestion"].as_str().unwrap();
+    assert!(
+        confirm.contains("human · confirm") && confirm.contains("Deploy to production?"),
+        "{confirm}"
+    );
+    assert!(
+        seen["confirmResult"]
+            .as_str()
+            .unwrap()
+            .contains("Yes, confirmed."),
+        "{seen:#}"
+    );
     assert!(seen["resources"].as_u64().unwrap() > 0);
     let activity: Vec<&str> = seen["activity"]
         .as_array()

@@ -1,0 +1,357 @@
+//! The built-in `human` server: tools whose answer comes from a person at the console.
+//!
+//! An agent that needs a decision, a fact only a person knows, or a go-ahead calls `ask`,
+//! `confirm` or `choose`; the question waits on the [`Desk`] until someone answers it in the
+//! web console (or through the admin API), or its time runs out. The server runs inside the
+//! daemon and is reached like any other (URL `builtin:human`), so its tools are listed, searched,
+//! limited, counted and routed as every other server's are.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer, ServiceExt};
+use serde_json::{Map, Value, json};
+use switchboard_core::ServerId;
+use switchboard_upstream::BuiltinServers;
+
+use crate::{Action, Answer, Asking, Desk};
+
+/// How long a question waits when the caller names no `timeout_seconds`.
+const DEFAULT_WAIT: Duration = Duration::from_secs(300);
+/// The longest a caller may make a question wait.
+const LONGEST_WAIT: Duration = Duration::from_secs(3000);
+/// How often a waiting call reports progress (when its caller asked for progress), so that
+/// clients which reset their timeout on progress keep waiting.
+const PROGRESS_EVERY: Duration = Duration::from_secs(15);
+
+/// The `human` server of one configured server id.
+#[derive(Clone)]
+pub struct HumanServer {
+    desk: Desk,
+    server: String,
+}
+
+impl HumanServer {
+    /// Asks at `desk` on behalf of configured server `server`.
+    pub fn new(desk: Desk, server: impl Into<String>) -> Self {
+        Self {
+            desk,
+            server: server.into(),
+        }
+    }
+
+    fn tools() -> Vec<Tool> {
+        let wait = json!({
+            "type": "integer",
+            "minimum": 1,
+            "maximum": LONGEST_WAIT.as_secs(),
+            "description": format!("How long to wait for an answer, in seconds (default {}).", DEFAULT_WAIT.as_secs()),
+        });
+        let question =
+            json!({"type": "string", "description": "The question, as the person will read it."});
+        let tool = |name: &str, description: &str, extra: Value, required: &[&str]| {
+            let mut properties = Map::new();
+            properties.insert("question".into(), question.clone());
+            if let Value::Object(extra) = extra {
+                properties.extend(extra);
+            }
+            properties.insert("timeout_seconds".into(), wait.clone());
+            let schema = json!({"type": "object", "properties": properties, "required": required});
+            let schema = match schema {
+                Value::Object(map) => Arc::new(map),
+                _ => Arc::default(),
+            };
+            Tool::new(name.to_owned(), description.to_owned(), schema)
+                .annotate(ToolAnnotations::new().read_only(true).open_world(false))
+        };
+        vec![
+            tool(
+                "ask",
+                "Ask a person a question and wait for their written answer (they may decline).",
+                json!({}),
+                &["question"],
+            ),
+            tool(
+                "confirm",
+                "Ask a person to confirm or refuse something, such as an action with consequences; \
+                 waits for their yes or no.",
+                json!({}),
+                &["question"],
+            ),
+            tool(
+                "choose",
+                "Ask a person to pick from options and wait for their choice.",
+                json!({
+                    "options": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "The options to pick from."},
+                    "multiple": {"type": "boolean", "description": "Whether several may be picked (default false)."}
+                }),
+                &["question", "options"],
+            ),
+        ]
+    }
+
+    /// The form a tool call shows, and the field its answer is in.
+    fn form(
+        tool: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<(String, Value, &'static str), String> {
+        let question = arguments
+            .get("question")
+            .and_then(Value::as_str)
+            .filter(|q| !q.trim().is_empty())
+            .ok_or("'question' must be a non-empty string")?
+            .to_owned();
+        let (field, property) = match tool {
+            "ask" => ("answer", json!({"type": "string", "title": "Answer"})),
+            "confirm" => (
+                "confirmed",
+                json!({"type": "boolean", "title": "Confirm", "default": false}),
+            ),
+            "choose" => {
+                let options: Vec<String> = arguments
+                    .get("options")
+                    .and_then(Value::as_array)
+                    .map(|options| {
+                        options
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if options.is_empty() {
+                    return Err("'options' must be a non-empty list of strings".into());
+                }
+                match arguments
+                    .get("multiple")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                {
+                    true => (
+                        "choices",
+                        json!({"type": "array", "title": "Choices", "items": {"type": "string", "enum": options}, "minItems": 1}),
+                    ),
+                    false => (
+                        "choice",
+                        json!({"type": "string", "title": "Choice", "enum": options}),
+                    ),
+                }
+            }
+            other => return Err(format!("the human server has no tool '{other}'")),
+        };
+        let schema =
+            json!({"type": "object", "properties": {field: property}, "required": [field]});
+        Ok((question, schema, field))
+    }
+
+    /// The tool's result for the person's answer.
+    fn result(field: &str, answer: Option<Answer>, waited: Duration) -> CallToolResult {
+        let Some(answer) = answer else {
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "Nobody answered within {} seconds.",
+                waited.as_secs()
+            ))]);
+        };
+        let value = answer.content.as_ref().and_then(|c| c.get(field)).cloned();
+        let (text, structured) = match (answer.action, value) {
+            (Action::Accept, Some(value)) => {
+                let text = match &value {
+                    Value::String(text) => text.clone(),
+                    Value::Bool(true) => "Yes, confirmed.".into(),
+                    Value::Bool(false) => "No, not confirmed.".into(),
+                    other => other.to_string(),
+                };
+                (text, json!({"action": "accept", field: value}))
+            }
+            (Action::Decline, _) => (
+                "The person declined to answer.".into(),
+                json!({"action": "decline"}),
+            ),
+            _ => (
+                "The person dismissed the question without answering.".into(),
+                json!({"action": "cancel"}),
+            ),
+        };
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(structured);
+        result
+    }
+}
+
+impl ServerHandler for HumanServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "switchboard-human",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Tools that ask a person at the Switchboard console and wait for the answer.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(Self::tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let (question, schema, field) = Self::form(&request.name, &arguments)
+            .map_err(|message| ErrorData::invalid_params(message, None))?;
+        let wait = match arguments.get("timeout_seconds") {
+            None | Some(Value::Null) => DEFAULT_WAIT,
+            Some(value) => value
+                .as_u64()
+                .filter(|secs| (1..=LONGEST_WAIT.as_secs()).contains(secs))
+                .map(Duration::from_secs)
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        format!(
+                            "'timeout_seconds' must be a whole number from 1 to {}",
+                            LONGEST_WAIT.as_secs()
+                        ),
+                        None,
+                    )
+                })?,
+        };
+        let asking = Asking::Form {
+            message: question,
+            schema,
+        };
+        let asked = self
+            .desk
+            .ask(&self.server, Some(&request.name), asking, wait);
+        let progress = progress_while_waiting(&context);
+        let answer = tokio::select! {
+            answer = asked => answer.ok(),
+            () = progress => unreachable!("progress reports never end"),
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the call was cancelled", None));
+            }
+        };
+        Ok(CallToolResponse::Complete(Self::result(
+            field, answer, wait,
+        )))
+    }
+}
+
+/// Reports progress every [`PROGRESS_EVERY`] while the caller waits, if it asked for progress;
+/// never ends.
+async fn progress_while_waiting(context: &RequestContext<RoleServer>) {
+    let Some(token) = context.meta.get_progress_token() else {
+        return std::future::pending().await;
+    };
+    let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+    ticks.tick().await;
+    for waited in 1.. {
+        ticks.tick().await;
+        let mut report = ProgressNotificationParam::new(token.clone(), f64::from(waited));
+        report.message = Some("waiting for a person to answer".into());
+        let _ = context.peer.notify_progress(report).await;
+    }
+}
+
+impl BuiltinServers for Desk {
+    fn open(&self, server: &ServerId, name: &str) -> Result<tokio::io::DuplexStream, String> {
+        if name != "human" {
+            return Err(format!("there is no built-in server '{name}'"));
+        }
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let handler = HumanServer::new(self.clone(), server.as_str());
+        tokio::spawn(async move {
+            let (read, write) = tokio::io::split(theirs);
+            match handler.serve((read, write)).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(error) => tracing::debug!("the human server did not start: {error}"),
+            }
+        });
+        Ok(ours)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arguments(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn each_tool_asks_with_a_form_of_its_own() {
+        let (_, schema, field) = HumanServer::form(
+            "choose",
+            &arguments(json!({"question": "Which?", "options": ["a", "b"]})),
+        )
+        .unwrap();
+        assert_eq!(field, "choice");
+        assert_eq!(schema["properties"]["choice"]["enum"], json!(["a", "b"]));
+        let (_, schema, field) = HumanServer::form(
+            "choose",
+            &arguments(json!({"question": "Which?", "options": ["a"], "multiple": true})),
+        )
+        .unwrap();
+        assert_eq!(
+            (field, &schema["properties"]["choices"]["type"]),
+            ("choices", &json!("array"))
+        );
+        assert!(
+            HumanServer::form(
+                "choose",
+                &arguments(json!({"question": "Which?", "options": []}))
+            )
+            .is_err()
+        );
+        assert!(HumanServer::form("ask", &arguments(json!({"question": " "}))).is_err());
+        assert_eq!(
+            HumanServer::form("confirm", &arguments(json!({"question": "Go?"})))
+                .unwrap()
+                .2,
+            "confirmed"
+        );
+    }
+
+    #[test]
+    fn a_result_says_what_the_person_did() {
+        let accepted = Answer {
+            action: Action::Accept,
+            content: Some(json!({"confirmed": true})),
+        };
+        let result = HumanServer::result("confirmed", Some(accepted), DEFAULT_WAIT);
+        assert_eq!(
+            result.structured_content,
+            Some(json!({"action": "accept", "confirmed": true}))
+        );
+        assert_eq!(result.is_error, Some(false));
+        let declined = Answer {
+            action: Action::Decline,
+            content: None,
+        };
+        let result = HumanServer::result("answer", Some(declined), DEFAULT_WAIT);
+        assert_eq!(
+            result.structured_content,
+            Some(json!({"action": "decline"}))
+        );
+        let result = HumanServer::result("answer", None, Duration::from_secs(7));
+        assert_eq!(result.is_error, Some(true));
+    }
+}
