@@ -1,6 +1,6 @@
 // A person using Switchboard's web console, for crates/switchboard/tests/web_console.rs: headless
 // Chromium (Debian's, driven by playwright-core) opens the console of a running daemon with no
-// servers, adds @modelcontextprotocol/server-everything through the form, watches it connect,
+// servers, tests and adds @modelcontextprotocol/server-everything through the form, watches it connect,
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
 // progress), runs another, cancels a long one, answers the server's question in a dialog, reads
 // the resources tab, then adds the built-in human server and answers its tool's question.
@@ -56,6 +56,10 @@ try {
   await page.fill('#add-form input[name="id"]', "everything");
   await page.fill('#add-form input[name="command"]', `node ${everything}`);
   await page.fill('#add-form input[name="description"]', "The reference server");
+  await page.click("#test-connection");
+  await page.waitForFunction(() => document.querySelector("#message").textContent.startsWith("Connected"));
+  seen.tested = await page.textContent("#message");
+  seen.storedAfterTest = (await (await fetch(`${base}/api/servers`)).json()).servers.length;
   await page.click('#add-form button[type="submit"]');
   await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
   seen.message = await page.textContent("#message");

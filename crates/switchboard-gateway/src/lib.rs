@@ -221,6 +221,7 @@ pub fn router(
         .route("/api/tools/search", get(search_tools))
         .route("/api/servers", get(servers::list).post(servers::create))
         .route("/api/servers/import", post(servers::import))
+        .route("/api/test-connection", post(servers::test))
         .route(
             "/api/servers/{id}",
             get(servers::show)

@@ -144,6 +144,23 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(server_view(&app, &def))).into_response())
 }
 
+/// `POST /api/test-connection`: connects to a definition (the body of `POST /api/servers`; the id
+/// may be left out) without storing it, and says what it found. A server that cannot be reached
+/// is an answer (`connected: false` and why), not an error.
+pub(crate) async fn test(
+    State(app): State<AppState>,
+    payload: Result<Json<Value>, JsonRejection>,
+) -> Answer {
+    let Json(payload) = payload?;
+    let id = payload
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or("test")
+        .to_owned();
+    let def = entry(&id, payload)?;
+    Ok(Json(app.hub.test_definition(&def).await).into_response())
+}
+
 /// `PUT /api/servers/{id}`: adds or replaces a server.
 pub(crate) async fn replace(
     State(app): State<AppState>,

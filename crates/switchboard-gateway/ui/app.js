@@ -163,9 +163,9 @@ for (const button of document.querySelectorAll("[data-close]")) {
   button.addEventListener("click", () => showForm(null));
 }
 
-$("#add-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const form = new FormData(event.target);
+/** The server entry the add form describes, or undefined after saying what is missing. */
+function entryOf(formElement) {
+  const form = new FormData(formElement);
   const entry = { id: form.get("id").trim() };
   const url = form.get("url").trim();
   const command = form.get("command").trim();
@@ -177,12 +177,37 @@ $("#add-form").addEventListener("submit", async (event) => {
     entry.args = args;
   } else return say("Give the server's URL or the command that starts it.", true);
   if (form.get("description").trim()) entry.description = form.get("description").trim();
+  return entry;
+}
+
+$("#add-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const entry = entryOf(event.target);
+  if (!entry) return;
   try {
     await api("POST", "/api/servers", entry);
     event.target.reset();
     showForm(null);
     say(`Added ${entry.id}.`);
     await loadServers();
+  } catch (error) {
+    say(error.message, true);
+  }
+});
+
+$("#test-connection").addEventListener("click", async () => {
+  const entry = entryOf($("#add-form"));
+  if (!entry) return;
+  if (!entry.id) delete entry.id;
+  say("Connecting…");
+  try {
+    const test = await api("POST", "/api/test-connection", entry);
+    if (test.connected) {
+      const via = [test.server_info, test.detected_transport, test.protocol_version].filter(Boolean).join(", ");
+      say(`Connected (${via}): ${test.tools.length} tools, ${test.resources} resources, ${test.prompts} prompts, in ${Math.round(test.elapsed_ms)} ms.`);
+    } else {
+      say(test.needs_auth ? `It wants a sign-in: add it, then sign in. (${test.error})` : `Cannot connect: ${test.error}`, !test.needs_auth);
+    }
   } catch (error) {
     say(error.message, true);
   }

@@ -5,8 +5,11 @@
 //! shows its effect. Read-modify-write changes take the hub's edit lock: two requests that
 //! change one server never lose each other's change.
 
+use std::sync::Arc;
+
 use switchboard_core::{ServerDefinition, ServerId};
 use switchboard_store::StoreError;
+use switchboard_upstream::UpstreamError;
 
 use crate::{Hub, HubError};
 
@@ -109,5 +112,85 @@ impl Hub {
             imported: imported.into_iter().map(|d| d.id).collect(),
             skipped,
         })
+    }
+}
+
+/// What connecting to a definition found ([`Hub::test_definition`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConnectionTest {
+    /// Whether a session opened and the server listed what it offers.
+    pub connected: bool,
+    /// Why not, in plain words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The server wants an OAuth sign-in first (add it, then sign in).
+    pub needs_auth: bool,
+    /// For HTTP: which transport the probe found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected_transport: Option<&'static str>,
+    /// The negotiated protocol version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// The server's self-reported name and version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<String>,
+    /// Its tools' names.
+    pub tools: Vec<String>,
+    /// How many resources it lists.
+    pub resources: usize,
+    /// How many prompts it lists.
+    pub prompts: usize,
+    /// From the first byte sent to the last list read, in milliseconds.
+    pub elapsed_ms: f64,
+}
+
+impl Hub {
+    /// Connects to `definition` as the daemon would (with the credentials stored for its id,
+    /// if any), lists what it offers, and closes the session: nothing is stored or kept
+    /// running. A failure is part of the answer, not an error.
+    pub async fn test_definition(&self, definition: &ServerDefinition) -> ConnectionTest {
+        let started = std::time::Instant::now();
+        let mut options = self.options.clone();
+        options.auth = crate::server_auth(definition, &self.store, &self.oauth).map(Arc::new);
+        let mut test = ConnectionTest {
+            connected: false,
+            error: None,
+            needs_auth: false,
+            detected_transport: None,
+            protocol_version: None,
+            server_info: None,
+            tools: Vec::new(),
+            resources: 0,
+            prompts: 0,
+            elapsed_ms: 0.0,
+        };
+        match switchboard_upstream::connect(definition, None, &options).await {
+            Err(error) => {
+                test.needs_auth = matches!(error, UpstreamError::AuthRequired(_));
+                test.error = Some(error.to_string());
+            }
+            Ok(connection) => {
+                let upstream = &connection.upstream;
+                test.detected_transport = connection.detected.map(|d| d.as_str());
+                test.protocol_version = upstream.protocol_version();
+                test.server_info = upstream
+                    .server_info()
+                    .map(|info| format!("{} {}", info.name, info.version));
+                // Tools must list; resources and prompts are counted where they list (many
+                // servers declare them and then refuse the list, which the daemon tolerates).
+                match upstream.list_tools().await {
+                    Ok(tools) => {
+                        test.connected = true;
+                        test.tools = tools.into_iter().map(|t| t.name.into()).collect();
+                        test.resources = upstream.list_resources().await.map_or(0, |r| r.len());
+                        test.prompts = upstream.list_prompts().await.map_or(0, |p| p.len());
+                    }
+                    Err(error) => test.error = Some(error.to_string()),
+                }
+                connection.session.close().await;
+            }
+        }
+        test.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        test
     }
 }

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use activation::{ActivationError, ConversationLayers, Scope};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
-pub use configure::ImportOutcome;
+pub use configure::{ConnectionTest, ImportOutcome};
 pub use event::{ConfigChange, HubEvent, ServerStatus};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,

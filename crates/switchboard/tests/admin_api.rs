@@ -1006,4 +1006,119 @@ async fn a_servers_question_goes_to_the_console_only_while_a_person_is_there() {
         .join("\n");
     assert!(text.contains("- Name: Ada Lovelace"), "{text}");
     assert!(text.contains("- Favorite Integer: 7"), "{text}");
+
+    // A sampling request: the person writes the model's reply.
+    let call = tokio::spawn({
+        let http = daemon.http.clone();
+        let url = format!(
+            "{}/api/servers/everything/tools/trigger-sampling-request/call",
+            daemon.base
+        );
+        async move {
+            let body = json!({"arguments": {"prompt": "Say hello", "maxTokens": 40}});
+            http.post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    });
+    let asked = console.next_of("question_asked").await["question"].clone();
+    assert_eq!(
+        (
+            &asked["kind"],
+            &asked["system_prompt"],
+            &asked["max_tokens"]
+        ),
+        (
+            &json!("sampling"),
+            &json!("You are a helpful test server."),
+            &json!(40)
+        )
+    );
+    assert!(
+        asked["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Say hello"),
+        "{asked:#}"
+    );
+    let id = asked["id"].as_str().unwrap().to_owned();
+    console
+        .send(json!({"type": "answer", "id": id, "action": "accept", "content": {"text": "Hello from a person"}}))
+        .await;
+    let result = call.await.unwrap();
+    let text = text_of(&result);
+    assert!(
+        text.contains("Hello from a person") && text.contains("\"model\": \"person\""),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_is_tested_without_being_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (status, test) = daemon
+        .send(
+            "POST",
+            "/api/test-connection",
+            Some(json!({"command": "node", "args": [everything()]})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(test["connected"], true, "{test:#}");
+    assert!(
+        test["tools"].as_array().unwrap().contains(&json!("echo")),
+        "{test:#}"
+    );
+    assert!(test["resources"].as_u64().unwrap() > 0, "{test:#}");
+    assert!(
+        test["server_info"]
+            .as_str()
+            .unwrap()
+            .contains("mcp-servers/everything"),
+        "{test:#}"
+    );
+
+    let (_, test) = daemon
+        .send(
+            "POST",
+            "/api/test-connection",
+            Some(json!({"id": "human", "url": "builtin:human"})),
+        )
+        .await;
+    assert_eq!(
+        test["tools"],
+        json!(["ask", "confirm", "choose"]),
+        "{test:#}"
+    );
+
+    // Nothing listens on port 1: an answer saying so, not an error.
+    let (status, test) = daemon
+        .send(
+            "POST",
+            "/api/test-connection",
+            Some(json!({"url": "http://127.0.0.1:1/mcp"})),
+        )
+        .await;
+    assert_eq!(
+        (status, &test["connected"], &test["needs_auth"]),
+        (200, &json!(false), &json!(false))
+    );
+    assert!(!test["error"].as_str().unwrap().is_empty(), "{test:#}");
+    let (status, refused) = daemon
+        .send(
+            "POST",
+            "/api/test-connection",
+            Some(json!({"url": "gopher://x"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+
+    let (_, servers) = daemon.send("GET", "/api/servers", None).await;
+    assert_eq!(servers["servers"], json!([]), "a test stores nothing");
 }

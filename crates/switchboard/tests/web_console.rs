@@ -52,6 +52,12 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
 
     assert_eq!(seen["empty"], true, "an empty daemon says so: {seen:#}");
     assert_eq!(seen["formsHiddenAtFirst"], true, "{seen:#}");
+    let tested = seen["tested"].as_str().unwrap();
+    assert!(
+        tested.contains("mcp-servers/everything") && tested.contains("tools"),
+        "{tested}"
+    );
+    assert_eq!(seen["storedAfterTest"], 0, "a test stores nothing");
     assert_eq!(seen["message"], "Added everything.");
     assert_eq!(seen["formHiddenAfterAdding"], true, "{seen:#}");
     let card = seen["card"].as_str().unwrap();
