@@ -3,7 +3,7 @@
 // servers, tests and adds @modelcontextprotocol/server-everything through the form, watches it connect,
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
 // progress), runs another, cancels a long one, answers the server's question in a dialog, reads
-// the resources tab, then adds the built-in human server and answers its tool's question.
+// a resource and gets a prompt, then adds the built-in human server and answers its tool's question.
 //
 //   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
 //
@@ -129,6 +129,16 @@ try {
   await page.click('[data-tab="resources"]');
   await page.waitForSelector("#resources > li");
   seen.resources = await page.locator("#resources > li").count();
+  await page.locator("#resources [data-read]").first().click();
+  await page.waitForSelector("#view-body pre");
+  seen.resourceRead = (await page.textContent("#view-title")) !== "" && (await page.textContent("#view-body pre")).length > 0;
+  await page.click('[data-tab="prompts"]');
+  await page.click('[data-get="args-prompt"]');
+  await page.fill('#view-body input[name="city"]', "Lisbon");
+  await page.click('#view-body button[type="submit"]');
+  await page.waitForSelector('#view-body pre[data-role="user"]');
+  seen.prompt = await page.textContent('#view-body pre[data-role="user"]');
+  await page.click('[data-tab="resources"]');
   seen.activity = await page.locator('#activity > li[data-type="tool_called"]').allTextContents();
   await shot(page, "activity");
 

@@ -237,6 +237,11 @@ pub fn router(
         .route("/api/servers/{id}/tools/{tool}/call", post(servers::call))
         .route("/api/servers/{id}/resources", get(servers::resources))
         .route("/api/servers/{id}/prompts", get(servers::prompts))
+        .route("/api/servers/{id}/resource", get(servers::read_resource))
+        .route(
+            "/api/servers/{id}/prompts/{prompt}/get",
+            post(servers::get_prompt),
+        )
         .route("/api/servers/{id}/logout", post(servers::logout))
         .route("/api/servers/{id}/login", post(oauth::start_login))
         .route(oauth::CALLBACK_PATH, get(oauth::callback))

@@ -283,6 +283,7 @@ pub(crate) async fn tools(State(app): State<AppState>, Path(id): Path<String>) -
                 "description": tool.description,
                 "input_schema": tool.input_schema,
                 "annotations": tool.annotations,
+                "_meta": tool.meta,
                 "settings": def.tool_settings(&tool.name),
             })
         })
@@ -322,6 +323,43 @@ pub(crate) async fn resources(State(app): State<AppState>, Path(id): Path<String
 pub(crate) async fn prompts(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
     let catalog = app.hub.catalog(&server_id(id)?)?;
     Ok(Json(json!({"prompts": catalog.prompts})).into_response())
+}
+
+/// Which resource `GET /api/servers/{id}/resource` reads.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResourceQuery {
+    uri: String,
+}
+
+/// `GET /api/servers/{id}/resource?uri=...`: reads one resource at the server (a listed one,
+/// a template's expansion, or a `ui://` view); the server's `ReadResourceResult`.
+pub(crate) async fn read_resource(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<ResourceQuery>, axum::extract::rejection::QueryRejection>,
+) -> Answer {
+    let Query(query) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let upstream = app.hub.upstream(&server_id(id)?)?;
+    let read = upstream
+        .read_resource(&query.uri, &CallContext::default())
+        .await?;
+    Ok(Json(read).into_response())
+}
+
+/// `POST /api/servers/{id}/prompts/{prompt}/get`: gets the prompt with `{"arguments": {...}}`
+/// (string values); the server's `GetPromptResult`.
+pub(crate) async fn get_prompt(
+    State(app): State<AppState>,
+    Path((id, prompt)): Path<(String, String)>,
+    payload: Result<Json<CallBody>, JsonRejection>,
+) -> Answer {
+    let Json(body) = payload?;
+    let upstream = app.hub.upstream(&server_id(id)?)?;
+    let got = upstream
+        .get_prompt(&prompt, body.arguments, &CallContext::default())
+        .await?;
+    Ok(Json(got).into_response())
 }
 
 /// The body of a call.

@@ -238,6 +238,7 @@ async function openDetail(id) {
   renderServers();
   const server = servers.find((s) => s.id === id);
   $("#detail").hidden = false;
+  $("#view").hidden = true;
   $("#detail-title").textContent = server?.display_name ?? id;
   await loadDetail();
 }
@@ -259,19 +260,57 @@ async function loadDetail() {
       api("GET", `/api/servers/${id}/prompts`).catch(() => ({ prompts: [] })),
     ]);
     $("#resources").replaceChildren(
-      ...resources.resources.map((r) => element("li", {},
-        element("span", { class: "name" }, r.name ?? r.uri), element("code", {}, r.mimeType ?? ""),
+      ...resources.resources.map((r) => element("li", { "data-resource": r.uri },
+        element("span", { class: "name" }, r.name ?? r.uri),
+        element("span", { class: "controls" }, element("code", {}, r.mimeType ?? ""),
+          element("button", { type: "button", "data-read": r.uri, onclick: () => readResource(id, r.uri) }, "Read")),
         element("span", { class: "desc" }, r.uri))),
       ...resources.resource_templates.map((t) => element("li", {},
         element("span", { class: "name" }, t.name ?? t.uriTemplate), element("code", {}, "template"),
         element("span", { class: "desc" }, t.uriTemplate))));
-    $("#prompts").replaceChildren(...prompts.prompts.map((p) => element("li", {},
+    $("#prompts").replaceChildren(...prompts.prompts.map((p) => element("li", { "data-prompt": p.name },
       element("span", { class: "name" }, p.name),
-      element("code", {}, (p.arguments ?? []).map((a) => a.name).join(", ")),
+      element("span", { class: "controls" }, element("code", {}, (p.arguments ?? []).map((a) => a.name).join(", ")),
+        element("button", { type: "button", "data-get": p.name, onclick: () => openPrompt(id, p) }, "Get")),
       element("span", { class: "desc" }, p.description ?? ""))));
   } catch (error) {
     say(error.message, true);
   }
+}
+
+/** Shows what a resource read or prompt get answered, below the lists. */
+function showView(title, body) {
+  $("#view").hidden = false;
+  $("#view-title").textContent = title;
+  $("#view-body").replaceChildren(...body);
+}
+
+async function readResource(id, uri) {
+  try {
+    const read = await api("GET", `/api/servers/${id}/resource?uri=${encodeURIComponent(uri)}`);
+    showView(uri, read.contents.map((c) => c.text !== undefined
+      ? element("pre", {}, c.text)
+      : element("p", { class: "muted" }, `${c.mimeType ?? "binary"}, ${Math.floor((c.blob?.length ?? 0) * 3 / 4)} bytes`)));
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+function openPrompt(id, prompt) {
+  const form = element("form", {},
+    ...(prompt.arguments ?? []).map((a) => field(a.name, { type: "string", description: a.description }, a.required)),
+    element("div", { class: "row" }, element("button", { type: "submit" }, "Get")));
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    try {
+      const got = await api("POST", `/api/servers/${id}/prompts/${encodeURIComponent(prompt.name)}/get`, { arguments: argumentsOf(form) });
+      showView(prompt.name, [form, ...got.messages.map((m) =>
+        element("pre", { "data-role": m.role }, `${m.role}: ${m.content?.text ?? JSON.stringify(m.content, null, 2)}`))]);
+    } catch (error) {
+      say(error.message, true);
+    }
+  };
+  showView(prompt.name, [form]);
 }
 
 function renderTools() {

@@ -307,6 +307,38 @@ async fn servers_are_added_changed_and_removed_through_the_admin_api_while_the_d
         .send("GET", "/api/servers/everything/prompts", None)
         .await;
     assert!(!prompts["prompts"].as_array().unwrap().is_empty());
+    // One of each read and got.
+    let uri = resources["resources"][0]["uri"].as_str().unwrap();
+    let path = format!(
+        "/api/servers/everything/resource?uri={}",
+        url::form_urlencoded::byte_serialize(uri.as_bytes()).collect::<String>()
+    );
+    let (status, read) = daemon.send("GET", &path, None).await;
+    assert_eq!(
+        (status, &read["contents"][0]["uri"]),
+        (200, &json!(uri)),
+        "{read:#}"
+    );
+    let (status, _) = daemon
+        .send(
+            "GET",
+            "/api/servers/everything/resource?uri=demo://nope",
+            None,
+        )
+        .await;
+    assert_eq!(status, 422, "an unknown resource is the server's error");
+    let (status, got) = daemon
+        .send(
+            "POST",
+            "/api/servers/everything/prompts/args-prompt/get",
+            Some(json!({"arguments": {"city": "Lisbon"}})),
+        )
+        .await;
+    assert_eq!(
+        (status, &got["messages"][0]["content"]["text"]),
+        (200, &json!("What's weather in Lisbon?")),
+        "{got:#}"
+    );
 
     // Disabled, it stops; removed, it is gone.
     let (_, disabled) = daemon

@@ -107,6 +107,8 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         "{seen:#}"
     );
     assert!(seen["resources"].as_u64().unwrap() > 0);
+    assert_eq!(seen["resourceRead"], true, "{seen:#}");
+    assert_eq!(seen["prompt"], "user: What's weather in Lisbon?");
     let activity: Vec<&str> = seen["activity"]
         .as_array()
         .unwrap()
