@@ -3,13 +3,15 @@
 // servers, tests and adds @modelcontextprotocol/server-everything through the form, watches it connect,
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
 // progress), runs another, cancels a long one, answers the server's question in a dialog, reads
-// a resource and gets a prompt, then adds the built-in human server and answers its tool's question.
+// a resource and gets a prompt, then adds the built-in human server and answers its tool's question,
+// and adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app.
 //
 //   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
 //
 // Prints one JSON line with what the page showed. Exits non-zero, saying why, when the page
 // does not show what a person would wait for. Chromium is /usr/bin/chromium unless CHROMIUM
 // names another; it starts with its network features off and the page talks to the daemon only.
+import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const [base, everything, screenshots] = process.argv.slice(2);
@@ -160,6 +162,44 @@ try {
   await confirm.locator('button[data-action="accept"]').click();
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
   seen.confirmResult = await page.textContent("#try-result");
+
+  // An MCP App (the ext-apps basic example server): its view framed below the tool's result,
+  // shown the result, calling the server's tool itself, messaging and logging to the console.
+  const vanilla = fileURLToPath(new URL("./node_modules/@modelcontextprotocol/server-basic-vanillajs/dist/index.js", import.meta.url));
+  await page.click("#show-add");
+  await page.fill('#add-form input[name="id"]', "apps");
+  await page.fill('#add-form input[name="command"]', `node ${vanilla} --stdio`);
+  await page.click('#add-form button[type="submit"]');
+  await page.waitForSelector('[data-server="apps"] [data-state="connected"]');
+  await page.click('[data-server="apps"] [data-action="open"]');
+  await page.click('[data-tab="tools"]');
+  await page.click('[data-try="get-time"]');
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  const view = page.frameLocator('#try-app iframe[data-app="get-time"]');
+  const serverTime = view.locator("#server-time");
+  const shows = async (test) => {
+    for (let i = 0; i < 300; i++) {
+      const text = await serverTime.textContent();
+      if (test(text)) return text;
+      await page.waitForTimeout(100);
+    }
+    throw new Error(`the app never showed it; it shows ${await serverTime.textContent()}`);
+  };
+  const iso = /^\d{4}-\d\d-\d\dT/;
+  seen.appFirstTime = await shows((text) => iso.test(text));
+  seen.viewOrigin = await serverTime.evaluate(() => self.origin);
+  await view.locator("#get-time-btn").click();
+  seen.appSecondTime = await shows((text) => iso.test(text) && text !== seen.appFirstTime);
+  await view.locator("#message-text").fill("hello from the app");
+  await view.locator("#send-message-btn").click();
+  await page.waitForSelector("#app-messages li");
+  seen.appMessage = await page.textContent("#app-messages li");
+  await view.locator("#log-text").fill("logged by the app");
+  await view.locator("#send-log-btn").click();
+  await page.waitForSelector('#activity li[data-type="app_log"]');
+  seen.appLog = await page.textContent('#activity li[data-type="app_log"]');
+  await shot(page, "mcp-app");
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {

@@ -13,6 +13,7 @@
 //! OAuth redirect and metadata routes, and still refuses foreign browser origins.
 
 mod activation;
+mod apps;
 mod events;
 mod export;
 pub mod mcp;
@@ -71,6 +72,8 @@ pub(crate) struct AppState {
     pub(crate) logins: Arc<oauth::PendingLogins>,
     /// Cancelled when the daemon shuts down: long-lived streams end.
     pub(crate) stop: tokio_util::sync::CancellationToken,
+    /// MCP Apps views the console asked for.
+    pub(crate) views: Arc<apps::Views>,
 }
 
 /// Who may use the front doors.
@@ -159,6 +162,7 @@ fn is_public_path(path: &str) -> bool {
         path,
         "/healthz" | oauth::CALLBACK_PATH | "/oauth/client-metadata.json"
     ) || ui::PATHS.contains(&path)
+        || path.starts_with(apps::VIEW_PATH)
 }
 
 /// The router with every front door; `addr` is where it is served (for the OAuth redirect URI).
@@ -180,6 +184,7 @@ pub fn router(
         callback_url: callback_url(addr),
         logins: Arc::default(),
         stop,
+        views: Arc::default(),
     };
     Router::new()
         .merge(
@@ -203,6 +208,8 @@ pub fn router(
         .route("/metrics", get(metrics))
         .route("/api/events", get(events::sse))
         .route("/api/events/ws", get(events::websocket))
+        .route("/api/apps/views", post(apps::create))
+        .route("/apps/view/{id}", get(apps::serve))
         .route("/api/questions", get(questions::list))
         .route("/api/questions/{id}", post(questions::answer_one))
         .route(

@@ -3,7 +3,7 @@
 //!
 //! The files are public on every listener: they hold no data, and on a listener with API keys
 //! the page asks for one before it reads anything. Their Content-Security-Policy allows only
-//! this origin's own script, style and requests, and no framing.
+//! this origin's own script, style, requests and app views, and no framing of the console.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -15,10 +15,11 @@ const STYLE: &str = include_str!("../ui/app.css");
 /// The console's own paths, which need no API key.
 pub(crate) const PATHS: [&str; 3] = ["/", "/ui/app.js", "/ui/app.css"];
 
-/// What the console may load and do: its own files and API, nothing else.
+/// What the console may load and do: its own files and API, and frame its own MCP Apps views
+/// (`/apps/view/...`, sandboxed by their own policy), nothing else.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; \
-     frame-ancestors 'none'";
+     connect-src 'self'; img-src 'self' data:; frame-src 'self'; form-action 'self'; \
+     base-uri 'none'; frame-ancestors 'none'";
 
 fn file(content_type: &'static str, body: &'static str) -> Response {
     (

@@ -234,6 +234,7 @@ $("#import-form").addEventListener("submit", async (event) => {
 let tools = [];
 
 async function openDetail(id) {
+  if (selected !== id) closeApp("another server was opened");
   selected = id;
   renderServers();
   const server = servers.find((s) => s.id === id);
@@ -244,6 +245,7 @@ async function openDetail(id) {
 }
 
 function closeDetail() {
+  closeApp("the server was closed");
   selected = null;
   $("#detail").hidden = true;
   $("#try").hidden = true;
@@ -439,6 +441,7 @@ function openTry(tool) {
   $("#try-description").textContent = tool.description ?? "";
   $("#try-result").textContent = "";
   $("#try-status").textContent = "";
+  closeApp("another tool was opened");
   const form = $("#try-form");
   form.replaceChildren(
     ...fieldsOf(tool.input_schema),
@@ -471,6 +474,11 @@ async function runTool(server, tool, form) {
   $("#cancel").disabled = false;
   $("#try-result").textContent = "";
   status("Running…");
+  const toolInfo = tools.find((t) => t.name === tool);
+  const view = viewOf(toolInfo) ? await openApp(server, toolInfo, args).catch((error) => {
+    status(`The tool's app cannot be shown: ${error.message}`, true);
+    return null;
+  }) : null;
   try {
     const response = await api("POST", `/api/servers/${server}/tools/${encodeURIComponent(tool)}/call`,
       { arguments: args }, { raw: true, signal: running.signal, headers: { accept: "text/event-stream" } });
@@ -488,11 +496,14 @@ async function runTool(server, tool, form) {
       } else if (name === "result") {
         status(data.isError ? "The tool reported an error." : "Done.", Boolean(data.isError));
         $("#try-result").textContent = JSON.stringify(data, null, 2);
+        view?.notify("ui/notifications/tool-result", data);
       } else if (name === "error") {
         status(data.error, true);
+        view?.notify("ui/notifications/tool-cancelled", { reason: data.error });
       }
     });
   } catch (error) {
+    view?.notify("ui/notifications/tool-cancelled", { reason: error.message });
     if (error.name === "AbortError") status("Cancelled.", true);
     else throw error;
   } finally {
@@ -514,12 +525,158 @@ function logActivity(event) {
     lagged: (e) => `missed ${e.missed} events`,
     question_asked: (e) => `${e.question.server}${e.question.tool ? `/${e.question.tool}` : ""}: ${e.question.kind} question ${e.question.id}`,
     question_ended: (e) => `${e.server}: question ${e.id} ${e.ending.replace("_", " ")}`,
+    app_log: (e) => `${e.server}/${e.tool} app: ${e.level} ${typeof e.data === "string" ? e.data : JSON.stringify(e.data)}`,
   }[event.type];
   if (!describe) return;
   const list = $("#activity");
   list.prepend(element("li", { "data-type": event.type },
     `${new Date().toLocaleTimeString()} ${event.type} ${describe(event)}`));
   while (list.children.length > 100) list.lastChild.remove();
+}
+
+// ---- MCP Apps ----
+// A tool whose `_meta.ui.resourceUri` names a `ui://` view gets it framed below its result. The
+// daemon serves the view sandboxed under the policy its metadata asks for (an opaque origin);
+// this page is the view's host: it answers the MCP Apps messages the view posts (JSON-RPC 2.0
+// objects), calls the server's tools and reads its resources for it through the admin API, and
+// tells it the tool's input and result once it says it is initialized.
+
+/** The view of a tool, if it has one. */
+function viewOf(tool) {
+  const uri = tool?._meta?.ui?.resourceUri ?? tool?._meta?.["ui/resourceUri"];
+  return typeof uri === "string" && uri.startsWith("ui://") ? uri : undefined;
+}
+
+/** Whether a view may call tool `name` of its server's `serverTools`: it must be on, and
+ * visible to apps. */
+function appMayCall(serverTools, name) {
+  const tool = serverTools.find((t) => t.name === name);
+  const visibility = tool?._meta?.ui?.visibility ?? ["model", "app"];
+  return Boolean(tool?.settings.enabled) && visibility.includes("app");
+}
+
+/** The view framed now. */
+let app = null;
+
+window.addEventListener("message", (event) => {
+  if (app && event.source === app.frame.contentWindow && event.data?.jsonrpc === "2.0") {
+    app.receive(event.data);
+  }
+});
+
+async function openApp(server, tool, args) {
+  closeApp("the tool runs again");
+  const served = await api("POST", "/api/apps/views", { server, uri: viewOf(tool) });
+  const frame = element("iframe", {
+    sandbox: "allow-scripts allow-forms", title: `${tool.name} app`, "data-app": tool.name,
+    allow: appAllow(served.permissions), class: served.prefers_border === false ? "borderless" : "",
+  });
+  const serverTools = tools.slice();
+  const view = {
+    frame, server, tool, initialized: false, queue: [], nextId: 1, waiting: new Map(),
+    post(message) {
+      frame.contentWindow?.postMessage(message, "*");
+    },
+    notify(method, params) {
+      const message = { jsonrpc: "2.0", method, params };
+      if (this.initialized) this.post(message);
+      else this.queue.push(message);
+    },
+    request(method, params) {
+      const id = this.nextId++;
+      this.post({ jsonrpc: "2.0", id, method, params });
+      return new Promise((resolve) => this.waiting.set(id, resolve));
+    },
+    async receive(message) {
+      if (message.method === undefined) {
+        this.waiting.get(message.id)?.(message);
+        this.waiting.delete(message.id);
+        return;
+      }
+      if (message.id === undefined) return this.notified(message);
+      try {
+        this.post({ jsonrpc: "2.0", id: message.id, result: await this.answer(message) });
+      } catch (error) {
+        this.post({ jsonrpc: "2.0", id: message.id, error: { code: error.code ?? -32000, message: error.message } });
+      }
+    },
+    notified({ method, params }) {
+      if (method === "ui/notifications/initialized") {
+        this.initialized = true;
+        for (const message of this.queue.splice(0)) this.post(message);
+      } else if (method === "ui/notifications/size-changed" && params?.height) {
+        frame.style.height = `${Math.min(Math.max(params.height, 40), 1200)}px`;
+      } else if (method === "notifications/message") {
+        logActivity({ type: "app_log", server, tool: tool.name, level: params?.level, data: params?.data });
+      }
+    },
+    async answer({ method, params }) {
+      switch (method) {
+        case "ui/initialize":
+          return {
+            protocolVersion: "2026-01-26",
+            hostInfo: { name: "switchboard", version: $("#version").textContent.replace(/^v/, "") || "0" },
+            hostCapabilities: { openLinks: {}, serverTools: {}, serverResources: {}, logging: {}, message: { text: {} }, updateModelContext: { text: {} } },
+            hostContext: {
+              toolInfo: { tool: { name: tool.name, title: tool.title, description: tool.description, inputSchema: tool.input_schema } },
+              theme: "light", displayMode: "inline", availableDisplayModes: ["inline"], platform: "web",
+              locale: navigator.language, timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+              containerDimensions: { maxHeight: 1200 },
+            },
+          };
+        case "ping":
+          return {};
+        case "tools/call": {
+          if (!appMayCall(serverTools, params?.name)) throw Object.assign(new Error(`the app may not call '${params?.name}'`), { code: -32602 });
+          return api("POST", `/api/servers/${server}/tools/${encodeURIComponent(params.name)}/call`, { arguments: params.arguments ?? {} });
+        }
+        case "resources/read":
+          return api("GET", `/api/servers/${server}/resource?uri=${encodeURIComponent(params?.uri ?? "")}`);
+        case "ui/open-link": {
+          const url = new URL(params?.url ?? "");
+          if (!["http:", "https:"].includes(url.protocol)) throw new Error("only http and https links open");
+          window.open(url.href, "_blank", "noopener,noreferrer");
+          return {};
+        }
+        case "ui/message": {
+          const blocks = Array.isArray(params?.content) ? params.content : [params?.content];
+          const text = blocks.map((b) => b?.text ?? JSON.stringify(b)).join("\n");
+          $("#app-messages").prepend(element("li", {}, `${tool.name} app says: ${text}`));
+          return {};
+        }
+        case "ui/update-model-context":
+          return {};
+        case "ui/request-display-mode":
+          return { mode: "inline" };
+        default:
+          throw Object.assign(new Error(`Method not found: ${method}`), { code: -32601 });
+      }
+    },
+  };
+  app = view;
+  // The view posts `ui/initialize` as soon as its script runs: the listener is in place first.
+  frame.src = served.url;
+  $("#try-app").replaceChildren(frame);
+  $("#try-app-panel").hidden = false;
+  view.notify("ui/notifications/tool-input", { arguments: args });
+  return view;
+}
+
+/** The `allow` attribute for the permissions a view asked for. */
+function appAllow(permissions) {
+  const features = { camera: "camera", microphone: "microphone", geolocation: "geolocation", clipboardWrite: "clipboard-write" };
+  return Object.keys(permissions ?? {}).filter((p) => features[p]).map((p) => features[p]).join("; ") || undefined;
+}
+
+/** Asks the framed view to wind down (a second at most), then removes it. */
+function closeApp(reason) {
+  const view = app;
+  if (!view) return;
+  app = null;
+  const teardown = view.initialized ? view.request("ui/resource-teardown", { reason }) : Promise.resolve();
+  Promise.race([teardown, new Promise((resolve) => setTimeout(resolve, 1000))]).then(() => view.frame.remove());
+  $("#try-app-panel").hidden = true;
+  $("#app-messages").replaceChildren();
 }
 
 // ---- questions for people ----

@@ -12,7 +12,11 @@ use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
-    let npm = common::npm_dir(&["playwright-core", "@modelcontextprotocol/server-everything"]);
+    let npm = common::npm_dir(&[
+        "playwright-core",
+        "@modelcontextprotocol/server-everything",
+        "@modelcontextprotocol/server-basic-vanillajs",
+    ]);
     let dir = tempfile::tempdir().unwrap();
     let (_daemon, port) = common::spawn_daemon(dir.path());
     let base = format!("http://127.0.0.1:{port}");
@@ -121,6 +125,26 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
             .any(|line| line.contains("everything/echo: ok")),
         "{activity:?}"
     );
+    // The MCP App: shown the tool's result, then calling the server itself, in an opaque
+    // origin.
+    let first = seen["appFirstTime"].as_str().unwrap();
+    let second = seen["appSecondTime"].as_str().unwrap();
+    assert!(
+        first.contains('T') && second > first,
+        "{first} then {second}"
+    );
+    assert_eq!(
+        seen["viewOrigin"], "null",
+        "the view runs in an opaque origin"
+    );
+    assert_eq!(seen["appMessage"], "get-time app says: hello from the app");
+    assert!(
+        seen["appLog"]
+            .as_str()
+            .unwrap()
+            .contains("info logged by the app"),
+        "{seen:#}"
+    );
     assert_eq!(
         seen["problems"],
         serde_json::json!([]),
@@ -145,4 +169,45 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         .unwrap();
     let cancelled = r#"switchboard_tool_calls_total{server="everything",tool="trigger-long-running-operation",outcome="cancelled"} 1"#;
     assert!(metrics.contains(cancelled), "{metrics}");
+    // The app's tool ran twice: once from the form, once from the app's own button.
+    let app_calls = r#"switchboard_tool_calls_total{server="apps",tool="get-time",outcome="ok"} 2"#;
+    assert!(metrics.contains(app_calls), "{metrics}");
+
+    // The view as the daemon serves it: sandboxed, under the strict default policy (the example
+    // declares no domains), and only for MCP App views.
+    let http = reqwest::Client::new();
+    let ask = |body: Value| {
+        http.post(format!("{base}/api/apps/views"))
+            .json(&body)
+            .send()
+    };
+    let served = ask(serde_json::json!({"server": "apps", "uri": "ui://get-time/mcp-app.html"}))
+        .await
+        .unwrap();
+    assert_eq!(served.status(), 200);
+    let served: Value = served.json().await.unwrap();
+    let page = reqwest::get(format!("{base}{}", served["url"].as_str().unwrap()))
+        .await
+        .unwrap();
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.starts_with("sandbox allow-scripts") && policy.contains("connect-src 'none'"),
+        "{policy}"
+    );
+    assert!(page.text().await.unwrap().contains("get-time-btn"));
+    let not_a_view = ask(serde_json::json!({"server": "everything", "uri": "demo://resource/static/document/architecture.md"}))
+        .await
+        .unwrap();
+    assert_eq!(not_a_view.status(), 400, "not a ui:// resource");
+    let unknown = ask(serde_json::json!({"server": "everything", "uri": "ui://nothing-here"}))
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 422, "the server's error");
+    let expired = reqwest::get(format!("{base}/apps/view/0123456789abcdef"))
+        .await
+        .unwrap();
+    assert_eq!(expired.status(), 404);
 }
