@@ -2,7 +2,7 @@
 // Chromium (Debian's, driven by playwright-core) opens the console of a running daemon with no
 // servers, tests and adds @modelcontextprotocol/server-everything through the form, watches it connect,
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
-// progress), runs another, cancels a long one, answers the server's question in a dialog, reads
+// progress), runs another and watches its messages in the inspector, cancels a long one, answers the server's question in a dialog, reads
 // a resource and gets a prompt, then adds the built-in human server and answers its tool's question,
 // and adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app.
 //
@@ -102,6 +102,21 @@ try {
   await page.click("#run");
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
   seen.echoResult = await page.textContent("#try-result");
+
+  // The inspector: the call's JSON-RPC messages, live, and filtered.
+  await page.click('[data-tab="inspector"]');
+  await page.waitForSelector("#traffic-status[data-following]");
+  await page.click("#run");
+  await page.waitForSelector('#traffic li[data-direction="sent"][data-method="tools/call"]');
+  await page.waitForFunction(() => [...document.querySelectorAll('#traffic li[data-direction="received"]')]
+    .some((item) => item.dataset.text.includes("echo: hello from the console")));
+  await page.selectOption("#traffic-kind", "request");
+  seen.inspectorRequests = await page.locator("#traffic li:not([hidden])").evaluateAll((items) => items.map((i) => i.dataset.kind));
+  await page.selectOption("#traffic-kind", "");
+  await page.locator('#traffic li[data-method="tools/call"] summary').first().click();
+  seen.inspectedCall = JSON.parse(await page.locator('#traffic li[data-method="tools/call"] pre').first().textContent());
+  await shot(page, "inspector");
+  await page.click('[data-tab="tools"]');
 
   // A long call cancelled.
   await page.click('[data-try="trigger-long-running-operation"]');

@@ -79,6 +79,33 @@ pub(crate) async fn sse(State(app): State<AppState>) -> Response {
         .into_response()
 }
 
+/// `GET /api/servers/{id}/traffic`: the server's JSON-RPC messages as Server-Sent Events
+/// (`message` events of `{"direction", "at_ms", "message"}`, `lagged` when some were missed),
+/// from now until the reader leaves or the daemon stops. Copies are made only while someone
+/// reads.
+pub(crate) async fn traffic(
+    State(app): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Response, crate::ApiError> {
+    let id = switchboard_core::ServerId::new(&id)
+        .map_err(|e| crate::ApiError::new(axum::http::StatusCode::BAD_REQUEST, e))?;
+    // An unknown server is 404; a known one that is not running, 409.
+    app.hub.definition(&id).await?;
+    let receiver = app.hub.watch_traffic(&id)?;
+    let stream = follow(receiver)
+        .take_until(app.stop.clone().cancelled_owned())
+        .map(|value| {
+            let kind = match value["type"].as_str() {
+                Some("lagged") => "lagged",
+                _ => "message",
+            };
+            Ok::<_, Infallible>(Event::default().event(kind).data(value.to_string()))
+        });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
 /// `GET /api/events/ws`.
 pub(crate) async fn websocket(State(app): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
     let stream = events(&app);

@@ -245,6 +245,7 @@ pub fn router(
         .route("/api/servers/{id}/resources", get(servers::resources))
         .route("/api/servers/{id}/prompts", get(servers::prompts))
         .route("/api/servers/{id}/resource", get(servers::read_resource))
+        .route("/api/servers/{id}/traffic", get(events::traffic))
         .route(
             "/api/servers/{id}/prompts/{prompt}/get",
             post(servers::get_prompt),

@@ -234,7 +234,12 @@ $("#import-form").addEventListener("submit", async (event) => {
 let tools = [];
 
 async function openDetail(id) {
-  if (selected !== id) closeApp("another server was opened");
+  if (selected !== id) {
+    closeApp("another server was opened");
+    stopInspecting();
+    for (const tab of document.querySelectorAll("[data-tab]")) tab.classList.toggle("active", tab.dataset.tab === "tools");
+    for (const pane of document.querySelectorAll("[data-pane]")) pane.hidden = pane.dataset.pane !== "tools";
+  }
   selected = id;
   renderServers();
   const server = servers.find((s) => s.id === id);
@@ -246,6 +251,7 @@ async function openDetail(id) {
 
 function closeDetail() {
   closeApp("the server was closed");
+  stopInspecting();
   selected = null;
   $("#detail").hidden = true;
   $("#try").hidden = true;
@@ -348,7 +354,91 @@ for (const tab of document.querySelectorAll("[data-tab]")) {
   tab.addEventListener("click", () => {
     for (const other of document.querySelectorAll("[data-tab]")) other.classList.toggle("active", other === tab);
     for (const pane of document.querySelectorAll("[data-pane]")) pane.hidden = pane.dataset.pane !== tab.dataset.tab;
+    if (tab.dataset.tab === "inspector") inspect(selected);
+    else stopInspecting();
   });
+}
+
+// ---- the inspector: a server's JSON-RPC messages, live ----
+
+let inspecting = null;
+
+/** What kind of JSON-RPC message it is. */
+function kindOf(message) {
+  if (message.method !== undefined) return message.id !== undefined ? "request" : "notification";
+  return message.error !== undefined ? "error" : "response";
+}
+
+/** One line saying what a message is. */
+function summary(message) {
+  const kind = kindOf(message);
+  if (kind === "request") return `${message.method} #${message.id}`;
+  if (kind === "notification") return message.method;
+  if (kind === "error") return `error #${message.id}: ${message.error.code} ${message.error.message}`;
+  return `result #${message.id}`;
+}
+
+function trafficShown(item) {
+  const direction = $("#traffic-direction").value;
+  const kind = $("#traffic-kind").value;
+  const text = $("#traffic-filter").value.trim().toLowerCase();
+  return (!direction || item.dataset.direction === direction) && (!kind || item.dataset.kind === kind)
+    && (!text || item.dataset.text.includes(text));
+}
+
+function filterTraffic() {
+  for (const item of $("#traffic").children) item.hidden = !trafficShown(item);
+}
+
+for (const control of ["#traffic-direction", "#traffic-kind"]) $(control).addEventListener("change", filterTraffic);
+$("#traffic-filter").addEventListener("input", filterTraffic);
+$("#traffic-clear").addEventListener("click", () => $("#traffic").replaceChildren());
+
+function stopInspecting() {
+  inspecting?.abort();
+  inspecting = null;
+}
+
+/** Follows server `id`'s messages until the tab or the server changes. */
+async function inspect(id) {
+  stopInspecting();
+  const controller = new AbortController();
+  inspecting = controller;
+  $("#traffic").replaceChildren();
+  $("#traffic-status").textContent = "Following this server's messages from now on…";
+  try {
+    const response = await api("GET", `/api/servers/${id}/traffic`, undefined, { raw: true, signal: controller.signal });
+    if (!response.ok) {
+      const answer = await response.json().catch(() => ({}));
+      throw new Error(answer.error ?? `${response.status} ${response.statusText}`);
+    }
+    $("#traffic-status").dataset.following = "yes";
+    await readEvents(response, (name, data) => {
+      if (name === "lagged") {
+        $("#traffic").prepend(element("li", { class: "error" }, `missed ${data.missed} messages`));
+        return;
+      }
+      const { message } = data;
+      const text = JSON.stringify(message);
+      const item = element("li", {
+        "data-direction": data.direction, "data-kind": kindOf(message), "data-method": message.method ?? "",
+        "data-text": text.toLowerCase(),
+      }, element("details", {},
+        element("summary", {},
+          element("span", { class: "muted" }, new Date(data.at_ms).toLocaleTimeString()), " ",
+          element("b", {}, data.direction === "sent" ? "→" : "←"), " ", summary(message)),
+        element("pre", {}, JSON.stringify(message, null, 2))));
+      item.hidden = !trafficShown(item);
+      const list = $("#traffic");
+      list.prepend(item);
+      while (list.children.length > 500) list.lastChild.remove();
+    });
+  } catch (error) {
+    if (error.name !== "AbortError") $("#traffic-status").textContent = `Not following: ${error.message}`;
+  } finally {
+    delete $("#traffic-status").dataset.following;
+    if (inspecting === controller) inspecting = null;
+  }
 }
 
 // ---- try a tool ----

@@ -13,6 +13,7 @@ mod configure;
 mod connection;
 mod event;
 mod exposed;
+mod inspector;
 mod metrics;
 mod rate_limits;
 mod semantic;
@@ -37,6 +38,7 @@ pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,
     tool_document,
 };
+pub use inspector::TrafficMessage;
 pub use rate_limits::Limited;
 pub use semantic::SemanticError;
 pub use switchboard_desk as desk;
@@ -154,6 +156,7 @@ pub struct Hub {
     metrics: Arc<metrics::HubMetrics>,
     rate_limits: rate_limits::RateLimits,
     desk: Desk,
+    inspector: inspector::Inspector,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -213,6 +216,7 @@ impl Hub {
             metrics,
             rate_limits: rate_limits::RateLimits::default(),
             desk,
+            inspector: inspector::Inspector::default(),
         })
     }
 
@@ -428,6 +432,7 @@ impl Hub {
             slot.definition.id.as_str(),
             options.input_policy,
         )));
+        options.message_tap = Some(self.inspector.tap(&slot.definition.id));
         let task = connection::ConnectionTask::new(
             slot,
             self.store.clone(),

@@ -38,6 +38,7 @@ use crate::http_client::{HttpFailure, StatusAwareHttpClient};
 use crate::late_discover::LateDiscoverFilter;
 use crate::legacy_sse::{LegacySseError, LegacySseTransport};
 use crate::stdio::{self, StderrTail};
+use crate::tap::Tapped;
 use crate::upstream::Upstream;
 use crate::websocket::WebSocketTransport;
 
@@ -73,6 +74,9 @@ pub struct ConnectOptions {
     pub input_fallback: Option<std::sync::Arc<dyn crate::InputResponder>>,
     /// Where `builtin:` servers run; they cannot be connected without it.
     pub builtins: Option<std::sync::Arc<dyn BuiltinServers>>,
+    /// Where copies of the connection's JSON-RPC messages go while someone watches (the
+    /// console's inspector).
+    pub message_tap: Option<std::sync::Arc<dyn crate::MessageTap>>,
 }
 
 /// Runs the servers Switchboard carries inside itself
@@ -112,6 +116,7 @@ impl ConnectOptions {
             call_observer: None,
             input_fallback: None,
             builtins: None,
+            message_tap: None,
         }
     }
 
@@ -206,6 +211,7 @@ pub async fn connect(
             let headers = crate::http_client::header_map(headers)
                 .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
             let client = StatusAwareHttpClient::new(options.http.clone(), headers)
+                .with_tap(options.message_tap.clone())
                 .with_auth(options.auth.clone())
                 .with_in_flight(in_flight.clone())
                 .with_events(events_tx.clone());
@@ -259,7 +265,7 @@ pub async fn connect(
             };
             let service = within(
                 handshake + AUTO_DISCOVER_ALLOWANCE,
-                serve_message_transport(handler, open),
+                serve_message_transport(handler, open, options.message_tap.clone()),
             )
             .await?;
             (service, None, None)
@@ -276,7 +282,7 @@ pub async fn connect(
             };
             let service = within(
                 handshake + AUTO_DISCOVER_ALLOWANCE,
-                serve_message_transport(handler, open),
+                serve_message_transport(handler, open, options.message_tap.clone()),
             )
             .await
             .map_err(|e| explain_with_stderr(e, &tail))?;
@@ -297,7 +303,11 @@ pub async fn connect(
                     _,
                 >::new_client(read, write))
             };
-            let service = within(handshake, serve_message_transport(handler, open)).await?;
+            let service = within(
+                handshake,
+                serve_message_transport(handler, open, options.message_tap.clone()),
+            )
+            .await?;
             (service, None, None)
         }
     };
@@ -355,6 +365,7 @@ fn explain_with_stderr(error: UpstreamError, tail: &StderrTail) -> UpstreamError
 async fn serve_message_transport<T, Open, Fut>(
     handler: UpstreamHandler,
     open: Open,
+    tap: Option<std::sync::Arc<dyn crate::MessageTap>>,
 ) -> Result<Service, UpstreamError>
 where
     T: rmcp::transport::Transport<RoleClient> + 'static,
@@ -365,12 +376,15 @@ where
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    let probing = LateDiscoverFilter::new(open().await?);
+    let probing = LateDiscoverFilter::new(Tapped::new(open().await?, tap.clone()));
     match handler.clone().serve_with_lifecycle(probing, auto).await {
         Ok(service) => Ok(service),
         Err(error) if only_legacy_versions(&error) => handler
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
-            .serve_with_lifecycle(open().await?, ClientLifecycleMode::Initialize)
+            .serve_with_lifecycle(
+                Tapped::new(open().await?, tap),
+                ClientLifecycleMode::Initialize,
+            )
             .await
             .map_err(handshake_error),
         Err(error) => Err(handshake_error(error)),
@@ -661,7 +675,10 @@ async fn try_http_sse(
     let handler = handler.with_protocol_version(ProtocolVersion::V_2024_11_05);
     within(wait, async {
         handler
-            .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+            .serve_with_lifecycle(
+                Tapped::new(transport, client.tap()),
+                ClientLifecycleMode::Initialize,
+            )
             .await
             .map(Step::Connected)
             .map_err(handshake_error)

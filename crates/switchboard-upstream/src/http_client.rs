@@ -113,6 +113,8 @@ pub struct StatusAwareHttpClient {
     /// server forgot the old one, which is told on `events`.
     opened_before: Arc<std::sync::atomic::AtomicBool>,
     events: Option<tokio::sync::mpsc::UnboundedSender<crate::UpstreamEvent>>,
+    /// Where copies of the messages go while someone watches ([`crate::tap`]).
+    tap: Option<Arc<dyn crate::MessageTap>>,
 }
 
 /// A session as rmcp's client uses it: its id and the protocol version header its requests
@@ -157,7 +159,19 @@ impl StatusAwareHttpClient {
             sent: Arc::default(),
             opened_before: Arc::default(),
             events: None,
+            tap: None,
         }
+    }
+
+    /// Copies the messages it sends and receives to `tap` while it watches.
+    pub fn with_tap(mut self, tap: Option<Arc<dyn crate::MessageTap>>) -> Self {
+        self.tap = tap;
+        self
+    }
+
+    /// Where copies of its messages go.
+    pub(crate) fn tap(&self) -> Option<Arc<dyn crate::MessageTap>> {
+        self.tap.clone()
     }
 
     /// The session rmcp's client last sent a request in (other than `initialize`), unless the
@@ -592,6 +606,7 @@ impl StatusAwareHttpClient {
         max_sse_event_size: usize,
         tag: bool,
     ) -> HttpResult<StreamableHttpPostResponse> {
+        crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Sent, &message);
         let method = reqwest::Method::POST;
         let response = self
             .send_authorized(&method, url, |credentials| {
@@ -648,6 +663,7 @@ impl StatusAwareHttpClient {
                 && let JsonRpcMessage::Request(request) = &message
             {
                 error.id = Some(request.id.clone());
+                crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &error);
                 return Ok(StreamableHttpPostResponse::Json(
                     JsonRpcMessage::Error(error),
                     new_session,
@@ -660,7 +676,10 @@ impl StatusAwareHttpClient {
         }
         match kind.as_deref() {
             Some(k) if k.starts_with(EVENT_STREAM) => {
-                let events = bounded_sse(response.bytes_stream(), max_sse_event_size);
+                let events = crate::tap::copy_events(
+                    self.tap.clone(),
+                    bounded_sse(response.bytes_stream(), max_sse_event_size),
+                );
                 let events = match &message {
                     JsonRpcMessage::Request(request) if tag => crate::relay::tag_related(
                         events,
@@ -681,6 +700,7 @@ impl StatusAwareHttpClient {
                             excerpt(&body)
                         )))
                     })?;
+                crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &parsed);
                 Ok(StreamableHttpPostResponse::Json(parsed, new_session))
             }
             other => Err(StreamableHttpError::UnexpectedContentType(
@@ -735,9 +755,10 @@ impl StatusAwareHttpClient {
             }));
         }
         match content_type(&response) {
-            Some(k) if k.starts_with(EVENT_STREAM) => {
-                Ok(bounded_sse(response.bytes_stream(), max_sse_event_size))
-            }
+            Some(k) if k.starts_with(EVENT_STREAM) => Ok(crate::tap::copy_events(
+                self.tap.clone(),
+                bounded_sse(response.bytes_stream(), max_sse_event_size),
+            )),
             other => Err(StreamableHttpError::UnexpectedContentType(other)),
         }
     }

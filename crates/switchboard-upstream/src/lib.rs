@@ -23,6 +23,7 @@ pub mod plain_http;
 pub mod relay;
 pub mod sse;
 pub mod stdio;
+pub mod tap;
 pub mod upstream;
 pub mod websocket;
 pub mod wire;
@@ -33,6 +34,7 @@ pub use error::UpstreamError;
 pub use handler::{InputPolicy, UpstreamEvent, relay_capabilities_for};
 pub use observe::{CallObserver, CallOutcome, CallRecord};
 pub use relay::InputResponder;
+pub use tap::{Direction, MessageTap};
 pub use upstream::{CallContext, Progress, Upstream};
 
 /// The MCP model types (rmcp), re-exported so that higher layers name one version of them.

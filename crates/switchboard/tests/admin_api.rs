@@ -135,7 +135,12 @@ fn text_of(result: &Value) -> String {
 
 /// The SSE events of `GET /api/events`, as JSON objects, until `enough` says so (or 30 s).
 async fn collect_events(base: String, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let response = reqwest::get(format!("{base}/api/events")).await.unwrap();
+    collect_sse(format!("{base}/api/events"), enough).await
+}
+
+/// The SSE events of `GET url`, as JSON objects, until `enough` says so (or 30 s).
+async fn collect_sse(url: String, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let response = reqwest::get(url).await.unwrap();
     assert_eq!(response.status(), 200);
     let mut body = response.bytes_stream();
     let mut buffer = String::new();
@@ -1153,4 +1158,51 @@ async fn a_definition_is_tested_without_being_stored() {
 
     let (_, servers) = daemon.send("GET", "/api/servers", None).await;
     assert_eq!(servers["servers"], json!([]), "a test stores nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_json_rpc_traffic_is_followed_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (status, _) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "everything", "command": "node", "args": [everything()]})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    daemon
+        .wait_for_tool("everything", "echo", json!("everything__echo"))
+        .await;
+    let following = tokio::spawn(collect_sse(
+        format!("{}/api/servers/everything/traffic", daemon.base),
+        |messages| {
+            messages.iter().any(|m| {
+                m["direction"] == "received"
+                    && m["message"]["result"]["content"][0]["text"] == "Echo: inspect me"
+            })
+        },
+    ));
+    // The follower is in place once its stream is open; calls until then go unseen.
+    let mut answered = false;
+    for _ in 0..100 {
+        let (_, result) = daemon.call("echo", json!({"message": "inspect me"})).await;
+        assert_eq!(text_of(&result), "Echo: inspect me");
+        if following.is_finished() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "the call was never seen");
+    let messages = following.await.unwrap();
+    let sent = messages
+        .iter()
+        .find(|m| m["direction"] == "sent" && m["message"]["method"] == "tools/call")
+        .expect("the call was seen going out");
+    assert_eq!(sent["message"]["params"]["name"], "echo");
+    assert!(sent["at_ms"].as_u64().unwrap() > 0);
+    let (status, _) = daemon.send("GET", "/api/servers/nope/traffic", None).await;
+    assert_eq!(status, 404);
 }

@@ -89,6 +89,19 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
             .contains("Echo: hello from the console"),
         "{seen:#}"
     );
+    let requests = seen["inspectorRequests"].as_array().unwrap();
+    assert!(
+        !requests.is_empty() && requests.iter().all(|kind| kind == "request"),
+        "the filter shows requests only: {requests:?}"
+    );
+    assert_eq!(
+        (
+            &seen["inspectedCall"]["method"],
+            &seen["inspectedCall"]["params"]["name"]
+        ),
+        (&serde_json::json!("tools/call"), &serde_json::json!("echo")),
+        "{seen:#}"
+    );
     assert_eq!(seen["cancelled"], true);
     assert_eq!(
         seen["question"],
