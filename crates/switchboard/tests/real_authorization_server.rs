@@ -371,3 +371,58 @@ async fn a_daemon_and_the_cli_share_a_rotating_grant_without_ever_losing_it() {
         "no retired refresh token was ever presented: {events:#?}"
     );
 }
+
+/// The same sign-in from the web console: a person adds the protected server in Chromium, signs
+/// in and consents in the window the console opens, sees the server connect live, calls its
+/// tool, and signs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_and_out_from_the_web_console() {
+    let server = RealAuthorizationServer::start(3600).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (_daemon, port) = spawn_daemon(dir.path());
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..200 {
+        if reqwest::get(format!("{base}/healthz")).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node")
+            .arg(npm_dir().join("console-sign-in.mjs"))
+            .args([&base, &server.mcp])
+            .args(screenshots.iter())
+            .env("CHROMIUM", common::chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser finishes within 120 s")
+    .unwrap();
+    assert!(output.status.success(), "the browser: {}", text(&output));
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    let issuer = url::Url::parse(&server.issuer).unwrap();
+    assert_eq!(
+        seen["signInPage"],
+        issuer.origin().ascii_serialization(),
+        "the person signs in on the authorization server's own page: {seen:#}"
+    );
+    assert!(
+        seen["consentScopes"].as_str().unwrap().contains("mcp:read"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["callbackPage"], base,
+        "the redirect comes back to the daemon"
+    );
+    assert!(
+        seen["callbackText"].as_str().unwrap().contains("secure"),
+        "{seen:#}"
+    );
+    assert_eq!(seen["echo"], "echo: signed in");
+    assert_eq!(seen["signedOut"], "Signed out of secure.");
+    assert_eq!(seen["problems"], json!([]));
+    assert!(server.count("token").await >= 1);
+}
