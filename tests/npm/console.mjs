@@ -4,7 +4,8 @@
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
 // progress), runs another and watches its messages in the inspector, cancels a long one, answers the server's question in a dialog, reads
 // a resource and gets a prompt, then adds the built-in human server and answers its tool's question,
-// and adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app.
+// adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app, and
+// imports a client's configuration.
 //
 //   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
 //
@@ -215,6 +216,15 @@ try {
   await page.waitForSelector('#activity li[data-type="app_log"]');
   seen.appLog = await page.textContent('#activity li[data-type="app_log"]');
   await shot(page, "mcp-app");
+
+  // An import of a client's configuration: one entry taken, one skipped with the reason.
+  await page.click("#show-import");
+  await page.fill('#import-form textarea[name="text"]', JSON.stringify({
+    mcpServers: { desk: { url: "builtin:human" }, broken: { command: "node", url: "http://127.0.0.1:1/mcp" } },
+  }));
+  await page.click('#import-form button[type="submit"]');
+  await page.waitForSelector('[data-server="desk"] [data-state="connected"]');
+  seen.imported = await page.textContent("#message");
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {

@@ -159,6 +159,10 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         "{seen:#}"
     );
     assert_eq!(
+        seen["imported"],
+        "Imported 1; skipped broken (has both 'command' and 'url'; keep one)."
+    );
+    assert_eq!(
         seen["problems"],
         serde_json::json!([]),
         "the page had no errors"
