@@ -15,7 +15,9 @@ pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Answers one server's elicitation and sampling requests through the [`Desk`] while a console
 /// is there to answer, and everything else (roots, and every request while nobody is there) by
-/// the input policy, at once: a question nobody can see would only hold the server up.
+/// the input policy, at once: a question nobody can see would only hold the server up. As a
+/// connection's fallback it also takes the requests of calls whose client cannot answer them (a
+/// client without elicitation, say): see [`InputResponder::takes`].
 pub struct PeopleResponder {
     desk: Desk,
     server: String,
@@ -34,6 +36,15 @@ impl PeopleResponder {
 }
 
 impl InputResponder for PeopleResponder {
+    /// A person is asked elicitation and sampling requests while a console is there.
+    fn takes(&self, request: &InputRequest) -> bool {
+        self.desk.attended()
+            && matches!(
+                request,
+                InputRequest::Elicitation(_) | InputRequest::CreateMessage(_)
+            )
+    }
+
     fn answer(
         &self,
         key: Option<&str>,

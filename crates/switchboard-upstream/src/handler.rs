@@ -100,6 +100,11 @@ pub enum InputPolicy {
 }
 
 impl crate::relay::InputResponder for InputPolicy {
+    /// A policy answers without asking anyone: a fallback that asks someone goes first.
+    fn takes(&self, _request: &InputRequest) -> bool {
+        false
+    }
+
     fn answer(
         &self,
         _key: Option<&str>,
@@ -269,6 +274,7 @@ impl UpstreamHandler {
                 }
                 None => self.fallback.clone(),
             };
+        let responder = crate::relay::chosen(&responder, &self.fallback, &request);
         let answer = responder.answer(None, request).await?;
         serde_json::from_value(answer).map_err(|e| {
             ErrorData::internal_error(format!("the client's answer is malformed: {e}"), None)

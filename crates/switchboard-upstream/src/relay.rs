@@ -95,6 +95,62 @@ pub trait InputResponder: Send + Sync {
     fn client(&self) -> Option<&str> {
         None
     }
+
+    /// Whether it gives `request` a real answer (someone is asked), rather than refusing it or
+    /// answering by a fixed policy; where it does not and the connection's fallback does
+    /// ([`ConnectOptions::input_fallback`](crate::ConnectOptions::input_fallback), a person at
+    /// the console), the fallback answers instead. The default: it does.
+    fn takes(&self, _request: &InputRequest) -> bool {
+        true
+    }
+}
+
+/// `responder`, or `fallback` where only the fallback takes `request`.
+pub(crate) fn chosen<'a>(
+    responder: &'a Arc<dyn InputResponder>,
+    fallback: &'a Arc<dyn InputResponder>,
+    request: &InputRequest,
+) -> &'a Arc<dyn InputResponder> {
+    match !responder.takes(request) && fallback.takes(request) {
+        true => fallback,
+        false => responder,
+    }
+}
+
+/// Answers requests asked together: those `responder` takes (or nobody does) in one batch of
+/// its own, the others by `fallback` ([`chosen`]); one future per request, in order.
+pub(crate) fn answer_all_with(
+    responder: &Arc<dyn InputResponder>,
+    fallback: &Arc<dyn InputResponder>,
+    requests: Vec<(String, InputRequest)>,
+) -> Vec<BoxFuture<'static, Result<serde_json::Value, ErrorData>>> {
+    let mut answers: Vec<Option<BoxFuture<'static, _>>> = Vec::with_capacity(requests.len());
+    let (mut batch, mut places) = (Vec::new(), Vec::new());
+    for (key, request) in requests {
+        if Arc::ptr_eq(chosen(responder, fallback, &request), fallback)
+            && !Arc::ptr_eq(responder, fallback)
+        {
+            answers.push(Some(fallback.answer(Some(&key), request)));
+        } else {
+            places.push(answers.len());
+            answers.push(None);
+            batch.push((key, request));
+        }
+    }
+    for (place, answer) in places.into_iter().zip(responder.answer_all(batch)) {
+        answers[place] = Some(answer);
+    }
+    answers
+        .into_iter()
+        .map(|answer| {
+            answer.unwrap_or_else(|| {
+                Box::pin(std::future::ready(Err(ErrorData::internal_error(
+                    "the request went unanswered",
+                    None,
+                ))))
+            })
+        })
+        .collect()
 }
 
 /// One call in flight with a responder.

@@ -619,7 +619,11 @@ impl Upstream {
                 // The questions are handed over together (a caller asked in batches gets them
                 // all at once); the answers are then awaited in order.
                 let keys: Vec<String> = requests.keys().cloned().collect();
-                let pending = responder.answer_all(requests.into_iter().collect());
+                let pending = crate::relay::answer_all_with(
+                    &responder,
+                    &self.fallback,
+                    requests.into_iter().collect(),
+                );
                 let mut answers = InputResponses::new();
                 for (key, answer) in keys.into_iter().zip(pending) {
                     let answer = answer.await.map_err(|e| UpstreamError::Rpc {

@@ -1206,3 +1206,57 @@ async fn a_servers_json_rpc_traffic_is_followed_live() {
     let (status, _) = daemon.send("GET", "/api/servers/nope/traffic", None).await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_the_calling_client_cannot_answer_goes_to_a_person_at_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (status, _) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "everything", "command": "node", "args": [everything()]})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    daemon
+        .wait_for_tool(
+            "everything",
+            "trigger-elicitation-request",
+            json!("everything__trigger-elicitation-request"),
+        )
+        .await;
+    // A client that declared no elicitation, calling through /mcp, with nobody at a console:
+    // the server's question fails as before.
+    let tool = "everything__trigger-elicitation-request";
+    let alone = common::call_through_daemon_with(daemon.port, 1, tool, &[]).await;
+    assert_eq!(alone["result"]["isError"], true, "{alone:#}");
+    assert!(
+        alone["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("does not support elicitation"),
+        "{alone:#}"
+    );
+
+    // With a person at the console, the question goes to them.
+    let mut console = Console::open(daemon.port).await;
+    console.next_of("status").await;
+    let port = daemon.port;
+    let call =
+        tokio::spawn(async move { common::call_through_daemon_with(port, 2, tool, &[]).await });
+    let asked = console.next_of("question_asked").await["question"].clone();
+    assert_eq!(asked["server"], "everything");
+    console
+        .send(json!({"type": "answer", "id": asked["id"], "action": "accept", "content": {"name": "Grace Hopper"}}))
+        .await;
+    let answered = call.await.unwrap();
+    let text = answered["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("- Name: Grace Hopper"), "{answered:#}");
+}

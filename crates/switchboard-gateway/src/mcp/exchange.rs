@@ -99,6 +99,12 @@ impl InputResponder for DownstreamResponder {
     fn client(&self) -> Option<&str> {
         Some(&self.client)
     }
+
+    /// The client answers what it declared it can; the rest may go to the connection's
+    /// fallback (a person at the console) rather than fail.
+    fn takes(&self, request: &InputRequest) -> bool {
+        downstream::supports(&self.capabilities, request).is_ok()
+    }
 }
 
 impl DownstreamResponder {
