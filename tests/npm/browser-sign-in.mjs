@@ -8,27 +8,14 @@
 // Prints one JSON line: {"consentScopes", "finalUrl", "finalText"}. Exits non-zero, saying why,
 // when a page it expects does not come. Chromium is /usr/bin/chromium unless CHROMIUM names
 // another; it is started with its network features off so it opens nothing but the pages given.
-import { chromium } from "playwright-core";
+import { launchChromium } from "./browser.mjs";
 
 const [authorizationUrl, decision = "allow"] = process.argv.slice(2);
 if (!authorizationUrl) {
   console.error("usage: node browser-sign-in.mjs <authorization-url> [allow|deny]");
   process.exit(2);
 }
-const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
+const browser = await launchChromium();
 try {
   const page = await browser.newPage();
   page.setDefaultTimeout(20_000);

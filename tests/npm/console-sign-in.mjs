@@ -10,19 +10,14 @@
 // Prints one JSON line with what the pages showed. Exits non-zero, saying why, when a page does
 // not show what a person would wait for. Chromium is /usr/bin/chromium unless CHROMIUM names
 // another; it starts with its network features off.
-import { chromium } from "playwright-core";
+import { launchChromium } from "./browser.mjs";
 
 const [base, mcp, screenshots] = process.argv.slice(2);
 if (!base || !mcp) {
   console.error("usage: node console-sign-in.mjs <daemon-base-url> <mcp-url> [screenshot-dir]");
   process.exit(2);
 }
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launchChromium();
 const seen = {};
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });

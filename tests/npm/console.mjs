@@ -13,19 +13,14 @@
 // does not show what a person would wait for. Chromium is /usr/bin/chromium unless CHROMIUM
 // names another; it starts with its network features off and the page talks to the daemon only.
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./browser.mjs";
 
 const [base, everything, screenshots] = process.argv.slice(2);
 if (!base || !everything) {
   console.error("usage: node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]");
   process.exit(2);
 }
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launchChromium();
 const seen = {};
 const shot = async (page, name) => {
   if (screenshots) await page.screenshot({ path: `${screenshots}/${name}.png`, fullPage: true });
@@ -205,6 +200,7 @@ try {
   const iso = /^\d{4}-\d\d-\d\dT/;
   seen.appFirstTime = await shows((text) => iso.test(text));
   seen.viewOrigin = await serverTime.evaluate(() => self.origin);
+  seen.appFrameHeight = await page.$eval('#try-app iframe', (frame) => frame.style.height);
   await view.locator("#get-time-btn").click();
   seen.appSecondTime = await shows((text) => iso.test(text) && text !== seen.appFirstTime);
   await view.locator("#message-text").fill("hello from the app");

@@ -99,6 +99,23 @@ impl Daemon {
         panic!("{id} never got to {state}: {last:#}");
     }
 
+    /// Adds the real `server-everything` as `everything` through the API, and waits until it
+    /// lists `tool`.
+    async fn add_everything_listing(&self, tool: &str) {
+        let entry = json!({"id": "everything", "command": "node", "args": [everything()]});
+        let (status, _) = self.send("POST", "/api/servers", Some(entry)).await;
+        assert_eq!(status, 201);
+        self.wait_for_tool("everything", tool, json!(format!("everything__{tool}")))
+            .await;
+    }
+
+    /// POSTs `body` to `path` in a task of its own (a call that waits for a person); its JSON
+    /// answer.
+    fn post_in_background(&self, path: &str, body: Value) -> tokio::task::JoinHandle<Value> {
+        let request = self.http.post(format!("{}{path}", self.base)).json(&body);
+        tokio::spawn(async move { request.send().await.unwrap().json().await.unwrap() })
+    }
+
     /// Waits (up to 30 s) until server `id` lists tool `tool` with `exposed_name`.
     async fn wait_for_tool(&self, id: &str, tool: &str, exposed_name: Value) -> Value {
         let mut last = Value::Null;
@@ -854,20 +871,7 @@ async fn a_human_tool_waits_for_a_person_who_answers_on_the_console_websocket() 
     let path = "/api/servers/human/tools/choose/call".to_owned();
     let body =
         json!({"arguments": {"question": "Which region?", "options": ["eu-west", "us-east"]}});
-    let call = tokio::spawn({
-        let http = daemon.http.clone();
-        let url = format!("{}{path}", daemon.base);
-        async move {
-            http.post(url)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let call = daemon.post_in_background(&path, body);
     let asked = console.next_of("question_asked").await["question"].clone();
     assert_eq!(
         (
@@ -964,20 +968,8 @@ async fn a_human_tool_waits_for_a_person_who_answers_on_the_console_websocket() 
 async fn a_servers_question_goes_to_the_console_only_while_a_person_is_there() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(dir.path()).await;
-    let (status, _) = daemon
-        .send(
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "everything", "command": "node", "args": [everything()]})),
-        )
-        .await;
-    assert_eq!(status, 201);
     daemon
-        .wait_for_tool(
-            "everything",
-            "trigger-elicitation-request",
-            json!("everything__trigger-elicitation-request"),
-        )
+        .add_everything_listing("trigger-elicitation-request")
         .await;
 
     // Nobody at a console: the server is declined at once.
@@ -986,24 +978,10 @@ async fn a_servers_question_goes_to_the_console_only_while_a_person_is_there() {
 
     let mut console = Console::open(daemon.port).await;
     console.next_of("status").await;
-    let call = tokio::spawn({
-        let http = daemon.http.clone();
-        let url = format!(
-            "{}/api/servers/everything/tools/trigger-elicitation-request/call",
-            daemon.base
-        );
-        async move {
-            let body = json!({"arguments": {}});
-            http.post(url)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let call = daemon.post_in_background(
+        "/api/servers/everything/tools/trigger-elicitation-request/call",
+        json!({"arguments": {}}),
+    );
     let asked = console.next_of("question_asked").await["question"].clone();
     assert_eq!(
         (&asked["server"], &asked["kind"]),
@@ -1045,24 +1023,10 @@ async fn a_servers_question_goes_to_the_console_only_while_a_person_is_there() {
     assert!(text.contains("- Favorite Integer: 7"), "{text}");
 
     // A sampling request: the person writes the model's reply.
-    let call = tokio::spawn({
-        let http = daemon.http.clone();
-        let url = format!(
-            "{}/api/servers/everything/tools/trigger-sampling-request/call",
-            daemon.base
-        );
-        async move {
-            let body = json!({"arguments": {"prompt": "Say hello", "maxTokens": 40}});
-            http.post(url)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let call = daemon.post_in_background(
+        "/api/servers/everything/tools/trigger-sampling-request/call",
+        json!({"arguments": {"prompt": "Say hello", "maxTokens": 40}}),
+    );
     let asked = console.next_of("question_asked").await["question"].clone();
     assert_eq!(
         (
@@ -1164,17 +1128,7 @@ async fn a_definition_is_tested_without_being_stored() {
 async fn a_servers_json_rpc_traffic_is_followed_live() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(dir.path()).await;
-    let (status, _) = daemon
-        .send(
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "everything", "command": "node", "args": [everything()]})),
-        )
-        .await;
-    assert_eq!(status, 201);
-    daemon
-        .wait_for_tool("everything", "echo", json!("everything__echo"))
-        .await;
+    daemon.add_everything_listing("echo").await;
     let following = tokio::spawn(collect_sse(
         format!("{}/api/servers/everything/traffic", daemon.base),
         |messages| {
@@ -1211,20 +1165,8 @@ async fn a_servers_json_rpc_traffic_is_followed_live() {
 async fn a_question_the_calling_client_cannot_answer_goes_to_a_person_at_the_console() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(dir.path()).await;
-    let (status, _) = daemon
-        .send(
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "everything", "command": "node", "args": [everything()]})),
-        )
-        .await;
-    assert_eq!(status, 201);
     daemon
-        .wait_for_tool(
-            "everything",
-            "trigger-elicitation-request",
-            json!("everything__trigger-elicitation-request"),
-        )
+        .add_everything_listing("trigger-elicitation-request")
         .await;
     // A client that declared no elicitation, calling through /mcp, with nobody at a console:
     // the server's question fails as before.

@@ -150,6 +150,10 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         seen["viewOrigin"], "null",
         "the view runs in an opaque origin"
     );
+    assert!(
+        seen["appFrameHeight"].as_str().unwrap().ends_with("px"),
+        "the frame took the height the app asked for: {seen:#}"
+    );
     assert_eq!(seen["appMessage"], "get-time app says: hello from the app");
     assert!(
         seen["appLog"]
