@@ -99,7 +99,7 @@ pub(crate) fn export(tools: &[ExportedTool<'_>], query: &ExportQuery) -> Value {
         Format::Mcp => json!({ "tools": tools.iter().map(|t| t.tool).collect::<Vec<_>>() }),
         Format::Anthropic => {
             let mut listed = Vec::new();
-            for tool in tools {
+            for tool in tools.iter().filter(|t| switchboard_hub::for_models(t.tool)) {
                 let mut entry = json!({
                     "name": tool.tool.name,
                     "description": description(tool),
@@ -134,7 +134,7 @@ pub(crate) fn export(tools: &[ExportedTool<'_>], query: &ExportQuery) -> Value {
         }
         Format::OpenAi => {
             let mut listed = Vec::new();
-            for tool in tools {
+            for tool in tools.iter().filter(|t| switchboard_hub::for_models(t.tool)) {
                 if tool
                     .policies
                     .check_caller(tool.upstream, &Caller::Direct)
@@ -214,6 +214,41 @@ mod tests {
             },
         ];
         export(&tools, query)
+    }
+
+    #[test]
+    fn a_tool_only_for_mcp_apps_is_not_handed_to_models() {
+        let mut app_only = tool("s__increment");
+        app_only.meta = Some(rmcp::model::MetaObject(
+            serde_json::from_value(json!({"ui": {"visibility": ["app"]}})).unwrap(),
+        ));
+        let both = tool("s__show");
+        let policies = ToolPolicies::default();
+        let tools = [&app_only, &both].map(|tool| ExportedTool {
+            tool,
+            upstream: "x",
+            policies: &policies,
+        });
+        let names = |format: Format| {
+            let query = ExportQuery {
+                format,
+                defer: Defer::None,
+                ..Default::default()
+            };
+            export(&tools, &query)["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(Format::Anthropic), ["s__show"]);
+        assert_eq!(names(Format::OpenAi), ["s__show"]);
+        assert_eq!(
+            names(Format::Mcp),
+            ["s__increment", "s__show"],
+            "an MCP host decides"
+        );
     }
 
     #[test]

@@ -331,6 +331,19 @@ fn fingerprint<T: serde::Serialize>(table: &NameTable<T>) -> Vec<String> {
         .collect()
 }
 
+/// Whether a model may be shown `tool`: not when its MCP Apps metadata
+/// (`_meta.ui.visibility`) leaves out `"model"`, which makes it a tool only the server's own
+/// app views call.
+pub fn for_models(tool: &Tool) -> bool {
+    let visibility = tool
+        .meta
+        .as_ref()
+        .and_then(|MetaObject(meta)| meta.get("ui"))
+        .and_then(|ui| ui.get("visibility"))
+        .and_then(|v| v.as_array());
+    visibility.is_none_or(|audiences| audiences.iter().any(|a| a == "model"))
+}
+
 /// The tool as exposed: prefixed name, and MCP Apps UI references (`_meta.ui.resourceUri` and
 /// the older flat `_meta["ui/resourceUri"]`) pointing at the prefixed resource.
 fn expose_tool(prefix: &Prefix, tool: &Tool) -> Tool {
@@ -542,5 +555,24 @@ mod tests {
             catalog.resolve_uri("other://x"),
             Err(UnknownResource::Ambiguous { .. })
         ));
+    }
+
+    #[test]
+    fn only_tools_an_app_alone_calls_are_kept_from_models() {
+        let with = |visibility: serde_json::Value| {
+            let mut tool = Tool::new("t", "d", Arc::default());
+            tool.meta = Some(MetaObject(
+                serde_json::from_value(serde_json::json!({"ui": {"visibility": visibility}}))
+                    .unwrap(),
+            ));
+            for_models(&tool)
+        };
+        assert!(!with(serde_json::json!(["app"])));
+        assert!(with(serde_json::json!(["model", "app"])));
+        assert!(with(serde_json::json!(["model"])));
+        assert!(
+            for_models(&Tool::new("t", "d", Arc::default())),
+            "no metadata: both"
+        );
     }
 }

@@ -35,8 +35,8 @@ pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_aut
 pub use configure::{ConnectionTest, ImportOutcome};
 pub use event::{ConfigChange, HubEvent, ServerStatus};
 pub use exposed::{
-    ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, long_name_warning,
-    tool_document,
+    ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, for_models,
+    long_name_warning, tool_document,
 };
 pub use inspector::TrafficMessage;
 pub use rate_limits::Limited;
@@ -479,14 +479,16 @@ impl Hub {
     ) -> Result<ToolSearch, switchboard_core::search::SearchError> {
         let exposed = self.exposed();
         let index = exposed.search_index();
-        // Enough hits that, once the left-out tools are dropped, `limit` remain.
-        let left_out = keep.map_or(0, |keep| {
-            exposed
-                .tools
-                .iter()
-                .filter(|tool| !keep(&tool.server, tool.item.name.as_ref()))
-                .count()
-        });
+        // Searches find tools for models: an app-only tool (MCP Apps visibility) is left out,
+        // as are those `keep` leaves out; enough hits are asked for that `limit` remain.
+        let wanted_tool = |server: &ServerId, tool: &switchboard_upstream::rmcp_model::Tool| {
+            exposed::for_models(tool) && keep.is_none_or(|keep| keep(server, tool.name.as_ref()))
+        };
+        let left_out = exposed
+            .tools
+            .iter()
+            .filter(|tool| !wanted_tool(&tool.server, &tool.item))
+            .count();
         let wanted = limit.saturating_add(left_out);
         let (ranking, note, mut hits) = if regex {
             (Ranking::Regex, None, index.search_regex(query, wanted)?)
@@ -518,14 +520,12 @@ impl Hub {
                 },
             }
         };
-        if let Some(keep) = keep {
-            hits.retain(|hit| {
-                exposed
-                    .tools
-                    .get(&hit.name)
-                    .is_some_and(|tool| keep(&tool.server, &hit.name))
-            });
-        }
+        hits.retain(|hit| {
+            exposed
+                .tools
+                .get(&hit.name)
+                .is_some_and(|tool| wanted_tool(&tool.server, &tool.item))
+        });
         hits.truncate(limit);
         let tools = hits
             .into_iter()
