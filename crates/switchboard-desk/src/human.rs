@@ -238,7 +238,7 @@ impl ServerHandler for HumanServer {
         let progress = progress_while_waiting(&context);
         let answer = tokio::select! {
             answer = asked => answer.ok(),
-            () = progress => unreachable!("progress reports never end"),
+            never = progress => match never {},
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
@@ -251,14 +251,16 @@ impl ServerHandler for HumanServer {
 
 /// Reports progress every [`PROGRESS_EVERY`] while the caller waits, if it asked for progress;
 /// never ends.
-async fn progress_while_waiting(context: &RequestContext<RoleServer>) {
+async fn progress_while_waiting(context: &RequestContext<RoleServer>) -> std::convert::Infallible {
     let Some(token) = context.meta.get_progress_token() else {
         return std::future::pending().await;
     };
     let mut ticks = tokio::time::interval(PROGRESS_EVERY);
     ticks.tick().await;
-    for waited in 1.. {
+    let mut waited = 0u32;
+    loop {
         ticks.tick().await;
+        waited = waited.saturating_add(1);
         let mut report = ProgressNotificationParam::new(token.clone(), f64::from(waited));
         report.message = Some("waiting for a person to answer".into());
         let _ = context.peer.notify_progress(report).await;
@@ -328,6 +330,65 @@ mod tests {
                 .2,
             "confirmed"
         );
+    }
+
+    /// A client that hands on the progress reports it gets.
+    struct Listening(tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>);
+
+    impl rmcp::ClientHandler for Listening {
+        async fn on_progress(
+            &self,
+            params: ProgressNotificationParam,
+            _context: rmcp::service::NotificationContext<rmcp::service::RoleClient>,
+        ) {
+            let _ = self.0.send(params);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_call_reports_progress_until_nobody_answers_in_time() {
+        use rmcp::model::{CallToolRequest, ClientRequest, ProgressToken, RequestMetaObject};
+        let desk = Desk::new();
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let server = HumanServer::new(desk.clone(), "human");
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(tokio::io::split(theirs)).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (reports, mut reported) = tokio::sync::mpsc::unbounded_channel();
+        let client = Listening(reports)
+            .serve(tokio::io::split(ours))
+            .await
+            .unwrap();
+        let mut params = CallToolRequestParams::new("ask");
+        params.arguments = Some(arguments(
+            json!({"question": "Anyone?", "timeout_seconds": 40}),
+        ));
+        let mut meta = RequestMetaObject::new();
+        meta.set_progress_token(ProgressToken(rmcp::model::NumberOrString::Number(7)));
+        let options = rmcp::service::PeerRequestOptions::no_options().with_meta(meta);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = client
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .unwrap();
+        let answer = handle.await_response().await.unwrap();
+        let result = match answer {
+            rmcp::model::ServerResult::CallToolResult(result) => result,
+            other => panic!("not a tool result: {other:?}"),
+        };
+        assert_eq!(result.is_error, Some(true), "nobody answered within 40 s");
+        let mut progress = Vec::new();
+        while let Ok(report) = reported.try_recv() {
+            assert_eq!(
+                report.message.as_deref(),
+                Some("waiting for a person to answer")
+            );
+            progress.push(report.progress);
+        }
+        assert_eq!(progress, [1.0, 2.0], "at 15 s and 30 s");
     }
 
     #[test]
