@@ -205,7 +205,9 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
             TransportSpec::from_url(&url, headers).map_err(|e| e.to_string())?
         }
     };
-    let defaults = Timeouts::default();
+    let mut def = ServerDefinition::new(id, transport);
+    // The transport's own defaults (a built-in server's calls may wait an hour for a person).
+    let defaults = def.timeouts;
     let timeouts = entry.timeouts.map_or(defaults, |t| Timeouts {
         request: t.request_ms.map_or(defaults.request, Duration::from_millis),
         notification: t
@@ -215,7 +217,6 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
             .tool_call_ms
             .map_or(defaults.tool_call, Duration::from_millis),
     });
-    let mut def = ServerDefinition::new(id, transport);
     def.display_name = entry.display_name.unwrap_or_else(|| name.to_owned());
     def.description = entry.description.unwrap_or_default();
     def.enabled = entry.enabled.unwrap_or(true) && !entry.disabled.unwrap_or(false);
@@ -227,6 +228,25 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_built_in_server_from_a_file_keeps_its_long_tool_call_limit() {
+        let def = parse_entry("human", serde_json::json!({"url": "builtin:human"})).unwrap();
+        assert_eq!(
+            def.timeouts.tool_call,
+            crate::server::BUILTIN_TOOL_CALL_LIMIT
+        );
+        let def = parse_entry(
+            "human",
+            serde_json::json!({"url": "builtin:human", "timeouts": {"request_ms": 1000}}),
+        )
+        .unwrap();
+        assert_eq!(
+            def.timeouts.tool_call,
+            crate::server::BUILTIN_TOOL_CALL_LIMIT
+        );
+        assert_eq!(def.timeouts.request, Duration::from_millis(1000));
+    }
 
     #[test]
     fn claude_desktop_command_form_is_imported_with_secret_env() {

@@ -309,35 +309,39 @@ impl Desk {
             expires_at_ms: asked_at_ms
                 .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
         };
-        let (reply, answer) = oneshot::channel();
-        self.lock().insert(
-            id.clone(),
-            Waiting {
-                question: question.clone(),
-                since: Instant::now(),
-                reply,
-            },
-        );
-        self.inner.metrics.pending.inc();
+        let (reply, mut answer) = oneshot::channel();
+        {
+            // Announced under the lock, so that no ending can be announced before it.
+            let mut waiting = self.lock();
+            waiting.insert(
+                id.clone(),
+                Waiting {
+                    question: question.clone(),
+                    since: Instant::now(),
+                    reply,
+                },
+            );
+            self.inner.metrics.pending.inc();
+            let _ = self
+                .inner
+                .events
+                .send(DeskEvent::QuestionAsked { question });
+        }
         tracing::debug!(question = %id, %server, "a question waits for a person");
-        let _ = self
-            .inner
-            .events
-            .send(DeskEvent::QuestionAsked { question });
         let withdrawn = Withdrawal {
             desk: self,
             id: &id,
         };
-        let outcome = tokio::time::timeout(timeout, answer).await;
+        let outcome = tokio::time::timeout(timeout, &mut answer).await;
         std::mem::forget(withdrawn);
         match outcome {
             Ok(Ok(answer)) => Ok(answer),
             // Taken off the desk without an answer: only `withdraw` does that, for this future.
             Ok(Err(_)) => Err(TimedOut(timeout)),
-            Err(_) => {
-                self.end(&id, Ending::TimedOut);
-                Err(TimedOut(timeout))
-            }
+            // An answer given as the time ran out was sent under the lock `end` takes: if the
+            // question was no longer there, the answer is in hand.
+            Err(_) if self.end(&id, Ending::TimedOut) => Err(TimedOut(timeout)),
+            Err(_) => answer.try_recv().map_err(|_| TimedOut(timeout)),
         }
     }
 
@@ -353,10 +357,12 @@ impl Desk {
         let Some(entry) = waiting.remove(id) else {
             return Err(DeskError::NotWaiting(id.to_owned()));
         };
-        drop(waiting);
-        self.ended(&entry, answer.action.into());
-        // The asker may have just stopped waiting; then the answer has nowhere to go.
+        let ending = answer.action.into();
+        // Sent under the lock (see `ask`). The asker may have just stopped waiting; then the
+        // answer has nowhere to go.
         let _ = entry.reply.send(answer);
+        drop(waiting);
+        self.ended(&entry.question, entry.since, ending);
         Ok(())
     }
 
@@ -385,17 +391,22 @@ impl Desk {
         self.inner.present.load(Ordering::SeqCst) > 0
     }
 
-    fn end(&self, id: &str, ending: Ending) {
+    /// Takes question `id` off the desk with `ending`; whether it was still there.
+    fn end(&self, id: &str, ending: Ending) -> bool {
         let entry = self.lock().remove(id);
-        if let Some(entry) = entry {
-            self.ended(&entry, ending);
+        match entry {
+            Some(entry) => {
+                self.ended(&entry.question, entry.since, ending);
+                true
+            }
+            None => false,
         }
     }
 
     /// Counts and announces a question taken off the desk.
-    fn ended(&self, entry: &Waiting, ending: Ending) {
+    fn ended(&self, question: &Question, since: Instant, ending: Ending) {
         let metrics = &self.inner.metrics;
-        let kind = entry.question.asking.kind();
+        let kind = question.asking.kind();
         metrics.pending.dec();
         metrics
             .ended
@@ -407,11 +418,11 @@ impl Desk {
         metrics
             .waited
             .get_or_create(&KindLabels { kind })
-            .observe(entry.since.elapsed().as_secs_f64());
-        tracing::debug!(question = %entry.question.id, ending = ending.label(), "a question ended");
+            .observe(since.elapsed().as_secs_f64());
+        tracing::debug!(question = %question.id, ending = ending.label(), "a question ended");
         let _ = self.inner.events.send(DeskEvent::QuestionEnded {
-            id: entry.question.id.clone(),
-            server: entry.question.server.clone(),
+            id: question.id.clone(),
+            server: question.server.clone(),
             ending,
         });
     }
@@ -432,7 +443,7 @@ struct Withdrawal<'a> {
 
 impl Drop for Withdrawal<'_> {
     fn drop(&mut self) {
-        self.desk.end(self.id, Ending::Withdrawn);
+        let _ = self.desk.end(self.id, Ending::Withdrawn);
     }
 }
 

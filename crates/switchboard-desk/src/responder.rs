@@ -97,10 +97,15 @@ fn elicitation(params: &impl serde::Serialize) -> Option<Asking> {
     let params = serde_json::to_value(params).ok()?;
     let message = params.get("message")?.as_str()?.to_owned();
     match params.get("mode").and_then(Value::as_str) {
-        Some("url") => Some(Asking::Url {
-            message,
-            url: params.get("url")?.as_str()?.to_owned(),
-        }),
+        // Only a web page is put before a person; any other URL is answered by the policy.
+        Some("url") => {
+            let url = params.get("url")?.as_str()?;
+            let scheme = url.split_once("://")?.0.to_ascii_lowercase();
+            matches!(scheme.as_str(), "http" | "https").then(|| Asking::Url {
+                message,
+                url: url.to_owned(),
+            })
+        }
         _ => Some(Asking::Form {
             message,
             schema: params.get("requestedSchema")?.clone(),

@@ -365,6 +365,10 @@ fn presented_key(headers: &HeaderMap) -> Option<String> {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(|key| key.trim().to_owned());
     bearer.or_else(|| {
+        let upgrade = headers.get(header::UPGRADE)?.to_str().ok()?;
+        if !upgrade.eq_ignore_ascii_case("websocket") {
+            return None;
+        }
         let offered = headers.get(header::SEC_WEBSOCKET_PROTOCOL)?.to_str().ok()?;
         let encoded = offered
             .split(',')
@@ -771,13 +775,25 @@ mod tests {
             "sec-websocket-protocol",
             "switchboard, bearer.azN5LTAxMjM0NTY3ODlhYmNkZWY",
         );
+        let upgrade = ("upgrade", "websocket");
         assert_eq!(
-            status(access.refusal(&request("/api/events/ws", &[host, own_page, offered]))),
+            status(access.refusal(&request(
+                "/api/events/ws",
+                &[host, own_page, upgrade, offered]
+            ))),
             None
+        );
+        assert_eq!(
+            status(access.refusal(&request("/api/servers", &[host, own_page, offered]))),
+            Some(401),
+            "the subprotocol carries a key on WebSocket upgrades only"
         );
         let wrong = ("sec-websocket-protocol", "switchboard, bearer.d3Jvbmc");
         assert_eq!(
-            status(access.refusal(&request("/api/events/ws", &[host, own_page, wrong]))),
+            status(access.refusal(&request(
+                "/api/events/ws",
+                &[host, own_page, upgrade, wrong]
+            ))),
             Some(401)
         );
     }

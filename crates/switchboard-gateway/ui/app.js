@@ -645,13 +645,14 @@ function appMayCall(serverTools, name) {
   return Boolean(tool?.settings.enabled) && visibility.includes("app");
 }
 
-/** The view framed now. */
+/** The view framed now, and views being torn down (they may still answer). */
 let app = null;
+const closing = new Set();
 
 window.addEventListener("message", (event) => {
-  if (app && event.source === app.frame.contentWindow && event.data?.jsonrpc === "2.0") {
-    app.receive(event.data);
-  }
+  if (event.data?.jsonrpc !== "2.0") return;
+  const view = [app, ...closing].find((v) => v && event.source === v.frame.contentWindow);
+  view?.receive(event.data);
 });
 
 async function openApp(server, tool, args) {
@@ -746,7 +747,7 @@ async function openApp(server, tool, args) {
   app = view;
   // The view posts `ui/initialize` as soon as its script runs: the listener is in place first.
   frame.src = served.url;
-  $("#try-app").replaceChildren(frame);
+  $("#try-app").append(frame);
   $("#try-app-panel").hidden = false;
   view.notify("ui/notifications/tool-input", { arguments: args });
   return view;
@@ -758,13 +759,18 @@ function appAllow(permissions) {
   return Object.keys(permissions ?? {}).filter((p) => features[p]).map((p) => features[p]).join("; ") || undefined;
 }
 
-/** Asks the framed view to wind down (a second at most), then removes it. */
+/** Asks the framed view to wind down (a second at most, hidden meanwhile), then removes it. */
 function closeApp(reason) {
   const view = app;
   if (!view) return;
   app = null;
+  closing.add(view);
+  view.frame.hidden = true;
   const teardown = view.initialized ? view.request("ui/resource-teardown", { reason }) : Promise.resolve();
-  Promise.race([teardown, new Promise((resolve) => setTimeout(resolve, 1000))]).then(() => view.frame.remove());
+  Promise.race([teardown, new Promise((resolve) => setTimeout(resolve, 1000))]).then(() => {
+    closing.delete(view);
+    view.frame.remove();
+  });
   $("#try-app-panel").hidden = true;
   $("#app-messages").replaceChildren();
 }
@@ -800,8 +806,11 @@ function questionCard(question) {
       answer("accept", argumentsOf(body));
     };
   } else if (question.kind === "url") {
+    const web = /^https?:\/\//i.test(question.url);
     body = element("div", {},
-      element("p", {}, element("a", { href: question.url, target: "_blank", rel: "noopener noreferrer" }, question.url)),
+      element("p", {}, web
+        ? element("a", { href: question.url, target: "_blank", rel: "noopener noreferrer" }, question.url)
+        : element("code", {}, question.url)),
       element("div", { class: "row" }, button("Done", "accept", { class: "primary" }), ...refuse));
   } else {
     const reply = element("textarea", { name: "reply", rows: 4, required: "" });
@@ -817,10 +826,13 @@ function questionCard(question) {
     };
   }
   const left = element("span", { class: "muted countdown" });
+  let shown = false;
   const tick = () => {
+    if (card.isConnected) shown = true;
+    else if (shown) return; // answered or gone: the card was removed
     const seconds = Math.max(0, Math.round((question.expires_at_ms - Date.now()) / 1000));
     left.textContent = `${seconds} s left`;
-    if (card.isConnected || seconds > 0) setTimeout(tick, 1000);
+    if (seconds > 0) setTimeout(tick, 1000);
   };
   const card = element("li", { class: "card question", "data-question": question.id },
     element("h3", {}, `${question.server}${question.tool ? ` · ${question.tool}` : ""}`, left),

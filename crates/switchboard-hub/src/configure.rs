@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use switchboard_core::{ServerDefinition, ServerId};
+use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
 use switchboard_store::StoreError;
 use switchboard_upstream::UpstreamError;
 
@@ -145,13 +145,25 @@ pub struct ConnectionTest {
 }
 
 impl Hub {
-    /// Connects to `definition` as the daemon would (with the credentials stored for its id,
-    /// if any), lists what it offers, and closes the session: nothing is stored or kept
-    /// running. A failure is part of the answer, not an error.
+    /// Connects to `definition` as the daemon would (with the credentials stored for its id, if
+    /// it is that server's URL), lists what it offers, and closes the session: nothing is
+    /// stored or kept running. A failure is part of the answer, not an error.
     pub async fn test_definition(&self, definition: &ServerDefinition) -> ConnectionTest {
         let started = std::time::Instant::now();
         let mut options = self.options.clone();
-        options.auth = crate::server_auth(definition, &self.store, &self.oauth).map(Arc::new);
+        // Stored credentials go only to the server they were granted for: a definition with a
+        // configured server's id and its URL. Any other is tested signed out.
+        let stored = self.store.get_server(&definition.id).await.ok().flatten();
+        let same_server =
+            stored.is_some_and(|stored| match (&stored.transport, &definition.transport) {
+                (TransportSpec::Http { url: stored, .. }, TransportSpec::Http { url, .. }) => {
+                    stored == url
+                }
+                _ => false,
+            });
+        if same_server {
+            options.auth = crate::server_auth(definition, &self.store, &self.oauth).map(Arc::new);
+        }
         let mut test = ConnectionTest {
             connected: false,
             error: None,

@@ -58,6 +58,15 @@ impl Inspector {
         self.server_tap(id)
     }
 
+    /// Drops server `id`'s tap (it was removed or disabled): its followers' streams end once
+    /// its last connection is gone.
+    pub(crate) fn forget(&self, id: &ServerId) {
+        self.taps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
     fn server_tap(&self, id: &ServerId) -> Arc<ServerTap> {
         let mut taps = self.taps.lock().unwrap_or_else(|p| p.into_inner());
         taps.entry(id.clone())

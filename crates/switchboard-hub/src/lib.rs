@@ -384,6 +384,8 @@ impl Hub {
         for id in running.keys().filter(|id| !stored.contains_key(*id)) {
             tracing::info!(server = %id, "removed or disabled in the store: stopping it");
             self.stop(id).await;
+            // Whoever follows its traffic is told it ended (a restart keeps the tap).
+            self.inspector.forget(id);
             self.announce_configured(id, ConfigChange::Stopped);
         }
         for (id, def) in stored {

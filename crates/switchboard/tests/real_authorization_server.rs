@@ -358,6 +358,26 @@ async fn a_daemon_and_the_cli_share_a_rotating_grant_without_ever_losing_it() {
             text(&from_cli)
         );
     }
+    // A connection test uses the stored grant for the stored server's URL only.
+    let test = |url: String| async move {
+        reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{port}/api/test-connection"))
+            .json(&json!({"id": "secure", "url": url}))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    let same = test(server.mcp.clone()).await;
+    assert_eq!(same["connected"], true, "{same:#}");
+    let elsewhere = test(format!("{}?elsewhere", server.mcp)).await;
+    assert_eq!(
+        (&elsewhere["connected"], &elsewhere["needs_auth"]),
+        (&json!(false), &json!(true)),
+        "another URL is tested signed out: {elsewhere:#}"
+    );
     let events = server.events().await;
     let refreshed = events
         .iter()
