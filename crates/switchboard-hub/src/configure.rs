@@ -185,9 +185,7 @@ impl Hub {
                 let upstream = &connection.upstream;
                 test.detected_transport = connection.detected.map(|d| d.as_str());
                 test.protocol_version = upstream.protocol_version();
-                test.server_info = upstream
-                    .server_info()
-                    .map(|info| format!("{} {}", info.name, info.version));
+                test.server_info = upstream.server_description();
                 // Tools must list; resources and prompts are counted where they list (many
                 // servers declare them and then refuse the list, which the daemon tolerates).
                 match upstream.list_tools().await {

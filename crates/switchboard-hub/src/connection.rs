@@ -321,9 +321,7 @@ impl ConnectionTask {
         self.slot.status.send_modify(|status| {
             status.detected_transport = detected.map(|d| d.as_str());
             status.protocol_version = upstream.protocol_version();
-            status.server_info = upstream
-                .server_info()
-                .map(|info| format!("{} {}", info.name, info.version));
+            status.server_info = upstream.server_description();
             status.failures = 0;
         });
         *write(&self.slot.upstream) = Some(upstream.clone());

@@ -93,13 +93,13 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for LateDiscoverFilter<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::VecDeque;
 
     use super::*;
 
     /// Replays canned server messages and records nothing.
-    struct Canned(VecDeque<ServerJsonRpcMessage>);
+    pub(crate) struct Canned(pub(crate) VecDeque<ServerJsonRpcMessage>);
 
     impl Transport<RoleClient> for Canned {
         type Error = std::io::Error;

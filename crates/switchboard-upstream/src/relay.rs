@@ -127,8 +127,9 @@ pub(crate) fn answer_all_with(
     let mut answers: Vec<Option<BoxFuture<'static, _>>> = Vec::with_capacity(requests.len());
     let (mut batch, mut places) = (Vec::new(), Vec::new());
     for (key, request) in requests {
-        if Arc::ptr_eq(chosen(responder, fallback, &request), fallback)
-            && !Arc::ptr_eq(responder, fallback)
+        if !Arc::ptr_eq(responder, fallback)
+            && !responder.takes(&request)
+            && fallback.takes(&request)
         {
             answers.push(Some(fallback.answer(Some(&key), request)));
         } else {

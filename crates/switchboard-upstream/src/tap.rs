@@ -114,6 +114,7 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+    use crate::late_discover::tests::Canned;
 
     #[derive(Debug, Default)]
     struct Recorder {
@@ -130,24 +131,6 @@ mod tests {
         }
     }
 
-    struct Echo(VecDeque<ServerJsonRpcMessage>);
-
-    impl Transport<RoleClient> for Echo {
-        type Error = std::io::Error;
-        fn send(
-            &mut self,
-            _item: ClientJsonRpcMessage,
-        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-            std::future::ready(Ok(()))
-        }
-        async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
-            self.0.pop_front()
-        }
-        async fn close(&mut self) -> Result<(), Self::Error> {
-            Ok(())
-        }
-    }
-
     #[tokio::test]
     async fn messages_are_copied_only_while_watched() {
         let recorder = Arc::new(Recorder::default());
@@ -159,7 +142,7 @@ mod tests {
         )
         .unwrap();
         let tap: Arc<dyn MessageTap> = recorder.clone();
-        let mut transport = Tapped::new(Echo(VecDeque::from([reply.clone(), reply])), Some(tap));
+        let mut transport = Tapped::new(Canned(VecDeque::from([reply.clone(), reply])), Some(tap));
         transport.send(ping.clone()).await.unwrap();
         transport.receive().await.unwrap();
         assert!(recorder.seen.lock().unwrap().is_empty());

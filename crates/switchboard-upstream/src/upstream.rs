@@ -370,6 +370,12 @@ impl Upstream {
             .map(|info| info.protocol_version.as_str().to_owned())
     }
 
+    /// What the server says it is, as shown: `name version`.
+    pub fn server_description(&self) -> Option<String> {
+        self.server_info()
+            .map(|info| format!("{} {}", info.name, info.version))
+    }
+
     /// What the server says it is.
     pub fn server_info(&self) -> Option<Implementation> {
         self.peer
