@@ -10,11 +10,13 @@
 //! - stdio (the `switchboard-fixture-stdio` binary).
 //!
 //! [`conformance`] is the upstream behind Switchboard when the official conformance suite tests
-//! its server side. [`chaos`] has servers that misbehave on purpose. Everything binds 127.0.0.1 only.
+//! its server side. [`chaos`] has servers that misbehave on purpose. [`postgres`] starts a real
+//! PostgreSQL server for the store's tests. Everything binds 127.0.0.1 only.
 
 pub mod chaos;
 pub mod conformance;
 pub mod oauth;
+pub mod postgres;
 mod server;
 pub mod transports;
 pub mod wide;

@@ -96,18 +96,30 @@ impl ConversationLayers {
 }
 
 impl Hub {
-    /// Reads the stored layers (done by [`Hub::start_all`]).
+    /// Reads the stored layers (done by [`Hub::start_all`], and by [`Hub::follow_store`] when
+    /// another process changed them), announcing each layer that changed.
     pub async fn load_activations(&self) -> Result<(), switchboard_store::StoreError> {
+        let _one_at_a_time = self.activations.changing.lock().await;
         let stored = self.store.activations().await?;
-        let mut layers = write(&self.activations.layers);
-        layers.clear();
+        let mut loaded = HashMap::with_capacity(stored.len());
         for (scope, activation) in stored {
             match Scope::parse(&scope) {
                 Some(scope) => {
-                    layers.insert(scope, Arc::new(activation));
+                    loaded.insert(scope, Arc::new(activation));
                 }
                 None => tracing::warn!(scope, "ignoring a stored activation of an unknown scope"),
             }
+        }
+        let previous = std::mem::replace(&mut *write(&self.activations.layers), loaded.clone());
+        let changed = previous
+            .iter()
+            .filter(|(scope, layer)| loaded.get(*scope) != Some(*layer))
+            .map(|(scope, _)| scope)
+            .chain(loaded.keys().filter(|scope| !previous.contains_key(*scope)));
+        for scope in changed {
+            let _ = self.events.send(HubEvent::ActivationChanged {
+                scope: scope.to_string(),
+            });
         }
         Ok(())
     }

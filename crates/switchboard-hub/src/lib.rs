@@ -326,37 +326,63 @@ impl Hub {
         Ok(started)
     }
 
-    /// Keeps the running servers in step with the store, checking every `every` until `stop`:
-    /// a server added or enabled there (by `switchboard server add` in another process, say)
-    /// is started, one whose definition changed is restarted, and one removed or disabled is
-    /// stopped. Returns at once; the work runs in a task of its own.
+    /// Keeps the running servers and the activation layers in step with the store, checking
+    /// every `every` until `stop`, and at once when the store announces a write (PostgreSQL: a
+    /// replica's, or a CLI's): a server added or enabled there (by `switchboard server add` in
+    /// another process, say) is started, one whose definition changed is restarted, one removed
+    /// or disabled is stopped, and changed layers are read again. Returns at once; the work runs
+    /// in a task of its own.
     pub fn follow_store(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
         let hub = Arc::downgrade(self);
+        let store = self.store.clone();
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut seen = None;
+            let mut watch = None;
+            let (mut seen_servers, mut seen_layers) = (None, None);
             loop {
                 tokio::select! {
                     _ = ticks.tick() => {}
+                    changed = next_change(&mut watch) => {
+                        if let Err(error) = changed {
+                            tracing::warn!(%error, "listening for the store's changes failed; polling until it works again");
+                            watch = None;
+                        }
+                    }
                     () = stop.cancelled() => return,
                 }
+                if watch.is_none() {
+                    match store.watch_changes().await {
+                        Ok(Some(opened)) => watch = Some(opened),
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(%error, "cannot listen for the store's changes")
+                        }
+                    }
+                }
                 let Some(hub) = hub.upgrade() else { return };
-                // Only when something changed are the servers read (and their secrets opened).
-                let now = match hub.store.servers_fingerprint().await {
+                // Only what changed is read (and its secrets opened).
+                let now = match store.fingerprint().await {
                     Ok(now) => now,
                     Err(error) => {
-                        tracing::warn!(%error, "reading the servers from the store failed");
+                        tracing::warn!(%error, "reading the store failed");
                         continue;
                     }
                 };
-                if seen == Some(now) {
-                    continue;
+                if seen_servers != Some(now.servers) {
+                    match hub.sync_with_store().await {
+                        Ok(()) => seen_servers = Some(now.servers),
+                        Err(error) => {
+                            tracing::warn!(%error, "reading the servers from the store failed")
+                        }
+                    }
                 }
-                match hub.sync_with_store().await {
-                    Ok(()) => seen = Some(now),
-                    Err(error) => {
-                        tracing::warn!(%error, "reading the servers from the store failed")
+                if seen_layers != Some(now.activations) {
+                    match hub.load_activations().await {
+                        Ok(()) => seen_layers = Some(now.activations),
+                        Err(error) => {
+                            tracing::warn!(%error, "reading the activation layers from the store failed")
+                        }
                     }
                 }
             }
@@ -773,4 +799,14 @@ pub(crate) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The store's next announced change; never, when there is no watch.
+async fn next_change(
+    watch: &mut Option<switchboard_store::ChangeWatch>,
+) -> Result<(), switchboard_store::StoreError> {
+    match watch {
+        Some(watch) => watch.changed().await.map(drop),
+        None => std::future::pending().await,
+    }
 }

@@ -1,21 +1,21 @@
 //! Stored activation layers (which servers and tools are on for the app, a user, a thread).
 
-use sqlx::Row;
 use switchboard_core::Activation;
 
+use crate::db::on_db;
 use crate::{Store, StoreError, now_ms};
 
 impl Store {
     /// Every stored layer, by scope (`app`, `user:<id>`, `thread:<id>`). A row that does not
     /// decode is left out with a warning: a layer is a preference, not a reason to stay down.
     pub async fn activations(&self) -> Result<Vec<(String, Activation)>, StoreError> {
-        let rows = sqlx::query("SELECT scope, activation_json FROM activations ORDER BY scope")
-            .fetch_all(&self.pool)
-            .await?;
+        let rows: Vec<(String, String)> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT scope, activation_json FROM activations ORDER BY scope",
+        )
+        .fetch_all(pool)
+        .await)?;
         let mut layers = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let scope: String = row.try_get("scope")?;
-            let json: String = row.try_get("activation_json")?;
+        for (scope, json) in rows {
             match serde_json::from_str(&json) {
                 Ok(activation) => layers.push((scope, activation)),
                 Err(error) => {
@@ -33,25 +33,27 @@ impl Store {
         activation: &Activation,
     ) -> Result<(), StoreError> {
         if activation.is_empty() {
-            sqlx::query("DELETE FROM activations WHERE scope = ?1")
+            on_db!(&self.db, pool => sqlx::query("DELETE FROM activations WHERE scope = $1")
                 .bind(scope)
-                .execute(&self.pool)
-                .await?;
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected()))?;
             return Ok(());
         }
         let json = serde_json::to_string(activation).map_err(|e| StoreError::Corrupt {
             server: format!("activation {scope}"),
             detail: e.to_string(),
         })?;
-        sqlx::query(
-            "INSERT INTO activations (scope, activation_json, updated_at_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT(scope) DO UPDATE SET activation_json = ?2, updated_at_ms = ?3",
+        on_db!(&self.db, pool => sqlx::query(
+            "INSERT INTO activations (scope, activation_json, updated_at_ms) VALUES ($1, $2, $3)
+             ON CONFLICT(scope) DO UPDATE SET activation_json = $2, updated_at_ms = $3",
         )
         .bind(scope)
         .bind(json)
         .bind(now_ms())
-        .execute(&self.pool)
-        .await?;
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
         Ok(())
     }
 }
@@ -80,9 +82,10 @@ mod tests {
             .await
             .unwrap();
         assert!(store.activations().await.unwrap().is_empty());
-        sqlx::query("INSERT INTO activations VALUES ('user:x', '{not json', 0)")
-            .execute(&store.pool)
+        on_db!(&store.db, pool => sqlx::query("INSERT INTO activations VALUES ('user:x', '{not json', 0)")
+            .execute(pool)
             .await
+            .map(|done| done.rows_affected()))
             .unwrap();
         assert!(store.activations().await.unwrap().is_empty(), "left out");
     }

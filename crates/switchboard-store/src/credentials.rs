@@ -7,11 +7,11 @@
 //! it is used.
 
 use futures::future::BoxFuture;
-use sqlx::Row;
 use switchboard_oauth::{
     ClientRegistration, CredentialStore, GrantKey, GrantLease, OAuthError, StoredGrant,
 };
 
+use crate::db::{Db, on_db};
 use crate::{Store, StoreError, now_ms};
 
 fn grant_context(key: &GrantKey) -> String {
@@ -29,17 +29,17 @@ fn store_error(error: impl std::fmt::Display) -> OAuthError {
 impl Store {
     /// The grant stored for `key`, opened.
     pub async fn oauth_grant(&self, key: &GrantKey) -> Result<Option<StoredGrant>, StoreError> {
-        let row = sqlx::query(
-            "SELECT sealed_json FROM oauth_grants WHERE server_id = ?1 AND principal = ?2",
+        let sealed: Option<String> = on_db!(&self.db, pool => sqlx::query_scalar(
+            "SELECT sealed_json FROM oauth_grants WHERE server_id = $1 AND principal = $2",
         )
         .bind(&key.server)
         .bind(&key.principal)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let plain = self
-            .vault
-            .unseal(&grant_context(key), row.try_get("sealed_json")?)?;
+        .fetch_optional(pool)
+        .await)?;
+        let Some(sealed) = sealed else {
+            return Ok(None);
+        };
+        let plain = self.vault.unseal(&grant_context(key), &sealed)?;
         serde_json::from_str(&plain)
             .map(Some)
             .map_err(|e| StoreError::Corrupt {
@@ -58,27 +58,30 @@ impl Store {
             server: key.server.clone(),
             detail: e.to_string(),
         })?;
-        sqlx::query(
+        let sealed = self.vault.seal(&grant_context(key), &plain);
+        on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO oauth_grants (server_id, principal, sealed_json, updated_at_ms)
-             VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(server_id, principal) DO UPDATE SET sealed_json = ?3, updated_at_ms = ?4",
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT(server_id, principal) DO UPDATE SET sealed_json = $3, updated_at_ms = $4",
         )
         .bind(&key.server)
         .bind(&key.principal)
-        .bind(self.vault.seal(&grant_context(key), &plain))
+        .bind(&sealed)
         .bind(now_ms())
-        .execute(&self.pool)
-        .await?;
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
         Ok(())
     }
 
     /// Forgets the grant for `key`.
     pub async fn delete_oauth_grant(&self, key: &GrantKey) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM oauth_grants WHERE server_id = ?1 AND principal = ?2")
+        on_db!(&self.db, pool => sqlx::query("DELETE FROM oauth_grants WHERE server_id = $1 AND principal = $2")
             .bind(&key.server)
             .bind(&key.principal)
-            .execute(&self.pool)
-            .await?;
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected()))?;
         Ok(())
     }
 
@@ -92,33 +95,34 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let now = now_ms();
         let until = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
-        let taken = sqlx::query(
+        let taken = on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO oauth_grant_leases (server_id, principal, holder, expires_at_ms)
-             VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(server_id, principal) DO UPDATE SET holder = ?3, expires_at_ms = ?4
-             WHERE oauth_grant_leases.expires_at_ms < ?5 OR oauth_grant_leases.holder = ?3",
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT(server_id, principal) DO UPDATE SET holder = $3, expires_at_ms = $4
+             WHERE oauth_grant_leases.expires_at_ms < $5 OR oauth_grant_leases.holder = $3",
         )
         .bind(&key.server)
         .bind(&key.principal)
         .bind(holder)
         .bind(until)
         .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(taken.rows_affected() == 1)
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
+        Ok(taken == 1)
     }
 
     /// Drops the refresh lease of `key` if its holder is a process that no longer runs (it was
     /// killed mid-refresh): nobody has to wait for the lease to run out. Every process sharing
     /// an SQLite file runs on this machine, so a process id says whether the holder lives.
     pub async fn clear_dead_grant_lease(&self, key: &GrantKey) -> Result<(), StoreError> {
-        let holder: Option<String> = sqlx::query_scalar(
-            "SELECT holder FROM oauth_grant_leases WHERE server_id = ?1 AND principal = ?2",
+        let holder: Option<String> = on_db!(&self.db, pool => sqlx::query_scalar(
+            "SELECT holder FROM oauth_grant_leases WHERE server_id = $1 AND principal = $2",
         )
         .bind(&key.server)
         .bind(&key.principal)
-        .fetch_optional(&self.pool)
-        .await?;
+        .fetch_optional(pool)
+        .await)?;
         let Some(holder) = holder else {
             return Ok(());
         };
@@ -135,14 +139,15 @@ impl Store {
         key: &GrantKey,
         holder: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "DELETE FROM oauth_grant_leases WHERE server_id = ?1 AND principal = ?2 AND holder = ?3",
+        on_db!(&self.db, pool => sqlx::query(
+            "DELETE FROM oauth_grant_leases WHERE server_id = $1 AND principal = $2 AND holder = $3",
         )
         .bind(&key.server)
         .bind(&key.principal)
         .bind(holder)
-        .execute(&self.pool)
-        .await?;
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
         Ok(())
     }
 
@@ -151,14 +156,14 @@ impl Store {
         &self,
         issuer: &str,
     ) -> Result<Option<ClientRegistration>, StoreError> {
-        let row = sqlx::query("SELECT sealed_json FROM oauth_clients WHERE issuer = ?1")
+        let sealed: Option<String> = on_db!(&self.db, pool => sqlx::query_scalar("SELECT sealed_json FROM oauth_clients WHERE issuer = $1")
             .bind(issuer)
-            .fetch_optional(&self.pool)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let plain = self
-            .vault
-            .unseal(&client_context(issuer), row.try_get("sealed_json")?)?;
+            .fetch_optional(pool)
+            .await)?;
+        let Some(sealed) = sealed else {
+            return Ok(None);
+        };
+        let plain = self.vault.unseal(&client_context(issuer), &sealed)?;
         serde_json::from_str(&plain)
             .map(Some)
             .map_err(|e| StoreError::Corrupt {
@@ -176,18 +181,19 @@ impl Store {
             server: registration.issuer.clone(),
             detail: e.to_string(),
         })?;
-        sqlx::query(
-            "INSERT INTO oauth_clients (issuer, sealed_json, updated_at_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT(issuer) DO UPDATE SET sealed_json = ?2, updated_at_ms = ?3",
+        let sealed = self
+            .vault
+            .seal(&client_context(&registration.issuer), &plain);
+        on_db!(&self.db, pool => sqlx::query(
+            "INSERT INTO oauth_clients (issuer, sealed_json, updated_at_ms) VALUES ($1, $2, $3)
+             ON CONFLICT(issuer) DO UPDATE SET sealed_json = $2, updated_at_ms = $3",
         )
         .bind(&registration.issuer)
-        .bind(
-            self.vault
-                .seal(&client_context(&registration.issuer), &plain),
-        )
+        .bind(&sealed)
         .bind(now_ms())
-        .execute(&self.pool)
-        .await?;
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
         Ok(())
     }
 }
@@ -198,6 +204,64 @@ const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 /// How often a waiting process checks the lease again.
 const LEASE_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
+fn refreshed_elsewhere_too_long(key: &GrantKey) -> OAuthError {
+    OAuthError::Store(format!(
+        "another process has been refreshing the tokens of '{}' for {} s",
+        key.server,
+        LEASE_WAIT.as_secs()
+    ))
+}
+
+/// PostgreSQL's lease: a row lock on the grant's lease row, held by an open transaction until
+/// the lease is dropped. Replicas on other machines cannot be asked whether a process lives, but
+/// the database knows when a connection is gone: a replica that dies mid-refresh releases the
+/// lock with its connection, and nobody waits for an expiry.
+async fn lock_grant(pool: &sqlx::PgPool, key: &GrantKey) -> Result<GrantLease, OAuthError> {
+    let locked = async {
+        // The row must exist, committed, before it can be locked.
+        sqlx::query(
+            "INSERT INTO oauth_grant_leases (server_id, principal, holder, expires_at_ms)
+             VALUES ($1, $2, '', 0) ON CONFLICT(server_id, principal) DO NOTHING",
+        )
+        .bind(&key.server)
+        .bind(&key.principal)
+        .execute(pool)
+        .await?;
+        let mut tx = pool.begin().await?;
+        sqlx::query(&format!(
+            "SET LOCAL lock_timeout = '{}s'",
+            LEASE_WAIT.as_secs()
+        ))
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "SELECT holder FROM oauth_grant_leases WHERE server_id = $1 AND principal = $2
+             FOR UPDATE",
+        )
+        .bind(&key.server)
+        .bind(&key.principal)
+        .execute(&mut *tx)
+        .await?;
+        Ok::<_, sqlx::Error>(tx)
+    };
+    let tx = match locked.await {
+        Ok(tx) => tx,
+        // lock_not_available: the lock timeout passed while another replica held the row.
+        Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("55P03") => {
+            return Err(refreshed_elsewhere_too_long(key));
+        }
+        Err(error) => return Err(store_error(StoreError::from(error))),
+    };
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = released.await;
+        // Ending the transaction releases the lock; if even that fails, the connection is
+        // closed when the pool drops it, which releases it too.
+        let _ = tx.rollback().await;
+    });
+    Ok(GrantLease::new(move || drop(release)))
+}
 
 /// Whether the process `pid` still runs.
 fn process_runs(pid: u32) -> bool {
@@ -243,12 +307,13 @@ impl CredentialStore for Store {
 
     fn delete_client<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<(), OAuthError>> {
         Box::pin(async move {
-            sqlx::query("DELETE FROM oauth_clients WHERE issuer = ?1")
+            on_db!(&self.db, pool => sqlx::query("DELETE FROM oauth_clients WHERE issuer = $1")
                 .bind(issuer)
-                .execute(&self.pool)
+                .execute(pool)
                 .await
-                .map(|_| ())
-                .map_err(|e| store_error(StoreError::from(e)))
+                .map(|done| done.rows_affected()))
+            .map(|_| ())
+            .map_err(|e| store_error(StoreError::from(e)))
         })
     }
 
@@ -257,6 +322,9 @@ impl CredentialStore for Store {
         key: &'a GrantKey,
     ) -> BoxFuture<'a, Result<GrantLease, OAuthError>> {
         Box::pin(async move {
+            if let Db::Postgres(pool) = &self.db {
+                return lock_grant(pool, key).await;
+            }
             let holder = lease_holder();
             let deadline = tokio::time::Instant::now() + LEASE_WAIT;
             loop {
@@ -271,11 +339,7 @@ impl CredentialStore for Store {
                     .await
                     .map_err(store_error)?;
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(OAuthError::Store(format!(
-                        "another process has been refreshing the tokens of '{}' for {} s",
-                        key.server,
-                        LEASE_WAIT.as_secs()
-                    )));
+                    return Err(refreshed_elsewhere_too_long(key));
                 }
                 tokio::time::sleep(LEASE_POLL).await;
             }

@@ -3,8 +3,7 @@
 
 use std::collections::HashMap;
 
-use sqlx::Row;
-
+use crate::db::on_db;
 use crate::{Store, StoreError};
 
 /// The SHA-256 of a text a vector was computed from: its key in the store.
@@ -26,18 +25,20 @@ impl Store {
         let mut found = HashMap::new();
         // SQLite binds at most 32766 parameters; stay far below.
         for chunk in digests.chunks(500) {
-            let placeholders = vec!["?"; chunk.len()].join(", ");
+            let placeholders: Vec<String> = (2..chunk.len() + 2).map(|n| format!("${n}")).collect();
             let sql = format!(
                 "SELECT text_sha256, vector FROM tool_vectors
-                 WHERE model = ? AND text_sha256 IN ({placeholders})"
+                 WHERE model = $1 AND text_sha256 IN ({})",
+                placeholders.join(", ")
             );
-            let mut query = sqlx::query(&sql).bind(model);
-            for digest in chunk {
-                query = query.bind(digest.as_slice());
-            }
-            for row in query.fetch_all(&self.pool).await? {
-                let digest: Vec<u8> = row.try_get("text_sha256")?;
-                let bytes: Vec<u8> = row.try_get("vector")?;
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = on_db!(&self.db, pool => {
+                let mut query = sqlx::query_as(&sql).bind(model);
+                for digest in chunk {
+                    query = query.bind(digest.as_slice());
+                }
+                query.fetch_all(pool).await
+            })?;
+            for (digest, bytes) in rows {
                 // A row of the wrong shape is ignored: the vector is computed again.
                 if let (Ok(digest), true) =
                     (TextDigest::try_from(digest), bytes.len().is_multiple_of(4))
@@ -59,20 +60,22 @@ impl Store {
         model: &str,
         vectors: &[(TextDigest, Vec<f32>)],
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        for (digest, vector) in vectors {
-            let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
-            sqlx::query(
-                "INSERT INTO tool_vectors (model, text_sha256, vector) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(model, text_sha256) DO UPDATE SET vector = ?3",
-            )
-            .bind(model)
-            .bind(digest.as_slice())
-            .bind(bytes)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
+        on_db!(&self.db, pool => {
+            let mut tx = pool.begin().await?;
+            for (digest, vector) in vectors {
+                let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                sqlx::query(
+                    "INSERT INTO tool_vectors (model, text_sha256, vector) VALUES ($1, $2, $3)
+                     ON CONFLICT(model, text_sha256) DO UPDATE SET vector = $3",
+                )
+                .bind(model)
+                .bind(digest.as_slice())
+                .bind(bytes)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await
+        })?;
         Ok(())
     }
 }

@@ -1,7 +1,104 @@
-//! The store keeps definitions, seals secrets and caches probes across reopenings.
+//! The store keeps definitions, seals secrets and caches probes across reopenings, on both of
+//! its engines: every behaviour is checked on an SQLite file and on a real PostgreSQL server that
+//! the test run starts (`switchboard_fixtures::postgres`).
 
 use switchboard_core::{DetectedTransport, NamedValue, ServerDefinition, ServerId, TransportSpec};
-use switchboard_store::{CachedProbe, Store, StoreError};
+use switchboard_fixtures::postgres::TestPostgres;
+use switchboard_store::{CachedProbe, Store, StoreError, StoreLocation, Vault};
+
+/// Where a test's store lives: an SQLite file, or a fresh database of the test PostgreSQL
+/// server; the vault key file is in the temporary directory either way.
+struct Place {
+    dir: tempfile::TempDir,
+    location: StoreLocation,
+}
+
+impl Place {
+    fn sqlite() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let location = StoreLocation::Sqlite(dir.path().join(switchboard_store::DATABASE_FILE));
+        Self { dir, location }
+    }
+
+    fn postgres() -> Self {
+        let url = TestPostgres::shared().database();
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            location: StoreLocation::parse(&url).unwrap(),
+        }
+    }
+
+    async fn open(&self) -> Store {
+        Store::open_at(&self.location, self.dir.path())
+            .await
+            .unwrap()
+    }
+
+    /// Everything the database holds, as text: the SQLite file and its log, or every row of
+    /// every PostgreSQL table.
+    async fn raw(&self) -> String {
+        match &self.location {
+            StoreLocation::Sqlite(path) => {
+                let mut raw = Vec::new();
+                for name in ["switchboard.db", "switchboard.db-wal"] {
+                    if let Ok(bytes) = std::fs::read(path.with_file_name(name)) {
+                        raw.extend(bytes);
+                    }
+                }
+                String::from_utf8_lossy(&raw).into_owned()
+            }
+            StoreLocation::Postgres(url) => {
+                let pool = sqlx::PgPool::connect(url).await.unwrap();
+                let tables: Vec<String> = sqlx::query_scalar(
+                    "SELECT table_name::text FROM information_schema.tables
+                     WHERE table_schema = 'public'",
+                )
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+                let mut raw = String::new();
+                for table in tables {
+                    let rows: Vec<String> =
+                        sqlx::query_scalar(&format!("SELECT CAST(t AS TEXT) FROM \"{table}\" t"))
+                            .fetch_all(&pool)
+                            .await
+                            .unwrap();
+                    raw.push_str(&rows.join("\n"));
+                }
+                pool.close().await;
+                raw
+            }
+        }
+    }
+}
+
+/// Runs each named check once per engine: `sqlite::<name>` and `postgres::<name>`.
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Place::sqlite()).await
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Place::postgres()).await
+            })*
+        }
+    };
+}
+
+on_both_engines!(
+    definitions_survive_reopening_and_secrets_are_sealed_at_rest,
+    a_different_vault_key_is_refused_at_open,
+    crud_operations_report_missing_and_duplicate_ids,
+    probe_cache_is_dropped_when_the_url_changes,
+    urls_with_credentials_never_reach_the_database_in_plain_text,
+    oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server,
+    the_fingerprint_moves_with_servers_and_layers,
+);
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
     ServerDefinition::new(
@@ -17,29 +114,22 @@ fn http_server(id: &str, url: &str) -> ServerDefinition {
     )
 }
 
-#[tokio::test]
-async fn definitions_survive_reopening_and_secrets_are_sealed_on_disk() {
-    let dir = tempfile::tempdir().unwrap();
+async fn definitions_survive_reopening_and_secrets_are_sealed_at_rest(place: Place) {
     let mut def = http_server("notion", "https://mcp.notion.com/mcp");
     def.disabled_tools.insert("delete".into());
     {
-        let store = Store::open(dir.path()).await.unwrap();
+        let store = place.open().await;
         store.add_server(&def).await.unwrap();
+        store.close().await;
     }
-    let store = Store::open(dir.path()).await.unwrap();
+    let store = place.open().await;
     assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def.clone()));
     assert_eq!(store.list_servers().await.unwrap(), vec![def]);
 
-    let mut raw = Vec::new();
-    for name in ["switchboard.db", "switchboard.db-wal"] {
-        if let Ok(bytes) = std::fs::read(dir.path().join(name)) {
-            raw.extend(bytes);
-        }
-    }
-    let raw = String::from_utf8_lossy(&raw);
+    let raw = place.raw().await;
     assert!(
         raw.contains("sealed:v1:"),
-        "the file is the database we wrote, holding sealed values"
+        "this is the database we wrote, holding sealed values"
     );
     assert!(!raw.contains("mcp.notion.com"), "URLs are sealed");
     assert!(!raw.contains("top-secret-token"), "secret leaked to disk");
@@ -49,26 +139,24 @@ async fn definitions_survive_reopening_and_secrets_are_sealed_on_disk() {
     );
 }
 
-#[tokio::test]
-async fn a_different_vault_key_cannot_read_secrets() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
-    store
-        .add_server(&http_server("a", "https://a.test/mcp"))
+/// A process with another key (a replica given a fresh key file) is refused before it can
+/// write anything the others cannot read; the right key still opens everything.
+async fn a_different_vault_key_is_refused_at_open(place: Place) {
+    let store = place.open().await;
+    let def = http_server("a", "https://a.test/mcp");
+    store.add_server(&def).await.unwrap();
+    store.close().await;
+    let err = Store::open_with_vault(&place.location, Vault::from_key([9; 32]))
         .await
-        .unwrap();
-    drop(store);
-    std::fs::remove_file(dir.path().join("vault.key")).unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
-    let err = store.list_servers().await.unwrap_err();
-    assert!(matches!(err, StoreError::Vault(_)), "{err}");
+        .unwrap_err();
+    assert!(matches!(err, StoreError::OtherVaultKey), "{err}");
     assert!(err.to_string().contains("different vault key"), "{err}");
+    let store = place.open().await;
+    assert_eq!(store.list_servers().await.unwrap(), [def]);
 }
 
-#[tokio::test]
-async fn crud_operations_report_missing_and_duplicate_ids() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
+async fn crud_operations_report_missing_and_duplicate_ids(place: Place) {
+    let store = place.open().await;
     let def = http_server("a", "https://a.test/mcp");
     store.add_server(&def).await.unwrap();
     assert!(matches!(
@@ -89,10 +177,8 @@ async fn crud_operations_report_missing_and_duplicate_ids() {
     ));
 }
 
-#[tokio::test]
-async fn probe_cache_is_dropped_when_the_url_changes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
+async fn probe_cache_is_dropped_when_the_url_changes(place: Place) {
+    let store = place.open().await;
     let def = http_server("a", "https://a.test/mcp");
     store.add_server(&def).await.unwrap();
     let probe = CachedProbe {
@@ -138,10 +224,8 @@ async fn probe_cache_is_dropped_when_the_url_changes() {
     );
 }
 
-#[tokio::test]
-async fn urls_with_credentials_never_reach_the_disk_in_plain_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).await.unwrap();
+async fn urls_with_credentials_never_reach_the_database_in_plain_text(place: Place) {
+    let store = place.open().await;
     let def = http_server(
         "keyed",
         "https://user:pa55word@keyed.test/mcp?api_key=k3y-s3cr3t",
@@ -154,36 +238,21 @@ async fn urls_with_credentials_never_reach_the_disk_in_plain_text() {
     };
     store.put_probe(&def.id, &probe).await.unwrap();
     assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def.clone()));
-    drop(store);
+    store.close().await;
 
-    let mut raw = Vec::new();
-    for name in ["switchboard.db", "switchboard.db-wal"] {
-        if let Ok(bytes) = std::fs::read(dir.path().join(name)) {
-            raw.extend(bytes);
-        }
-    }
-    let raw = String::from_utf8_lossy(&raw);
+    let raw = place.raw().await;
+    assert!(raw.contains("sealed:v1:"), "this is the database we wrote");
     for secret in ["pa55word", "k3y-s3cr3t", "keyed.test"] {
         assert!(!raw.contains(secret), "{secret} reached the disk");
     }
 }
 
-fn raw_database(dir: &std::path::Path) -> String {
-    let mut raw = Vec::new();
-    for name in ["switchboard.db", "switchboard.db-wal"] {
-        if let Ok(bytes) = std::fs::read(dir.join(name)) {
-            raw.extend(bytes);
-        }
-    }
-    String::from_utf8_lossy(&raw).into_owned()
-}
-
-#[tokio::test]
-async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server() {
+async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server(
+    place: Place,
+) {
     use switchboard_oauth::registration::{RegistrationKind, TokenAuthMethod};
     use switchboard_oauth::{ClientRegistration, GrantKey, StoredGrant, TokenSet};
 
-    let dir = tempfile::tempdir().unwrap();
     let mut def = http_server("linear", "https://mcp.linear.app/mcp");
     def.oauth_client = Some(switchboard_core::OAuthClient {
         client_id: "configured-client".into(),
@@ -221,21 +290,28 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
         redirect_uris: vec!["http://127.0.0.1:8750/oauth/callback".into()],
     };
     {
-        let store = Store::open(dir.path()).await.unwrap();
+        let store = place.open().await;
         store.add_server(&def).await.unwrap();
         store.put_oauth_grant(&key, &grant).await.unwrap();
         store.put_oauth_client(&client).await.unwrap();
+        store.close().await;
     }
-    let raw = raw_database(dir.path());
+    let raw = place.raw().await;
+    assert!(raw.contains("sealed:v1:"), "this is the database we wrote");
     for secret in [
         "access-token-plaintext",
         "refresh-token-plaintext",
         "client-secret-plaintext",
+        "configured-secret-plaintext",
+        "private-key-plaintext",
     ] {
-        assert!(!raw.contains(secret), "{secret} reached the disk unsealed");
+        assert!(
+            !raw.contains(secret),
+            "{secret} reached the database unsealed"
+        );
     }
 
-    let store = Store::open(dir.path()).await.unwrap();
+    let store = place.open().await;
     assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def.clone()));
     assert_eq!(store.oauth_grant(&key).await.unwrap(), Some(grant));
     assert_eq!(
@@ -259,7 +335,7 @@ async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_wit
 /// (as processes have), is free again once given back or once it runs out, and is taken over at
 /// once from a holder whose process no longer runs.
 #[tokio::test]
-async fn a_refresh_lease_is_exclusive_and_a_dead_holders_lease_is_taken_over() {
+async fn on_sqlite_a_refresh_lease_is_exclusive_and_a_dead_holders_lease_is_taken_over() {
     use std::time::Duration;
     use switchboard_oauth::GrantKey;
     let dir = tempfile::tempdir().unwrap();
@@ -298,4 +374,146 @@ async fn a_refresh_lease_is_exclusive_and_a_dead_holders_lease_is_taken_over() {
     assert!(!cli.try_lease_grant(&key, &other, ttl).await.unwrap());
     cli.clear_dead_grant_lease(&key).await.unwrap();
     assert!(cli.try_lease_grant(&key, &other, ttl).await.unwrap());
+}
+
+async fn the_fingerprint_moves_with_servers_and_layers(place: Place) {
+    let store = place.open().await;
+    let empty = store.fingerprint().await.unwrap();
+    assert_eq!(empty.servers, (0, 0));
+    assert_eq!(empty.activations, (0, 0));
+    let def = http_server("a", "https://a.test/mcp");
+    store.add_server(&def).await.unwrap();
+    let added = store.fingerprint().await.unwrap();
+    assert_eq!(added.servers.0, 1);
+    assert_ne!(added.servers, empty.servers);
+    let mut layer = switchboard_core::Activation::default();
+    layer.servers.insert("a".into(), false);
+    store.put_activation("user:ana", &layer).await.unwrap();
+    let layered = store.fingerprint().await.unwrap();
+    assert_eq!(layered.servers, added.servers, "the servers did not change");
+    assert_eq!(layered.activations.0, 1);
+    store.remove_server(&def.id).await.unwrap();
+    assert_eq!(store.fingerprint().await.unwrap().servers, (0, 0));
+}
+
+/// The grant's lease row as a PostgreSQL replica holds it: the backend ids of sessions waiting
+/// for a lock, and who they wait for.
+async fn lock_waiters(url: &str) -> Vec<(i32, Vec<i32>)> {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let waiting = sqlx::query_as(
+        "SELECT pid, pg_blocking_pids(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    waiting
+}
+
+/// Waits (at most 10 s) until `count` sessions wait for a lock, and returns them.
+async fn await_lock_waiters(url: &str, count: usize) -> Vec<(i32, Vec<i32>)> {
+    for _ in 0..200 {
+        let waiting = lock_waiters(url).await;
+        if waiting.len() == count {
+            return waiting;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{count} sessions never waited for the grant's lock");
+}
+
+/// `store` asking for the lease of `key`, in a task of its own.
+fn lease_in_background(
+    store: &Store,
+    key: &switchboard_oauth::GrantKey,
+) -> tokio::task::JoinHandle<Result<(), switchboard_oauth::OAuthError>> {
+    use switchboard_oauth::CredentialStore;
+    let (store, key) = (store.clone(), key.clone());
+    tokio::spawn(async move { store.lease_grant(&key).await.map(drop) })
+}
+
+/// On PostgreSQL a refresh is single-flight across replicas through a row lock: a second
+/// replica waits for the lease while the first holds it, gets it once it is dropped, and gets it
+/// too when the holder's connection dies mid-refresh (a replica killed), with no expiry to wait
+/// out.
+#[tokio::test]
+async fn on_postgres_a_refresh_lease_is_a_row_lock_released_by_its_holder_or_its_death() {
+    use switchboard_oauth::{CredentialStore, GrantKey};
+    let place = Place::postgres();
+    let StoreLocation::Postgres(url) = place.location.clone() else {
+        unreachable!()
+    };
+    let first = place.open().await;
+    let second = place.open().await;
+    let key = GrantKey::for_server("linear");
+
+    let held = first.lease_grant(&key).await.unwrap();
+    let waiting = lease_in_background(&second, &key);
+    let waiters = await_lock_waiters(&url, 1).await;
+    assert_eq!(
+        waiters[0].1.len(),
+        1,
+        "blocked by the first replica's session"
+    );
+    assert!(!waiting.is_finished(), "the second replica waits");
+    drop(held);
+    waiting.await.unwrap().unwrap();
+    await_lock_waiters(&url, 0).await;
+
+    // The holder dies: its session is terminated, as a killed replica's connection ends.
+    let held = first.lease_grant(&key).await.unwrap();
+    let waiting = lease_in_background(&second, &key);
+    let holder = await_lock_waiters(&url, 1).await[0].1[0];
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(holder)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert!(ended);
+    waiting.await.unwrap().unwrap();
+    drop(held);
+}
+
+/// A write by one store is announced to another's watch on PostgreSQL, naming the table; SQLite
+/// has no such channel (its readers poll).
+#[tokio::test]
+async fn on_postgres_writes_are_announced_to_every_watching_store() {
+    let place = Place::postgres();
+    let writer = place.open().await;
+    let reader = place.open().await;
+    let mut watch = reader.watch_changes().await.unwrap().expect("a watch");
+    writer
+        .add_server(&http_server("a", "https://a.test/mcp"))
+        .await
+        .unwrap();
+    let changed = tokio::time::timeout(std::time::Duration::from_secs(10), watch.changed())
+        .await
+        .expect("announced")
+        .unwrap();
+    assert_eq!(changed.as_deref(), Some("servers"));
+    writer
+        .put_activation("app", &{
+            let mut layer = switchboard_core::Activation::default();
+            layer.servers.insert("a".into(), true);
+            layer
+        })
+        .await
+        .unwrap();
+    let changed = tokio::time::timeout(std::time::Duration::from_secs(10), watch.changed())
+        .await
+        .expect("announced")
+        .unwrap();
+    assert_eq!(changed.as_deref(), Some("activations"));
+
+    assert!(
+        Place::sqlite()
+            .open()
+            .await
+            .watch_changes()
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

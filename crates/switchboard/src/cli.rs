@@ -12,6 +12,19 @@ pub struct Cli {
     #[arg(long, global = true, env = "SWITCHBOARD_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
+    /// Keep the store in PostgreSQL (`postgres://user:password@host/db`) instead of the SQLite
+    /// file in the data directory, so several replicas share one state; `sqlite://<file>` names
+    /// another SQLite file. The vault key still comes from SWITCHBOARD_VAULT_KEY or the data
+    /// directory's key file, and every process sharing the store needs the same one.
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub store: Option<String>,
+
     /// A TOML file declaring servers; they are added or updated in the store on every run.
     #[arg(long, global = true, env = "SWITCHBOARD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -127,6 +140,12 @@ pub struct ServeArgs {
     /// On SIGTERM or Ctrl-C, seconds to let calls in flight finish before closing everything.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds, env = "SWITCHBOARD_DRAIN_TIMEOUT")]
     pub drain_timeout: std::time::Duration,
+    /// Seconds between checks of the store for changes other processes made (servers added by
+    /// the CLI, another replica's edits). On PostgreSQL, changes are also announced as they
+    /// commit and read at once; this check then only covers announcements lost while the
+    /// listening connection was down.
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = positive_seconds, env = "SWITCHBOARD_STORE_CHECK")]
+    pub store_check: std::time::Duration,
     /// Most tool calls each client may make, as `10/s`, `600/min` or `1000/h` with an optional
     /// burst (`10/s:40`). A client is the user a request names (`X-Switchboard-User`), else its
     /// API key, else its MCP session. Calls beyond it are refused with error -32029.
@@ -155,6 +174,15 @@ fn seconds(text: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("'{text}' is not a number of seconds"))?;
     std::time::Duration::try_from_secs_f64(secs)
         .map_err(|_| format!("'{text}' is not a usable number of seconds (0 or more)"))
+}
+
+/// Parses a positive number of seconds.
+fn positive_seconds(text: &str) -> Result<std::time::Duration, String> {
+    seconds(text).and_then(|secs| {
+        (!secs.is_zero())
+            .then_some(secs)
+            .ok_or_else(|| format!("'{text}' must be more than 0 seconds"))
+    })
 }
 
 /// Options of the listing commands.

@@ -23,7 +23,7 @@ use switchboard_core::{
     TransportSpec, catalog, config,
 };
 use switchboard_hub::{Hub, ServerStatus};
-use switchboard_store::Store;
+use switchboard_store::{Store, StoreLocation};
 use switchboard_upstream::{CallContext, ConnectOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -102,9 +102,13 @@ fn data_dir(cli: &Cli) -> PathBuf {
 
 async fn run(cli: Cli) -> anyhow::Result<i32> {
     let dir = data_dir(&cli);
-    let store = Store::open(&dir)
+    let location = match &cli.store {
+        Some(text) => StoreLocation::parse(text).context("--store")?,
+        None => StoreLocation::Sqlite(dir.join(switchboard_store::DATABASE_FILE)),
+    };
+    let store = Store::open_at(&location, &dir)
         .await
-        .with_context(|| format!("cannot open the store in {}", dir.display()))?;
+        .with_context(|| format!("cannot open the store at {location}"))?;
     if let Some(path) = &cli.config {
         apply_config_file(&store, path).await?;
     }
@@ -243,7 +247,7 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
     let stop = CancellationToken::new();
     // Servers added, changed or removed by the CLI (another process) take effect here.
-    hub.follow_store(STORE_CHECK, stop.clone());
+    hub.follow_store(args.store_check, stop.clone());
     let drain = args.drain_timeout;
     let server =
         tokio::spawn(gateway.serve(hub.clone(), access, stop.clone().cancelled_owned(), drain));
@@ -263,13 +267,9 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
 /// How long `call` waits for a person to grant more scope in the browser.
 const STEP_UP_WAIT_SECS: u64 = 300;
 
-/// How often a running daemon reads the servers from the store again, so that `switchboard
-/// server ...` in another process takes effect without a restart.
-const STORE_CHECK: Duration = Duration::from_secs(2);
-
 /// Said after a change to the servers: it reaches a running daemon by itself.
 const DAEMON_PICKS_IT_UP: &str =
-    "A running `switchboard serve` on this data directory applies it within 2 seconds.";
+    "A running `switchboard serve` on this store applies it within seconds (its --store-check).";
 
 async fn shutdown_signal() {
     #[cfg(unix)]

@@ -394,7 +394,7 @@ async fn server_changes_reach_a_running_daemon() {
         dir.path(),
         &["server", "add", "late", "--", &fixture, "legacy"],
     ));
-    assert!(added.contains("applies it within 2 seconds"), "{added}");
+    assert!(added.contains("applies it within seconds"), "{added}");
     status_until(port, "connected to the added server", |s| {
         s["servers"][0]["server"] == "late" && s["servers"][0]["state"] == "connected"
     })

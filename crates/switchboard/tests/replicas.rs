@@ -1,0 +1,249 @@
+//! Several `switchboard serve` replicas on one PostgreSQL database (started by the test run)
+//! share one state: a server added by the CLI, an edit through one replica's API and an
+//! activation layer reach every replica as they commit, and a stateless (2026-07-28) call is
+//! answered by whichever replica gets it. The replicas check the store by polling only once an
+//! hour here, so only PostgreSQL's change announcements can bring the changes in time.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{call_through_daemon, command, get_json, server_status, wait_for_state};
+use switchboard_fixtures::postgres::TestPostgres;
+use switchboard_fixtures::{Era, transports};
+
+/// Replicas each with a data directory of their own (as on separate machines), one store and
+/// one vault key.
+struct Replicas {
+    store: String,
+    dirs: Vec<tempfile::TempDir>,
+    daemons: Vec<(tokio::process::Child, u16)>,
+}
+
+impl Replicas {
+    async fn start(count: usize) -> Self {
+        let store = TestPostgres::shared().database();
+        let key = "c3dpdGNoYm9hcmQtcmVwbGljYS10ZXN0LWtleS0zMmI="; // 32 bytes, base64
+        let mut dirs = Vec::new();
+        let mut daemons = Vec::new();
+        for _ in 0..count {
+            let dir = tempfile::tempdir().unwrap();
+            write_key(dir.path(), key);
+            daemons.push(spawn_replica(dir.path(), &store));
+            dirs.push(dir);
+        }
+        for (_, port) in &daemons {
+            await_health(*port).await;
+        }
+        Self {
+            store,
+            dirs,
+            daemons,
+        }
+    }
+
+    fn ports(&self) -> Vec<u16> {
+        self.daemons.iter().map(|(_, port)| *port).collect()
+    }
+
+    /// `switchboard --store <db> <args>` from the first replica's machine.
+    async fn cli(&self, args: &[&str]) -> std::process::Output {
+        let mut all = vec!["--store", self.store.as_str()];
+        all.extend_from_slice(args);
+        let output = command(self.dirs[0].path(), &all).output().await.unwrap();
+        assert!(
+            output.status.success(),
+            "switchboard {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+}
+
+fn write_key(dir: &Path, key: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join("vault.key"))
+        .unwrap();
+    file.write_all(key.as_bytes()).unwrap();
+}
+
+fn spawn_replica(dir: &Path, store: &str) -> (tokio::process::Child, u16) {
+    common::spawn_daemon_with(dir, &["--store", store], &["--store-check", "3600"])
+}
+
+async fn await_health(port: u16) {
+    for _ in 0..200 {
+        if let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await
+            && response.status().is_success()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the replica on port {port} never answered /healthz");
+}
+
+/// Waits (up to 10 s) until `check` holds for what the replica on `port` says of `server`.
+async fn await_status(
+    port: u16,
+    server: &str,
+    what: &str,
+    check: impl Fn(Option<&serde_json::Value>) -> bool,
+) {
+    for _ in 0..200 {
+        if check(server_status(port, server).await.as_ref()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the replica on {port} never showed {server} {what}: {:?}",
+        server_status(port, server).await
+    );
+}
+
+#[tokio::test]
+async fn replicas_on_one_postgres_share_servers_edits_and_layers_as_they_commit() {
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let replicas = Replicas::start(3).await;
+
+    // Added by the CLI on the shared store: every replica connects it and serves its calls.
+    replicas
+        .cli(&["server", "add", "echo", &upstream.url])
+        .await;
+    for (n, port) in replicas.ports().into_iter().enumerate() {
+        wait_for_state(port, "echo", "connected").await;
+        let answer = call_through_daemon(port, n as u64 + 1, "echo__echo").await;
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "hi",
+            "replica {n}: {answer}"
+        );
+    }
+
+    // Disabled through the first replica's API: the others stop it too, and bring it back when
+    // it is enabled again.
+    let [first, second, third] = replicas.ports()[..] else {
+        unreachable!()
+    };
+    let client = reqwest::Client::new();
+    let patch = |port: u16, enabled: bool| {
+        client
+            .patch(format!("http://127.0.0.1:{port}/api/servers/echo"))
+            .json(&serde_json::json!({"enabled": enabled}))
+            .send()
+    };
+    assert!(patch(first, false).await.unwrap().status().is_success());
+    for port in [second, third] {
+        await_status(port, "echo", "stopped", |status| status.is_none()).await;
+    }
+    assert!(patch(second, true).await.unwrap().status().is_success());
+    for port in [first, third] {
+        wait_for_state(port, "echo", "connected").await;
+    }
+
+    // An activation layer set through one replica filters another's tools for that user.
+    let off = client
+        .patch(format!("http://127.0.0.1:{third}/api/activation/users/ana"))
+        .json(&serde_json::json!({"servers": {"echo": false}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(off.status().is_success(), "{}", off.text().await.unwrap());
+    let mut filtered = false;
+    for _ in 0..200 {
+        let tools = get_json(&format!(
+            "http://127.0.0.1:{first}/api/tools?format=mcp&user=ana"
+        ))
+        .await;
+        let listed = tools["tools"].as_array().map_or(0, Vec::len);
+        if listed == 0 {
+            filtered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(filtered, "the first replica never applied ana's layer");
+    let everyone = get_json(&format!("http://127.0.0.1:{first}/api/tools?format=mcp")).await;
+    assert!(
+        !everyone["tools"].as_array().unwrap().is_empty(),
+        "other users keep the tools: {everyone}"
+    );
+}
+
+/// POSTs one JSON-RPC message to `/mcp` of the replica on `port` as a 2025-11-25 client.
+async fn post_legacy(
+    port: u16,
+    session: Option<&str>,
+    message: serde_json::Value,
+) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&message);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.unwrap()
+}
+
+async fn initialize(port: u16) -> String {
+    let response = post_legacy(
+        port,
+        None,
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "replica-test", "version": "1"}}}),
+    )
+    .await;
+    assert!(response.status().is_success(), "{}", response.status());
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = post_legacy(
+        port,
+        Some(&session),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(initialized.status(), 202);
+    session
+}
+
+/// A session lives in the replica that opened it. Another replica refuses it with 404, the
+/// answer on which the protocol tells a client to initialize again, and a new session there
+/// works; stateless requests need no such thing.
+#[tokio::test]
+async fn a_legacy_session_is_refused_by_another_replica_with_404_and_reopens_there() {
+    let replicas = Replicas::start(2).await;
+    let [first, second] = replicas.ports()[..] else {
+        unreachable!()
+    };
+    let session = initialize(first).await;
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let at_home = post_legacy(first, Some(&session), list.clone()).await;
+    assert!(at_home.status().is_success(), "{}", at_home.status());
+    let elsewhere = post_legacy(second, Some(&session), list.clone()).await;
+    assert_eq!(elsewhere.status(), 404);
+    assert!(
+        elsewhere
+            .text()
+            .await
+            .unwrap()
+            .contains("Session not found"),
+        "the refusal says why"
+    );
+    let reopened = initialize(second).await;
+    let listed = post_legacy(second, Some(&reopened), list).await;
+    assert!(listed.status().is_success(), "{}", listed.status());
+}
