@@ -131,7 +131,7 @@ pub fn valid_conversation_id(id: &str) -> bool {
         && id.len() <= 128
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._:@-".contains(c))
+            .all(|c| c.is_ascii_alphanumeric() || "._:@+|-".contains(c))
 }
 
 #[cfg(test)]

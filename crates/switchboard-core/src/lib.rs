@@ -16,6 +16,7 @@ pub mod search;
 pub mod server;
 pub mod state;
 pub mod supervision;
+pub mod tenancy;
 pub mod tool_settings;
 
 pub use activation::{Activation, ActivationChange, Layers};
@@ -28,4 +29,5 @@ pub use server::{
 };
 pub use state::{ConnectionState, IllegalTransition, StateMachine};
 pub use supervision::{Backoff, Supervision};
+pub use tenancy::{Principal, Role, TenantId, UserId, Workspace};
 pub use tool_settings::{ToolSettings, ToolSettingsChange};

@@ -70,7 +70,7 @@ async fn change(
     };
     match app.hub.change_activation(&scope, &change).await {
         Ok(activation) => layer(&scope, &activation),
-        Err(e) => api_error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => api_error(activation_status(&e), e),
     }
 }
 
@@ -86,7 +86,7 @@ async fn clear(app: &AppState, scope: Result<Scope, Refusal>) -> Response {
     };
     match app.hub.change_activation(&scope, &forget).await {
         Ok(activation) => layer(&scope, &activation),
-        Err(e) => api_error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => api_error(activation_status(&e), e),
     }
 }
 
@@ -131,4 +131,12 @@ pub(crate) async fn delete_named(
     Path((kind, id)): Path<(String, String)>,
 ) -> Response {
     clear(&app, scope(&kind, Some(&id))).await
+}
+
+/// The status of a failed change: 403 for a layer this workspace may not change.
+fn activation_status(error: &switchboard_hub::ActivationError) -> StatusCode {
+    match error {
+        switchboard_hub::ActivationError::BadId(_) => StatusCode::BAD_REQUEST,
+        switchboard_hub::ActivationError::Store(error) => crate::store_status(error),
+    }
 }

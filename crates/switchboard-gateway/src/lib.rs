@@ -21,8 +21,10 @@ mod oauth;
 mod questions;
 mod servers;
 mod ui;
+mod workspaces;
 
 pub use oauth::callback_page;
+pub use workspaces::{TenantFrom, TokenClaims, Users, WorkspaceHubs};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -85,6 +87,8 @@ pub enum Access {
     Loopback,
     /// Anyone holding one of these API keys (kept as SHA-256 digests).
     ApiKeys(Arc<Vec<[u8; 32]>>),
+    /// Many users, each in a workspace of their own (see [`Users`]).
+    Users(Arc<Users>),
 }
 
 impl Access {
@@ -99,12 +103,8 @@ impl Access {
         match self {
             Self::Loopback => (!request_is_local(headers)).then_some(Refusal::NotLoopback),
             Self::ApiKeys(keys) => {
-                let origin_ok = headers.get(header::ORIGIN).is_none_or(|o| {
-                    o.to_str()
-                        .is_ok_and(|o| is_loopback_origin(o) || is_same_origin(o, headers))
-                });
-                if !origin_ok {
-                    return Some(Refusal::ForeignOrigin);
+                if let Some(refusal) = foreign_origin(headers) {
+                    return Some(refusal);
                 }
                 if is_public_path(request.uri().path()) {
                     return None;
@@ -112,8 +112,19 @@ impl Access {
                 let presented = presented_key(headers).map(|key| digest(&key));
                 (!presented.is_some_and(|key| keys.contains(&key))).then_some(Refusal::NoApiKey)
             }
+            // Checked by the dispatcher before any workspace's routes.
+            Self::Users(_) => None,
         }
     }
+}
+
+/// A refusal for a browser page of another origin than loopback's or the console's own.
+fn foreign_origin(headers: &HeaderMap) -> Option<Refusal> {
+    let origin_ok = headers.get(header::ORIGIN).is_none_or(|o| {
+        o.to_str()
+            .is_ok_and(|o| is_loopback_origin(o) || is_same_origin(o, headers))
+    });
+    (!origin_ok).then_some(Refusal::ForeignOrigin)
 }
 
 /// Why a request was turned away.
@@ -125,6 +136,8 @@ enum Refusal {
     ForeignOrigin,
     /// No valid API key.
     NoApiKey,
+    /// The credential could not be checked now (the store did not answer).
+    Unavailable,
 }
 
 impl IntoResponse for Refusal {
@@ -142,6 +155,12 @@ impl IntoResponse for Refusal {
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer realm=\"switchboard\"")],
                 "an API key is required: Authorization: Bearer <key>\n",
+            )
+                .into_response(),
+            Self::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, "5")],
+                "credentials cannot be checked right now; try again shortly\n",
             )
                 .into_response(),
         }
@@ -173,6 +192,46 @@ pub fn router(
     access: Access,
     stop: tokio_util::sync::CancellationToken,
 ) -> Router {
+    let parts = RouterParts::new(addr, stop, shared.tools_view());
+    workspace_router(shared, Some(access), &parts)
+}
+
+/// What every workspace's router shares: where the daemon is served, when it stops, and the
+/// sign-ins and MCP Apps views that come back on routes without a credential (the OAuth
+/// redirect, a view's frame), wherever they were started.
+#[derive(Clone)]
+pub(crate) struct RouterParts {
+    addr: SocketAddr,
+    pub(crate) stop: tokio_util::sync::CancellationToken,
+    pub(crate) tools_view: mcp::ToolsView,
+    logins: Arc<oauth::PendingLogins>,
+    views: Arc<apps::Views>,
+}
+
+impl RouterParts {
+    fn new(
+        addr: SocketAddr,
+        stop: tokio_util::sync::CancellationToken,
+        tools_view: mcp::ToolsView,
+    ) -> Self {
+        Self {
+            addr,
+            stop,
+            tools_view,
+            logins: Arc::default(),
+            views: Arc::default(),
+        }
+    }
+}
+
+/// One workspace's routes over `shared`, behind `access` (`None`: the dispatcher checked the
+/// caller already).
+pub(crate) fn workspace_router(
+    shared: Arc<mcp::Shared>,
+    access: Option<Access>,
+    parts: &RouterParts,
+) -> Router {
+    let (addr, stop) = (parts.addr, parts.stop.clone());
     let hub = shared.hub().clone();
     let draining = shared.clone();
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
@@ -182,9 +241,9 @@ pub fn router(
     let state = AppState {
         hub,
         callback_url: callback_url(addr),
-        logins: Arc::default(),
+        logins: parts.logins.clone(),
         stop,
-        views: Arc::default(),
+        views: parts.views.clone(),
     };
     Router::new()
         .merge(
@@ -259,7 +318,7 @@ pub fn router(
         .layer(middleware::from_fn(move |request: Request, next: Next| {
             let (access, draining) = (access.clone(), draining.clone());
             async move {
-                if let Some(refusal) = access.refusal(&request) {
+                if let Some(refusal) = access.as_ref().and_then(|a| a.refusal(&request)) {
                     return refusal.into_response();
                 }
                 if request.method() == axum::http::Method::POST && draining.is_draining() {
@@ -299,6 +358,17 @@ impl IntoResponse for ApiError {
             Json(serde_json::json!({"error": self.message})),
         )
             .into_response()
+    }
+}
+
+/// The status that says what kind of failure a store's error is.
+pub(crate) fn store_status(error: &switchboard_hub::StoreError) -> StatusCode {
+    use switchboard_hub::StoreError;
+    match error {
+        StoreError::NotFound(_) | StoreError::Missing(_) => StatusCode::NOT_FOUND,
+        StoreError::AlreadyExists(_) | StoreError::Exists(_) => StatusCode::CONFLICT,
+        StoreError::SharedServer(_) | StoreError::Forbidden(_) => StatusCode::FORBIDDEN,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -612,6 +682,14 @@ impl Gateway {
         let streams = stop.clone();
         let shared = mcp::Shared::with_options(hub, self.sessions, self.tools_view);
         let draining = shared.clone();
+        let parts = RouterParts::new(addr, stop.clone(), self.tools_view);
+        let (app, workspaces) = match access {
+            Access::Users(users) => {
+                let dispatcher = workspaces::Dispatcher::new(users, shared, parts);
+                (dispatcher.router(), Some(dispatcher))
+            }
+            access => (workspace_router(shared, Some(access), &parts), None),
+        };
         // Responses go out in several writes (SSE): without TCP_NODELAY, Nagle's algorithm and
         // the client's delayed ACK hold each one back by up to 40 ms.
         let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
@@ -619,10 +697,17 @@ impl Gateway {
                 tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
             }
         });
-        axum::serve(listener, router(shared, addr, access, stop))
+        axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
-                let unfinished = draining.drain(drain).await;
+                let unfinished = match &workspaces {
+                    Some(workspaces) => {
+                        let (local, users) =
+                            tokio::join!(draining.drain(drain), workspaces.drain(drain));
+                        local + users
+                    }
+                    None => draining.drain(drain).await,
+                };
                 if unfinished > 0 {
                     tracing::warn!(
                         unfinished,

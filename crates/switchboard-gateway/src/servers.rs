@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_core::exposure::Prefix;
 use switchboard_core::{ServerDefinition, ServerId, ToolSettingsChange, config};
-use switchboard_hub::{HubError, StoreError};
+use switchboard_hub::HubError;
 use switchboard_upstream::{CallContext, UpstreamError};
 
 use crate::{ApiError, AppState};
@@ -49,9 +49,7 @@ impl From<HubError> for ApiError {
     /// The status that says what kind of failure it is, and its words.
     fn from(error: HubError) -> Self {
         let status = match &error {
-            HubError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
-            HubError::Store(StoreError::AlreadyExists(_)) => StatusCode::CONFLICT,
-            HubError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            HubError::Store(error) => crate::store_status(error),
             HubError::Invalid(_) => StatusCode::BAD_REQUEST,
             HubError::UnknownServer(_) | HubError::ToolDisabled { .. } => StatusCode::CONFLICT,
             HubError::NotConnected { .. } => StatusCode::SERVICE_UNAVAILABLE,

@@ -36,7 +36,7 @@ impl fmt::Display for Scope {
 #[derive(Debug, thiserror::Error)]
 pub enum ActivationError {
     /// The user or thread id is not a plain name.
-    #[error("'{0}' is not a valid user or thread id (1 to 128 of A-Z a-z 0-9 . _ : @ -)")]
+    #[error("'{0}' is not a valid user or thread id (1 to 128 of A-Z a-z 0-9 . _ : @ + | -)")]
     BadId(String),
     /// The store refused the change.
     #[error("cannot store the activation: {0}")]

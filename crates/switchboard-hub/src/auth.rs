@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use switchboard_core::{OAuthGrant, ServerDefinition, ServerId, TransportSpec};
 use switchboard_oauth::{
-    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, GrantKind, NetworkPolicy, OAuthError,
+    AuthSettings, ClientIdentity, ConfiguredClient, GrantKind, NetworkPolicy, OAuthError,
     OAuthHttp, PendingAuthorization, ServerAuth,
 };
 use switchboard_store::Store;
@@ -57,14 +57,16 @@ impl OAuthOptions {
 
 /// The OAuth state for `def`, or `None` for transports that do not use OAuth (stdio,
 /// WebSocket).
-pub fn server_auth(
+pub async fn server_auth(
     def: &ServerDefinition,
     store: &Store,
     options: &OAuthOptions,
-) -> Option<ServerAuth> {
+) -> Result<Option<ServerAuth>, switchboard_store::StoreError> {
     let TransportSpec::Http { url, .. } = &def.transport else {
-        return None;
+        return Ok(None);
     };
+    // The workspace's user signs in as themselves, to the server's row.
+    let key = store.grant_key(&def.id).await?;
     let policy = NetworkPolicy::for_server(url, options.allow_loopback, options.allow_private);
     let configured = def.oauth_client.as_ref();
     let settings = AuthSettings {
@@ -84,16 +86,16 @@ pub fn server_auth(
     };
     let auth = ServerAuth::new(
         url.clone(),
-        GrantKey::for_server(def.id.as_str()),
+        key,
         OAuthHttp::new(policy),
         options.identity.clone(),
         settings,
         Arc::new(store.clone()),
     );
-    Some(match &options.step_up {
+    Ok(Some(match &options.step_up {
         Some(person) => auth.with_step_up_authorizer(person.clone()),
         None => auth,
-    })
+    }))
 }
 
 /// Why a person-driven sign-in cannot start.
@@ -128,7 +130,9 @@ pub async fn server_auth_for(
         .get_server(id)
         .await?
         .ok_or_else(|| SignInError::UnknownServer(id.clone()))?;
-    let auth = server_auth(&def, store, options).ok_or_else(|| SignInError::NotHttp(id.clone()))?;
+    let auth = server_auth(&def, store, options)
+        .await?
+        .ok_or_else(|| SignInError::NotHttp(id.clone()))?;
     Ok((def, auth))
 }
 

@@ -162,7 +162,11 @@ impl Hub {
                 _ => false,
             });
         if same_server {
-            options.auth = crate::server_auth(definition, &self.store, &self.oauth).map(Arc::new);
+            options.auth = crate::server_auth(definition, &self.store, &self.oauth)
+                .await
+                .ok()
+                .flatten()
+                .map(Arc::new);
         }
         let mut test = ConnectionTest {
             connected: false,

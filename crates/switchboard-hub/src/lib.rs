@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use switchboard_core::{ConnectionState, ServerDefinition, ServerId};
 use switchboard_desk::{Desk, PeopleResponder};
-use switchboard_store::Store;
+use switchboard_store::{Store, StoreFingerprint};
 use switchboard_upstream::rmcp_model::{Prompt, Resource, ResourceTemplate, Tool};
 use switchboard_upstream::{ConnectOptions, Upstream};
 use tokio::sync::{broadcast, watch};
@@ -326,64 +326,46 @@ impl Hub {
         Ok(started)
     }
 
-    /// Keeps the running servers and the activation layers in step with the store, checking
-    /// every `every` until `stop`, and at once when the store announces a write (PostgreSQL: a
-    /// replica's, or a CLI's): a server added or enabled there (by `switchboard server add` in
-    /// another process, say) is started, one whose definition changed is restarted, one removed
-    /// or disabled is stopped, and changed layers are read again. Returns at once; the work runs
-    /// in a task of its own.
+    /// Keeps the running servers and the activation layers in step with the store (see
+    /// [`StoreFollower`]), checking every `every` until `stop`. Returns at once; the work runs in
+    /// tasks of their own.
     pub fn follow_store(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
+        let follower = StoreFollower::start(self.store.clone(), every, stop);
+        self.follow(follower.subscribe());
+    }
+
+    /// Keeps the running servers and the activation layers in step with the store whenever
+    /// `changes` moves: a server added or enabled there (by `switchboard server add` in another
+    /// process, or another replica) is started, one whose definition changed is restarted, one
+    /// removed or disabled is stopped, and changed layers are read again. Ends when the
+    /// follower does, or when the hub is dropped.
+    pub fn follow(self: &Arc<Self>, mut changes: watch::Receiver<Option<StoreFingerprint>>) {
         let hub = Arc::downgrade(self);
-        let store = self.store.clone();
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut watch = None;
             let (mut seen_servers, mut seen_layers) = (None, None);
             loop {
-                tokio::select! {
-                    _ = ticks.tick() => {}
-                    changed = next_change(&mut watch) => {
-                        if let Err(error) = changed {
-                            tracing::warn!(%error, "listening for the store's changes failed; polling until it works again");
-                            watch = None;
+                let now = *changes.borrow_and_update();
+                if let Some(now) = now {
+                    let Some(hub) = hub.upgrade() else { return };
+                    if seen_servers != Some(now.servers) {
+                        match hub.sync_with_store().await {
+                            Ok(()) => seen_servers = Some(now.servers),
+                            Err(error) => {
+                                tracing::warn!(%error, "reading the servers from the store failed")
+                            }
                         }
                     }
-                    () = stop.cancelled() => return,
-                }
-                if watch.is_none() {
-                    match store.watch_changes().await {
-                        Ok(Some(opened)) => watch = Some(opened),
-                        Ok(None) => {}
-                        Err(error) => {
-                            tracing::warn!(%error, "cannot listen for the store's changes")
-                        }
-                    }
-                }
-                let Some(hub) = hub.upgrade() else { return };
-                // Only what changed is read (and its secrets opened).
-                let now = match store.fingerprint().await {
-                    Ok(now) => now,
-                    Err(error) => {
-                        tracing::warn!(%error, "reading the store failed");
-                        continue;
-                    }
-                };
-                if seen_servers != Some(now.servers) {
-                    match hub.sync_with_store().await {
-                        Ok(()) => seen_servers = Some(now.servers),
-                        Err(error) => {
-                            tracing::warn!(%error, "reading the servers from the store failed")
+                    if seen_layers != Some(now.activations) {
+                        match hub.load_activations().await {
+                            Ok(()) => seen_layers = Some(now.activations),
+                            Err(error) => {
+                                tracing::warn!(%error, "reading the activation layers from the store failed")
+                            }
                         }
                     }
                 }
-                if seen_layers != Some(now.activations) {
-                    match hub.load_activations().await {
-                        Ok(()) => seen_layers = Some(now.activations),
-                        Err(error) => {
-                            tracing::warn!(%error, "reading the activation layers from the store failed")
-                        }
-                    }
+                if changes.changed().await.is_err() {
+                    return;
                 }
             }
         });
@@ -453,7 +435,15 @@ impl Hub {
             auth_events,
         });
         write(&self.servers).insert(slot.definition.id.clone(), slot.clone());
-        let auth = server_auth(&slot.definition, &self.store, &self.oauth);
+        let auth = match server_auth(&slot.definition, &self.store, &self.oauth).await {
+            Ok(auth) => auth,
+            Err(error) => {
+                // The connection then meets the server's challenge as a server with no
+                // sign-in, and says it needs one.
+                tracing::warn!(server = %slot.definition.id, %error, "cannot read where this server's tokens are kept");
+                None
+            }
+        };
         let mut options = self.options.clone();
         options.input_fallback = Some(Arc::new(PeopleResponder::new(
             self.desk.clone(),
@@ -799,6 +789,67 @@ pub(crate) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Watches the store for changes made by other processes (the CLI, other replicas), once per
+/// process however many hubs follow it: it reads the store's fingerprint every `every`, and at
+/// once when the store announces a write (PostgreSQL's `LISTEN`), and publishes it whenever it
+/// moved. Each following hub then reads what concerns it.
+#[derive(Clone)]
+pub struct StoreFollower {
+    fingerprint: watch::Sender<Option<StoreFingerprint>>,
+}
+
+impl StoreFollower {
+    /// Starts following `store` until `stop`.
+    pub fn start(store: Store, every: Duration, stop: CancellationToken) -> Self {
+        let (fingerprint, _) = watch::channel(None);
+        let follower = Self {
+            fingerprint: fingerprint.clone(),
+        };
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut watch = None;
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    changed = next_change(&mut watch) => {
+                        if let Err(error) = changed {
+                            tracing::warn!(%error, "listening for the store's changes failed; polling until it works again");
+                            watch = None;
+                        }
+                    }
+                    () = stop.cancelled() => return,
+                }
+                if watch.is_none() {
+                    match store.watch_changes().await {
+                        Ok(Some(opened)) => watch = Some(opened),
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(%error, "cannot listen for the store's changes")
+                        }
+                    }
+                }
+                match store.fingerprint().await {
+                    Ok(now) => {
+                        fingerprint.send_if_modified(|seen| {
+                            let moved = *seen != Some(now);
+                            *seen = Some(now);
+                            moved
+                        });
+                    }
+                    Err(error) => tracing::warn!(%error, "reading the store failed"),
+                }
+            }
+        });
+        follower
+    }
+
+    /// The store's fingerprint, each time it moves (`None` until first read).
+    pub fn subscribe(&self) -> watch::Receiver<Option<StoreFingerprint>> {
+        self.fingerprint.subscribe()
+    }
 }
 
 /// The store's next announced change; never, when there is no watch.

@@ -335,6 +335,8 @@ async fn a_token_rejected_mid_session_is_replaced_once_and_a_dead_grant_asks_for
             let url = url::Url::parse(&protected.url).unwrap();
             let http = OAuthHttp::new(NetworkPolicy::for_server(&url, false, false));
             let auth = switchboard_hub::server_auth(&def, hub.store(), hub.oauth())
+                .await
+                .unwrap()
                 .unwrap()
                 .with_authorizer(Arc::new(HeadlessAuthorizer::new(
                     http,

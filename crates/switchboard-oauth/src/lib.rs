@@ -4,7 +4,8 @@
 //! 2025-03-26 to 2026-07-28 (spec digest §3): discovery ([`metadata`]), client registration
 //! ([`registration`]), the authorization-code flow with PKCE S256, `resource` and RFC 9207 checks
 //! ([`flow`]), every token grant and client authentication method, DPoP ([`token`], [`jwt`]), and
-//! staying signed in: refresh, step-up and revocation ([`server_auth`]). Every request goes
+//! staying signed in: refresh, step-up and revocation ([`server_auth`]); and, the other way
+//! round, checking the tokens a team's identity provider gives its people ([`idp`]). Every request goes
 //! through an SSRF-guarded HTTP client ([`net`]).
 //!
 //! Why not rmcp's `auth` module: Switchboard needs credentials keyed by issuer and by (server,
@@ -17,6 +18,7 @@
 pub mod challenge;
 pub mod error;
 pub mod flow;
+pub mod idp;
 pub mod jwt;
 pub mod metadata;
 pub mod net;

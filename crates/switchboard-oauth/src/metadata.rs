@@ -79,6 +79,9 @@ pub struct AuthorizationServerMetadata {
     /// RFC 9449: DPoP proof algorithms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dpop_signing_alg_values_supported: Option<Vec<String>>,
+    /// Where the server's signing keys are published (a JSON Web Key Set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
 }
 
 impl AuthorizationServerMetadata {

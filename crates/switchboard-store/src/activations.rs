@@ -1,6 +1,12 @@
 //! Stored activation layers (which servers and tools are on for the app, a user, a thread).
+//!
+//! A workspace sees its tenant's app layer, its user's layer and its user's threads. The local
+//! workspace's layers keep the keys they always had (`app`, `user:<id>`, `thread:<id>`, all in
+//! the default tenant); another tenant's are `<tenant>/app` and `<tenant>/user:<id>`, and a
+//! signed-in user's threads `<tenant>/<user>/thread:<id>`, so two users' threads of one name
+//! are two layers.
 
-use switchboard_core::Activation;
+use switchboard_core::{Activation, Workspace};
 
 use crate::db::on_db;
 use crate::{Store, StoreError, now_ms};
@@ -9,13 +15,32 @@ impl Store {
     /// Every stored layer, by scope (`app`, `user:<id>`, `thread:<id>`). A row that does not
     /// decode is left out with a warning: a layer is a preference, not a reason to stay down.
     pub async fn activations(&self) -> Result<Vec<(String, Activation)>, StoreError> {
-        let rows: Vec<(String, String)> = on_db!(&self.db, pool => sqlx::query_as(
-            "SELECT scope, activation_json FROM activations ORDER BY scope",
-        )
-        .fetch_all(pool)
-        .await)?;
+        let rows: Vec<(String, String)> = match &*self.workspace {
+            Workspace::Local => on_db!(&self.db, pool => sqlx::query_as(
+                "SELECT scope, activation_json FROM activations WHERE scope NOT LIKE '%/%'
+                 ORDER BY scope",
+            )
+            .fetch_all(pool)
+            .await)?,
+            Workspace::User(principal) => {
+                let app = self.stored_scope("app")?;
+                let user = self.stored_scope(&format!("user:{}", principal.user))?;
+                let threads = self.stored_scope("thread:")?;
+                on_db!(&self.db, pool => sqlx::query_as(
+                    "SELECT scope, activation_json FROM activations
+                     WHERE scope = $1 OR scope = $2 OR substr(scope, 1, length($3)) = $3
+                     ORDER BY scope",
+                )
+                .bind(&app)
+                .bind(&user)
+                .bind(&threads)
+                .fetch_all(pool)
+                .await)?
+            }
+        };
         let mut layers = Vec::with_capacity(rows.len());
-        for (scope, json) in rows {
+        for (stored, json) in rows {
+            let scope = self.workspace_scope(&stored);
             match serde_json::from_str(&json) {
                 Ok(activation) => layers.push((scope, activation)),
                 Err(error) => {
@@ -23,6 +48,7 @@ impl Store {
                 }
             }
         }
+        layers.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(layers)
     }
 
@@ -32,6 +58,12 @@ impl Store {
         scope: &str,
         activation: &Activation,
     ) -> Result<(), StoreError> {
+        if scope == "app" && !self.workspace.manages_tenant() {
+            return Err(StoreError::Forbidden(
+                "only a tenant admin can change the tenant's app layer".into(),
+            ));
+        }
+        let scope = &self.stored_scope(scope)?;
         if activation.is_empty() {
             on_db!(&self.db, pool => sqlx::query("DELETE FROM activations WHERE scope = $1")
                 .bind(scope)
@@ -55,6 +87,37 @@ impl Store {
         .await
         .map(|done| done.rows_affected()))?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// The key of this workspace's layer `scope` in the table.
+    fn stored_scope(&self, scope: &str) -> Result<String, StoreError> {
+        let Workspace::User(principal) = &*self.workspace else {
+            return Ok(scope.to_owned());
+        };
+        let tenant = if principal.tenant.is_default() {
+            String::new()
+        } else {
+            format!("{}/", principal.tenant)
+        };
+        match scope.split_once(':') {
+            None if scope == "app" => Ok(format!("{tenant}app")),
+            Some(("user", id)) if id == principal.user.as_str() => Ok(format!("{tenant}{scope}")),
+            Some(("user", _)) => Err(StoreError::Forbidden(
+                "a user's activation layer is theirs alone".into(),
+            )),
+            Some(("thread", _)) => Ok(format!("{}/{}/{scope}", principal.tenant, principal.user)),
+            _ => Ok(format!("{}/{}/{scope}", principal.tenant, principal.user)),
+        }
+    }
+
+    /// The layer name this workspace knows a stored key by.
+    fn workspace_scope(&self, stored: &str) -> String {
+        match &*self.workspace {
+            Workspace::Local => stored.to_owned(),
+            Workspace::User(_) => stored.rsplit('/').next().unwrap_or(stored).to_owned(),
+        }
     }
 }
 

@@ -11,13 +11,17 @@ mod activations;
 mod changes;
 pub mod credentials;
 mod db;
+pub mod tenancy;
 pub mod vault;
 pub mod vectors;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use switchboard_core::{DetectedTransport, ServerDefinition, ServerId, Timeouts, TransportSpec};
+use switchboard_core::{
+    DetectedTransport, ServerDefinition, ServerId, TenantId, Timeouts, TransportSpec, Workspace,
+};
+use switchboard_oauth::GrantKey;
 
 pub use changes::ChangeWatch;
 pub use db::StoreLocation;
@@ -63,6 +67,18 @@ pub enum StoreError {
     /// No server has this id.
     #[error("no server with id '{0}'")]
     NotFound(ServerId),
+    /// A user who does not manage their tenant tried to change one of its shared servers.
+    #[error("server '{0}' is shared by your tenant; only a tenant admin can change it")]
+    SharedServer(ServerId),
+    /// The workspace may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A tenant, user or API key that already exists.
+    #[error("{0} already exists")]
+    Exists(String),
+    /// A tenant, user or API key that does not exist.
+    #[error("there is no {0}")]
+    Missing(String),
     /// `--store` is not a place a store can be.
     #[error("not a store location: {0}")]
     Location(String),
@@ -88,13 +104,19 @@ pub struct CachedProbe {
 
 /// The store: definitions, credentials and the rest, on SQLite or PostgreSQL, every secret sealed
 /// by the vault.
+///
+/// A store reads and writes for one [`Workspace`]: [`Store::for_workspace`] gives the handle a
+/// user's requests go through, which sees their tenant's shared servers and their own, and
+/// nobody else's. Tenants, users and API keys themselves are managed through any handle (the
+/// operator's tools hold the local one).
 #[derive(Debug, Clone)]
 pub struct Store {
     pub(crate) db: Db,
     pub(crate) vault: std::sync::Arc<Vault>,
+    pub(crate) workspace: std::sync::Arc<Workspace>,
 }
 
-/// A value that moves whenever the servers or the activation layers change, read without
+/// A value that moves whenever the servers, the activation layers or the users change, read without
 /// opening any sealed value: a daemon checks it often, and reads what moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreFingerprint {
@@ -102,6 +124,8 @@ pub struct StoreFingerprint {
     pub servers: (i64, i64),
     /// The activation layers' number and the sum of their change times.
     pub activations: (i64, i64),
+    /// The number of users and of API keys (a revoked key or a removed user moves it).
+    pub principals: (i64, i64),
 }
 
 impl Store {
@@ -142,9 +166,23 @@ impl Store {
         let store = Self {
             db,
             vault: std::sync::Arc::new(vault),
+            workspace: std::sync::Arc::new(Workspace::Local),
         };
         store.check_vault_key().await?;
         Ok(store)
+    }
+
+    /// The same store, reading and writing for `workspace`.
+    pub fn for_workspace(&self, workspace: Workspace) -> Self {
+        Self {
+            workspace: std::sync::Arc::new(workspace),
+            ..self.clone()
+        }
+    }
+
+    /// The workspace this handle reads and writes for.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
     }
 
     /// The engine this store runs on: `sqlite` or `postgres`.
@@ -182,7 +220,8 @@ impl Store {
         }
     }
 
-    /// Adds a new server; fails if the id is taken.
+    /// Adds a new server; fails if the id is taken (in this workspace: by the tenant's shared
+    /// servers or the user's own).
     pub async fn add_server(&self, def: &ServerDefinition) -> Result<(), StoreError> {
         if self.get_server(&def.id).await?.is_some() {
             return Err(StoreError::AlreadyExists(def.id.clone()));
@@ -190,10 +229,17 @@ impl Store {
         self.put_server(def).await
     }
 
-    /// Inserts or replaces a server. A changed transport invalidates the cached probe.
+    /// Inserts or replaces a server. A new one is the tenant's, shared, when this workspace
+    /// manages the tenant, else its user's own; a shared one is replaced only by a workspace
+    /// that manages the tenant. A changed transport invalidates the cached probe.
     pub async fn put_server(&self, def: &ServerDefinition) -> Result<(), StoreError> {
+        let key = match self.stored_row(&def.id).await? {
+            Some(row) => self.writable(&def.id, row)?.key,
+            None => self.new_row_key(&def.id),
+        };
+        let (tenant, owner) = self.new_row_owner();
         let now = now_ms();
-        let transport = self.seal_transport(def)?;
+        let transport = self.seal_transport(&key, def)?;
         let timeouts = serde_json::to_string(&def.timeouts).map_err(|e| corrupt(&def.id, e))?;
         let disabled =
             serde_json::to_string(&def.disabled_tools).map_err(|e| corrupt(&def.id, e))?;
@@ -202,7 +248,7 @@ impl Store {
         let oauth_client = match &def.oauth_client {
             Some(client) => {
                 let plain = serde_json::to_string(client).map_err(|e| corrupt(&def.id, e))?;
-                Some(self.vault.seal(&oauth_client_context(&def.id), &plain))
+                Some(self.vault.seal(&oauth_client_context(&key), &plain))
             }
             None => None,
         };
@@ -212,14 +258,14 @@ impl Store {
             "INSERT INTO servers (id, display_name, description, transport_json, timeouts_json,
                                   enabled, disabled_tools_json, created_at_ms, updated_at_ms,
                                   oauth_client_sealed, exposed_prefix, task_modes_json,
-                                  tool_policies_json)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12)
+                                  tool_policies_json, tenant, owner, name)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13, $14, $15)
              ON CONFLICT(id) DO UPDATE SET display_name = $2, description = $3,
                 transport_json = $4, timeouts_json = $5, enabled = $6,
                 disabled_tools_json = $7, updated_at_ms = $8, oauth_client_sealed = $9,
                 exposed_prefix = $10, task_modes_json = $11, tool_policies_json = $12",
         )
-        .bind(def.id.as_str())
+        .bind(&key)
         .bind(&def.display_name)
         .bind(&def.description)
         .bind(transport)
@@ -231,16 +277,92 @@ impl Store {
         .bind(def.prefix.as_deref())
         .bind(task_modes)
         .bind(policies)
+        .bind(tenant.as_str())
+        .bind(&owner)
+        .bind(def.id.as_str())
         .execute(&mut *tx)
         .await?;
         sqlx::query("DELETE FROM server_probes WHERE server_id = $1 AND target_digest <> $2")
-            .bind(def.id.as_str())
+            .bind(&key)
             .bind(target_digest(&def.transport.target()))
             .execute(&mut *tx)
             .await?;
         tx.commit().await
         })?;
         Ok(())
+    }
+
+    /// The row this workspace sees under `id`: the user's own server, else the tenant's shared
+    /// one.
+    async fn stored_row(&self, id: &ServerId) -> Result<Option<StoredRow>, StoreError> {
+        let (tenant, user) = self.visible_owners();
+        let row: Option<(String, String)> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT id, owner FROM servers
+             WHERE tenant = $1 AND (owner = '' OR owner = $2) AND name = $3
+             ORDER BY owner DESC LIMIT 1",
+        )
+        .bind(tenant.as_str())
+        .bind(user)
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await)?;
+        Ok(row.map(|(key, owner)| StoredRow { key, owner }))
+    }
+
+    /// `row`, if this workspace may change it: a shared server only when it manages the tenant.
+    fn writable(&self, id: &ServerId, row: StoredRow) -> Result<StoredRow, StoreError> {
+        if row.owner.is_empty() && !self.workspace.manages_tenant() {
+            return Err(StoreError::SharedServer(id.clone()));
+        }
+        Ok(row)
+    }
+
+    /// The row key of `id` as this workspace's server: the id itself for the default tenant's
+    /// shared servers (as every server stored before tenants was), else
+    /// `<tenant>/<owner>/<id>`.
+    fn new_row_key(&self, id: &ServerId) -> String {
+        let (tenant, owner) = self.new_row_owner();
+        if tenant.is_default() && owner.is_empty() {
+            id.to_string()
+        } else {
+            format!("{tenant}/{owner}/{id}")
+        }
+    }
+
+    /// Whose a server this workspace adds is: shared when it manages the tenant, else its
+    /// user's.
+    fn new_row_owner(&self) -> (TenantId, String) {
+        let owner = match self.workspace.user() {
+            Some(user) if !self.workspace.manages_tenant() => user.to_string(),
+            _ => String::new(),
+        };
+        (self.workspace.tenant(), owner)
+    }
+
+    /// The tenant, and the owner besides '' whose servers this workspace sees ('' for none).
+    fn visible_owners(&self) -> (TenantId, String) {
+        let user = self.workspace.user().map(ToString::to_string);
+        (self.workspace.tenant(), user.unwrap_or_default())
+    }
+
+    /// The row key of `id` in this workspace, or [`StoreError::NotFound`].
+    pub(crate) async fn row_key(&self, id: &ServerId) -> Result<String, StoreError> {
+        self.stored_row(id)
+            .await?
+            .map(|row| row.key)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))
+    }
+
+    /// Where the OAuth tokens of server `id` are kept for this workspace's user: the server's
+    /// row (the user's own server, or the shared one) and the user (`default` in the local
+    /// workspace), so every user of a shared server signs in as themselves.
+    pub async fn grant_key(&self, id: &ServerId) -> Result<GrantKey, StoreError> {
+        let server = match self.stored_row(id).await? {
+            Some(row) => row.key,
+            None => self.new_row_key(id),
+        };
+        let principal = grant_principal(self.workspace.user());
+        Ok(GrantKey { server, principal })
     }
 
     /// Stores the servers an import found: each one new, or (with `replace`) every one, a
@@ -270,18 +392,30 @@ impl Store {
 
     /// One server by id.
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerDefinition>, StoreError> {
-        let row: Option<ServerRow> = on_db!(&self.db, pool => sqlx::query_as(SELECT_SERVER_COLUMNS_WHERE_ID)
-            .bind(id.as_str())
-            .fetch_optional(pool)
-            .await)?;
+        let (tenant, user) = self.visible_owners();
+        let row: Option<ServerRow> = on_db!(&self.db, pool => sqlx::query_as(&format!(
+            "{SELECT_SERVER_COLUMNS} AND name = $3 ORDER BY owner DESC LIMIT 1"
+        ))
+        .bind(tenant.as_str())
+        .bind(user)
+        .bind(id.as_str())
+        .fetch_optional(pool)
+        .await)?;
         row.map(|row| self.decode_server(row)).transpose()
     }
 
-    /// Every server, ordered by id.
+    /// Every server this workspace sees, ordered by id; where the user's own server and a
+    /// shared one have one id, the user's own.
     pub async fn list_servers(&self) -> Result<Vec<ServerDefinition>, StoreError> {
-        let rows: Vec<ServerRow> = on_db!(&self.db, pool => sqlx::query_as(SELECT_SERVER_COLUMNS_ORDERED)
-            .fetch_all(pool)
-            .await)?;
+        let (tenant, user) = self.visible_owners();
+        let mut rows: Vec<ServerRow> = on_db!(&self.db, pool => sqlx::query_as(&format!(
+            "{SELECT_SERVER_COLUMNS} ORDER BY name, owner DESC"
+        ))
+        .bind(tenant.as_str())
+        .bind(user)
+        .fetch_all(pool)
+        .await)?;
+        rows.dedup_by(|later, first| later.name == first.name);
         rows.into_iter()
             .map(|row| self.decode_server(row))
             .collect()
@@ -290,24 +424,38 @@ impl Store {
     /// What the servers and activation layers are now, in four numbers (see
     /// [`StoreFingerprint`]).
     pub async fn fingerprint(&self) -> Result<StoreFingerprint, StoreError> {
-        let (servers, servers_sum, layers, layers_sum): (i64, i64, i64, i64) = on_db!(&self.db, pool => sqlx::query_as(
+        let (servers, servers_sum, layers, layers_sum, users, keys): (
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+        ) = on_db!(&self.db, pool => sqlx::query_as(
                 "SELECT (SELECT COUNT(*) FROM servers),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM servers),
                         (SELECT COUNT(*) FROM activations),
-                        (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations)",
+                        (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations),
+                        (SELECT COUNT(*) FROM users),
+                        (SELECT COUNT(*) FROM api_keys)",
             )
             .fetch_one(pool)
             .await)?;
         Ok(StoreFingerprint {
             servers: (servers, servers_sum),
             activations: (layers, layers_sum),
+            principals: (users, keys),
         })
     }
 
     /// Removes a server and everything stored for it.
     pub async fn remove_server(&self, id: &ServerId) -> Result<(), StoreError> {
+        let Some(row) = self.stored_row(id).await? else {
+            return Err(StoreError::NotFound(id.clone()));
+        };
+        let key = self.writable(id, row)?.key;
         let done = on_db!(&self.db, pool => sqlx::query("DELETE FROM servers WHERE id = $1")
-            .bind(id.as_str())
+            .bind(&key)
             .execute(pool)
             .await
             .map(|done| done.rows_affected()))?;
@@ -319,8 +467,12 @@ impl Store {
 
     /// Enables or disables a server.
     pub async fn set_enabled(&self, id: &ServerId, enabled: bool) -> Result<(), StoreError> {
+        let Some(row) = self.stored_row(id).await? else {
+            return Err(StoreError::NotFound(id.clone()));
+        };
+        let key = self.writable(id, row)?.key;
         let done = on_db!(&self.db, pool => sqlx::query("UPDATE servers SET enabled = $2, updated_at_ms = $3 WHERE id = $1")
-            .bind(id.as_str())
+            .bind(&key)
             .bind(enabled)
             .bind(now_ms())
             .execute(pool)
@@ -339,11 +491,14 @@ impl Store {
         id: &ServerId,
         target: &str,
     ) -> Result<Option<CachedProbe>, StoreError> {
+        let Some(row) = self.stored_row(id).await? else {
+            return Ok(None);
+        };
         let row: Option<(String, Option<String>)> = on_db!(&self.db, pool => sqlx::query_as(
             "SELECT detected, protocol_version FROM server_probes
              WHERE server_id = $1 AND target_digest = $2",
         )
-        .bind(id.as_str())
+        .bind(&row.key)
         .bind(target_digest(target))
         .fetch_optional(pool)
         .await)?;
@@ -361,6 +516,7 @@ impl Store {
 
     /// Records what a probe found.
     pub async fn put_probe(&self, id: &ServerId, probe: &CachedProbe) -> Result<(), StoreError> {
+        let key = self.row_key(id).await?;
         on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO server_probes (server_id, target_digest, detected, protocol_version,
                                         probed_at_ms)
@@ -368,7 +524,7 @@ impl Store {
              ON CONFLICT(server_id) DO UPDATE SET target_digest = $2, detected = $3,
                 protocol_version = $4, probed_at_ms = $5",
         )
-        .bind(id.as_str())
+        .bind(&key)
         .bind(target_digest(&probe.target))
         .bind(probe.detected.as_str())
         .bind(&probe.protocol_version)
@@ -380,40 +536,41 @@ impl Store {
     }
 
     /// The transport as stored: every header and env value sealed, and the URL sealed.
-    fn seal_transport(&self, def: &ServerDefinition) -> Result<String, StoreError> {
+    fn seal_transport(&self, key: &str, def: &ServerDefinition) -> Result<String, StoreError> {
         let mut transport = def.transport.clone();
         for value in transport.named_values_mut().iter_mut() {
             value.value = self
                 .vault
-                .seal(&secret_context(&def.id, &value.name), &value.value);
+                .seal(&secret_context(key, &value.name), &value.value);
         }
         let mut json = serde_json::to_value(&transport).map_err(|e| corrupt(&def.id, e))?;
         if let Some(url) = json.get_mut("url")
             && let Some(plain) = url.as_str()
         {
-            *url = self.vault.seal(&url_context(&def.id), plain).into();
+            *url = self.vault.seal(&url_context(key), plain).into();
         }
         serde_json::to_string(&json).map_err(|e| corrupt(&def.id, e))
     }
 
     fn decode_server(&self, row: ServerRow) -> Result<ServerDefinition, StoreError> {
-        let id = ServerId::new(row.id.clone()).map_err(|e| StoreError::Corrupt {
-            server: row.id,
+        let id = ServerId::new(row.name.clone()).map_err(|e| StoreError::Corrupt {
+            server: row.id.clone(),
             detail: e.to_string(),
         })?;
+        let key = row.id.as_str();
         let mut json: serde_json::Value =
             serde_json::from_str(&row.transport_json).map_err(|e| corrupt(&id, e))?;
         if let Some(url) = json.get_mut("url")
             && let Some(sealed) = url.as_str()
         {
-            *url = self.vault.unseal(&url_context(&id), sealed)?.into();
+            *url = self.vault.unseal(&url_context(key), sealed)?.into();
         }
         let mut transport: TransportSpec =
             serde_json::from_value(json).map_err(|e| corrupt(&id, e))?;
         for value in transport.named_values_mut().iter_mut() {
             value.value = self
                 .vault
-                .unseal(&secret_context(&id, &value.name), &value.value)?;
+                .unseal(&secret_context(key, &value.name), &value.value)?;
         }
         let timeouts: Timeouts =
             serde_json::from_str(&row.timeouts_json).map_err(|e| corrupt(&id, e))?;
@@ -424,7 +581,7 @@ impl Store {
             serde_json::from_str(&row.tool_policies_json).map_err(|e| corrupt(&id, e))?;
         let oauth_client = match &row.oauth_client_sealed {
             Some(sealed) => {
-                let plain = self.vault.unseal(&oauth_client_context(&id), sealed)?;
+                let plain = self.vault.unseal(&oauth_client_context(key), sealed)?;
                 Some(serde_json::from_str(&plain).map_err(|e| corrupt(&id, e))?)
             }
             None => None,
@@ -448,7 +605,10 @@ impl Store {
 /// A `servers` row as stored (sealed values still sealed).
 #[derive(sqlx::FromRow)]
 struct ServerRow {
+    /// The row's key (see [`Store::put_server`]).
     id: String,
+    /// The id users see.
+    name: String,
     display_name: String,
     description: String,
     transport_json: String,
@@ -461,19 +621,33 @@ struct ServerRow {
     tool_policies_json: String,
 }
 
-const SELECT_SERVER_COLUMNS_WHERE_ID: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers WHERE id = $1";
-const SELECT_SERVER_COLUMNS_ORDERED: &str = "SELECT id, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers ORDER BY id";
+/// Every column of the servers a workspace sees (`$1` its tenant, `$2` its user or '').
+const SELECT_SERVER_COLUMNS: &str = "SELECT id, name, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers WHERE tenant = $1 AND (owner = '' OR owner = $2)";
 
-fn secret_context(id: &ServerId, name: &str) -> String {
-    format!("server:{id}/value:{name}")
+/// A server's row as a workspace finds it.
+struct StoredRow {
+    key: String,
+    owner: String,
 }
 
-fn oauth_client_context(id: &ServerId) -> String {
-    format!("server:{id}/oauth-client")
+/// Whose tokens a grant row holds: `default` for the local workspace (as before tenants), else
+/// `user:<id>` (so no user id can name the local workspace's grants).
+pub(crate) fn grant_principal(user: Option<&switchboard_core::UserId>) -> String {
+    user.map_or_else(|| "default".to_owned(), |user| format!("user:{user}"))
 }
 
-fn url_context(id: &ServerId) -> String {
-    format!("server:{id}/url")
+// Each sealed value is bound to its server's row key, so it opens only there (a value copied to
+// another tenant's row does not).
+fn secret_context(key: &str, name: &str) -> String {
+    format!("server:{key}/value:{name}")
+}
+
+fn oauth_client_context(key: &str) -> String {
+    format!("server:{key}/oauth-client")
+}
+
+fn url_context(key: &str) -> String {
+    format!("server:{key}/url")
 }
 
 /// The probe cache's key for a URL: its SHA-256, so the cache never holds the URL itself.

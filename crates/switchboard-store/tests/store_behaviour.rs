@@ -98,6 +98,11 @@ on_both_engines!(
     urls_with_credentials_never_reach_the_database_in_plain_text,
     oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server,
     the_fingerprint_moves_with_servers_and_layers,
+    each_workspace_sees_its_tenants_shared_servers_and_its_own_only,
+    each_user_signs_in_to_a_shared_server_as_themselves,
+    activation_layers_are_the_tenants_and_each_users_own,
+    api_keys_name_their_user_until_revoked,
+    removing_a_user_or_tenant_removes_what_was_theirs,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -516,4 +521,319 @@ async fn on_postgres_writes_are_announced_to_every_watching_store() {
             .unwrap()
             .is_none()
     );
+}
+
+fn principal(
+    tenant: &str,
+    user: &str,
+    role: switchboard_core::Role,
+) -> switchboard_core::Workspace {
+    switchboard_core::Workspace::User(switchboard_core::Principal {
+        tenant: switchboard_core::TenantId::new(tenant).unwrap(),
+        user: switchboard_core::UserId::new(user).unwrap(),
+        role,
+    })
+}
+
+/// The local store, tenant `acme` with member ana and bob and admin carol, and their handles.
+async fn acme(place: &Place) -> (Store, Store, Store, Store) {
+    use switchboard_core::{Role, TenantId, UserId};
+    let local = place.open().await;
+    let acme = TenantId::new("acme").unwrap();
+    local.add_tenant(&acme, "Acme").await.unwrap();
+    for (user, role) in [
+        ("ana", Role::Member),
+        ("bob", Role::Member),
+        ("carol", Role::Admin),
+    ] {
+        local
+            .add_user(&acme, &UserId::new(user).unwrap(), role, "")
+            .await
+            .unwrap();
+    }
+    let ana = local.for_workspace(principal("acme", "ana", Role::Member));
+    let bob = local.for_workspace(principal("acme", "bob", Role::Member));
+    let carol = local.for_workspace(principal("acme", "carol", Role::Admin));
+    (local, ana, bob, carol)
+}
+
+fn ids(servers: &[ServerDefinition]) -> Vec<String> {
+    servers.iter().map(|def| def.id.to_string()).collect()
+}
+
+async fn each_workspace_sees_its_tenants_shared_servers_and_its_own_only(place: Place) {
+    let (local, ana, bob, carol) = acme(&place).await;
+    local
+        .add_server(&http_server("github", "https://github.test/mcp"))
+        .await
+        .unwrap();
+    carol
+        .add_server(&http_server("linear", "https://linear.test/mcp"))
+        .await
+        .unwrap();
+    let anas_notes = http_server("notes", "https://ana.notes.test/mcp");
+    ana.add_server(&anas_notes).await.unwrap();
+    bob.add_server(&http_server("notes", "https://bob.notes.test/mcp"))
+        .await
+        .unwrap();
+
+    assert_eq!(ids(&local.list_servers().await.unwrap()), ["github"]);
+    assert_eq!(ids(&ana.list_servers().await.unwrap()), ["linear", "notes"]);
+    assert_eq!(ids(&carol.list_servers().await.unwrap()), ["linear"]);
+    assert_eq!(
+        ana.get_server(&anas_notes.id).await.unwrap(),
+        Some(anas_notes.clone())
+    );
+    let bobs = bob.get_server(&anas_notes.id).await.unwrap().unwrap();
+    assert_eq!(bobs.transport.target(), "https://bob.notes.test/mcp");
+    assert_eq!(
+        carol.get_server(&anas_notes.id).await.unwrap(),
+        None,
+        "not even an admin's"
+    );
+    assert_eq!(
+        local
+            .get_server(&ServerId::new("linear").unwrap())
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A member cannot change what the tenant shares, nor take its name.
+    let linear = ServerId::new("linear").unwrap();
+    for refused in [
+        ana.remove_server(&linear).await,
+        ana.set_enabled(&linear, false).await,
+        ana.put_server(&http_server("linear", "https://evil.test/mcp"))
+            .await,
+    ] {
+        assert!(
+            matches!(refused, Err(StoreError::SharedServer(_))),
+            "{refused:?}"
+        );
+    }
+    assert!(matches!(
+        ana.add_server(&http_server("linear", "https://evil.test/mcp"))
+            .await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    assert!(matches!(
+        bob.remove_server(&ServerId::new("github").unwrap()).await,
+        Err(StoreError::NotFound(_))
+    ));
+    carol.set_enabled(&linear, false).await.unwrap();
+    assert!(!ana.get_server(&linear).await.unwrap().unwrap().enabled);
+
+    // Ana's own server's secrets are sealed to its row like any other.
+    let raw = place.raw().await;
+    assert!(!raw.contains("top-secret-token"));
+    assert!(!raw.contains("ana.notes.test"));
+}
+
+async fn each_user_signs_in_to_a_shared_server_as_themselves(place: Place) {
+    let (local, ana, bob, carol) = acme(&place).await;
+    carol
+        .add_server(&http_server("linear", "https://linear.test/mcp"))
+        .await
+        .unwrap();
+    local
+        .add_server(&http_server("linear", "https://linear.test/mcp"))
+        .await
+        .unwrap();
+    let linear = ServerId::new("linear").unwrap();
+    let (anas, bobs) = (
+        ana.grant_key(&linear).await.unwrap(),
+        bob.grant_key(&linear).await.unwrap(),
+    );
+    assert_eq!(anas.server, bobs.server, "one shared server");
+    assert_ne!(anas.principal, bobs.principal);
+    let locals = local.grant_key(&linear).await.unwrap();
+    assert_eq!(
+        locals.server, "linear",
+        "the local workspace's keys are as before tenants"
+    );
+    assert_eq!(locals.principal, "default");
+    assert_ne!(
+        locals.server, anas.server,
+        "another tenant's server of the same name"
+    );
+
+    let grant = |token: &str| switchboard_oauth::StoredGrant {
+        tokens: switchboard_oauth::TokenSet {
+            access_token: token.into(),
+            token_type: "Bearer".into(),
+            refresh_token: None,
+            expires_at: None,
+            lifetime_secs: None,
+            scope: None,
+        },
+        issuer: "https://auth.linear.test".into(),
+        token_endpoint: "https://auth.linear.test/token".into(),
+        revocation_endpoint: None,
+        resource: "https://linear.test/mcp".into(),
+        client_id: "c".into(),
+        requested_scopes: vec![],
+        dpop_key: None,
+    };
+    ana.put_oauth_grant(&anas, &grant("anas-token"))
+        .await
+        .unwrap();
+    bob.put_oauth_grant(&bobs, &grant("bobs-token"))
+        .await
+        .unwrap();
+    assert_eq!(
+        ana.oauth_grant(&anas)
+            .await
+            .unwrap()
+            .unwrap()
+            .tokens
+            .access_token,
+        "anas-token"
+    );
+    assert_eq!(
+        bob.oauth_grant(&bobs)
+            .await
+            .unwrap()
+            .unwrap()
+            .tokens
+            .access_token,
+        "bobs-token"
+    );
+    assert_eq!(local.oauth_grant(&locals).await.unwrap(), None);
+}
+
+async fn activation_layers_are_the_tenants_and_each_users_own(place: Place) {
+    let (local, ana, bob, carol) = acme(&place).await;
+    let layer = |server: &str, on: bool| {
+        let mut layer = switchboard_core::Activation::default();
+        layer.servers.insert(server.into(), on);
+        layer
+    };
+    carol
+        .put_activation("app", &layer("linear", false))
+        .await
+        .unwrap();
+    ana.put_activation("thread:t1", &layer("linear", true))
+        .await
+        .unwrap();
+    bob.put_activation("thread:t1", &layer("notes", true))
+        .await
+        .unwrap();
+    ana.put_activation("user:ana", &layer("notes", false))
+        .await
+        .unwrap();
+    local
+        .put_activation("thread:t1", &layer("github", true))
+        .await
+        .unwrap();
+
+    let anas = ana.activations().await.unwrap();
+    assert_eq!(
+        anas,
+        [
+            ("app".to_owned(), layer("linear", false)),
+            ("thread:t1".to_owned(), layer("linear", true)),
+            ("user:ana".to_owned(), layer("notes", false)),
+        ]
+    );
+    assert_eq!(
+        bob.activations().await.unwrap(),
+        [
+            ("app".to_owned(), layer("linear", false)),
+            ("thread:t1".to_owned(), layer("notes", true)),
+        ]
+    );
+    assert_eq!(
+        local.activations().await.unwrap(),
+        [("thread:t1".to_owned(), layer("github", true))],
+        "the default tenant's own layers, none of acme's"
+    );
+    for refused in [
+        ana.put_activation("app", &layer("linear", true)).await,
+        ana.put_activation("user:bob", &layer("notes", false)).await,
+    ] {
+        assert!(
+            matches!(refused, Err(StoreError::Forbidden(_))),
+            "{refused:?}"
+        );
+    }
+}
+
+async fn api_keys_name_their_user_until_revoked(place: Place) {
+    use switchboard_core::{Role, TenantId, UserId};
+    let (local, ..) = acme(&place).await;
+    let (acme, ana) = (TenantId::new("acme").unwrap(), UserId::new("ana").unwrap());
+    let key = local.create_api_key(&acme, &ana, "laptop").await.unwrap();
+    assert!(key.starts_with("sbk_") && key.len() > 40, "{key}");
+    let holder = local.principal_for_api_key(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (holder.tenant, holder.user, holder.role),
+        (acme.clone(), ana.clone(), Role::Member)
+    );
+    assert!(matches!(
+        local.create_api_key(&acme, &ana, "laptop").await,
+        Err(StoreError::Exists(_))
+    ));
+    assert_eq!(local.api_keys(&acme, &ana).await.unwrap()[0].name, "laptop");
+    assert!(
+        !place.raw().await.contains(&key),
+        "only the digest is stored"
+    );
+    for other in ["sbk_nothing", "not-a-key", ""] {
+        assert_eq!(local.principal_for_api_key(other).await.unwrap(), None);
+    }
+    local.revoke_api_key(&acme, &ana, "laptop").await.unwrap();
+    assert_eq!(local.principal_for_api_key(&key).await.unwrap(), None);
+    assert!(matches!(
+        local
+            .create_api_key(&acme, &UserId::new("nobody").unwrap(), "x")
+            .await,
+        Err(StoreError::Missing(_))
+    ));
+}
+
+async fn removing_a_user_or_tenant_removes_what_was_theirs(place: Place) {
+    use switchboard_core::{TenantId, UserId};
+    let (local, ana, bob, carol) = acme(&place).await;
+    let acme = TenantId::new("acme").unwrap();
+    carol
+        .add_server(&http_server("linear", "https://linear.test/mcp"))
+        .await
+        .unwrap();
+    ana.add_server(&http_server("notes", "https://ana.notes.test/mcp"))
+        .await
+        .unwrap();
+    let key = local
+        .create_api_key(&acme, &UserId::new("ana").unwrap(), "k")
+        .await
+        .unwrap();
+    let layer = switchboard_core::Activation {
+        servers: [("linear".to_owned(), true)].into(),
+        ..Default::default()
+    };
+    ana.put_activation("thread:t", &layer).await.unwrap();
+    local
+        .remove_user(&acme, &UserId::new("ana").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(local.principal_for_api_key(&key).await.unwrap(), None);
+    assert_eq!(
+        ids(&ana.list_servers().await.unwrap()),
+        ["linear"],
+        "her own server is gone"
+    );
+    assert!(ana.activations().await.unwrap().is_empty());
+    assert_eq!(ids(&bob.list_servers().await.unwrap()), ["linear"]);
+
+    local.remove_tenant(&acme).await.unwrap();
+    assert!(bob.list_servers().await.unwrap().is_empty());
+    assert_eq!(
+        local.tenants().await.unwrap().len(),
+        1,
+        "only the default tenant"
+    );
+    assert!(matches!(
+        local.remove_tenant(&TenantId::default_tenant()).await,
+        Err(StoreError::Forbidden(_))
+    ));
 }

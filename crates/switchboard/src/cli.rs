@@ -55,7 +55,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon: connect every enabled server, keep it connected, and serve them all as
     /// one MCP server at http://<listen>/mcp.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serve every enabled server as one MCP server on stdin/stdout, for clients that launch
     /// MCP servers as commands (Claude Desktop, Cursor, VS Code).
     Stdio(StdioArgs),
@@ -81,6 +81,85 @@ pub enum Command {
     Logout(LogoutArgs),
     /// Show the built-in catalog of well-known remote servers.
     Catalog(JsonFlag),
+    /// Manage tenants, for a daemon serving many users (`serve --users`).
+    #[command(subcommand)]
+    Tenant(TenantCommand),
+    /// Manage users and their API keys, for a daemon serving many users (`serve --users`).
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+/// `tenant` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Add a tenant.
+    Add {
+        /// Its id: 1 to 64 of a-z 0-9 . _ -.
+        id: String,
+        /// Its name for people (default: the id).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List the tenants.
+    List(JsonFlag),
+    /// Remove a tenant with its users, servers, tokens and layers.
+    Remove {
+        /// Its id.
+        id: String,
+    },
+}
+
+/// `user` subcommands. A user is named `<tenant>/<user>`, or `<user>` in the default tenant.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a user.
+    Add {
+        /// `<tenant>/<user>`.
+        user: String,
+        /// A tenant admin: manages the tenant's shared servers and app layer.
+        #[arg(long)]
+        admin: bool,
+        /// Their name for people.
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// List a tenant's users.
+    List {
+        /// The tenant.
+        #[arg(default_value = switchboard_core::tenancy::DEFAULT_TENANT)]
+        tenant: String,
+        /// Print machine-readable JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a user with their keys, own servers, tokens and layers.
+    Remove {
+        /// `<tenant>/<user>`.
+        user: String,
+    },
+    /// Make an API key for a user and print it (the only time it is shown).
+    Key {
+        /// `<tenant>/<user>`.
+        user: String,
+        /// A name for the key, unique among the user's, to revoke it by.
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// List a user's API keys (their names, never the keys).
+    Keys {
+        /// `<tenant>/<user>`.
+        user: String,
+        /// Print machine-readable JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke one of a user's API keys.
+    RevokeKey {
+        /// `<tenant>/<user>`.
+        user: String,
+        /// The key's name.
+        name: String,
+    },
 }
 
 /// `--json`.
@@ -146,11 +225,47 @@ pub struct ServeArgs {
     /// listening connection was down.
     #[arg(long, value_name = "SECS", default_value = "2", value_parser = positive_seconds, env = "SWITCHBOARD_STORE_CHECK")]
     pub store_check: std::time::Duration,
+    /// Serve many users, each in a workspace of their own: every request needs a user's API
+    /// key (`switchboard user key`) or an operator key from SWITCHBOARD_API_KEYS, which reaches
+    /// the default tenant's shared servers as the operator.
+    #[arg(long, env = "SWITCHBOARD_USERS")]
+    pub users: bool,
+    #[command(flatten)]
+    pub oidc: OidcArgs,
     /// Most tool calls each client may make, as `10/s`, `600/min` or `1000/h` with an optional
     /// burst (`10/s:40`). A client is the user a request names (`X-Switchboard-User`), else its
     /// API key, else its MCP session. Calls beyond it are refused with error -32029.
     #[arg(long, value_name = "LIMIT", env = "SWITCHBOARD_CLIENT_RATE_LIMIT")]
     pub client_rate_limit: Option<switchboard_core::RateLimit>,
+}
+
+/// The team's identity provider, whose tokens are credentials with `serve --users`.
+#[derive(Debug, Args)]
+pub struct OidcArgs {
+    /// Also take bearer tokens (JWTs) from this OpenID Connect provider: its issuer URL, exactly
+    /// as its tokens name it. Its keys are read from its discovery document's `jwks_uri`.
+    #[arg(long, env = "SWITCHBOARD_OIDC_ISSUER", requires = "oidc_audience")]
+    pub oidc_issuer: Option<String>,
+    /// The audience the provider's tokens must name (Switchboard's client id or API identifier
+    /// there).
+    #[arg(long, env = "SWITCHBOARD_OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+    /// The claim holding the user id.
+    #[arg(long, env = "SWITCHBOARD_OIDC_USER_CLAIM", default_value = "sub")]
+    pub oidc_user_claim: String,
+    /// The tenant every user of the provider belongs to (default: the default tenant).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_OIDC_TENANT",
+        conflicts_with = "oidc_tenant_claim"
+    )]
+    pub oidc_tenant: Option<String>,
+    /// The claim naming each user's tenant instead (the tenant must have been added).
+    #[arg(long, env = "SWITCHBOARD_OIDC_TENANT_CLAIM")]
+    pub oidc_tenant_claim: Option<String>,
+    /// A value that, in a token's `roles` or `groups` claim, makes its user a tenant admin.
+    #[arg(long, env = "SWITCHBOARD_OIDC_ADMIN_ROLE")]
+    pub oidc_admin_role: Option<String>,
 }
 
 impl ServeArgs {

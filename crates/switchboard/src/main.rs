@@ -9,6 +9,7 @@ mod args;
 mod cli;
 mod login;
 mod render;
+mod tenancy;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -113,7 +114,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         apply_config_file(&store, path).await?;
     }
     match cli.command {
-        Command::Serve(args) => serve(store, args).await,
+        Command::Serve(args) => serve(store, *args).await,
         Command::Stdio(args) => stdio(store, args).await,
         Command::Server(command) => server_command(&store, command).await,
         Command::Tools(args) => list_tools(store, args).await,
@@ -125,6 +126,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Catalog(flag) => show_catalog(flag.json),
         Command::Login(args) => login::login(&store, args).await,
         Command::Logout(args) => login::logout(&store, args).await,
+        Command::Tenant(command) => tenancy::tenant_command(&store, command).await,
+        Command::User(command) => tenancy::user_command(&store, command).await,
     }
 }
 
@@ -155,28 +158,113 @@ fn options() -> ConnectOptions {
 const API_KEYS_ENV: &str = "SWITCHBOARD_API_KEYS";
 
 /// Loopback listeners serve this machine only; any other address needs API keys.
-fn access_for(listen: std::net::SocketAddr) -> anyhow::Result<switchboard_gateway::Access> {
-    if listen.ip().is_loopback() {
-        return Ok(switchboard_gateway::Access::Loopback);
-    }
+/// What `serve --users` needs to let users in.
+struct UsersSetup {
+    store: Store,
+    workspaces: Arc<DaemonWorkspaces>,
+    follower: switchboard_hub::StoreFollower,
+    provider: Option<Provider>,
+}
+
+/// The team's identity provider, and how its tokens name users.
+type Provider = (
+    Arc<switchboard_oauth::idp::IdentityProvider>,
+    switchboard_gateway::TokenClaims,
+);
+
+/// Who may use the daemon on `listen`: with `users` (`serve --users`: the store, how to open
+/// a workspace, the store's follower), every request needs a user's API key or an operator key
+/// from `SWITCHBOARD_API_KEYS`; else loopback listeners take this machine's requests and others
+/// need an operator key.
+fn access_for(
+    listen: std::net::SocketAddr,
+    users: Option<UsersSetup>,
+) -> anyhow::Result<switchboard_gateway::Access> {
     let keys = std::env::var(API_KEYS_ENV).unwrap_or_default();
     let keys: Vec<&str> = keys
         .split(',')
         .map(str::trim)
         .filter(|k| !k.is_empty())
         .collect();
-    if keys.is_empty() {
-        bail!(
-            "--listen {listen} is reachable from other machines, so clients must present an API key: set {API_KEYS_ENV} to one or more comma-separated keys (e.g. from `openssl rand -hex 32`)"
-        );
-    }
     if let Some(short) = keys.iter().find(|k| k.len() < 16) {
         bail!(
             "an API key in {API_KEYS_ENV} is {} characters long; use at least 16 random characters",
             short.len()
         );
     }
+    if let Some(UsersSetup {
+        store,
+        workspaces,
+        follower,
+        provider,
+    }) = users
+    {
+        let mut users = switchboard_gateway::Users::new(store, keys, workspaces)
+            .with_changes(follower.subscribe());
+        if let Some((provider, claims)) = provider {
+            users = users.with_identity_provider(provider, claims);
+        }
+        return Ok(switchboard_gateway::Access::Users(Arc::new(users)));
+    }
+    if listen.ip().is_loopback() {
+        return Ok(switchboard_gateway::Access::Loopback);
+    }
+    if keys.is_empty() {
+        bail!(
+            "--listen {listen} is reachable from other machines, so clients must present an API key: set {API_KEYS_ENV} to one or more comma-separated keys (e.g. from `openssl rand -hex 32`), or serve --users with users' own keys"
+        );
+    }
     Ok(switchboard_gateway::Access::api_keys(keys))
+}
+
+/// The identity provider `--oidc-issuer` names, with how its tokens name users; its keys are
+/// read now, so a provider that cannot be reached is reported at start (tokens are still
+/// checked once it can be).
+async fn identity_provider(
+    args: &cli::OidcArgs,
+    users: bool,
+    oauth: &switchboard_hub::OAuthOptions,
+) -> anyhow::Result<Option<Provider>> {
+    let Some(issuer) = &args.oidc_issuer else {
+        return Ok(None);
+    };
+    if !users {
+        bail!("--oidc-issuer names the users of a daemon serving many: add --users");
+    }
+    let url = url::Url::parse(issuer).with_context(|| format!("--oidc-issuer {issuer}"))?;
+    let audience = args
+        .oidc_audience
+        .clone()
+        .context("--oidc-issuer needs --oidc-audience")?;
+    let http =
+        switchboard_oauth::net::OAuthHttp::new(switchboard_oauth::net::NetworkPolicy::for_server(
+            &url,
+            oauth.allow_loopback,
+            oauth.allow_private,
+        ));
+    let provider = Arc::new(switchboard_oauth::idp::IdentityProvider::new(
+        issuer.clone(),
+        audience,
+        http,
+    ));
+    if let Err(error) = provider.prepare().await {
+        tracing::warn!(issuer, "{error}; tokens are checked once it answers");
+    }
+    let tenant = match (&args.oidc_tenant, &args.oidc_tenant_claim) {
+        (_, Some(claim)) => switchboard_gateway::TenantFrom::Claim(claim.clone()),
+        (Some(tenant), None) => {
+            switchboard_gateway::TenantFrom::Fixed(switchboard_core::TenantId::new(tenant.clone())?)
+        }
+        (None, None) => {
+            switchboard_gateway::TenantFrom::Fixed(switchboard_core::TenantId::default_tenant())
+        }
+    };
+    let claims = switchboard_gateway::TokenClaims {
+        user: args.oidc_user_claim.clone(),
+        tenant,
+        admin_role: args.oidc_admin_role.clone(),
+    };
+    Ok(Some((provider, claims)))
 }
 
 /// Options for Switchboard as an MCP server: servers' requests for input go to the client
@@ -225,16 +313,41 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         }
         oauth.identity.metadata_document_url = Some(url);
     }
-    let access = access_for(listen)?;
     let options = ConnectOptions {
         supervision,
         ..relaying_options()
     };
+    let stop = CancellationToken::new();
+    // Servers added, changed or removed by the CLI (another process) or another replica take
+    // effect here, in every workspace.
+    let follower =
+        switchboard_hub::StoreFollower::start(store.clone(), args.store_check, stop.clone());
+    let encoder = load_search_model(&args.search_model).await?;
+    let workspaces = Arc::new(DaemonWorkspaces {
+        store: store.clone(),
+        options: options.clone(),
+        oauth: oauth.clone(),
+        follower: follower.clone(),
+        client_rate_limit: args.client_rate_limit,
+        encoder: encoder.clone(),
+    });
+    let provider = identity_provider(&args.oidc, args.users, &oauth).await?;
+    let access = access_for(
+        listen,
+        args.users.then(|| UsersSetup {
+            store: store.clone(),
+            workspaces,
+            follower: follower.clone(),
+            provider,
+        }),
+    )?;
     let hub = Hub::with_oauth(store, options, oauth);
     if let Some(limit) = args.client_rate_limit {
         hub.limit_each_client(limit);
     }
-    enable_search_model(&hub, &args.search_model).await?;
+    if let Some(encoder) = encoder {
+        hub.enable_semantic_search(encoder);
+    }
     let gateway = switchboard_gateway::Gateway::bind(listen)
         .await?
         .with_session_limits(switchboard_gateway::mcp::SessionLimits {
@@ -245,9 +358,7 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
-    let stop = CancellationToken::new();
-    // Servers added, changed or removed by the CLI (another process) take effect here.
-    hub.follow_store(args.store_check, stop.clone());
+    hub.follow(follower.subscribe());
     let drain = args.drain_timeout;
     let server =
         tokio::spawn(gateway.serve(hub.clone(), access, stop.clone().cancelled_owned(), drain));
@@ -847,8 +958,18 @@ fn one_line_status(status: &ServerStatus) -> String {
 /// Loads the `--search-model` directory, if one is given, and has `hub` rank tool searches with
 /// it.
 async fn enable_search_model(hub: &Arc<Hub>, arg: &cli::SearchModelArg) -> anyhow::Result<()> {
+    if let Some(encoder) = load_search_model(arg).await? {
+        hub.enable_semantic_search(encoder);
+    }
+    Ok(())
+}
+
+/// The sentence encoder `--search-model` names, loaded (one for every workspace).
+async fn load_search_model(
+    arg: &cli::SearchModelArg,
+) -> anyhow::Result<Option<Arc<switchboard_hub::SentenceEncoder>>> {
     let Some(directory) = arg.search_model.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     let encoder = tokio::task::spawn_blocking(move || {
         switchboard_hub::SentenceEncoder::load(&directory)
@@ -859,9 +980,51 @@ async fn enable_search_model(hub: &Arc<Hub>, arg: &cli::SearchModelArg) -> anyho
         model = encoder.name(),
         "tool search ranks by meaning and words"
     );
-    hub.enable_semantic_search(Arc::new(encoder));
-    Ok(())
+    Ok(Some(Arc::new(encoder)))
 }
+
+/// How the daemon opens a user's workspace: a hub like its own, over the store as that user
+/// sees it, following the same store follower.
+struct DaemonWorkspaces {
+    store: Store,
+    options: ConnectOptions,
+    oauth: switchboard_hub::OAuthOptions,
+    follower: switchboard_hub::StoreFollower,
+    client_rate_limit: Option<switchboard_core::RateLimit>,
+    encoder: Option<Arc<switchboard_hub::SentenceEncoder>>,
+}
+
+impl switchboard_gateway::WorkspaceHubs for DaemonWorkspaces {
+    fn start(
+        &self,
+        workspace: switchboard_core::Workspace,
+    ) -> futures::future::BoxFuture<'static, Result<Arc<Hub>, String>> {
+        let hub = Hub::with_oauth(
+            self.store.for_workspace(workspace),
+            self.options.clone(),
+            self.oauth.clone(),
+        );
+        if let Some(limit) = self.client_rate_limit {
+            hub.limit_each_client(limit);
+        }
+        if let Some(encoder) = &self.encoder {
+            hub.enable_semantic_search(encoder.clone());
+        }
+        let changes = self.follower.subscribe();
+        Box::pin(async move {
+            hub.start_all().await.map_err(|e| e.to_string())?;
+            hub.follow(changes);
+            // As `switchboard stdio` does: the first list should hold the servers that connect
+            // at once; later ones are announced.
+            hub.wait_settled(WORKSPACE_SETTLE, |_| {}).await;
+            hub.rebuild_exposed();
+            Ok(hub)
+        })
+    }
+}
+
+/// How long a user's first request waits for their workspace's servers to connect.
+const WORKSPACE_SETTLE: Duration = Duration::from_secs(5);
 
 async fn search_tools(store: Store, args: cli::SearchArgs) -> anyhow::Result<i32> {
     let hub = connected_hub(store, None).await?;

@@ -109,7 +109,7 @@ pub(crate) fn named_by(parts: Option<&axum::http::request::Parts>) -> Result<Con
         };
         match value {
             Some(id) if !valid_conversation_id(&id) => Err(format!(
-                "'{id}' is not a valid {key} id (1 to 128 of A-Z a-z 0-9 . _ : @ -)"
+                "'{id}' is not a valid {key} id (1 to 128 of A-Z a-z 0-9 . _ : @ + | -)"
             )),
             other => Ok(other),
         }

@@ -13,7 +13,7 @@
 #![allow(deprecated)]
 
 mod caller;
-mod conversation;
+pub(crate) mod conversation;
 mod deferred;
 mod direct;
 mod downstream;
@@ -153,6 +153,16 @@ impl Shared {
     /// The session limits.
     pub fn session_limits(&self) -> SessionLimits {
         self.limits
+    }
+
+    /// The tools clients see unless they ask for another view.
+    pub fn tools_view(&self) -> ToolsView {
+        self.tools_view
+    }
+
+    /// How many sessions are open.
+    pub fn open_sessions(&self) -> usize {
+        self.limits.max - self.sessions.available_permits()
     }
 
     /// The hub served.

@@ -46,11 +46,7 @@ pub fn spawn_daemon_with(
     options: &[&str],
     serve_options: &[&str],
 ) -> (Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let mut args = options.to_vec();
     args.extend(["serve", "--listen", &listen]);
@@ -61,6 +57,15 @@ pub fn spawn_daemon_with(
         .spawn()
         .unwrap();
     (daemon, port)
+}
+
+/// A loopback port free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub async fn run(data_dir: &Path, args: &[&str]) -> Output {

@@ -1,0 +1,515 @@
+//! Many users on one daemon: every request says who sends it, and is served by that user's own
+//! workspace.
+//!
+//! With [`Access::Users`](crate::Access::Users), each request must carry a credential
+//! (`Authorization: Bearer ...`, or the `bearer.` WebSocket subprotocol): an operator key
+//! (`SWITCHBOARD_API_KEYS`), which reaches the local workspace (the default tenant, as the
+//! operator sees it), or a user's API key (`sbk_...`, made with `switchboard user key`), which
+//! reaches that user's workspace. A workspace is a hub of its own, over the store as that user
+//! sees it (their tenant's shared servers and their own), with its own MCP sessions, event
+//! stream, questions and activation layers, behind a router of its own: one user's sessions,
+//! events, servers and tokens are not in another's workspace to be found. A workspace starts at
+//! its user's first request and stops once unused for [`Users::idle`].
+//!
+//! With an identity provider configured ([`Users::with_identity_provider`]), a JWT it signed for
+//! this daemon's audience is a credential too: its claims name the user and tenant, and the user
+//! is recorded in the store at their first request.
+//!
+//! A request in a user's workspace speaks for that user: it may name no other user
+//! (`X-Switchboard-User`), and names its own when it names none, so the user's layer applies.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use switchboard_core::{Principal, Role, TenantId, UserId, Workspace};
+use switchboard_hub::Hub;
+use switchboard_oauth::idp::{IdentityProvider, IdpError};
+use switchboard_store::{Store, StoreFingerprint};
+use tower::ServiceExt;
+
+use crate::mcp::conversation::USER_HEADER;
+use crate::{
+    Refusal, RouterParts, api_error, digest, is_public_path, presented_key, workspace_router,
+};
+
+/// Starts the hub of a user's workspace: the daemon knows how (its connection options, its
+/// search model, the store's follower).
+pub trait WorkspaceHubs: Send + Sync + 'static {
+    /// The started hub of `workspace`, its servers connecting.
+    fn start(&self, workspace: Workspace) -> BoxFuture<'static, Result<Arc<Hub>, String>>;
+}
+
+/// Who may use a multi-user daemon, and where their requests go.
+pub struct Users {
+    operator_keys: Vec<[u8; 32]>,
+    store: Store,
+    hubs: Arc<dyn WorkspaceHubs>,
+    idle: Duration,
+    changes: Option<tokio::sync::watch::Receiver<Option<StoreFingerprint>>>,
+    provider: Option<(Arc<IdentityProvider>, TokenClaims)>,
+}
+
+/// How a token from the identity provider names its user: which claim is the user id, where
+/// the tenant comes from, and which role value makes a tenant admin.
+#[derive(Debug, Clone)]
+pub struct TokenClaims {
+    /// The claim holding the user id (`sub` unless configured).
+    pub user: String,
+    /// The tenant every token's user belongs to, or the claim naming it.
+    pub tenant: TenantFrom,
+    /// A value that, in the token's `roles` or `groups` claim, makes its user a tenant admin.
+    pub admin_role: Option<String>,
+}
+
+/// Where a token's tenant comes from.
+#[derive(Debug, Clone)]
+pub enum TenantFrom {
+    /// Every user of the provider is in this tenant.
+    Fixed(TenantId),
+    /// This claim names the tenant (which must have been added).
+    Claim(String),
+}
+
+impl TokenClaims {
+    /// The user `claims` name, or why they name none.
+    fn principal(
+        &self,
+        claims: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Principal, String> {
+        let text = |name: &str| claims.get(name).and_then(|v| v.as_str()).map(str::to_owned);
+        let user =
+            text(&self.user).ok_or_else(|| format!("the token has no '{}' claim", self.user))?;
+        let user = UserId::new(user).map_err(|e| e.to_string())?;
+        let tenant = match &self.tenant {
+            TenantFrom::Fixed(tenant) => tenant.clone(),
+            TenantFrom::Claim(name) => {
+                let named = text(name).ok_or_else(|| format!("the token has no '{name}' claim"))?;
+                TenantId::new(named).map_err(|e| e.to_string())?
+            }
+        };
+        let admin = self.admin_role.as_ref().is_some_and(|wanted| {
+            ["roles", "groups"]
+                .iter()
+                .any(|claim| match claims.get(*claim) {
+                    Some(serde_json::Value::Array(values)) => {
+                        values.iter().any(|v| v.as_str() == Some(wanted.as_str()))
+                    }
+                    Some(serde_json::Value::String(value)) => {
+                        value.split(' ').any(|v| v == wanted.as_str())
+                    }
+                    _ => false,
+                })
+        });
+        Ok(Principal {
+            tenant,
+            user,
+            role: if admin { Role::Admin } else { Role::Member },
+        })
+    }
+}
+
+impl Users {
+    /// Users with API keys in `store`, and operators holding `operator_keys`; `hubs` starts a
+    /// user's workspace.
+    pub fn new<'a>(
+        store: Store,
+        operator_keys: impl IntoIterator<Item = &'a str>,
+        hubs: Arc<dyn WorkspaceHubs>,
+    ) -> Self {
+        Self {
+            operator_keys: operator_keys.into_iter().map(digest).collect(),
+            store,
+            hubs,
+            idle: Duration::from_secs(15 * 60),
+            changes: None,
+            provider: None,
+        }
+    }
+
+    /// Also takes the bearer tokens `provider` issues (JWTs naming this daemon as their
+    /// audience), naming their users as `claims` says; a user it vouches for is added to the
+    /// store at their first request.
+    pub fn with_identity_provider(
+        mut self,
+        provider: Arc<IdentityProvider>,
+        claims: TokenClaims,
+    ) -> Self {
+        self.provider = Some((provider, claims));
+        self
+    }
+
+    /// Forgets the API keys it looked up whenever the store's users or keys change (`changes`:
+    /// the store's follower), so a revoked key stops working at once.
+    pub fn with_changes(
+        mut self,
+        changes: tokio::sync::watch::Receiver<Option<StoreFingerprint>>,
+    ) -> Self {
+        self.changes = Some(changes);
+        self
+    }
+
+    /// Stops a workspace after `idle` without a request and with no session open.
+    pub fn with_idle(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
+    }
+}
+
+/// Who sent a request.
+enum Caller {
+    Operator,
+    User(Principal),
+}
+
+/// How long a looked-up API key is believed before it is looked up again (a key revoked in
+/// another process stops working within this; one revoked through this daemon's store, or
+/// announced by PostgreSQL, at once).
+const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
+/// The most API keys remembered; beyond it the memory is cleared.
+const KEY_CACHE_MAX: usize = 10_000;
+
+/// Who an API key (by digest) named when it was looked up, if anyone, and when.
+type LookedUp = (Option<Principal>, Instant);
+
+/// A user's workspace, open.
+struct OpenWorkspace {
+    principal: Principal,
+    router: Router,
+    shared: Arc<crate::mcp::Shared>,
+    /// Milliseconds since the dispatcher started, at the last request.
+    last_used: AtomicU64,
+}
+
+/// Sends each request to its caller's workspace.
+pub(crate) struct Dispatcher {
+    users: Arc<Users>,
+    local: Router,
+    local_shared: Arc<crate::mcp::Shared>,
+    parts: RouterParts,
+    open: tokio::sync::Mutex<HashMap<(TenantId, UserId), Arc<OpenWorkspace>>>,
+    keys: Mutex<HashMap<[u8; 32], LookedUp>>,
+    /// Users the identity provider vouched for who are in the store already.
+    recorded: Mutex<std::collections::HashSet<(TenantId, UserId)>>,
+    started: Instant,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(
+        users: Arc<Users>,
+        local_shared: Arc<crate::mcp::Shared>,
+        parts: RouterParts,
+    ) -> Arc<Self> {
+        let local = workspace_router(local_shared.clone(), None, &parts);
+        let dispatcher = Arc::new(Self {
+            users,
+            local,
+            local_shared,
+            parts,
+            open: tokio::sync::Mutex::default(),
+            keys: Mutex::default(),
+            recorded: Mutex::default(),
+            started: Instant::now(),
+        });
+        tokio::spawn(dispatcher.clone().close_idle_workspaces());
+        if let Some(mut changes) = dispatcher.users.changes.clone() {
+            let dispatcher = Arc::downgrade(&dispatcher);
+            tokio::spawn(async move {
+                let mut seen = changes.borrow_and_update().map(|f| f.principals);
+                while changes.changed().await.is_ok() {
+                    let now = changes.borrow_and_update().map(|f| f.principals);
+                    let Some(dispatcher) = dispatcher.upgrade() else {
+                        return;
+                    };
+                    if now != seen {
+                        dispatcher.forget_keys();
+                        seen = now;
+                    }
+                }
+            });
+        }
+        dispatcher
+    }
+
+    /// The router that takes every request.
+    pub(crate) fn router(self: &Arc<Self>) -> Router {
+        Router::new().fallback(dispatch).with_state(self.clone())
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Who presents the credential in `headers`.
+    async fn identify(&self, headers: &axum::http::HeaderMap) -> Result<Caller, Response> {
+        let Some(key) = presented_key(headers) else {
+            return Err(Refusal::NoApiKey.into_response());
+        };
+        let digest = digest(&key);
+        if self.users.operator_keys.contains(&digest) {
+            return Ok(Caller::Operator);
+        }
+        if let Some((provider, claims)) = &self.users.provider
+            && looks_like_jwt(&key)
+        {
+            return self.identify_token(provider, claims, &key).await;
+        }
+        let cached = {
+            let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            keys.get(&digest)
+                .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
+                .map(|(principal, _)| principal.clone())
+        };
+        let principal = match cached {
+            Some(principal) => principal,
+            None => {
+                let found =
+                    self.users
+                        .store
+                        .principal_for_api_key(&key)
+                        .await
+                        .map_err(|error| {
+                            tracing::warn!(%error, "cannot look up an API key");
+                            Refusal::Unavailable.into_response()
+                        })?;
+                let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+                if keys.len() >= KEY_CACHE_MAX {
+                    keys.clear();
+                }
+                keys.insert(digest, (found.clone(), Instant::now()));
+                found
+            }
+        };
+        principal
+            .map(Caller::User)
+            .ok_or_else(|| Refusal::NoApiKey.into_response())
+    }
+
+    /// The user a token from the identity provider names, added to the store at their first
+    /// request.
+    async fn identify_token(
+        &self,
+        provider: &IdentityProvider,
+        claims: &TokenClaims,
+        token: &str,
+    ) -> Result<Caller, Response> {
+        let verified = match provider.verify(token).await {
+            Ok(verified) => verified,
+            Err(error @ IdpError::Rejected(_)) => {
+                return Err(invalid_token(&error.to_string()));
+            }
+            Err(error @ IdpError::Unavailable(_)) => {
+                tracing::warn!(%error, "cannot check a token");
+                return Err(Refusal::Unavailable.into_response());
+            }
+        };
+        let principal = claims
+            .principal(&verified)
+            .map_err(|reason| invalid_token(&reason))?;
+        let key = (principal.tenant.clone(), principal.user.clone());
+        let known = self
+            .recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key);
+        if !known {
+            match self
+                .users
+                .store
+                .ensure_user(&principal.tenant, &principal.user, principal.role)
+                .await
+            {
+                Ok(_) => {
+                    self.recorded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key);
+                }
+                Err(switchboard_store::StoreError::Missing(what)) => {
+                    return Err(api_error(
+                        StatusCode::FORBIDDEN,
+                        format!(
+                            "{what} is not set up in Switchboard: an operator adds it with `switchboard tenant add`"
+                        ),
+                    ));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot record a user");
+                    return Err(Refusal::Unavailable.into_response());
+                }
+            }
+        }
+        Ok(Caller::User(principal))
+    }
+
+    /// Forgets every looked-up key (the users or keys changed).
+    fn forget_keys(&self) {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// The open workspace of `principal`, opening it if needed.
+    async fn workspace(&self, principal: &Principal) -> Result<Arc<OpenWorkspace>, String> {
+        let key = (principal.tenant.clone(), principal.user.clone());
+        let mut open = self.open.lock().await;
+        if let Some(workspace) = open.get(&key) {
+            if workspace.principal == *principal {
+                return Ok(workspace.clone());
+            }
+            // The user's role changed: their workspace opens again with it.
+            if let Some(stale) = open.remove(&key) {
+                tokio::spawn(close(stale));
+            }
+        }
+        let hub = self
+            .users
+            .hubs
+            .start(Workspace::User(principal.clone()))
+            .await?;
+        let shared = crate::mcp::Shared::with_options(
+            hub,
+            self.local_shared.session_limits(),
+            self.parts.tools_view,
+        );
+        let router = workspace_router(shared.clone(), None, &self.parts);
+        let workspace = Arc::new(OpenWorkspace {
+            principal: principal.clone(),
+            router,
+            shared,
+            last_used: AtomicU64::new(self.now_ms()),
+        });
+        tracing::info!(user = %principal, "opened a workspace");
+        open.insert(key, workspace.clone());
+        Ok(workspace)
+    }
+
+    /// Closes, every minute, the workspaces unused for [`Users::idle`] that have no session.
+    async fn close_idle_workspaces(self: Arc<Self>) {
+        let mut ticks = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = self.parts.stop.cancelled() => return,
+            }
+            let idle_ms = u64::try_from(self.users.idle.as_millis()).unwrap_or(u64::MAX);
+            let now = self.now_ms();
+            let closing: Vec<Arc<OpenWorkspace>> = {
+                let mut open = self.open.lock().await;
+                let idle: Vec<_> = open
+                    .iter()
+                    .filter(|(_, w)| {
+                        now.saturating_sub(w.last_used.load(Ordering::Relaxed)) >= idle_ms
+                            && w.shared.open_sessions() == 0
+                    })
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                idle.iter().filter_map(|key| open.remove(key)).collect()
+            };
+            for workspace in closing {
+                tracing::info!(user = %workspace.principal, "closing an idle workspace");
+                close(workspace).await;
+            }
+        }
+    }
+
+    /// Drains every open workspace (see [`crate::mcp::Shared::drain`]) and stops their hubs;
+    /// returns how many requests had not finished.
+    pub(crate) async fn drain(&self, deadline: Duration) -> usize {
+        let open: Vec<Arc<OpenWorkspace>> =
+            self.open.lock().await.drain().map(|(_, w)| w).collect();
+        let drains = open.iter().map(|w| w.shared.drain(deadline));
+        let unfinished = futures::future::join_all(drains).await.into_iter().sum();
+        futures::future::join_all(open.into_iter().map(close)).await;
+        unfinished
+    }
+}
+
+async fn close(workspace: Arc<OpenWorkspace>) {
+    workspace.shared.hub().shutdown().await;
+}
+
+/// Every request of a multi-user daemon.
+async fn dispatch(State(dispatcher): State<Arc<Dispatcher>>, mut request: Request) -> Response {
+    if let Some(refusal) = crate::foreign_origin(request.headers()) {
+        return refusal.into_response();
+    }
+    if is_public_path(request.uri().path()) {
+        return forward(&dispatcher.local, request).await;
+    }
+    match dispatcher.identify(request.headers()).await {
+        Err(refused) => refused,
+        Ok(Caller::Operator) => forward(&dispatcher.local, request).await,
+        Ok(Caller::User(principal)) => {
+            let headers = request.headers_mut();
+            match headers.get(USER_HEADER).map(HeaderValue::as_bytes) {
+                Some(named) if named != principal.user.as_str().as_bytes() => {
+                    return api_error(
+                        StatusCode::FORBIDDEN,
+                        format!(
+                            "this credential is user '{}''s; a request cannot speak for another user",
+                            principal.user
+                        ),
+                    );
+                }
+                _ => {}
+            }
+            if let Ok(user) = HeaderValue::from_str(principal.user.as_str()) {
+                headers.insert(USER_HEADER, user);
+            }
+            // The key was checked here; the workspace's routes need not see it.
+            headers.remove(header::AUTHORIZATION);
+            match dispatcher.workspace(&principal).await {
+                Ok(workspace) => {
+                    workspace
+                        .last_used
+                        .store(dispatcher.now_ms(), Ordering::Relaxed);
+                    forward(&workspace.router, request).await
+                }
+                Err(error) => api_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("cannot open your workspace: {error}"),
+                ),
+            }
+        }
+    }
+}
+
+/// Whether a credential has a JWT's shape (three dot-separated parts), rather than an API
+/// key's.
+fn looks_like_jwt(credential: &str) -> bool {
+    credential.split('.').count() == 3
+        && !credential.starts_with(switchboard_store::tenancy::API_KEY_PREFIX)
+}
+
+/// 401 for a token that was not taken, saying why (RFC 6750's `invalid_token`).
+fn invalid_token(reason: &str) -> Response {
+    let quoted = reason.replace(['"', '\\'], "'");
+    (
+        StatusCode::UNAUTHORIZED,
+        [(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_str(&format!(
+                "Bearer realm=\"switchboard\", error=\"invalid_token\", error_description=\"{quoted}\""
+            ))
+            .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"switchboard\", error=\"invalid_token\"")),
+        )],
+        axum::Json(serde_json::json!({"error": format!("the token is not accepted: {reason}")})),
+    )
+        .into_response()
+}
+
+async fn forward(router: &Router, request: Request) -> Response {
+    match router.clone().oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}

@@ -1,0 +1,230 @@
+//! Verifying the bearer tokens a team's identity provider gives its people, so they can use
+//! Switchboard as themselves (the other direction from the rest of this crate, which signs
+//! Switchboard in to upstream servers).
+//!
+//! The provider is named by its issuer URL. Its OpenID Connect discovery document (or RFC 8414
+//! metadata, with the same exact-`issuer` check as upstream discovery) gives its `jwks_uri`, and
+//! its JSON Web Key Set the keys. A token is taken only when it is a JWT signed with an
+//! asymmetric algorithm (never `none` or an HMAC, whose "key" would be public) by a key of that
+//! set, names the issuer, names Switchboard's audience, and is within its lifetime (60 s of
+//! clock skew allowed). A token signed by a key not in the set makes Switchboard read the set
+//! again (the provider rotated its keys), at most once a minute. Every fetch goes through the
+//! SSRF-guarded client.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+use url::Url;
+
+use crate::metadata::fetch_server_metadata;
+use crate::net::OAuthHttp;
+
+/// Why a token was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum IdpError {
+    /// The token is not acceptable (bad signature, wrong issuer or audience, expired, ...).
+    #[error("the token is not accepted: {0}")]
+    Rejected(String),
+    /// The provider could not be asked for its keys.
+    #[error("the identity provider's keys cannot be read: {0}")]
+    Unavailable(String),
+}
+
+/// Algorithms a provider may sign with: asymmetric only.
+const ALGORITHMS: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// How often the key set may be read again for an unknown key.
+const REFRESH_AT_MOST_EVERY: Duration = Duration::from_secs(60);
+
+/// A provider's keys, as last read.
+#[derive(Default)]
+struct Keys {
+    by_id: HashMap<String, DecodingKey>,
+    /// Keys without an id, tried in turn.
+    unnamed: Vec<DecodingKey>,
+    read_at: Option<Instant>,
+}
+
+/// One identity provider, whose tokens name Switchboard as their audience.
+pub struct IdentityProvider {
+    issuer: String,
+    audience: String,
+    http: OAuthHttp,
+    jwks_uri: tokio::sync::OnceCell<Url>,
+    keys: tokio::sync::RwLock<Keys>,
+    /// Taken while the key set is read, so a burst of tokens reads it once.
+    reading: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for IdentityProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdentityProvider")
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdentityProvider {
+    /// The provider whose issuer is `issuer` (exactly as its tokens and metadata write it),
+    /// for tokens whose audience is `audience`, reached through `http`.
+    pub fn new(issuer: impl Into<String>, audience: impl Into<String>, http: OAuthHttp) -> Self {
+        Self {
+            issuer: issuer.into(),
+            audience: audience.into(),
+            http,
+            jwks_uri: tokio::sync::OnceCell::new(),
+            keys: tokio::sync::RwLock::default(),
+            reading: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The issuer, as tokens must name it.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// Checks `token` and returns its claims.
+    pub async fn verify(&self, token: &str) -> Result<serde_json::Map<String, Value>, IdpError> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| IdpError::Rejected(format!("not a JWT: {e}")))?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(IdpError::Rejected(format!(
+                "signed with {:?}, which Switchboard does not take from an identity provider",
+                header.alg
+            )));
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        let mut refreshed = false;
+        loop {
+            let found = self.key_for(header.kid.as_deref()).await;
+            for key in &found {
+                match jsonwebtoken::decode::<serde_json::Map<String, Value>>(
+                    token,
+                    key,
+                    &validation,
+                ) {
+                    Ok(data) => return Ok(data.claims),
+                    Err(error)
+                        if matches!(
+                            error.kind(),
+                            jsonwebtoken::errors::ErrorKind::InvalidSignature
+                        ) && found.len() > 1 => {}
+                    Err(error) => return Err(IdpError::Rejected(error.to_string())),
+                }
+            }
+            if refreshed || !self.read_keys(false).await? {
+                return Err(IdpError::Rejected(
+                    "signed by a key the identity provider does not publish".into(),
+                ));
+            }
+            refreshed = true;
+        }
+    }
+
+    /// The keys that may have signed a token naming `kid` (all unnamed keys when it names
+    /// none).
+    async fn key_for(&self, kid: Option<&str>) -> Vec<DecodingKey> {
+        let keys = self.keys.read().await;
+        match kid {
+            Some(kid) => keys.by_id.get(kid).cloned().into_iter().collect(),
+            None => keys
+                .unnamed
+                .iter()
+                .chain(keys.by_id.values())
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Reads the key set again, unless it was read less than a minute ago (`force` aside);
+    /// whether it was read.
+    async fn read_keys(&self, force: bool) -> Result<bool, IdpError> {
+        let _one_reader = self.reading.lock().await;
+        if !force
+            && self
+                .keys
+                .read()
+                .await
+                .read_at
+                .is_some_and(|at| at.elapsed() < REFRESH_AT_MOST_EVERY)
+        {
+            return Ok(false);
+        }
+        let uri = self
+            .jwks_uri
+            .get_or_try_init(|| async {
+                let metadata = fetch_server_metadata(&self.http, &self.issuer)
+                    .await
+                    .map_err(|e| IdpError::Unavailable(e.to_string()))?
+                    .ok_or_else(|| {
+                        IdpError::Unavailable(format!(
+                            "{} publishes no discovery document",
+                            self.issuer
+                        ))
+                    })?;
+                let uri = metadata.jwks_uri.ok_or_else(|| {
+                    IdpError::Unavailable(format!("{} names no jwks_uri", self.issuer))
+                })?;
+                Url::parse(&uri).map_err(|e| {
+                    IdpError::Unavailable(format!("its jwks_uri '{uri}' is not a URL: {e}"))
+                })
+            })
+            .await?
+            .clone();
+        let reply = self
+            .http
+            .get(&uri, "JSON Web Key Set", reqwest::header::HeaderMap::new())
+            .await
+            .map_err(|e| IdpError::Unavailable(e.to_string()))?;
+        if !reply.status.is_success() {
+            return Err(IdpError::Unavailable(format!(
+                "{uri} answered {}",
+                reply.status
+            )));
+        }
+        let set: JwkSet = reply
+            .json("JSON Web Key Set", &uri)
+            .map_err(|e| IdpError::Unavailable(e.to_string()))?;
+        let mut keys = Keys {
+            read_at: Some(Instant::now()),
+            ..Keys::default()
+        };
+        for jwk in &set.keys {
+            // A key of a kind that cannot verify signatures (an encryption key) is left out.
+            let Ok(key) = DecodingKey::from_jwk(jwk) else {
+                continue;
+            };
+            match &jwk.common.key_id {
+                Some(kid) => {
+                    keys.by_id.insert(kid.clone(), key);
+                }
+                None => keys.unnamed.push(key),
+            }
+        }
+        *self.keys.write().await = keys;
+        Ok(true)
+    }
+
+    /// Reads the provider's discovery document and keys now, so a misconfigured provider is
+    /// reported at start rather than at the first token.
+    pub async fn prepare(&self) -> Result<(), IdpError> {
+        self.read_keys(true).await.map(drop)
+    }
+}

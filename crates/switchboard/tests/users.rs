@@ -1,0 +1,642 @@
+//! One daemon serving many users (`serve --users`), as a platform team runs it: users of two
+//! tenants, each with an API key made by the CLI, each in a workspace of their own. The tests
+//! try to cross the lines: a user reading, changing or calling another's servers, joining
+//! another's MCP session, hearing another's events, speaking for another user, or coming in
+//! without a key, with a wrong one, or with a revoked one.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use switchboard_fixtures::{Era, transports};
+
+const OPERATOR_KEY: &str = "operator-key-0123456789abcdef";
+
+/// A daemon with users, and a way to speak to it as each of them.
+struct Daemon {
+    dir: tempfile::TempDir,
+    _child: tokio::process::Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Daemon {
+    async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// A daemon with users and more `serve` options.
+    async fn start_with(options: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let listen = format!("127.0.0.1:{}", common::free_port());
+        let mut args = vec!["serve", "--users", "--listen", &listen];
+        args.extend_from_slice(options);
+        let child = common::command(dir.path(), &args)
+            .env("SWITCHBOARD_API_KEYS", OPERATOR_KEY)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let daemon = Self {
+            dir,
+            _child: child,
+            base: format!("http://{listen}"),
+            http: reqwest::Client::new(),
+        };
+        for _ in 0..200 {
+            if daemon.http.get(daemon.url("/healthz")).send().await.is_ok() {
+                return daemon;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the daemon never answered /healthz");
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `switchboard <args>` on the daemon's store; its standard output.
+    async fn cli(&self, args: &[&str]) -> String {
+        cli(self.dir.path(), args).await
+    }
+
+    /// A user's API key, made by the CLI.
+    async fn key_of(&self, user: &str) -> String {
+        self.cli(&["user", "key", user]).await.trim().to_owned()
+    }
+
+    /// `method path` with `key`, and `body`; the status and JSON answer.
+    async fn send(
+        &self,
+        key: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = self.http.request(method.parse().unwrap(), self.url(path));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// Waits (up to 10 s) until `key`'s workspace shows server `id` connected.
+    async fn await_connected(&self, key: &str, id: &str) {
+        for _ in 0..200 {
+            let (_, view) = self
+                .send(Some(key), "GET", &format!("/api/servers/{id}"), None)
+                .await;
+            if view["status"]["state"] == "connected" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{id} never connected for this user");
+    }
+
+    /// The exposed tool names `key`'s workspace lists over MCP (a stateless request).
+    async fn mcp_tools(&self, key: &str) -> Vec<String> {
+        let answer = self
+            .mcp(
+                Some(key),
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .await;
+        let mut names: Vec<String> = answer["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// One stateless (2026-07-28) JSON-RPC request to `/mcp`; the answer.
+    async fn mcp(&self, key: Option<&str>, message: Value) -> Value {
+        let mut request = self
+            .http
+            .post(self.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", message["method"].as_str().unwrap());
+        if let Some(name) = message["params"]["name"].as_str() {
+            request = request.header("mcp-name", name);
+        }
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        let body = request
+            .json(&message)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        body.lines()
+            .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+            .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+            .find(|m| m["id"] == message["id"])
+            .unwrap_or_else(|| panic!("no answer: {body}"))
+    }
+}
+
+async fn cli(dir: &Path, args: &[&str]) -> String {
+    let output = common::run(dir, args).await;
+    assert!(
+        output.status.success(),
+        "switchboard {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Tenants acme (member ana and bob, admin carol) and globex (member gus); their keys.
+async fn people(daemon: &Daemon) -> [String; 4] {
+    daemon.cli(&["tenant", "add", "acme"]).await;
+    daemon.cli(&["tenant", "add", "globex"]).await;
+    daemon.cli(&["user", "add", "acme/ana"]).await;
+    daemon.cli(&["user", "add", "acme/bob"]).await;
+    daemon.cli(&["user", "add", "acme/carol", "--admin"]).await;
+    daemon.cli(&["user", "add", "globex/gus"]).await;
+    [
+        daemon.key_of("acme/ana").await,
+        daemon.key_of("acme/bob").await,
+        daemon.key_of("acme/carol").await,
+        daemon.key_of("globex/gus").await,
+    ]
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = list["servers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn each_user_sees_and_uses_only_their_tenants_shared_servers_and_their_own() {
+    let (shared, anas, bobs) = tokio::join!(
+        transports::streamable_http(Era::Modern),
+        transports::streamable_http(Era::Modern),
+        transports::streamable_http(Era::Modern),
+    );
+    let daemon = Daemon::start().await;
+    let [ana, bob, carol, gus] = people(&daemon).await;
+    let add = |key: String, id: &'static str, url: String| {
+        let daemon = &daemon;
+        async move {
+            let (status, body) = daemon
+                .send(
+                    Some(&key),
+                    "POST",
+                    "/api/servers",
+                    Some(json!({"id": id, "url": url})),
+                )
+                .await;
+            assert_eq!(status, 201, "{body}");
+        }
+    };
+    add(carol.clone(), "shared", shared.url.clone()).await;
+    add(ana.clone(), "mine", anas.url.clone()).await;
+    add(bob.clone(), "mine", bobs.url.clone()).await;
+
+    // Each sees the tenant's shared server and their own; the other tenant sees neither.
+    for key in [&ana, &bob] {
+        let (_, list) = daemon.send(Some(key), "GET", "/api/servers", None).await;
+        assert_eq!(ids(&list), ["mine", "shared"]);
+    }
+    let (_, list) = daemon.send(Some(&carol), "GET", "/api/servers", None).await;
+    assert_eq!(
+        ids(&list),
+        ["shared"],
+        "an admin does not see members' own servers"
+    );
+    let (_, list) = daemon.send(Some(&gus), "GET", "/api/servers", None).await;
+    assert_eq!(ids(&list), Vec::<String>::new());
+    let (_, list) = daemon
+        .send(Some(OPERATOR_KEY), "GET", "/api/servers", None)
+        .await;
+    assert_eq!(
+        ids(&list),
+        Vec::<String>::new(),
+        "the default tenant has none"
+    );
+    let (_, anas_view) = daemon
+        .send(Some(&ana), "GET", "/api/servers/mine", None)
+        .await;
+    let (_, bobs_view) = daemon
+        .send(Some(&bob), "GET", "/api/servers/mine", None)
+        .await;
+    assert_eq!(anas_view["transport"]["url"], anas.url, "{anas_view}");
+    assert_eq!(bobs_view["transport"]["url"], bobs.url, "{bobs_view}");
+
+    // A member cannot change what the tenant shares; another tenant cannot even find it.
+    for (method, body) in [("DELETE", None), ("PATCH", Some(json!({"enabled": false})))] {
+        let (status, body) = daemon
+            .send(Some(&ana), method, "/api/servers/shared", body)
+            .await;
+        assert_eq!(status, 403, "{method}: {body}");
+    }
+    let (status, _) = daemon
+        .send(Some(&gus), "DELETE", "/api/servers/shared", None)
+        .await;
+    assert_eq!(status, 404);
+
+    // Their MCP endpoints serve their own servers' tools, and calls reach them.
+    for key in [&ana, &bob] {
+        daemon.await_connected(key, "mine").await;
+        daemon.await_connected(key, "shared").await;
+        let tools = daemon.mcp_tools(key).await;
+        let mut servers: Vec<&str> = tools.iter().filter_map(|t| t.split("__").next()).collect();
+        servers.dedup();
+        assert_eq!(servers, ["mine", "shared"], "{tools:?}");
+        let answer = daemon
+            .mcp(
+                Some(key),
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "mine__echo", "arguments": {"message": "hi"},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .await;
+        assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+    }
+    assert!(daemon.mcp_tools(&gus).await.is_empty());
+    assert!(
+        anas.state
+            .connections
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+            && bobs
+                .state
+                .connections
+                .load(std::sync::atomic::Ordering::SeqCst)
+                > 0,
+        "each user's own server was reached by their own workspace"
+    );
+}
+
+#[tokio::test]
+async fn a_user_cannot_join_another_users_session_hear_their_events_or_speak_for_them() {
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let daemon = Daemon::start().await;
+    let [ana, bob, ..] = people(&daemon).await;
+
+    // Ana's session is hers: Bob's key with her session id is refused as unknown.
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "users-test", "version": "1"}}});
+    let opened = daemon
+        .http
+        .post(daemon.url("/mcp"))
+        .bearer_auth(&ana)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert!(opened.status().is_success());
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let as_bob = daemon
+        .http
+        .post(daemon.url("/mcp"))
+        .bearer_auth(&bob)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session)
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        as_bob.status(),
+        404,
+        "another user's session is not there to be found"
+    );
+
+    // Ana's event stream carries her own servers' events, never Bob's.
+    let events = daemon
+        .http
+        .get(daemon.url("/api/events"))
+        .bearer_auth(&ana)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let (status, _) = daemon
+        .send(
+            Some(&bob),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "bobs-secret", "url": upstream.url})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (status, _) = daemon
+        .send(
+            Some(&ana),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "anas", "url": upstream.url})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let mut seen = String::new();
+    let mut body = events.bytes_stream();
+    let _ = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(chunk)) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("\"anas\"") && seen.contains("connected") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        seen.contains("\"anas\""),
+        "ana hears her own server: {seen}"
+    );
+    assert!(
+        !seen.contains("bobs-secret"),
+        "ana never hears of bob's: {seen}"
+    );
+
+    // A request cannot name another user; naming oneself is fine.
+    let (status, body) = daemon.send(Some(&ana), "GET", "/api/tools", None).await;
+    assert_eq!(status, 200, "{body}");
+    let as_other = daemon
+        .http
+        .get(daemon.url("/api/tools"))
+        .bearer_auth(&ana)
+        .header("x-switchboard-user", "bob")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(as_other.status(), 403);
+    let (status, _) = daemon
+        .send(
+            Some(&ana),
+            "PATCH",
+            "/api/activation/users/bob",
+            Some(json!({"servers": {"anas": false}})),
+        )
+        .await;
+    assert_eq!(status, 403, "another user's layer is theirs");
+    let (status, _) = daemon
+        .send(
+            Some(&ana),
+            "PATCH",
+            "/api/activation/app",
+            Some(json!({"servers": {"anas": false}})),
+        )
+        .await;
+    assert_eq!(status, 403, "the tenant's app layer is its admins'");
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_key_are_refused_and_a_revoked_key_stops_working() {
+    let daemon = Daemon::start().await;
+    let [ana, ..] = people(&daemon).await;
+    for key in [
+        None,
+        Some("sbk_not-a-key"),
+        Some("wrong-operator-key-0123456789"),
+    ] {
+        let (status, _) = daemon.send(key, "GET", "/api/servers", None).await;
+        assert_eq!(status, 401, "{key:?}");
+        let answer = daemon
+            .http
+            .post(daemon.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 401);
+    }
+    let (status, _) = daemon.send(None, "GET", "/healthz", None).await;
+    assert_eq!(status, 200, "liveness needs no key");
+
+    let (status, _) = daemon.send(Some(&ana), "GET", "/api/servers", None).await;
+    assert_eq!(status, 200);
+    daemon
+        .cli(&["user", "revoke-key", "acme/ana", "default"])
+        .await;
+    // Another process revoked it: the daemon hears of it at its next look at the store.
+    let mut refused = false;
+    for _ in 0..200 {
+        let (status, _) = daemon.send(Some(&ana), "GET", "/api/servers", None).await;
+        if status == 401 {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refused, "the revoked key kept working");
+}
+
+/// An identity provider on loopback: its discovery document, and a key set holding one P-256
+/// key, with which it signs the tokens a test asks for.
+struct IdentityProvider {
+    issuer: String,
+    key: switchboard_oauth::jwt::AssertionKey,
+    /// A key the provider does not publish.
+    stranger: switchboard_oauth::jwt::AssertionKey,
+}
+
+fn p256_key() -> (switchboard_oauth::jwt::AssertionKey, Value) {
+    use base64::Engine;
+    let pair = switchboard_oauth::jwt::DpopKey::generate().unwrap();
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(pair.pkcs8())
+    );
+    let key = switchboard_oauth::jwt::AssertionKey::from_pem(&pem, "ES256").unwrap();
+    (key, pair.public_jwk().clone())
+}
+
+impl IdentityProvider {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        let (key, public) = p256_key();
+        let (stranger, _) = p256_key();
+        let discovery = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{issuer}/token")});
+        let keys = json!({"keys": [public]});
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                axum::routing::get(move || async move { axum::Json(discovery) }),
+            )
+            .route(
+                "/jwks",
+                axum::routing::get(move || async move { axum::Json(keys) }),
+            );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self {
+            issuer,
+            key,
+            stranger,
+        }
+    }
+
+    /// A token for `sub` in `org` with `roles`, for `audience`, expiring in `lifetime` seconds
+    /// (negative: expired).
+    fn token(&self, sub: &str, org: &str, roles: &[&str], audience: &str, lifetime: i64) -> String {
+        self.sign(&self.key, sub, org, roles, audience, lifetime)
+    }
+
+    fn sign(
+        &self,
+        key: &switchboard_oauth::jwt::AssertionKey,
+        sub: &str,
+        org: &str,
+        roles: &[&str],
+        audience: &str,
+        lifetime: i64,
+    ) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        key.sign_claims(
+            &json!({"iss": self.issuer, "sub": sub, "org": org, "roles": roles,
+                    "aud": audience, "iat": now, "exp": now + lifetime}),
+            "JWT",
+        )
+        .unwrap()
+    }
+}
+
+/// Starts a daemon with users that also takes the provider's tokens (tenant from the `org`
+/// claim, `sb-admin` in `roles` making an admin).
+async fn daemon_with_provider(provider: &IdentityProvider) -> Daemon {
+    Daemon::start_with(&[
+        "--oidc-issuer",
+        &provider.issuer,
+        "--oidc-audience",
+        "switchboard",
+        "--oidc-tenant-claim",
+        "org",
+        "--oidc-admin-role",
+        "sb-admin",
+    ])
+    .await
+}
+
+#[tokio::test]
+async fn tokens_from_the_identity_provider_are_credentials_naming_their_user_tenant_and_role() {
+    use base64::Engine;
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let provider = IdentityProvider::start().await;
+    let daemon = daemon_with_provider(&provider).await;
+    daemon.cli(&["tenant", "add", "acme"]).await;
+    let ana = provider.token("ana@acme.test", "acme", &[], "switchboard", 300);
+    let carol = provider.token("carol@acme.test", "acme", &["sb-admin"], "switchboard", 300);
+
+    // An admin by the token's roles adds a shared server; a member sees it, cannot remove it.
+    let (status, body) = daemon
+        .send(
+            Some(&carol),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "shared", "url": upstream.url})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, list) = daemon.send(Some(&ana), "GET", "/api/servers", None).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(ids(&list), ["shared"]);
+    let (status, _) = daemon
+        .send(Some(&ana), "DELETE", "/api/servers/shared", None)
+        .await;
+    assert_eq!(status, 403);
+    daemon.await_connected(&ana, "shared").await;
+    let tools = daemon.mcp_tools(&ana).await;
+    assert!(tools.iter().any(|t| t == "shared__echo"), "{tools:?}");
+    // The users the provider vouched for are recorded.
+    let users = daemon.cli(&["user", "list", "acme"]).await;
+    assert!(
+        users.contains("ana@acme.test") && users.contains("carol@acme.test"),
+        "{users}"
+    );
+
+    // A tenant nobody added is refused; so is every token that is not the provider's own,
+    // for Switchboard, and current.
+    let elsewhere = provider.token("zed", "nowhere", &[], "switchboard", 300);
+    let (status, body) = daemon
+        .send(Some(&elsewhere), "GET", "/api/servers", None)
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.to_string().contains("nowhere"), "{body}");
+    let hs256 = format!(
+        "{}.{}.c2lnbmF0dXJl",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT"}"#),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(json!({"iss": provider.issuer, "sub": "ana", "org": "acme", "aud": "switchboard", "exp": 4_000_000_000u64}).to_string()),
+    );
+    for (what, token) in [
+        (
+            "another audience",
+            provider.token("ana@acme.test", "acme", &[], "someone-else", 300),
+        ),
+        (
+            "expired",
+            provider.token("ana@acme.test", "acme", &[], "switchboard", -600),
+        ),
+        (
+            "signed by a key the provider does not publish",
+            provider.sign(
+                &provider.stranger,
+                "ana@acme.test",
+                "acme",
+                &[],
+                "switchboard",
+                300,
+            ),
+        ),
+        ("a shared-secret algorithm", hs256),
+        ("not a JWT at all", "a.b.c".to_owned()),
+    ] {
+        let response = daemon
+            .http
+            .get(daemon.url("/api/servers"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401, "{what}");
+        let challenge = response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
+    }
+}
