@@ -15,10 +15,15 @@ use crate::db::{Db, on_db};
 use crate::{Store, StoreError, now_ms};
 
 fn grant_context(key: &GrantKey) -> String {
-    format!("oauth-grant:{}/{}", key.server, key.principal)
+    grant_context_of(&key.server, &key.principal)
 }
 
-fn client_context(issuer: &str) -> String {
+/// What a grant's sealed tokens are bound to: its server row and principal.
+pub(crate) fn grant_context_of(server: &str, principal: &str) -> String {
+    format!("oauth-grant:{server}/{principal}")
+}
+
+pub(crate) fn client_context(issuer: &str) -> String {
     format!("oauth-client:{issuer}")
 }
 
@@ -39,7 +44,9 @@ impl Store {
         let Some(sealed) = sealed else {
             return Ok(None);
         };
-        let plain = self.vault.unseal(&grant_context(key), &sealed)?;
+        let plain = self
+            .unseal_for(&self.workspace.tenant(), &grant_context(key), &sealed)
+            .await?;
         serde_json::from_str(&plain)
             .map(Some)
             .map_err(|e| StoreError::Corrupt {
@@ -58,7 +65,9 @@ impl Store {
             server: key.server.clone(),
             detail: e.to_string(),
         })?;
-        let sealed = self.vault.seal(&grant_context(key), &plain);
+        let sealed = self
+            .seal_for(&self.workspace.tenant(), &grant_context(key), &plain)
+            .await?;
         on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO oauth_grants (server_id, principal, sealed_json, updated_at_ms)
              VALUES ($1, $2, $3, $4)

@@ -11,6 +11,7 @@ mod activations;
 mod changes;
 pub mod credentials;
 mod db;
+pub mod keys;
 pub mod tenancy;
 pub mod vault;
 pub mod vectors;
@@ -114,6 +115,7 @@ pub struct Store {
     pub(crate) db: Db,
     pub(crate) vault: std::sync::Arc<Vault>,
     pub(crate) workspace: std::sync::Arc<Workspace>,
+    pub(crate) keys: std::sync::Arc<keys::DataKeys>,
 }
 
 /// A value that moves whenever the servers, the activation layers or the users change, read without
@@ -167,6 +169,7 @@ impl Store {
             db,
             vault: std::sync::Arc::new(vault),
             workspace: std::sync::Arc::new(Workspace::Local),
+            keys: std::sync::Arc::default(),
         };
         store.check_vault_key().await?;
         Ok(store)
@@ -196,8 +199,8 @@ impl Store {
     /// Checks the key against the value sealed when the store was first opened (sealing one
     /// now if there is none).
     async fn check_vault_key(&self) -> Result<(), StoreError> {
-        const CONTEXT: &str = "store/vault-check";
-        let sealed = self.vault.seal(CONTEXT, "switchboard");
+        const CONTEXT: &str = VAULT_CHECK_CONTEXT;
+        let sealed = self.vault.seal(CONTEXT, VAULT_CHECK_VALUE);
         // The first writer wins; every later opener (a replica starting at the same moment too)
         // reads what it wrote.
         on_db!(&self.db, pool => sqlx::query(
@@ -239,19 +242,13 @@ impl Store {
         };
         let (tenant, owner) = self.new_row_owner();
         let now = now_ms();
-        let transport = self.seal_transport(&key, def)?;
+        let transport = self.seal_transport(&key, &tenant, def).await?;
         let timeouts = serde_json::to_string(&def.timeouts).map_err(|e| corrupt(&def.id, e))?;
         let disabled =
             serde_json::to_string(&def.disabled_tools).map_err(|e| corrupt(&def.id, e))?;
         let task_modes = serde_json::to_string(&def.task_modes).map_err(|e| corrupt(&def.id, e))?;
         let policies = serde_json::to_string(&def.policies).map_err(|e| corrupt(&def.id, e))?;
-        let oauth_client = match &def.oauth_client {
-            Some(client) => {
-                let plain = serde_json::to_string(client).map_err(|e| corrupt(&def.id, e))?;
-                Some(self.vault.seal(&oauth_client_context(&key), &plain))
-            }
-            None => None,
-        };
+        let oauth_client = self.seal_oauth_client(&key, &tenant, def).await?;
         on_db!(&self.db, pool => {
         let mut tx = pool.begin().await?;
         sqlx::query(
@@ -401,7 +398,10 @@ impl Store {
         .bind(id.as_str())
         .fetch_optional(pool)
         .await)?;
-        row.map(|row| self.decode_server(row)).transpose()
+        match row {
+            Some(row) => Ok(Some(self.decode_server(row).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Every server this workspace sees, ordered by id; where the user's own server and a
@@ -416,9 +416,11 @@ impl Store {
         .fetch_all(pool)
         .await)?;
         rows.dedup_by(|later, first| later.name == first.name);
-        rows.into_iter()
-            .map(|row| self.decode_server(row))
-            .collect()
+        let mut servers = Vec::with_capacity(rows.len());
+        for row in rows {
+            servers.push(self.decode_server(row).await?);
+        }
+        Ok(servers)
     }
 
     /// What the servers and activation layers are now, in four numbers (see
@@ -535,42 +537,77 @@ impl Store {
         Ok(())
     }
 
-    /// The transport as stored: every header and env value sealed, and the URL sealed.
-    fn seal_transport(&self, key: &str, def: &ServerDefinition) -> Result<String, StoreError> {
+    /// The transport as stored: every header and env value sealed, and the URL sealed, with
+    /// `tenant`'s data key.
+    pub(crate) async fn seal_transport(
+        &self,
+        key: &str,
+        tenant: &TenantId,
+        def: &ServerDefinition,
+    ) -> Result<String, StoreError> {
         let mut transport = def.transport.clone();
         for value in transport.named_values_mut().iter_mut() {
             value.value = self
-                .vault
-                .seal(&secret_context(key, &value.name), &value.value);
+                .seal_for(tenant, &secret_context(key, &value.name), &value.value)
+                .await?;
         }
         let mut json = serde_json::to_value(&transport).map_err(|e| corrupt(&def.id, e))?;
         if let Some(url) = json.get_mut("url")
-            && let Some(plain) = url.as_str()
+            && let Some(plain) = url.as_str().map(str::to_owned)
         {
-            *url = self.vault.seal(&url_context(key), plain).into();
+            *url = self
+                .seal_for(tenant, &url_context(key), &plain)
+                .await?
+                .into();
         }
         serde_json::to_string(&json).map_err(|e| corrupt(&def.id, e))
     }
 
-    fn decode_server(&self, row: ServerRow) -> Result<ServerDefinition, StoreError> {
+    /// The server's configured OAuth client as stored: sealed with `tenant`'s data key.
+    pub(crate) async fn seal_oauth_client(
+        &self,
+        key: &str,
+        tenant: &TenantId,
+        def: &ServerDefinition,
+    ) -> Result<Option<String>, StoreError> {
+        match &def.oauth_client {
+            Some(client) => {
+                let plain = serde_json::to_string(client).map_err(|e| corrupt(&def.id, e))?;
+                Ok(Some(
+                    self.seal_for(tenant, &oauth_client_context(key), &plain)
+                        .await?,
+                ))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) async fn decode_server(
+        &self,
+        row: ServerRow,
+    ) -> Result<ServerDefinition, StoreError> {
         let id = ServerId::new(row.name.clone()).map_err(|e| StoreError::Corrupt {
             server: row.id.clone(),
             detail: e.to_string(),
         })?;
+        let tenant = TenantId::new(row.tenant.clone()).map_err(|e| corrupt(&id, e))?;
         let key = row.id.as_str();
         let mut json: serde_json::Value =
             serde_json::from_str(&row.transport_json).map_err(|e| corrupt(&id, e))?;
         if let Some(url) = json.get_mut("url")
-            && let Some(sealed) = url.as_str()
+            && let Some(sealed) = url.as_str().map(str::to_owned)
         {
-            *url = self.vault.unseal(&url_context(key), sealed)?.into();
+            *url = self
+                .unseal_for(&tenant, &url_context(key), &sealed)
+                .await?
+                .into();
         }
         let mut transport: TransportSpec =
             serde_json::from_value(json).map_err(|e| corrupt(&id, e))?;
         for value in transport.named_values_mut().iter_mut() {
             value.value = self
-                .vault
-                .unseal(&secret_context(key, &value.name), &value.value)?;
+                .unseal_for(&tenant, &secret_context(key, &value.name), &value.value)
+                .await?;
         }
         let timeouts: Timeouts =
             serde_json::from_str(&row.timeouts_json).map_err(|e| corrupt(&id, e))?;
@@ -581,7 +618,9 @@ impl Store {
             serde_json::from_str(&row.tool_policies_json).map_err(|e| corrupt(&id, e))?;
         let oauth_client = match &row.oauth_client_sealed {
             Some(sealed) => {
-                let plain = self.vault.unseal(&oauth_client_context(key), sealed)?;
+                let plain = self
+                    .unseal_for(&tenant, &oauth_client_context(key), sealed)
+                    .await?;
                 Some(serde_json::from_str(&plain).map_err(|e| corrupt(&id, e))?)
             }
             None => None,
@@ -604,31 +643,37 @@ impl Store {
 
 /// A `servers` row as stored (sealed values still sealed).
 #[derive(sqlx::FromRow)]
-struct ServerRow {
+pub(crate) struct ServerRow {
     /// The row's key (see [`Store::put_server`]).
-    id: String,
+    pub(crate) id: String,
     /// The id users see.
     name: String,
+    /// The tenant whose data key seals its secrets.
+    pub(crate) tenant: String,
     display_name: String,
     description: String,
-    transport_json: String,
+    pub(crate) transport_json: String,
     timeouts_json: String,
     enabled: bool,
     disabled_tools_json: String,
-    oauth_client_sealed: Option<String>,
+    pub(crate) oauth_client_sealed: Option<String>,
     exposed_prefix: Option<String>,
     task_modes_json: String,
     tool_policies_json: String,
 }
 
 /// Every column of the servers a workspace sees (`$1` its tenant, `$2` its user or '').
-const SELECT_SERVER_COLUMNS: &str = "SELECT id, name, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers WHERE tenant = $1 AND (owner = '' OR owner = $2)";
+const SELECT_SERVER_COLUMNS: &str = "SELECT id, name, tenant, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers WHERE tenant = $1 AND (owner = '' OR owner = $2)";
 
 /// A server's row as a workspace finds it.
 struct StoredRow {
     key: String,
     owner: String,
 }
+
+/// The context and value of the store's check value (sealed with the master key).
+pub(crate) const VAULT_CHECK_CONTEXT: &str = "store/vault-check";
+pub(crate) const VAULT_CHECK_VALUE: &str = "switchboard";
 
 /// Whose tokens a grant row holds: `default` for the local workspace (as before tenants), else
 /// `user:<id>` (so no user id can name the local workspace's grants).

@@ -111,6 +111,7 @@ impl Store {
                     "DELETE FROM activations WHERE substr(scope, 1, length($1)) = $1",
                     &[&prefix],
                 ),
+                ("DELETE FROM tenant_keys WHERE tenant = $1", &[id.as_str()]),
                 ("DELETE FROM tenants WHERE id = $1", &[id.as_str()]),
             ])
             .await?;

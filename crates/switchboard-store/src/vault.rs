@@ -1,10 +1,14 @@
 //! Sealing secrets before they reach the database.
 //!
-//! Secret values (header values, environment values, and later OAuth tokens) are encrypted with
-//! XChaCha20-Poly1305 under a 256-bit key. The key comes from `SWITCHBOARD_VAULT_KEY` (base64) or
-//! from a key file that is created with mode 0600 on first run. Each sealed value binds the context
-//! it belongs to (server id and field name) as associated data, so a sealed value copied to another
-//! row does not open.
+//! Secret values (header values, environment values, URLs, OAuth tokens and client secrets) are
+//! encrypted with XChaCha20-Poly1305 under a 256-bit key. The master key comes from
+//! `SWITCHBOARD_VAULT_KEY` (base64) or from a key file that is created with mode 0600 on first run;
+//! it wraps each tenant's data key ([`crate::keys`]), which seals that tenant's secrets. Each
+//! sealed value binds the context it belongs to (server row and field name) as associated data,
+//! so a sealed value copied to another row does not open.
+//!
+//! While the master key is being replaced, `SWITCHBOARD_VAULT_PREVIOUS_KEY` holds the old one:
+//! what the new key does not open is tried with it.
 
 use std::fs;
 use std::io::Write;
@@ -18,7 +22,10 @@ use rand::RngCore;
 
 /// Name of the environment variable that may carry the key (base64 of 32 bytes).
 pub const KEY_ENV: &str = switchboard_core::server::VAULT_KEY_ENV;
-/// Prefix marking a sealed value inside stored JSON.
+/// Name of the environment variable that may carry the previous master key, while it is being
+/// replaced.
+pub const PREVIOUS_KEY_ENV: &str = "SWITCHBOARD_VAULT_PREVIOUS_KEY";
+/// Prefix marking a value sealed with the master key inside stored JSON.
 const SEALED_PREFIX: &str = "sealed:v1:";
 const NONCE_LEN: usize = 24;
 
@@ -58,6 +65,8 @@ pub enum VaultError {
 /// The key that seals and opens secrets.
 pub struct Vault {
     cipher: XChaCha20Poly1305,
+    /// The key this one replaces, tried for what this one does not open.
+    previous: Option<XChaCha20Poly1305>,
 }
 
 impl std::fmt::Debug for Vault {
@@ -71,7 +80,26 @@ impl Vault {
     pub fn from_key(key: [u8; 32]) -> Self {
         Self {
             cipher: XChaCha20Poly1305::new(&key.into()),
+            previous: None,
         }
+    }
+
+    /// A fresh random key, and the vault of it.
+    pub fn generate() -> ([u8; 32], Self) {
+        let mut key = [0u8; 32];
+        rand::rng().fill_bytes(&mut key);
+        (key, Self::from_key(key))
+    }
+
+    /// The key as the key file and `SWITCHBOARD_VAULT_KEY` hold it (base64).
+    pub fn encode_key(key: &[u8; 32]) -> String {
+        B64.encode(key)
+    }
+
+    /// This vault, also opening what `previous` sealed.
+    pub fn with_previous(mut self, previous: Vault) -> Self {
+        self.previous = Some(previous.cipher);
+        self
     }
 
     fn from_base64(text: &str, origin: &str) -> Result<Self, VaultError> {
@@ -87,9 +115,15 @@ impl Vault {
     /// Loads the key from `SWITCHBOARD_VAULT_KEY` if set, else from `key_file`, creating that file
     /// (mode 0600) with a fresh random key if it does not exist.
     pub fn load_or_create(key_file: &Path) -> Result<Self, VaultError> {
-        if let Ok(text) = std::env::var(KEY_ENV) {
-            return Self::from_base64(&text, KEY_ENV);
+        let vault = Self::load_current(key_file)?;
+        match std::env::var(PREVIOUS_KEY_ENV) {
+            Ok(text) => Ok(vault.with_previous(Self::from_base64(&text, PREVIOUS_KEY_ENV)?)),
+            Err(_) => Ok(vault),
         }
+    }
+
+    /// The key in `key_file`, creating the file (mode 0600) with a fresh key if it is missing.
+    pub fn load_or_create_file(key_file: &Path) -> Result<Self, VaultError> {
         let io_err = |error| VaultError::KeyFile {
             path: key_file.display().to_string(),
             error,
@@ -100,8 +134,7 @@ impl Vault {
                 Self::from_base64(&text, &key_file.display().to_string())
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut key = [0u8; 32];
-                rand::rng().fill_bytes(&mut key);
+                let (key, vault) = Self::generate();
                 let mut options = fs::OpenOptions::new();
                 options.write(true).create_new(true);
                 #[cfg(unix)]
@@ -109,14 +142,27 @@ impl Vault {
                 let mut file = options.open(key_file).map_err(io_err)?;
                 file.write_all(B64.encode(key).as_bytes()).map_err(io_err)?;
                 file.sync_all().map_err(io_err)?;
-                Ok(Self::from_key(key))
+                Ok(vault)
             }
             Err(e) => Err(io_err(e)),
         }
     }
 
+    fn load_current(key_file: &Path) -> Result<Self, VaultError> {
+        if let Ok(text) = std::env::var(KEY_ENV) {
+            return Self::from_base64(&text, KEY_ENV);
+        }
+        Self::load_or_create_file(key_file)
+    }
+
     /// Seals `plain`, binding it to `context` (e.g. `server:notion/value:Authorization`).
     pub fn seal(&self, context: &str, plain: &str) -> String {
+        format!("{SEALED_PREFIX}{}", self.seal_bare(context, plain))
+    }
+
+    /// [`Self::seal`] without the format prefix (the nonce and ciphertext, base64): for
+    /// formats that say more about the key (a tenant's data key and its version).
+    pub(crate) fn seal_bare(&self, context: &str, plain: &str) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         rand::rng().fill_bytes(&mut nonce);
         let ciphertext = self
@@ -132,29 +178,40 @@ impl Vault {
             .expect("sealing a value below the AEAD size limit cannot fail");
         let mut blob = nonce.to_vec();
         blob.extend_from_slice(&ciphertext);
-        format!("{SEALED_PREFIX}{}", B64.encode(blob))
+        B64.encode(blob)
     }
 
     /// Opens a value produced by [`Self::seal`] with the same `context`.
     pub fn unseal(&self, context: &str, sealed: &str) -> Result<String, VaultError> {
+        let encoded = sealed
+            .strip_prefix(SEALED_PREFIX)
+            .ok_or_else(|| VaultError::Malformed {
+                context: context.into(),
+            })?;
+        self.unseal_bare(context, encoded)
+    }
+
+    /// Opens what [`Self::seal_bare`] made.
+    pub(crate) fn unseal_bare(&self, context: &str, encoded: &str) -> Result<String, VaultError> {
         let malformed = || VaultError::Malformed {
             context: context.into(),
         };
-        let encoded = sealed.strip_prefix(SEALED_PREFIX).ok_or_else(malformed)?;
         let blob = B64.decode(encoded).map_err(|_| malformed())?;
         if blob.len() < NONCE_LEN {
             return Err(malformed());
         }
         let (nonce, ciphertext) = blob.split_at(NONCE_LEN);
+        let payload = || Payload {
+            msg: ciphertext,
+            aad: context.as_bytes(),
+        };
         let plain = self
             .cipher
-            .decrypt(
-                XNonce::from_slice(nonce),
-                Payload {
-                    msg: ciphertext,
-                    aad: context.as_bytes(),
-                },
-            )
+            .decrypt(XNonce::from_slice(nonce), payload())
+            .or_else(|error| match &self.previous {
+                Some(previous) => previous.decrypt(XNonce::from_slice(nonce), payload()),
+                None => Err(error),
+            })
             .map_err(|_| VaultError::Unseal {
                 context: context.into(),
             })?;
@@ -230,5 +287,25 @@ mod tests {
             Vault::load_or_create(&path),
             Err(VaultError::BadKey { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod rotation_tests {
+    use super::*;
+
+    #[test]
+    fn a_vault_with_the_previous_key_opens_what_either_key_sealed() {
+        let old = Vault::from_key([1; 32]);
+        let sealed = old.seal("c", "secret");
+        let new = Vault::from_key([2; 32]);
+        assert!(new.unseal("c", &sealed).is_err());
+        let both = Vault::from_key([2; 32]).with_previous(Vault::from_key([1; 32]));
+        assert_eq!(both.unseal("c", &sealed).unwrap(), "secret");
+        assert_eq!(both.unseal("c", &new.seal("c", "fresh")).unwrap(), "fresh");
+        assert!(
+            both.unseal("other", &sealed).is_err(),
+            "the context still binds"
+        );
     }
 }

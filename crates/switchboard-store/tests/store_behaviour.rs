@@ -103,6 +103,7 @@ on_both_engines!(
     activation_layers_are_the_tenants_and_each_users_own,
     api_keys_name_their_user_until_revoked,
     removing_a_user_or_tenant_removes_what_was_theirs,
+    each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_rotations,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -836,4 +837,195 @@ async fn removing_a_user_or_tenant_removes_what_was_theirs(place: Place) {
         local.remove_tenant(&TenantId::default_tenant()).await,
         Err(StoreError::Forbidden(_))
     ));
+}
+
+/// Every stored value that looks sealed, by its format prefix (`sealed:v1`, `sealed:t1:<version>`).
+fn sealed_formats(raw: &str) -> std::collections::BTreeSet<String> {
+    raw.match_indices("sealed:")
+        .map(|(at, _)| {
+            let rest = &raw[at..];
+            let parts: Vec<&str> = rest.splitn(4, ':').collect();
+            match parts.as_slice() {
+                ["sealed", "t1", version, _] => format!("t1:{version}"),
+                ["sealed", format, ..] => format.to_string(),
+                _ => String::new(),
+            }
+        })
+        .collect()
+}
+
+async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_rotations(
+    place: Place,
+) {
+    use switchboard_core::TenantId;
+    let (local, ana, _, _) = acme(&place).await;
+    let acme = TenantId::new("acme").unwrap();
+    let github = http_server("github", "https://github.test/mcp");
+    let notes = http_server("notes", "https://ana.notes.test/mcp");
+    local.add_server(&github).await.unwrap();
+    ana.add_server(&notes).await.unwrap();
+    let key = ana.grant_key(&notes.id).await.unwrap();
+    let grant = switchboard_oauth::StoredGrant {
+        tokens: switchboard_oauth::TokenSet {
+            access_token: "anas-access-token".into(),
+            token_type: "Bearer".into(),
+            refresh_token: Some("anas-refresh-token".into()),
+            expires_at: None,
+            lifetime_secs: None,
+            scope: None,
+        },
+        issuer: "https://auth.notes.test".into(),
+        token_endpoint: "https://auth.notes.test/token".into(),
+        revocation_endpoint: None,
+        resource: "https://ana.notes.test/mcp".into(),
+        client_id: "c".into(),
+        requested_scopes: vec![],
+        dpop_key: None,
+    };
+    ana.put_oauth_grant(&key, &grant).await.unwrap();
+    let secrets = texts(&place, SECRET_COLUMNS).await;
+    assert_eq!(
+        sealed_formats(&secrets),
+        ["t1:1".to_owned()].into(),
+        "every secret under its tenant's first data key: {secrets}"
+    );
+    let raw = place.raw().await;
+    for secret in ["top-secret-token", "anas-refresh-token", "ana.notes.test"] {
+        assert!(!raw.contains(secret), "{secret}");
+    }
+    // A value sealed with one tenant's key does not open as another's.
+    let copied = on_engine_query(
+        &place,
+        "UPDATE servers SET transport_json = (SELECT transport_json FROM servers WHERE name = 'notes')
+         WHERE name = 'github'",
+    )
+    .await;
+    assert_eq!(copied, 1);
+    assert!(matches!(
+        local.list_servers().await,
+        Err(StoreError::Vault(_))
+    ));
+    local.put_server(&github).await.unwrap();
+
+    // A value sealed before data keys existed (with the master key itself) still opens.
+    let legacy_key = local.grant_key(&github.id).await.unwrap();
+    let master = Vault::load_or_create_file(&place.dir.path().join("vault.key")).unwrap();
+    let legacy = master.seal(
+        &format!("oauth-grant:{}/{}", legacy_key.server, legacy_key.principal),
+        &serde_json::to_string(&grant).unwrap(),
+    );
+    assert!(legacy.starts_with("sealed:v1:"));
+    local.put_oauth_grant(&legacy_key, &grant).await.unwrap();
+    let written = on_engine_query(
+        &place,
+        &format!("UPDATE oauth_grants SET sealed_json = '{legacy}' WHERE server_id = 'github'"),
+    )
+    .await;
+    assert_eq!(written, 1);
+    assert_eq!(
+        local.oauth_grant(&legacy_key).await.unwrap(),
+        Some(grant.clone())
+    );
+
+    // A new data key for acme: its values are sealed again with version 2, still open.
+    let (version, resealed) = local.rotate_tenant_key(&acme).await.unwrap();
+    assert_eq!(version, 2);
+    assert_eq!((resealed.servers, resealed.grants), (1, 1));
+    assert_eq!(
+        ana.get_server(&notes.id).await.unwrap(),
+        Some(notes.clone())
+    );
+    assert_eq!(ana.oauth_grant(&key).await.unwrap(), Some(grant.clone()));
+    let formats = sealed_formats(&texts(&place, SECRET_COLUMNS).await);
+    assert!(
+        formats.contains("t1:2") && formats.contains("t1:1"),
+        "{formats:?}"
+    );
+
+    // A new master key: the old one no longer opens the store, the new one opens everything,
+    // and a process holding both (mid-rotation) does too.
+    let (new_key, new) = Vault::generate();
+    local.rotate_master_key(&new).await.unwrap();
+    local.close().await;
+    let old = Store::open_with_vault(
+        &place.location,
+        Vault::load_or_create_file(&place.dir.path().join("vault.key")).unwrap(),
+    )
+    .await;
+    assert!(matches!(old, Err(StoreError::OtherVaultKey)), "{old:?}");
+    let reopened = Store::open_with_vault(&place.location, Vault::from_key(new_key))
+        .await
+        .unwrap();
+    assert_eq!(
+        reopened.oauth_grant(&legacy_key).await.unwrap(),
+        Some(grant.clone()),
+        "the value the old master key sealed was sealed again under the tenant's key"
+    );
+    assert_eq!(
+        reopened.get_server(&github.id).await.unwrap(),
+        Some(github.clone())
+    );
+    let anas = reopened.for_workspace(principal("acme", "ana", switchboard_core::Role::Member));
+    assert_eq!(anas.get_server(&notes.id).await.unwrap(), Some(notes));
+    assert_eq!(anas.oauth_grant(&key).await.unwrap(), Some(grant));
+    let old_file = Vault::load_or_create_file(&place.dir.path().join("vault.key")).unwrap();
+    let both = Vault::from_key(new_key).with_previous(old_file);
+    let mid_rotation = Store::open_with_vault(&place.location, both).await.unwrap();
+    assert_eq!(
+        mid_rotation.get_server(&github.id).await.unwrap(),
+        Some(github)
+    );
+}
+
+/// Every column that holds a tenant's secrets.
+const SECRET_COLUMNS: &str =
+    "SELECT transport_json FROM servers UNION ALL SELECT sealed_json FROM oauth_grants";
+
+/// The text `sql` selects (one column), joined.
+async fn texts(place: &Place, sql: &str) -> String {
+    let rows: Vec<String> = match &place.location {
+        StoreLocation::Sqlite(path) => {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
+            let rows = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
+            pool.close().await;
+            rows
+        }
+        StoreLocation::Postgres(url) => {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            let rows = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
+            pool.close().await;
+            rows
+        }
+    };
+    rows.join("\n")
+}
+
+/// Runs `sql` directly on the place's database; the rows it changed.
+async fn on_engine_query(place: &Place, sql: &str) -> u64 {
+    match &place.location {
+        StoreLocation::Sqlite(path) => {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
+            let done = sqlx::query(sql)
+                .execute(&pool)
+                .await
+                .unwrap()
+                .rows_affected();
+            pool.close().await;
+            done
+        }
+        StoreLocation::Postgres(url) => {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            let done = sqlx::query(sql)
+                .execute(&pool)
+                .await
+                .unwrap()
+                .rows_affected();
+            pool.close().await;
+            done
+        }
+    }
 }

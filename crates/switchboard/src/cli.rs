@@ -87,6 +87,29 @@ pub enum Command {
     /// Manage users and their API keys, for a daemon serving many users (`serve --users`).
     #[command(subcommand)]
     User(UserCommand),
+    /// Rotate the keys that seal secrets at rest.
+    #[command(subcommand)]
+    Vault(VaultCommand),
+}
+
+/// `vault` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum VaultCommand {
+    /// Replace the master key: every secret is sealed again under its tenant's data key, and the
+    /// data keys are wrapped with the new master key. The new key is read from FILE (created,
+    /// mode 0600, with a fresh key if it does not exist); afterwards every process sharing the
+    /// store must use it.
+    RotateMaster {
+        /// Where the new key is, or is to be written.
+        #[arg(long, value_name = "FILE")]
+        new_key_file: PathBuf,
+    },
+    /// Give a tenant a new data key and seal its secrets again with it.
+    RotateTenant {
+        /// The tenant.
+        #[arg(default_value = switchboard_core::tenancy::DEFAULT_TENANT)]
+        tenant: String,
+    },
 }
 
 /// `tenant` subcommands.

@@ -128,6 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Logout(args) => login::logout(&store, args).await,
         Command::Tenant(command) => tenancy::tenant_command(&store, command).await,
         Command::User(command) => tenancy::user_command(&store, command).await,
+        Command::Vault(command) => tenancy::vault_command(&store, command).await,
     }
 }
 

@@ -1,12 +1,13 @@
-//! `switchboard tenant ...` and `switchboard user ...`: the tenants and users of a daemon that
-//! serves many (`serve --users`), and the users' API keys. They work on the store directly, like
+//! `switchboard tenant ...`, `switchboard user ...` and `switchboard vault ...`: the tenants and
+//! users of a daemon that serves many (`serve --users`), the users' API keys, and the keys that
+//! seal secrets at rest. They work on the store directly, like
 //! `server ...`, so they serve a running daemon too (it looks keys up in the store).
 
 use anyhow::Context;
 use switchboard_core::{Role, TenantId, UserId};
 use switchboard_store::Store;
 
-use crate::cli::{TenantCommand, UserCommand};
+use crate::cli::{TenantCommand, UserCommand, VaultCommand};
 
 /// Runs a `tenant` subcommand.
 pub async fn tenant_command(store: &Store, command: TenantCommand) -> anyhow::Result<i32> {
@@ -88,6 +89,35 @@ pub async fn user_command(store: &Store, command: UserCommand) -> anyhow::Result
             let (tenant, user) = tenant_and_user(&user)?;
             store.revoke_api_key(&tenant, &user, &name).await?;
             println!("Revoked the key '{name}' of '{tenant}/{user}'.");
+        }
+    }
+    Ok(0)
+}
+
+/// Runs a `vault` subcommand.
+pub async fn vault_command(store: &Store, command: VaultCommand) -> anyhow::Result<i32> {
+    match command {
+        VaultCommand::RotateMaster { new_key_file } => {
+            let new = switchboard_store::Vault::load_or_create_file(&new_key_file)
+                .with_context(|| format!("the new key in {}", new_key_file.display()))?;
+            let resealed = store.rotate_master_key(&new).await?;
+            println!(
+                "Sealed {} servers' and {} sign-ins' secrets again under their tenants' keys, and wrapped those keys with the new master key in {}.",
+                resealed.servers,
+                resealed.grants,
+                new_key_file.display()
+            );
+            eprintln!(
+                "Every process sharing this store must now use the new key: put it in place of the old vault.key, or in SWITCHBOARD_VAULT_KEY. A process may be started with the new key as SWITCHBOARD_VAULT_KEY and the old one as SWITCHBOARD_VAULT_PREVIOUS_KEY before the rotation, so that it reads the store both before and after."
+            );
+        }
+        VaultCommand::RotateTenant { tenant } => {
+            let tenant = TenantId::new(tenant)?;
+            let (version, resealed) = store.rotate_tenant_key(&tenant).await?;
+            println!(
+                "Tenant '{tenant}' has data key version {version}; {} servers' and {} sign-ins' secrets were sealed again with it.",
+                resealed.servers, resealed.grants
+            );
         }
     }
     Ok(0)

@@ -640,3 +640,54 @@ async fn tokens_from_the_identity_provider_are_credentials_naming_their_user_ten
         assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
     }
 }
+
+/// `switchboard vault rotate-master` seals every secret again and wraps the tenants' keys with
+/// the new master key: the old key no longer opens the store (and says so), the new one opens
+/// every secret; `vault rotate-tenant` gives a tenant a new data key, secrets still opening.
+#[tokio::test]
+async fn rotating_the_master_and_tenant_keys_keeps_every_secret_and_retires_the_old_master_key() {
+    let dir = tempfile::tempdir().unwrap();
+    cli(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "s",
+            "https://s.test/mcp",
+            "--header",
+            "X-Team=blue",
+        ],
+    )
+    .await;
+    let show = || cli(dir.path(), &["server", "show", "s", "--json"]);
+    assert!(show().await.contains("blue"));
+
+    let rotated = cli(dir.path(), &["vault", "rotate-tenant"]).await;
+    assert!(rotated.contains("version 2"), "{rotated}");
+    assert!(show().await.contains("blue"));
+
+    let new_key = dir.path().join("new.key");
+    let rotated = cli(
+        dir.path(),
+        &[
+            "vault",
+            "rotate-master",
+            "--new-key-file",
+            new_key.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(rotated.contains("Sealed 1 servers'"), "{rotated}");
+    let with_old_key = common::run(dir.path(), &["server", "show", "s"]).await;
+    assert!(!with_old_key.status.success());
+    assert!(
+        String::from_utf8_lossy(&with_old_key.stderr).contains("different vault key"),
+        "{}",
+        String::from_utf8_lossy(&with_old_key.stderr)
+    );
+    std::fs::rename(&new_key, dir.path().join("vault.key")).unwrap();
+    assert!(
+        show().await.contains("blue"),
+        "the new key opens everything"
+    );
+}
