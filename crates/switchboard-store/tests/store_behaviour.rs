@@ -981,51 +981,42 @@ async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_
 const SECRET_COLUMNS: &str =
     "SELECT transport_json FROM servers UNION ALL SELECT sealed_json FROM oauth_grants";
 
-/// The text `sql` selects (one column), joined.
-async fn texts(place: &Place, sql: &str) -> String {
-    let rows: Vec<String> = match &place.location {
-        StoreLocation::Sqlite(path) => {
-            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
-                .await
-                .unwrap();
-            let rows = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
-            pool.close().await;
-            rows
-        }
-        StoreLocation::Postgres(url) => {
-            let pool = sqlx::PgPool::connect(url).await.unwrap();
-            let rows = sqlx::query_scalar(sql).fetch_all(&pool).await.unwrap();
-            pool.close().await;
-            rows
+/// Runs `$body` with `$pool` connected straight to the place's database, whichever engine.
+macro_rules! on_database {
+    ($place:expr, |$pool:ident| $body:expr) => {
+        match &$place.location {
+            StoreLocation::Sqlite(path) => {
+                let $pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+                    .await
+                    .unwrap();
+                let out = $body;
+                $pool.close().await;
+                out
+            }
+            StoreLocation::Postgres(url) => {
+                let $pool = sqlx::PgPool::connect(url).await.unwrap();
+                let out = $body;
+                $pool.close().await;
+                out
+            }
         }
     };
+}
+
+/// The text `sql` selects (one column), joined.
+async fn texts(place: &Place, sql: &str) -> String {
+    let rows: Vec<String> = on_database!(place, |pool| sqlx::query_scalar(sql)
+        .fetch_all(&pool)
+        .await
+        .unwrap());
     rows.join("\n")
 }
 
 /// Runs `sql` directly on the place's database; the rows it changed.
 async fn on_engine_query(place: &Place, sql: &str) -> u64 {
-    match &place.location {
-        StoreLocation::Sqlite(path) => {
-            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
-                .await
-                .unwrap();
-            let done = sqlx::query(sql)
-                .execute(&pool)
-                .await
-                .unwrap()
-                .rows_affected();
-            pool.close().await;
-            done
-        }
-        StoreLocation::Postgres(url) => {
-            let pool = sqlx::PgPool::connect(url).await.unwrap();
-            let done = sqlx::query(sql)
-                .execute(&pool)
-                .await
-                .unwrap()
-                .rows_affected();
-            pool.close().await;
-            done
-        }
-    }
+    on_database!(place, |pool| sqlx::query(sql)
+        .execute(&pool)
+        .await
+        .unwrap()
+        .rows_affected())
 }
