@@ -61,6 +61,10 @@ pub struct FixtureState {
     pub last_call_id: std::sync::Mutex<Option<Value>>,
     /// The URIs of every `resources/subscribe` received, in order (sessions only).
     pub subscribed: std::sync::Mutex<Vec<String>>,
+    /// While set, every `echo` call's message is counted in [`Self::echoes`].
+    pub count_echoes: AtomicBool,
+    /// How many times each message was echoed (while [`Self::count_echoes`] is set).
+    pub echoes: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
 
 /// How long after its last event an SSE response ends while
@@ -264,9 +268,23 @@ impl ServerHandler for FixtureServer {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = serde_json::to_value(&context.id).ok();
         match request.name.as_ref() {
-            "echo" => Ok(text_result(
-                args.get("message").and_then(Value::as_str).unwrap_or(""),
-            )),
+            "echo" => {
+                let message = args.get("message").and_then(Value::as_str).unwrap_or("");
+                // Not in the schema, for load tests that need calls to be in flight a while.
+                if let Some(delay) = args.get("delay_ms").and_then(Value::as_u64) {
+                    tokio::time::sleep(Duration::from_millis(delay.min(60_000))).await;
+                }
+                if self.state.count_echoes.load(Ordering::SeqCst) {
+                    *self
+                        .state
+                        .echoes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(message.to_owned())
+                        .or_default() += 1;
+                }
+                Ok(text_result(message))
+            }
             "add" => {
                 let a = args.get("a").and_then(Value::as_f64).unwrap_or(0.0);
                 let b = args.get("b").and_then(Value::as_f64).unwrap_or(0.0);

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{call_through_daemon, command, get_json, server_status, wait_for_state};
+use serde_json::Value;
 use switchboard_fixtures::postgres::TestPostgres;
 use switchboard_fixtures::{Era, transports};
 
@@ -45,6 +46,31 @@ impl Replicas {
 
     fn ports(&self) -> Vec<u16> {
         self.daemons.iter().map(|(_, port)| *port).collect()
+    }
+
+    /// Sends SIGTERM to the replica on `port`: it drains and stops.
+    fn terminate(&self, port: u16) {
+        let (child, _) = self
+            .daemons
+            .iter()
+            .find(|(_, p)| *p == port)
+            .expect("a replica on that port");
+        let pid = child.id().expect("still running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// Kills the replica on `port` (SIGKILL): it stops at once, mid-call.
+    async fn kill(&mut self, port: u16) {
+        let (child, _) = self
+            .daemons
+            .iter_mut()
+            .find(|(_, p)| *p == port)
+            .expect("a replica on that port");
+        child.kill().await.unwrap();
     }
 
     /// `switchboard --store <db> <args>` from the first replica's machine.
@@ -246,4 +272,164 @@ async fn a_legacy_session_is_refused_by_another_replica_with_404_and_reopens_the
     let reopened = initialize(second).await;
     let listed = post_legacy(second, Some(&reopened), list).await;
     assert!(listed.status().is_success(), "{}", listed.status());
+}
+
+/// How one attempt of a call at a replica went.
+enum Attempt {
+    /// Its answer.
+    Answered(Value),
+    /// The replica refused it before running it (no connection; 503 while draining): safe to
+    /// send elsewhere.
+    NotRun,
+    /// The connection broke after the request was sent: the server may have run it.
+    Broken,
+}
+
+/// One stateless `echo` call of `message` at the replica on `port`, held `delay_ms` at the
+/// server.
+async fn attempt(http: &reqwest::Client, port: u16, id: u64, message: &str) -> Attempt {
+    let sent = http
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "echo__echo")
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "echo__echo", "arguments": {"message": message, "delay_ms": 40},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(error) if error.is_connect() => return Attempt::NotRun,
+        Err(_) => return Attempt::Broken,
+    };
+    if response.status() == 503 {
+        return Attempt::NotRun;
+    }
+    let Ok(body) = response.text().await else {
+        return Attempt::Broken;
+    };
+    body.lines()
+        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|answer| answer["id"] == id)
+        .map_or(Attempt::Broken, Attempt::Answered)
+}
+
+/// Three replicas under a steady load of stateless calls, each call sent to the next replica in
+/// turn and, when a replica does not answer it, to another (as a load balancer retrying on a
+/// failed upstream does). One replica is stopped (SIGTERM) and another killed (SIGKILL) mid-load:
+/// every call is answered once, with its own answer. The stopped replica finishes what it took
+/// (none of its calls breaks, none runs twice); a call the killed one had taken may have run
+/// there before its retry, and only such a call ran twice.
+#[tokio::test]
+async fn replicas_stopped_or_killed_mid_load_lose_no_call_and_answer_none_twice() {
+    const CALLS: usize = 300;
+    const WORKERS: usize = 8;
+    let upstream = transports::streamable_http(Era::Modern).await;
+    upstream
+        .state
+        .count_echoes
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut replicas = Replicas::start(3).await;
+    replicas
+        .cli(&["server", "add", "echo", &upstream.url])
+        .await;
+    for port in replicas.ports() {
+        wait_for_state(port, "echo", "connected").await;
+    }
+    let ports = replicas.ports();
+    let (stopped, killed) = (ports[0], ports[1]);
+
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let outcomes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..WORKERS {
+        let (next, answered, outcomes, ports) = (
+            next.clone(),
+            answered.clone(),
+            outcomes.clone(),
+            ports.clone(),
+        );
+        workers.spawn(async move {
+            let http = reqwest::Client::new();
+            loop {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if n >= CALLS {
+                    return;
+                }
+                let message = format!("call-{n}");
+                let mut broken_at = Vec::new();
+                let mut answer = None;
+                // Each replica in turn, starting with this call's own, for at most 30 rounds.
+                for round in 0..30 * ports.len() {
+                    let port = ports[(n + round) % ports.len()];
+                    match attempt(&http, port, n as u64, &message).await {
+                        Attempt::Answered(value) => {
+                            answer = Some(value);
+                            break;
+                        }
+                        Attempt::Broken => broken_at.push(port),
+                        Attempt::NotRun => {}
+                    }
+                    if round % ports.len() == ports.len() - 1 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                outcomes.lock().unwrap().push((message, answer, broken_at));
+            }
+        });
+    }
+    // Mid-load: a third of the calls answered, stop one replica; two thirds, kill another.
+    let mut stop_sent = false;
+    loop {
+        let done = answered.load(std::sync::atomic::Ordering::SeqCst);
+        if !stop_sent && done >= CALLS / 3 {
+            replicas.terminate(stopped);
+            stop_sent = true;
+        }
+        if done >= 2 * CALLS / 3 {
+            replicas.kill(killed).await;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    while workers.join_next().await.is_some() {}
+
+    let outcomes = outcomes.lock().unwrap();
+    assert_eq!(outcomes.len(), CALLS);
+    let echoes = upstream.state.echoes.lock().unwrap().clone();
+    let mut ran_twice = 0;
+    for (message, answer, broken_at) in outcomes.iter() {
+        let answer = answer
+            .as_ref()
+            .unwrap_or_else(|| panic!("{message} was never answered"));
+        assert_eq!(
+            answer["result"]["content"][0]["text"], *message,
+            "{message} got another call's answer: {answer}"
+        );
+        assert!(
+            !broken_at.contains(&stopped),
+            "{message} broke at the replica that was stopped gracefully"
+        );
+        let runs = echoes.get(message).copied().unwrap_or(0);
+        assert!(runs >= 1, "{message} never reached the server");
+        if runs > 1 {
+            assert!(
+                broken_at.contains(&killed),
+                "{message} ran {runs} times without having broken at the killed replica"
+            );
+            ran_twice += 1;
+        }
+    }
+    // Each call is one request at a time, so a call broken at the killed replica can have run
+    // there at most once before its retry.
+    assert!(echoes.values().all(|runs| *runs <= 2), "{echoes:?}");
+    eprintln!("calls run twice (taken by the killed replica, then retried): {ran_twice}");
 }
