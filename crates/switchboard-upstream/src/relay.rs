@@ -22,7 +22,11 @@
 //! ([`InFlight::deliver`]), and the call waits for its count to reach zero before it returns
 //! ([`InFlight::all_delivered`]). At the other end, a server can answer before the caller has
 //! registered for its call's messages; while a call is being sent ([`InFlight::setting_up`]) a
-//! tagged notification of a call not yet registered waits for it (also in `deliver`).
+//! tagged notification of a call not yet registered waits for it (also in `deliver`). An untagged
+//! one (stdio, WebSocket, HTTP+SSE, a session's GET stream) cannot be told apart, so it waits
+//! until no call is being sent: otherwise a server that reports progress as soon as a call
+//! arrives (over stdio, within a millisecond) could find nobody subscribed to its progress token
+//! yet, and the report would be dropped.
 //!
 //! The same tasks would also shuffle a call's messages among themselves: progress sent as 0, 50,
 //! 100 in one burst could reach the client as 50, 0, 100, which breaks the rule that progress
@@ -279,6 +283,9 @@ impl InFlight {
         delivery: impl Future<Output = T>,
     ) -> T {
         let Some(related) = related else {
+            // It may belong to a call whose caller is not listening yet (progress subscribed,
+            // responder registered): rmcp's dispatcher drops a report nobody is subscribed to.
+            self.set_up().await;
             return delivery.await;
         };
         self.ready_for(&related.id).await;
@@ -309,17 +316,21 @@ impl InFlight {
     ) -> Option<Arc<dyn InputResponder>> {
         match related {
             Some(related) => self.ready_for(related).await,
-            None => {
-                wait_until(&self.undelivered.set_up, SETUP_LIMIT, || {
-                    self.undelivered
-                        .setting_up
-                        .load(std::sync::atomic::Ordering::SeqCst)
-                        == 0
-                })
-                .await;
-            }
+            None => self.set_up().await,
         }
         self.find(related)
+    }
+
+    /// Waits until no call is being set up (at most [`SETUP_LIMIT`]): an untagged message may
+    /// belong to any of them.
+    async fn set_up(&self) {
+        wait_until(&self.undelivered.set_up, SETUP_LIMIT, || {
+            self.undelivered
+                .setting_up
+                .load(std::sync::atomic::Ordering::SeqCst)
+                == 0
+        })
+        .await;
     }
 
     async fn ready_for(&self, related: &RequestId) {
@@ -576,6 +587,36 @@ mod tests {
         .await;
         assert_eq!(delivered, Ok(5));
         assert!(in_flight.counts().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_untagged_notification_waits_for_the_calls_being_sent() {
+        let in_flight = InFlight::default();
+        let setting_up = in_flight.setting_up();
+        let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let registering = {
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                // The caller subscribes to the call's progress here, then stops setting up.
+                ready.store(true, std::sync::atomic::Ordering::SeqCst);
+                drop(setting_up);
+            })
+        };
+        let delivered_when_ready = in_flight
+            .deliver(None, async {
+                ready.load(std::sync::atomic::Ordering::SeqCst)
+            })
+            .await;
+        assert!(
+            delivered_when_ready,
+            "an untagged progress report reaches the call's caller once it listens"
+        );
+        registering.await.unwrap();
+        // Nothing being sent: delivered at once (the paused clock does not move).
+        let started = tokio::time::Instant::now();
+        in_flight.deliver(None, async {}).await;
+        assert_eq!(tokio::time::Instant::now(), started);
     }
 
     struct Named;
