@@ -29,5 +29,5 @@ pub use server::{
 };
 pub use state::{ConnectionState, IllegalTransition, StateMachine};
 pub use supervision::{Backoff, Supervision};
-pub use tenancy::{Principal, Role, TenantId, UserId, Workspace};
+pub use tenancy::{Principal, Role, TenantId, UserId, UserServerSettings, Workspace};
 pub use tool_settings::{ToolSettings, ToolSettingsChange};

@@ -379,6 +379,32 @@ impl TransportSpec {
             Self::Builtin { .. } => &mut [],
         }
     }
+
+    /// Sets a header (HTTP, WebSocket; names compared without case) or environment variable
+    /// (stdio), replacing one of the same name. False for a transport that has neither, or a
+    /// header the transport sets itself.
+    pub fn set_named_value(&mut self, value: NamedValue) -> bool {
+        let (values, headers) = match self {
+            Self::Http { headers, .. } | Self::WebSocket { headers, .. } => (headers, true),
+            Self::Stdio { env, .. } => (env, false),
+            Self::Builtin { .. } => return false,
+        };
+        if headers && is_reserved_header(&value.name) {
+            return false;
+        }
+        let same = |existing: &NamedValue| {
+            if headers {
+                existing.name.eq_ignore_ascii_case(&value.name)
+            } else {
+                existing.name == value.name
+            }
+        };
+        match values.iter_mut().find(|existing| same(existing)) {
+            Some(existing) => *existing = value,
+            None => values.push(value),
+        }
+        true
+    }
 }
 
 fn redact_url(url: &Url) -> String {

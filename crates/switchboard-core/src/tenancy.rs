@@ -219,6 +219,43 @@ impl fmt::Display for Workspace {
     }
 }
 
+/// A user's own settings for a server their tenant shares: the user layer of its
+/// configuration, over the tenant's (the app layer) and under a conversation's activation (the
+/// thread layer). Their own credentials for it (headers, environment values), and the tools
+/// they pin in the deferred view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserServerSettings {
+    /// Headers (HTTP, WebSocket) or environment values (stdio) that replace or join the
+    /// shared definition's, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<crate::NamedValue>,
+    /// Tools (by upstream name) pinned for this user beside the shared ones.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub pinned: std::collections::BTreeSet<String>,
+}
+
+impl UserServerSettings {
+    /// Whether it says nothing.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty() && self.pinned.is_empty()
+    }
+
+    /// `shared` as this user has it. A value the transport cannot take (a header it sets
+    /// itself, any value of a built-in server) is named in the error.
+    pub fn apply(&self, shared: &mut crate::ServerDefinition) -> Result<(), String> {
+        for value in &self.values {
+            if !shared.transport.set_named_value(value.clone()) {
+                return Err(format!(
+                    "'{}' cannot be set on server '{}'",
+                    value.name, shared.id
+                ));
+            }
+        }
+        shared.policies.pinned.extend(self.pinned.iter().cloned());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +275,51 @@ mod tests {
         }
         assert_eq!(Role::parse("admin"), Ok(Role::Admin));
         assert!(Role::parse("root").is_err());
+    }
+
+    #[test]
+    fn a_users_settings_replace_and_add_values_and_pin_tools_over_the_shared_definition() {
+        let mut shared = crate::ServerDefinition::new(
+            crate::ServerId::new("github").unwrap(),
+            crate::TransportSpec::from_url(
+                "https://github.test/mcp",
+                vec![
+                    crate::NamedValue::guess("Authorization", "Bearer shared"),
+                    crate::NamedValue::guess("X-Team", "blue"),
+                ],
+            )
+            .unwrap(),
+        );
+        shared.policies.pinned.insert("search".into());
+        let mine = UserServerSettings {
+            values: vec![
+                crate::NamedValue::guess("authorization", "Bearer ana"),
+                crate::NamedValue::guess("X-Extra", "1"),
+            ],
+            pinned: ["create_issue".to_owned()].into(),
+        };
+        mine.apply(&mut shared).unwrap();
+        let crate::TransportSpec::Http { headers, .. } = &shared.transport else {
+            unreachable!()
+        };
+        let shown: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|h| (h.name.as_str(), h.value.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("authorization", "Bearer ana"),
+                ("X-Team", "blue"),
+                ("X-Extra", "1")
+            ]
+        );
+        assert_eq!(shared.policies.pinned.len(), 2);
+        let reserved = UserServerSettings {
+            values: vec![crate::NamedValue::guess("Mcp-Session-Id", "x")],
+            ..Default::default()
+        };
+        assert!(reserved.apply(&mut shared).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@
 mod client;
 mod process;
 mod relay;
+mod replicas;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -56,6 +57,11 @@ struct Args {
     /// how long a catalog change takes to reach the daemon's catalog.
     #[arg(long, value_name = "SERVERSxTOOLS")]
     scale: Option<String>,
+    /// Instead of the load runs, the replicas scenario: N daemons on one PostgreSQL database
+    /// (started here), stateless calls over one and over all of them, and how fast a change
+    /// reaches every replica.
+    #[arg(long, value_name = "N")]
+    replicas: Option<usize>,
     /// Internal: run as the plain TCP relay to this address (a floor's child process).
     #[arg(long, hide = true, value_name = "ADDR")]
     tcp_relay: Option<std::net::SocketAddr>,
@@ -99,19 +105,20 @@ impl Charged {
     }
 }
 
-/// Runs `calls` calls of `tool` at `url` from `concurrency` clients of `shape`; with `charged`,
-/// also that process's CPU per 1,000 calls over the measured calls.
+/// Runs `calls` calls of `tool` from `concurrency` clients of `shape`, the clients spread over
+/// `urls` in turn; with `charged`, also those processes' CPU per 1,000 calls over the measured
+/// calls.
 async fn measure(
-    url: &str,
+    urls: &[&str],
     shape: Shape,
     tool: &str,
     concurrency: usize,
     calls: usize,
-    charged: Option<Charged>,
+    charged: &[Charged],
 ) -> anyhow::Result<Sample> {
     let mut clients = Vec::with_capacity(concurrency);
-    for _ in 0..concurrency {
-        clients.push(McpClient::open(url, shape).await?);
+    for n in 0..concurrency {
+        clients.push(McpClient::open(urls[n % urls.len()], shape).await?);
     }
     // Warm every connection and code path before measuring.
     for client in &clients {
@@ -120,7 +127,13 @@ async fn measure(
         }
     }
     let per_client = (calls / concurrency).max(1);
-    let cpu_before = charged.map(Charged::cpu_seconds).transpose()?;
+    let cpu = || -> anyhow::Result<f64> {
+        charged
+            .iter()
+            .map(|c| c.cpu_seconds())
+            .sum::<anyhow::Result<f64>>()
+    };
+    let cpu_before = cpu()?;
     let started = Instant::now();
     let workers = clients.into_iter().map(|client| {
         let tool = tool.to_owned();
@@ -151,10 +164,7 @@ async fn measure(
     }
     let elapsed = started.elapsed();
     let total = per_client * concurrency;
-    let cpu_per_1000 = match (charged, cpu_before) {
-        (Some(charged), Some(before)) => (charged.cpu_seconds()? - before) / total as f64 * 1000.0,
-        _ => 0.0,
-    };
+    let cpu_per_1000 = (cpu()? - cpu_before) / total as f64 * 1000.0;
     latencies.sort_unstable();
     Ok(Sample {
         calls: total,
@@ -217,12 +227,20 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-/// Starts the daemon with `servers` and waits (up to `limit`) until all are connected; returns
-/// it and how long that took from the process start.
+/// A store several daemons share: its URL and the vault key they all need.
+#[derive(Clone, Copy)]
+struct SharedStore<'a> {
+    url: &'a str,
+    vault_key: &'a str,
+}
+
+/// Starts the daemon with `servers` (on `shared`, else on a store of its own) and waits (up to
+/// `limit`) until all are connected; returns it and how long that took from the process start.
 async fn start_daemon(
-    binary: &PathBuf,
+    binary: &std::path::Path,
     servers: &[(String, String)],
     limit: Duration,
+    shared: Option<SharedStore<'_>>,
 ) -> anyhow::Result<(Daemon, Duration)> {
     let data = tempfile::tempdir()?;
     let mut config = String::new();
@@ -233,7 +251,13 @@ async fn start_daemon(
     std::fs::write(&config_path, config)?;
     let port = free_port()?;
     let started = Instant::now();
-    let child = std::process::Command::new(binary)
+    let mut command = std::process::Command::new(binary);
+    if let Some(shared) = shared {
+        command
+            .args(["--store", shared.url])
+            .env("SWITCHBOARD_VAULT_KEY", shared.vault_key);
+    }
+    let child = command
         .arg("--data-dir")
         .arg(data.path().join("store"))
         .arg("--config")
@@ -287,7 +311,7 @@ async fn scale(binary: &PathBuf, servers: usize, tools: usize) -> anyhow::Result
         .map(|(i, url)| (format!("s{i:04}"), url.clone()))
         .collect();
     let (daemon, connected_after) =
-        start_daemon(binary, &configured, Duration::from_secs(120)).await?;
+        start_daemon(binary, &configured, Duration::from_secs(120), None).await?;
     let pid = daemon.child.id();
     let ticks = process::clock_ticks();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -396,6 +420,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .context("--scale takes SERVERSxTOOLS, e.g. 500x50")?;
         return scale(&binary, servers, tools).await;
     }
+    if let Some(count) = args.replicas {
+        return replicas::run(&binary, count, args.calls, &args.concurrency, args.runs).await;
+    }
     let ticks = process::clock_ticks();
 
     let legacy = transports::streamable_http(Era::Legacy).await;
@@ -408,7 +435,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let url = if i % 2 == 0 { &legacy.url } else { &modern.url };
         servers.push((format!("idle-{i}"), url.clone()));
     }
-    let (daemon, _) = start_daemon(&binary, &servers, Duration::from_secs(30)).await?;
+    let (daemon, _) = start_daemon(&binary, &servers, Duration::from_secs(30), None).await?;
     let pid = daemon.child.id();
     let charged_daemon = Charged { pid, ticks };
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -451,13 +478,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let mut relayed = vec![Vec::new(); relays.len()];
             for _ in 0..args.runs.max(1) {
                 let calls = args.calls;
-                direct.push(measure(upstream, shape, "echo", concurrency, calls, None).await?);
+                direct.push(measure(&[upstream], shape, "echo", concurrency, calls, &[]).await?);
                 via.push(
-                    measure(&mcp, shape, tool, concurrency, calls, Some(charged_daemon)).await?,
+                    measure(&[&mcp], shape, tool, concurrency, calls, &[charged_daemon]).await?,
                 );
                 for ((_, _, url, charged), samples) in relays.iter().zip(&mut relayed) {
                     let sample =
-                        measure(url, shape, "echo", concurrency, calls, Some(*charged)).await?;
+                        measure(&[url], shape, "echo", concurrency, calls, &[*charged]).await?;
                     samples.push(sample);
                 }
             }

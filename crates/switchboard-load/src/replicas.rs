@@ -1,0 +1,140 @@
+//! The replicas scenario (`--replicas N`): N `switchboard serve` processes on one PostgreSQL
+//! database (a server started here from Debian's binaries, as the tests start theirs), all
+//! serving one stateless upstream. It reports stateless calls spread over one replica and over
+//! all N (each client keeps to one replica, as a load balancer spreading connections does), and
+//! how long a change written through one replica takes to reach every other.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use switchboard_fixtures::postgres::TestPostgres;
+use switchboard_fixtures::{Era, transports};
+
+use crate::client::Shape;
+use crate::{Charged, median_sample, micros, process};
+
+/// Runs the scenario and prints its tables.
+pub async fn run(
+    binary: &Path,
+    count: usize,
+    calls: usize,
+    concurrency: &[usize],
+    runs: usize,
+) -> anyhow::Result<()> {
+    if count < 2 {
+        bail!("--replicas needs 2 or more");
+    }
+    let modern = transports::streamable_http(Era::Modern).await;
+    let store = TestPostgres::shared().database();
+    let (key, _) = switchboard_store::Vault::generate();
+    let key = switchboard_store::Vault::encode_key(&key);
+    let servers = vec![("modern".to_owned(), modern.url.clone())];
+    let mut daemons = Vec::new();
+    for _ in 0..count {
+        let shared = crate::SharedStore {
+            url: &store,
+            vault_key: &key,
+        };
+        let (daemon, _) =
+            crate::start_daemon(binary, &servers, Duration::from_secs(30), Some(shared)).await?;
+        daemons.push(daemon);
+    }
+    let ticks = process::clock_ticks();
+    let urls: Vec<String> = daemons.iter().map(|d| format!("{}/mcp", d.base)).collect();
+    println!(
+        "switchboard-load replicas: {count} replicas on one PostgreSQL database, {calls} stateless calls per run, median of {runs} runs ({} cores)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!(
+        "| replicas | concurrency | calls/s | p50 / p90 / p99 | CPU per 1,000 calls (all replicas) | errors |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let mut errors = 0;
+    for &clients in concurrency {
+        for spread in [1, count] {
+            let targets: Vec<&str> = urls[..spread].iter().map(String::as_str).collect();
+            let charged: Vec<Charged> = daemons[..spread]
+                .iter()
+                .map(|d| Charged {
+                    pid: d.child.id(),
+                    ticks,
+                })
+                .collect();
+            let mut samples = Vec::new();
+            for _ in 0..runs.max(1) {
+                samples.push(
+                    crate::measure(
+                        &targets,
+                        Shape::Stateless,
+                        "modern__echo",
+                        clients,
+                        calls,
+                        &charged,
+                    )
+                    .await?,
+                );
+            }
+            let sample = median_sample(&samples);
+            errors += sample.errors;
+            println!(
+                "| {spread} | {clients} | {:.0} | {} / {} / {} | {:.0} ms | {} |",
+                sample.calls_per_second,
+                micros(sample.p50),
+                micros(sample.p90),
+                micros(sample.p99),
+                sample.cpu_per_1000 * 1000.0,
+                sample.errors,
+            );
+        }
+    }
+
+    // A change through the first replica (a server's display name), until every other one
+    // shows it.
+    let http = reqwest::Client::new();
+    let mut delays = Vec::new();
+    for round in 1..=9 {
+        let name = format!("round-{round}");
+        let sent = Instant::now();
+        let answer = http
+            .patch(format!("{}/api/servers/modern", daemons[0].base))
+            .json(&serde_json::json!({"display_name": name}))
+            .send()
+            .await?;
+        if !answer.status().is_success() {
+            bail!("the change was refused: {}", answer.status());
+        }
+        for daemon in &daemons[1..] {
+            loop {
+                let status = crate::status(&http, &daemon.base).await?;
+                if status["servers"][0]["display_name"] == name.as_str() {
+                    break;
+                }
+                if sent.elapsed() > Duration::from_secs(10) {
+                    bail!("a change did not reach a replica within 10 s");
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        delays.push(sent.elapsed());
+    }
+    delays.sort();
+    println!();
+    println!(
+        "a change through one replica reached all {} others after {:.1} ms (median of {}), {:.1} ms at most",
+        count - 1,
+        delays[delays.len() / 2].as_secs_f64() * 1e3,
+        delays.len(),
+        delays[delays.len() - 1].as_secs_f64() * 1e3,
+    );
+    if delays[delays.len() / 2] > Duration::from_secs(1) {
+        println!("target missed: changes reach every replica within a second");
+    } else {
+        println!("targets: all met");
+    }
+    if errors > 0 {
+        bail!("{errors} calls failed; every load run must be error-free");
+    }
+    Ok(())
+}
