@@ -301,7 +301,7 @@ async fn status(http: &reqwest::Client, base: &str) -> anyhow::Result<serde_json
 }
 
 /// The scale scenario: `servers` stateless servers of `tools` tools each.
-async fn scale(binary: &PathBuf, servers: usize, tools: usize) -> anyhow::Result<()> {
+async fn scale(binary: &std::path::Path, servers: usize, tools: usize) -> anyhow::Result<()> {
     let stop = tokio_util::sync::CancellationToken::new();
     let _stop = stop.clone().drop_guard();
     let urls = switchboard_fixtures::wide::serve_many(servers, tools, stop).await?;
