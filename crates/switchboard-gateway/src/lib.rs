@@ -310,6 +310,12 @@ pub(crate) fn workspace_router(
             post(servers::get_prompt),
         )
         .route("/api/servers/{id}/logout", post(servers::logout))
+        .route(
+            "/api/servers/{id}/my-settings",
+            get(servers::my_settings)
+                .put(servers::put_my_settings)
+                .delete(servers::delete_my_settings),
+        )
         .route("/api/servers/{id}/login", post(oauth::start_login))
         .route(oauth::CALLBACK_PATH, get(oauth::callback))
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
@@ -686,7 +692,7 @@ impl Gateway {
         let (app, workspaces) = match access {
             Access::Users(users) => {
                 let dispatcher = workspaces::Dispatcher::new(users, shared, parts);
-                (dispatcher.router(), Some(dispatcher))
+                (dispatcher.front_door(), Some(dispatcher))
             }
             access => (workspace_router(shared, Some(access), &parts), None),
         };

@@ -469,3 +469,104 @@ pub(crate) async fn logout(State(app): State<AppState>, Path(id): Path<String>) 
     }
     Ok(Json(json!({"signed_out": true, "revoked": revoked})).into_response())
 }
+
+/// The body of `PUT /api/servers/{id}/my-settings`: a user's own headers (HTTP, WebSocket) or
+/// environment values (stdio) for a shared server, and the tools they pin.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MySettingsBody {
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pinned: std::collections::BTreeSet<String>,
+}
+
+/// Settings as shown: secret values as `********`.
+fn my_settings_view(settings: &switchboard_core::UserServerSettings) -> Response {
+    let values: Vec<Value> = settings
+        .values
+        .iter()
+        .map(|v| json!({"name": v.name, "value": v.display_value(), "secret": v.secret}))
+        .collect();
+    Json(json!({"values": values, "pinned": settings.pinned})).into_response()
+}
+
+/// `GET /api/servers/{id}/my-settings`: the caller's own settings for a server their tenant
+/// shares.
+pub(crate) async fn my_settings(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    let id = server_id(id)?;
+    if app
+        .hub
+        .store()
+        .get_server(&id)
+        .await
+        .map_err(HubError::from)?
+        .is_none()
+    {
+        return Err(HubError::Store(switchboard_hub::StoreError::NotFound(id)).into());
+    }
+    let settings = app
+        .hub
+        .store()
+        .my_settings(&id)
+        .await
+        .map_err(HubError::from)?
+        .unwrap_or_default();
+    Ok(my_settings_view(&settings))
+}
+
+/// `PUT /api/servers/{id}/my-settings`: replaces them (a value written back as `********`
+/// keeps the stored one); the server restarts with them in the caller's workspace.
+pub(crate) async fn put_my_settings(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<MySettingsBody>, JsonRejection>,
+) -> Answer {
+    let id = server_id(id)?;
+    let Json(body) = body?;
+    let store = app.hub.store();
+    let stored = store.my_settings(&id).await.map_err(HubError::from)?;
+    let kept = |name: &str, value: String| -> switchboard_core::NamedValue {
+        match stored.as_ref().and_then(|s| {
+            s.values
+                .iter()
+                .find(|v| v.name.eq_ignore_ascii_case(name))
+                .filter(|_| value == switchboard_core::server::REDACTED)
+        }) {
+            Some(existing) => existing.clone(),
+            None => switchboard_core::NamedValue::guess(name, value),
+        }
+    };
+    let settings = switchboard_core::UserServerSettings {
+        values: body
+            .headers
+            .into_iter()
+            .chain(body.env)
+            .map(|(name, value)| kept(&name, value))
+            .collect(),
+        pinned: body.pinned,
+    };
+    store
+        .put_my_settings(&id, &settings)
+        .await
+        .map_err(HubError::from)?;
+    app.hub.sync_with_store().await.map_err(HubError::from)?;
+    Ok(my_settings_view(&settings))
+}
+
+/// `DELETE /api/servers/{id}/my-settings`: forgets them.
+pub(crate) async fn delete_my_settings(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Answer {
+    let id = server_id(id)?;
+    app.hub
+        .store()
+        .put_my_settings(&id, &switchboard_core::UserServerSettings::default())
+        .await
+        .map_err(HubError::from)?;
+    app.hub.sync_with_store().await.map_err(HubError::from)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -238,7 +238,7 @@ impl Dispatcher {
     }
 
     /// The router that takes every request.
-    pub(crate) fn router(self: &Arc<Self>) -> Router {
+    pub(crate) fn front_door(self: &Arc<Self>) -> Router {
         Router::new().fallback(dispatch).with_state(self.clone())
     }
 

@@ -217,7 +217,7 @@ impl Store {
     pub async fn reseal(&self, tenant: Option<&TenantId>) -> Result<Resealed, StoreError> {
         let filter = tenant.map_or_else(String::new, ToString::to_string);
         let rows: Vec<crate::ServerRow> = on_db!(&self.db, pool => sqlx::query_as(
-            "SELECT id, name, tenant, display_name, description, transport_json, timeouts_json,
+            "SELECT id, name, tenant, owner, display_name, description, transport_json, timeouts_json,
                     enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix,
                     task_modes_json, tool_policies_json
              FROM servers WHERE $1 = '' OR tenant = $1",

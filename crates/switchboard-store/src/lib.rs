@@ -12,6 +12,7 @@ mod changes;
 pub mod credentials;
 mod db;
 pub mod keys;
+mod settings;
 pub mod tenancy;
 pub mod vault;
 pub mod vectors;
@@ -122,7 +123,8 @@ pub struct Store {
 /// opening any sealed value: a daemon checks it often, and reads what moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreFingerprint {
-    /// The servers' number and the sum of their change times.
+    /// The servers' (and users' own settings for them) number and the sum of their change
+    /// times.
     pub servers: (i64, i64),
     /// The activation layers' number and the sum of their change times.
     pub activations: (i64, i64),
@@ -399,7 +401,7 @@ impl Store {
         .fetch_optional(pool)
         .await)?;
         match row {
-            Some(row) => Ok(Some(self.decode_server(row).await?)),
+            Some(row) => Ok(Some(self.server_as_seen(row).await?)),
             None => Ok(None),
         }
     }
@@ -418,7 +420,7 @@ impl Store {
         rows.dedup_by(|later, first| later.name == first.name);
         let mut servers = Vec::with_capacity(rows.len());
         for row in rows {
-            servers.push(self.decode_server(row).await?);
+            servers.push(self.server_as_seen(row).await?);
         }
         Ok(servers)
     }
@@ -434,8 +436,10 @@ impl Store {
             i64,
             i64,
         ) = on_db!(&self.db, pool => sqlx::query_as(
-                "SELECT (SELECT COUNT(*) FROM servers),
-                        (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM servers),
+                "SELECT (SELECT COUNT(*) FROM servers) + (SELECT COUNT(*) FROM user_server_settings),
+                        (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM servers)
+                          + (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT)
+                             FROM user_server_settings),
                         (SELECT COUNT(*) FROM activations),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations),
                         (SELECT COUNT(*) FROM users),
@@ -582,6 +586,22 @@ impl Store {
         }
     }
 
+    /// A server as this workspace sees it: a shared one with its user's own settings over it.
+    async fn server_as_seen(&self, row: ServerRow) -> Result<ServerDefinition, StoreError> {
+        let shared = row.owner.is_empty();
+        let mut def = self.decode_server(row).await?;
+        if shared
+            && self.workspace.user().is_some()
+            && let Some(mine) = self.my_settings(&def.id).await?
+        {
+            mine.apply(&mut def).map_err(|detail| StoreError::Corrupt {
+                server: def.id.to_string(),
+                detail,
+            })?;
+        }
+        Ok(def)
+    }
+
     pub(crate) async fn decode_server(
         &self,
         row: ServerRow,
@@ -650,6 +670,8 @@ pub(crate) struct ServerRow {
     name: String,
     /// The tenant whose data key seals its secrets.
     pub(crate) tenant: String,
+    /// Its owner ('' when the tenant shares it).
+    pub(crate) owner: String,
     display_name: String,
     description: String,
     pub(crate) transport_json: String,
@@ -663,7 +685,7 @@ pub(crate) struct ServerRow {
 }
 
 /// Every column of the servers a workspace sees (`$1` its tenant, `$2` its user or '').
-const SELECT_SERVER_COLUMNS: &str = "SELECT id, name, tenant, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers WHERE tenant = $1 AND (owner = '' OR owner = $2)";
+pub(crate) const SELECT_SERVER_COLUMNS: &str = "SELECT id, name, tenant, owner, display_name, description, transport_json, timeouts_json, enabled, disabled_tools_json, oauth_client_sealed, exposed_prefix, task_modes_json, tool_policies_json FROM servers WHERE tenant = $1 AND (owner = '' OR owner = $2)";
 
 /// A server's row as a workspace finds it.
 struct StoredRow {

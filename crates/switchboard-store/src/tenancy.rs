@@ -112,6 +112,10 @@ impl Store {
                     &[&prefix],
                 ),
                 ("DELETE FROM tenant_keys WHERE tenant = $1", &[id.as_str()]),
+                (
+                    "DELETE FROM user_server_settings WHERE tenant = $1",
+                    &[id.as_str()],
+                ),
                 ("DELETE FROM tenants WHERE id = $1", &[id.as_str()]),
             ])
             .await?;
@@ -232,6 +236,10 @@ impl Store {
                     "DELETE FROM activations
                      WHERE scope = $1 OR substr(scope, 1, length($2)) = $2",
                     &[&user_layer, &threads],
+                ),
+                (
+                    "DELETE FROM user_server_settings WHERE tenant = $1 AND user_id = $2",
+                    &[tenant.as_str(), id.as_str()],
                 ),
                 (
                     "DELETE FROM users WHERE tenant = $1 AND id = $2",

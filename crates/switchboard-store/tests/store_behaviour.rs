@@ -104,6 +104,7 @@ on_both_engines!(
     api_keys_name_their_user_until_revoked,
     removing_a_user_or_tenant_removes_what_was_theirs,
     each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_rotations,
+    a_users_own_settings_for_a_shared_server_are_theirs_alone_and_sealed,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -1019,4 +1020,51 @@ async fn on_engine_query(place: &Place, sql: &str) -> u64 {
         .await
         .unwrap()
         .rows_affected())
+}
+
+async fn a_users_own_settings_for_a_shared_server_are_theirs_alone_and_sealed(place: Place) {
+    use switchboard_core::{NamedValue, UserServerSettings};
+    let (local, ana, bob, carol) = acme(&place).await;
+    let linear = http_server("linear", "https://linear.test/mcp");
+    carol.add_server(&linear).await.unwrap();
+    let mine = UserServerSettings {
+        values: vec![NamedValue::guess("Authorization", "Bearer anas-own-token")],
+        pinned: ["create_issue".to_owned()].into(),
+    };
+    ana.put_my_settings(&linear.id, &mine).await.unwrap();
+    assert_eq!(
+        ana.my_settings(&linear.id).await.unwrap(),
+        Some(mine.clone())
+    );
+    assert_eq!(bob.my_settings(&linear.id).await.unwrap(), None);
+    let seen_by_ana = ana.get_server(&linear.id).await.unwrap().unwrap();
+    let mut expected = linear.clone();
+    mine.apply(&mut expected).unwrap();
+    assert_eq!(seen_by_ana, expected);
+    assert_eq!(ana.list_servers().await.unwrap(), [expected]);
+    assert_eq!(
+        bob.get_server(&linear.id).await.unwrap(),
+        Some(linear.clone())
+    );
+    assert_eq!(
+        carol.get_server(&linear.id).await.unwrap(),
+        Some(linear.clone())
+    );
+    assert!(!place.raw().await.contains("anas-own-token"));
+
+    let own = http_server("notes", "https://notes.test/mcp");
+    ana.add_server(&own).await.unwrap();
+    for refused in [
+        ana.put_my_settings(&own.id, &mine).await,
+        local.put_my_settings(&linear.id, &mine).await,
+    ] {
+        assert!(
+            matches!(refused, Err(StoreError::Forbidden(_))),
+            "{refused:?}"
+        );
+    }
+    ana.put_my_settings(&linear.id, &UserServerSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(ana.get_server(&linear.id).await.unwrap(), Some(linear));
 }

@@ -691,3 +691,144 @@ async fn rotating_the_master_and_tenant_keys_keeps_every_secret_and_retires_the_
         "the new key opens everything"
     );
 }
+
+/// What `whoami` of server `id` answers in `key`'s workspace (the stdio fixture's
+/// `$FIXTURE_MARK` and directory), once the server is connected.
+async fn whoami(daemon: &Daemon, key: &str, id: &str) -> String {
+    let mut last = Value::Null;
+    for n in 0..200 {
+        let answer = daemon
+            .mcp(
+                Some(key),
+                json!({"jsonrpc": "2.0", "id": 100 + n, "method": "tools/call", "params": {
+                "name": format!("{id}__whoami"), "arguments": {},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .await;
+        if let Some(text) = answer["result"]["content"][0]["text"].as_str() {
+            return text.to_owned();
+        }
+        last = answer;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("whoami never answered: {last}");
+}
+
+/// Waits (up to 5 s: the server restarts with new settings) until `whoami` of `id` in `key`'s
+/// workspace starts with `mark`.
+async fn await_whoami(daemon: &Daemon, key: &str, id: &str, mark: &str) {
+    let mut said = String::new();
+    for _ in 0..100 {
+        said = whoami(daemon, key, id).await;
+        if said.starts_with(mark) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("whoami never said {mark}: {said}");
+}
+
+/// A shared server with each user's own settings over it: Ana's own environment value reaches
+/// the server process her workspace runs, Bob's workspace keeps the tenant's; her settings are
+/// hers to read and forget, and cannot be set on her own server, by the operator, or for a
+/// header the transport sets itself.
+#[tokio::test]
+async fn a_user_sets_their_own_credentials_for_a_shared_server_and_only_they_use_them() {
+    let http_upstream = transports::streamable_http(Era::Modern).await;
+    let daemon = Daemon::start().await;
+    let [ana, bob, carol, _] = people(&daemon).await;
+    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    let (status, body) = daemon
+        .send(
+            Some(&carol),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "tool", "command": fixture, "env": {"FIXTURE_MARK": "shared"}})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = daemon
+        .send(
+            Some(&carol),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "web", "url": http_upstream.url})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert!(whoami(&daemon, &ana, "tool").await.starts_with("shared"));
+
+    let (status, view) = daemon
+        .send(
+            Some(&ana),
+            "PUT",
+            "/api/servers/tool/my-settings",
+            Some(json!({"env": {"FIXTURE_MARK": "ana"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["values"][0]["value"], "ana");
+    await_whoami(&daemon, &ana, "tool", "ana").await;
+    assert!(
+        whoami(&daemon, &bob, "tool").await.starts_with("shared"),
+        "bob's has the tenant's"
+    );
+    let (_, bobs) = daemon
+        .send(Some(&bob), "GET", "/api/servers/tool/my-settings", None)
+        .await;
+    assert_eq!(bobs["values"], json!([]), "{bobs}");
+
+    // Where settings of one's own make no sense, or would break the transport.
+    let (status, _) = daemon
+        .send(
+            Some(&ana),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "own", "url": http_upstream.url})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    for (key, path, body, expected) in [
+        (
+            &ana,
+            "/api/servers/own/my-settings",
+            json!({"headers": {"X-A": "1"}}),
+            403,
+        ),
+        (
+            &ana,
+            "/api/servers/web/my-settings",
+            json!({"headers": {"Mcp-Session-Id": "x"}}),
+            403,
+        ),
+        (&ana, "/api/servers/nothing/my-settings", json!({}), 404),
+        (
+            &ana,
+            "/api/servers/web/my-settings",
+            json!({"colour": "red"}),
+            400,
+        ),
+    ] {
+        let (status, answer) = daemon.send(Some(key), "PUT", path, Some(body)).await;
+        assert_eq!(status, expected, "{path}: {answer}");
+    }
+    let (status, _) = daemon
+        .send(
+            Some(OPERATOR_KEY),
+            "PUT",
+            "/api/servers/nothing/my-settings",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        status, 403,
+        "the operator's workspace has no settings of its own"
+    );
+
+    let (status, _) = daemon
+        .send(Some(&ana), "DELETE", "/api/servers/tool/my-settings", None)
+        .await;
+    assert_eq!(status, 204);
+    await_whoami(&daemon, &ana, "tool", "shared").await;
+}
