@@ -187,13 +187,23 @@ struct OpenWorkspace {
     last_used: AtomicU64,
 }
 
+/// A user's place in the map of workspaces: the principal it opens for, and the workspace once
+/// open.
+struct Opening {
+    principal: Principal,
+    workspace: tokio::sync::OnceCell<Arc<OpenWorkspace>>,
+}
+
 /// Sends each request to its caller's workspace.
 pub(crate) struct Dispatcher {
     users: Arc<Users>,
     local: Router,
     local_shared: Arc<crate::mcp::Shared>,
     parts: RouterParts,
-    open: tokio::sync::Mutex<HashMap<(TenantId, UserId), Arc<OpenWorkspace>>>,
+    /// Each user's workspace, open or opening. The map is locked only to find or add a slot:
+    /// one user's workspace taking seconds to open (its servers connecting) holds up nobody
+    /// else's requests.
+    open: Mutex<HashMap<(TenantId, UserId), Arc<Opening>>>,
     keys: Mutex<HashMap<[u8; 32], LookedUp>>,
     /// Users the identity provider vouched for who are in the store already.
     recorded: Mutex<std::collections::HashSet<(TenantId, UserId)>>,
@@ -212,7 +222,7 @@ impl Dispatcher {
             local,
             local_shared,
             parts,
-            open: tokio::sync::Mutex::default(),
+            open: Mutex::default(),
             keys: Mutex::default(),
             recorded: Mutex::default(),
             started: Instant::now(),
@@ -357,19 +367,36 @@ impl Dispatcher {
             .clear();
     }
 
-    /// The open workspace of `principal`, opening it if needed.
+    /// The open workspace of `principal`, opening it if needed (its other requests meanwhile
+    /// wait for the same opening).
     async fn workspace(&self, principal: &Principal) -> Result<Arc<OpenWorkspace>, String> {
         let key = (principal.tenant.clone(), principal.user.clone());
-        let mut open = self.open.lock().await;
-        if let Some(workspace) = open.get(&key) {
-            if workspace.principal == *principal {
-                return Ok(workspace.clone());
+        let slot = {
+            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            match open.get(&key) {
+                Some(slot) if slot.principal == *principal => slot.clone(),
+                stale => {
+                    // New, or the user's role changed: their workspace opens (again) with it.
+                    if let Some(workspace) = stale.and_then(|slot| slot.workspace.get().cloned()) {
+                        tokio::spawn(close(workspace));
+                    }
+                    let slot = Arc::new(Opening {
+                        principal: principal.clone(),
+                        workspace: tokio::sync::OnceCell::new(),
+                    });
+                    open.insert(key, slot.clone());
+                    slot
+                }
             }
-            // The user's role changed: their workspace opens again with it.
-            if let Some(stale) = open.remove(&key) {
-                tokio::spawn(close(stale));
-            }
-        }
+        };
+        slot.workspace
+            .get_or_try_init(|| self.open_workspace(principal))
+            .await
+            .cloned()
+    }
+
+    /// Starts `principal`'s workspace.
+    async fn open_workspace(&self, principal: &Principal) -> Result<Arc<OpenWorkspace>, String> {
         let hub = self
             .users
             .hubs
@@ -388,7 +415,6 @@ impl Dispatcher {
             last_used: AtomicU64::new(self.now_ms()),
         });
         tracing::info!(user = %principal, "opened a workspace");
-        open.insert(key, workspace.clone());
         Ok(workspace)
     }
 
@@ -403,16 +429,21 @@ impl Dispatcher {
             let idle_ms = u64::try_from(self.users.idle.as_millis()).unwrap_or(u64::MAX);
             let now = self.now_ms();
             let closing: Vec<Arc<OpenWorkspace>> = {
-                let mut open = self.open.lock().await;
+                let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
                 let idle: Vec<_> = open
                     .iter()
-                    .filter(|(_, w)| {
-                        now.saturating_sub(w.last_used.load(Ordering::Relaxed)) >= idle_ms
-                            && w.shared.open_sessions() == 0
+                    .filter(|(_, slot)| {
+                        slot.workspace.get().is_some_and(|w| {
+                            now.saturating_sub(w.last_used.load(Ordering::Relaxed)) >= idle_ms
+                                && w.shared.open_sessions() == 0
+                        })
                     })
                     .map(|(key, _)| key.clone())
                     .collect();
-                idle.iter().filter_map(|key| open.remove(key)).collect()
+                idle.iter()
+                    .filter_map(|key| open.remove(key))
+                    .filter_map(|slot| slot.workspace.get().cloned())
+                    .collect()
             };
             for workspace in closing {
                 tracing::info!(user = %workspace.principal, "closing an idle workspace");
@@ -424,8 +455,13 @@ impl Dispatcher {
     /// Drains every open workspace (see [`crate::mcp::Shared::drain`]) and stops their hubs;
     /// returns how many requests had not finished.
     pub(crate) async fn drain(&self, deadline: Duration) -> usize {
-        let open: Vec<Arc<OpenWorkspace>> =
-            self.open.lock().await.drain().map(|(_, w)| w).collect();
+        let open: Vec<Arc<OpenWorkspace>> = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .filter_map(|(_, slot)| slot.workspace.get().cloned())
+            .collect();
         let drains = open.iter().map(|w| w.shared.drain(deadline));
         let unfinished = futures::future::join_all(drains).await.into_iter().sum();
         futures::future::join_all(open.into_iter().map(close)).await;

@@ -832,3 +832,47 @@ async fn a_user_sets_their_own_credentials_for_a_shared_server_and_only_they_use
     assert_eq!(status, 204);
     await_whoami(&daemon, &ana, "tool", "shared").await;
 }
+
+/// One user's workspace taking seconds to open (it waits for a shared server that accepts
+/// connections and never answers) holds up nobody else's requests.
+#[tokio::test]
+async fn a_workspace_slow_to_open_holds_up_no_other_users_requests() {
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", hanging.local_addr().unwrap());
+    let _held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hanging.accept().await {
+            held.push(socket);
+        }
+    });
+    let daemon = Daemon::start().await;
+    let [ana, _, carol, gus] = people(&daemon).await;
+    let (status, body) = daemon
+        .send(
+            Some(&carol),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "stuck", "url": url})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let anas_first = tokio::spawn({
+        let (http, url) = (daemon.http.clone(), daemon.url("/api/servers"));
+        async move {
+            http.get(url)
+                .bearer_auth(ana)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, _) = daemon.send(Some(&gus), "GET", "/api/servers", None).await;
+    assert_eq!(status, 200);
+    assert!(
+        !anas_first.is_finished(),
+        "gus is answered while ana's workspace is still opening"
+    );
+    assert_eq!(anas_first.await.unwrap(), 200);
+}
