@@ -324,8 +324,8 @@ async fn attempt(http: &reqwest::Client, port: u16, id: u64, message: &str) -> A
 /// turn and, when a replica does not answer it, to another (as a load balancer retrying on a
 /// failed upstream does). One replica is stopped (SIGTERM) and another killed (SIGKILL) mid-load:
 /// every call is answered once, with its own answer. The stopped replica finishes what it took
-/// (none of its calls breaks, none runs twice); a call the killed one had taken may have run
-/// there before its retry, and only such a call ran twice.
+/// (nothing it did not answer ran there); a call the killed one had taken may have run there
+/// before its retry, and only such a call ran twice.
 #[tokio::test]
 async fn replicas_stopped_or_killed_mid_load_lose_no_call_and_answer_none_twice() {
     const CALLS: usize = 300;
@@ -414,17 +414,17 @@ async fn replicas_stopped_or_killed_mid_load_lose_no_call_and_answer_none_twice(
             answer["result"]["content"][0]["text"], *message,
             "{message} got another call's answer: {answer}"
         );
-        assert!(
-            !broken_at.contains(&stopped),
-            "{message} broke at the replica that was stopped gracefully"
-        );
         let runs = echoes.get(message).copied().unwrap_or(0);
         assert!(runs >= 1, "{message} never reached the server");
+        // Only the killed replica can have run a call it did not answer. A request can meet a
+        // kept-alive connection the stopped replica is closing (HTTP/1.1 cannot rule that race
+        // out), but such a request was never read there: it runs once, where it is retried.
+        let broken_at_killed = broken_at.iter().filter(|port| **port == killed).count();
+        assert!(
+            runs <= 1 + broken_at_killed,
+            "{message} ran {runs} times, broken at {broken_at:?} (stopped: {stopped}, killed: {killed})"
+        );
         if runs > 1 {
-            assert!(
-                broken_at.contains(&killed),
-                "{message} ran {runs} times without having broken at the killed replica"
-            );
             ran_twice += 1;
         }
     }
