@@ -192,16 +192,16 @@ pub fn router(
     access: Access,
     stop: tokio_util::sync::CancellationToken,
 ) -> Router {
-    let parts = RouterParts::new(addr, stop, shared.tools_view());
+    let parts = RouterParts::new(callback_url(addr), stop, shared.tools_view());
     workspace_router(shared, Some(access), &parts)
 }
 
-/// What every workspace's router shares: where the daemon is served, when it stops, and the
-/// sign-ins and MCP Apps views that come back on routes without a credential (the OAuth
+/// What every workspace's router shares: the daemon's OAuth redirect URI, when it stops, and
+/// the sign-ins and MCP Apps views that come back on routes without a credential (the OAuth
 /// redirect, a view's frame), wherever they were started.
 #[derive(Clone)]
 pub(crate) struct RouterParts {
-    addr: SocketAddr,
+    callback_url: String,
     pub(crate) stop: tokio_util::sync::CancellationToken,
     pub(crate) tools_view: mcp::ToolsView,
     logins: Arc<oauth::PendingLogins>,
@@ -210,12 +210,12 @@ pub(crate) struct RouterParts {
 
 impl RouterParts {
     fn new(
-        addr: SocketAddr,
+        callback_url: String,
         stop: tokio_util::sync::CancellationToken,
         tools_view: mcp::ToolsView,
     ) -> Self {
         Self {
-            addr,
+            callback_url,
             stop,
             tools_view,
             logins: Arc::default(),
@@ -231,7 +231,7 @@ pub(crate) fn workspace_router(
     access: Option<Access>,
     parts: &RouterParts,
 ) -> Router {
-    let (addr, stop) = (parts.addr, parts.stop.clone());
+    let stop = parts.stop.clone();
     let hub = shared.hub().clone();
     let draining = shared.clone();
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
@@ -240,7 +240,7 @@ pub(crate) fn workspace_router(
     let mcp = mcp::http::service(&door, stop.clone());
     let state = AppState {
         hub,
-        callback_url: callback_url(addr),
+        callback_url: parts.callback_url.clone(),
         logins: parts.logins.clone(),
         stop,
         views: parts.views.clone(),
@@ -641,6 +641,7 @@ pub struct Gateway {
     listener: tokio::net::TcpListener,
     sessions: mcp::SessionLimits,
     tools_view: mcp::ToolsView,
+    public_url: Option<url::Url>,
 }
 
 impl Gateway {
@@ -653,7 +654,16 @@ impl Gateway {
             listener,
             sessions: mcp::SessionLimits::default(),
             tools_view: mcp::ToolsView::All,
+            public_url: None,
         })
+    }
+
+    /// Names the address browsers and authorization servers reach the daemon at (a load
+    /// balancer's, in front of several replicas): the OAuth redirect URI is made from it
+    /// instead of the listen address.
+    pub fn with_public_url(mut self, url: url::Url) -> Self {
+        self.public_url = Some(url);
+        self
     }
 
     /// Shows MCP clients `view` of the tools unless they ask for another (see
@@ -688,7 +698,15 @@ impl Gateway {
         let streams = stop.clone();
         let shared = mcp::Shared::with_options(hub, self.sessions, self.tools_view);
         let draining = shared.clone();
-        let parts = RouterParts::new(addr, stop.clone(), self.tools_view);
+        let callback = match &self.public_url {
+            Some(public) => format!(
+                "{}{}",
+                public.as_str().trim_end_matches('/'),
+                oauth::CALLBACK_PATH
+            ),
+            None => callback_url(addr),
+        };
+        let parts = RouterParts::new(callback, stop.clone(), self.tools_view);
         let (app, workspaces) = match access {
             Access::Users(users) => {
                 let dispatcher = workspaces::Dispatcher::new(users, shared, parts);

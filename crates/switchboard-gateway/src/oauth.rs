@@ -10,8 +10,12 @@
 //!   server's connection task follows the sign-in's progress in its state and connects.
 //! - `GET /oauth/client-metadata.json` → the client ID metadata document.
 //!
-//! Pending sign-ins live in memory for ten minutes; a daemon restart forgets them (the user
-//! starts again), and nothing about them is logged.
+//! A pending sign-in is kept in the store for ten minutes, sealed with the tenant's key and
+//! found by the SHA-256 of its `state`, so the redirect may reach any replica behind a load
+//! balancer (whose address `serve --public-url` names) and survives a restart; nothing about it
+//! is logged. The process that started it also keeps, in memory, the listener that shows its
+//! progress in the server's state; a sign-in completed elsewhere shows when the server's task
+//! next finds the tokens in the store.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,7 +27,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use switchboard_hub::{Hub, SignInError, begin_sign_in, server_auth_for};
-use switchboard_oauth::{AuthorizationCallback, PendingAuthorization, ServerAuth};
+use switchboard_oauth::AuthorizationCallback;
 
 use crate::{ApiError, AppState, api_error};
 
@@ -32,30 +36,26 @@ const PENDING_LIFETIME: Duration = Duration::from_secs(600);
 /// The callback path, relative to the daemon's address.
 pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
 
-/// Sign-ins waiting for their redirect, by `state`.
+/// Shows a sign-in's progress in its server's state (see [`Hub::sign_in_listener`]).
+type Listener = Arc<dyn Fn(switchboard_oauth::AuthEvent) + Send + Sync>;
+
+/// The listeners of the sign-ins this process started, by `state`, until their redirect comes
+/// back or they expire.
 #[derive(Default)]
 pub(crate) struct PendingLogins {
-    by_state: Mutex<HashMap<String, PendingLogin>>,
-}
-
-struct PendingLogin {
-    server: switchboard_core::ServerId,
-    auth: Arc<ServerAuth>,
-    pending: PendingAuthorization,
-    started: Instant,
+    by_state: Mutex<HashMap<String, (Listener, Instant)>>,
 }
 
 impl PendingLogins {
-    fn insert(&self, login: PendingLogin) {
+    fn insert(&self, state: &str, listener: Listener) {
         let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, l| l.started.elapsed() < PENDING_LIFETIME);
-        map.insert(login.pending.state.clone(), login);
+        map.retain(|_, (_, started)| started.elapsed() < PENDING_LIFETIME);
+        map.insert(state.to_owned(), (listener, Instant::now()));
     }
 
-    fn take(&self, state: &str) -> Option<PendingLogin> {
+    fn take(&self, state: &str) -> Option<Listener> {
         let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(state)
-            .filter(|l| l.started.elapsed() < PENDING_LIFETIME)
+        map.remove(state).map(|(listener, _)| listener)
     }
 }
 
@@ -91,7 +91,11 @@ pub(crate) async fn start_login(
         Ok(found) => found,
         Err(error) => return sign_in_problem(error).into_response(),
     };
-    let auth = Arc::new(auth.with_listener(hub.sign_in_listener(&id)));
+    let listener: Listener = Arc::new(hub.sign_in_listener(&id));
+    let auth = {
+        let listener = listener.clone();
+        auth.with_listener(move |event| listener(event))
+    };
     let more: Vec<String> = query
         .scope
         .as_deref()
@@ -103,13 +107,15 @@ pub(crate) async fn start_login(
         Ok(pending) => pending,
         Err(error) => return sign_in_problem(error).into_response(),
     };
+    if let Err(error) = hub
+        .store()
+        .put_pending_sign_in(&id, &pending, PENDING_LIFETIME)
+        .await
+    {
+        return sign_in_problem(SignInError::Store(error)).into_response();
+    }
+    app.logins.insert(&pending.state, listener);
     let url = pending.authorization_url.to_string();
-    app.logins.insert(PendingLogin {
-        server: id,
-        auth,
-        pending,
-        started: Instant::now(),
-    });
     Json(json!({
         "authorization_url": url,
         "expires_in": PENDING_LIFETIME.as_secs(),
@@ -138,15 +144,46 @@ pub(crate) async fn callback(
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
     let callback = AuthorizationCallback::from_query_pairs(query);
-    let Some(login) = callback.state.as_deref().and_then(|s| app.logins.take(s)) else {
-        return callback_page(
+    let unknown = || {
+        callback_page(
             StatusCode::BAD_REQUEST,
             "This sign-in link is unknown or has expired. Start the sign-in again.",
-        );
+        )
     };
-    let id = login.server.clone();
-    match login.auth.complete_sign_in(&login.pending, &callback).await {
-        // The server's task sees the new tokens (through the sign-in listener) and connects.
+    let Some(state) = callback.state.as_deref() else {
+        return unknown();
+    };
+    let listener = app.logins.take(state);
+    let store = app.hub.store();
+    let login = match store.take_pending_sign_in(state).await {
+        Ok(Some(login)) => login,
+        Ok(None) => return unknown(),
+        Err(error) => {
+            tracing::warn!(%error, "reading a pending sign-in from the store failed");
+            return callback_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The sign-in cannot be completed right now: the store did not answer. Start the sign-in again.",
+            );
+        }
+    };
+    let id = login.server;
+    let store = store.for_workspace(login.workspace);
+    let auth = match server_auth_for(&store, &id, app.hub.oauth()).await {
+        Ok((_, auth)) => auth,
+        Err(error) => {
+            return callback_page(
+                StatusCode::BAD_REQUEST,
+                &format!("Signing in to '{id}' failed: {error}"),
+            );
+        }
+    };
+    let auth = match listener {
+        Some(listener) => auth.with_listener(move |event| listener(event)),
+        None => auth,
+    };
+    match auth.complete_sign_in(&login.authorization, &callback).await {
+        // The server's task sees the new tokens (through the sign-in listener here, or in the
+        // store on another replica) and connects.
         Ok(()) => callback_page(
             StatusCode::OK,
             &format!("Signed in to '{id}'. You can close this tab."),

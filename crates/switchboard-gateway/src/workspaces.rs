@@ -180,7 +180,6 @@ type LookedUp = (Option<Principal>, Instant);
 
 /// A user's workspace, open.
 struct OpenWorkspace {
-    principal: Principal,
     router: Router,
     shared: Arc<crate::mcp::Shared>,
     /// Milliseconds since the dispatcher started, at the last request.
@@ -409,7 +408,6 @@ impl Dispatcher {
         );
         let router = workspace_router(shared.clone(), None, &self.parts);
         let workspace = Arc::new(OpenWorkspace {
-            principal: principal.clone(),
             router,
             shared,
             last_used: AtomicU64::new(self.now_ms()),
@@ -428,7 +426,7 @@ impl Dispatcher {
             }
             let idle_ms = u64::try_from(self.users.idle.as_millis()).unwrap_or(u64::MAX);
             let now = self.now_ms();
-            let closing: Vec<Arc<OpenWorkspace>> = {
+            let closing: Vec<(Principal, Arc<OpenWorkspace>)> = {
                 let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
                 let idle: Vec<_> = open
                     .iter()
@@ -442,11 +440,14 @@ impl Dispatcher {
                     .collect();
                 idle.iter()
                     .filter_map(|key| open.remove(key))
-                    .filter_map(|slot| slot.workspace.get().cloned())
+                    .filter_map(|slot| {
+                        let workspace = slot.workspace.get().cloned()?;
+                        Some((slot.principal.clone(), workspace))
+                    })
                     .collect()
             };
-            for workspace in closing {
-                tracing::info!(user = %workspace.principal, "closing an idle workspace");
+            for (principal, workspace) in closing {
+                tracing::info!(user = %principal, "closing an idle workspace");
                 close(workspace).await;
             }
         }

@@ -96,7 +96,7 @@ impl ConversationLayers {
 }
 
 impl Hub {
-    /// Reads the stored layers (done by [`Hub::start_all`], and by [`Hub::follow_store`] when
+    /// Reads the stored layers (done by [`Hub::start_all`], and by [`Hub::follow`] when
     /// another process changed them), announcing each layer that changed.
     pub async fn load_activations(&self) -> Result<(), switchboard_store::StoreError> {
         let _one_at_a_time = self.activations.changing.lock().await;

@@ -327,18 +327,11 @@ impl Hub {
     }
 
     /// Keeps the running servers and the activation layers in step with the store (see
-    /// [`StoreFollower`]), checking every `every` until `stop`. Returns at once; the work runs in
-    /// tasks of their own.
-    pub fn follow_store(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
-        let follower = StoreFollower::start(self.store.clone(), every, stop);
-        self.follow(follower.subscribe());
-    }
-
-    /// Keeps the running servers and the activation layers in step with the store whenever
-    /// `changes` moves: a server added or enabled there (by `switchboard server add` in another
+    /// [`StoreFollower`]) whenever `changes` moves: a server added or enabled there (by `switchboard server add` in another
     /// process, or another replica) is started, one whose definition changed is restarted, one
-    /// removed or disabled is stopped, and changed layers are read again. Ends when the
-    /// follower does, or when the hub is dropped.
+    /// removed or disabled is stopped, and changed layers are read again. A read that fails is
+    /// tried again at the follower's next reading, moved or not. Ends when the follower does, or
+    /// when the hub is dropped.
     pub fn follow(self: &Arc<Self>, mut changes: watch::Receiver<Option<StoreFingerprint>>) {
         let hub = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -373,7 +366,7 @@ impl Hub {
 
     /// Starts, restarts and stops servers so that the running ones are the store's enabled
     /// ones, each with its stored definition, announcing each change as
-    /// [`HubEvent::ServerConfigured`]. [`Hub::follow_store`] does this when the store changes;
+    /// [`HubEvent::ServerConfigured`]. [`Hub::follow`] does this when the store changes;
     /// a writer that wants the effect at once calls it itself.
     pub async fn sync_with_store(self: &Arc<Self>) -> Result<(), switchboard_store::StoreError> {
         let _one_at_a_time = self.syncing.lock().await;
@@ -793,8 +786,9 @@ pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 /// Watches the store for changes made by other processes (the CLI, other replicas), once per
 /// process however many hubs follow it: it reads the store's fingerprint every `every`, and at
-/// once when the store announces a write (PostgreSQL's `LISTEN`), and publishes it whenever it
-/// moved. Each following hub then reads what concerns it.
+/// once when the store announces a write (PostgreSQL's `LISTEN`), and publishes every reading.
+/// Each following hub compares it with what it last read and reads what concerns it when it
+/// moved, or when its last read failed.
 #[derive(Clone)]
 pub struct StoreFollower {
     fingerprint: watch::Sender<Option<StoreFingerprint>>,
@@ -832,12 +826,10 @@ impl StoreFollower {
                     }
                 }
                 match store.fingerprint().await {
+                    // Every reading wakes the hubs, moved or not: one whose last read failed
+                    // tries again; the others compare and go back to sleep.
                     Ok(now) => {
-                        fingerprint.send_if_modified(|seen| {
-                            let moved = *seen != Some(now);
-                            *seen = Some(now);
-                            moved
-                        });
+                        fingerprint.send_replace(Some(now));
                     }
                     Err(error) => tracing::warn!(%error, "reading the store failed"),
                 }
@@ -846,7 +838,7 @@ impl StoreFollower {
         follower
     }
 
-    /// The store's fingerprint, each time it moves (`None` until first read).
+    /// The store's fingerprint, at each reading (`None` until the first).
     pub fn subscribe(&self) -> watch::Receiver<Option<StoreFingerprint>> {
         self.fingerprint.subscribe()
     }

@@ -74,7 +74,9 @@ pub trait Authorizer: Send + Sync {
 }
 
 /// An authorization request in flight: everything needed to check and redeem its answer. It
-/// holds the PKCE verifier, so it stays in memory and is never logged.
+/// holds the PKCE verifier, so it is never logged, and is only written down sealed (a daemon
+/// keeps it in its store, so that any replica can take the redirect).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct PendingAuthorization {
     /// Where to send the user agent.
     pub authorization_url: Url,

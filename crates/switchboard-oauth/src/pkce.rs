@@ -13,7 +13,7 @@ pub fn random_token() -> String {
 }
 
 /// A PKCE verifier and its S256 challenge.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Pkce {
     /// The secret verifier, sent only to the token endpoint.
     pub verifier: String,

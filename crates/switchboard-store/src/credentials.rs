@@ -7,8 +7,10 @@
 //! it is used.
 
 use futures::future::BoxFuture;
+use switchboard_core::{Principal, ServerId, Workspace};
 use switchboard_oauth::{
-    ClientRegistration, CredentialStore, GrantKey, GrantLease, OAuthError, StoredGrant,
+    ClientRegistration, CredentialStore, GrantKey, GrantLease, OAuthError, PendingAuthorization,
+    StoredGrant,
 };
 
 use crate::db::{Db, on_db};
@@ -27,11 +29,121 @@ pub(crate) fn client_context(issuer: &str) -> String {
     format!("oauth-client:{issuer}")
 }
 
+fn pending_context(state_digest: &str) -> String {
+    format!("oauth-pending:{state_digest}")
+}
+
+/// A sign-in that was waiting for its redirect, taken from the store by its `state`.
+#[derive(Debug)]
+pub struct PendingSignIn {
+    /// The workspace it was started in (its user as they are now).
+    pub workspace: Workspace,
+    /// The server it signs in to.
+    pub server: ServerId,
+    /// The authorization request, to check and redeem the redirect with.
+    pub authorization: PendingAuthorization,
+}
+
 fn store_error(error: impl std::fmt::Display) -> OAuthError {
     OAuthError::Store(error.to_string())
 }
 
 impl Store {
+    /// Keeps `authorization`, started in this workspace for `server`, until its redirect comes
+    /// back (to any process on this store) or `lifetime` passes. Expired ones are dropped.
+    pub async fn put_pending_sign_in(
+        &self,
+        server: &ServerId,
+        authorization: &PendingAuthorization,
+        lifetime: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        on_db!(&self.db, pool => sqlx::query("DELETE FROM pending_sign_ins WHERE expires_at_ms < $1")
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected()))?;
+        let state_digest = crate::tenancy::digest(&authorization.state);
+        let plain = serde_json::to_string(authorization).map_err(|e| StoreError::Corrupt {
+            server: server.to_string(),
+            detail: e.to_string(),
+        })?;
+        let tenant = self.workspace.tenant();
+        let sealed = self
+            .seal_for(&tenant, &pending_context(&state_digest), &plain)
+            .await?;
+        let expires = now.saturating_add(i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX));
+        on_db!(&self.db, pool => sqlx::query(
+            "INSERT INTO pending_sign_ins
+                 (state_digest, tenant, user_id, server_id, sealed_json, expires_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&state_digest)
+        .bind(tenant.as_str())
+        .bind(self.workspace.user().map(|user| user.as_str().to_owned()))
+        .bind(server.as_str())
+        .bind(&sealed)
+        .bind(expires)
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
+        Ok(())
+    }
+
+    /// Takes the sign-in whose request carried `state`, whichever workspace started it: once
+    /// (a second redirect with the same `state` finds nothing), and only before it expires and
+    /// while its user still exists.
+    pub async fn take_pending_sign_in(
+        &self,
+        state: &str,
+    ) -> Result<Option<PendingSignIn>, StoreError> {
+        let state_digest = crate::tenancy::digest(state);
+        let row: Option<(String, Option<String>, String, String, i64)> = on_db!(&self.db, pool => sqlx::query_as(
+            "DELETE FROM pending_sign_ins WHERE state_digest = $1
+             RETURNING tenant, user_id, server_id, sealed_json, expires_at_ms",
+        )
+        .bind(&state_digest)
+        .fetch_optional(pool)
+        .await)?;
+        let Some((tenant, user, server, sealed, expires)) = row else {
+            return Ok(None);
+        };
+        if expires < now_ms() {
+            return Ok(None);
+        }
+        let corrupt = |detail: String| StoreError::Corrupt {
+            server: server.clone(),
+            detail,
+        };
+        let tenant = switchboard_core::TenantId::new(tenant).map_err(|e| corrupt(e.to_string()))?;
+        let workspace = match user {
+            None => Workspace::Local,
+            Some(user) => {
+                let user =
+                    switchboard_core::UserId::new(user).map_err(|e| corrupt(e.to_string()))?;
+                let Some(record) = self.user(&tenant, &user).await? else {
+                    return Ok(None);
+                };
+                Workspace::User(Principal {
+                    tenant: record.tenant,
+                    user: record.id,
+                    role: record.role,
+                })
+            }
+        };
+        let plain = self
+            .unseal_for(&tenant, &pending_context(&state_digest), &sealed)
+            .await?;
+        let authorization =
+            serde_json::from_str(&plain).map_err(|e| corrupt(format!("a stored sign-in: {e}")))?;
+        let server = ServerId::new(server.clone()).map_err(|e| corrupt(e.to_string()))?;
+        Ok(Some(PendingSignIn {
+            workspace,
+            server,
+            authorization,
+        }))
+    }
+
     /// The grant stored for `key`, opened.
     pub async fn oauth_grant(&self, key: &GrantKey) -> Result<Option<StoredGrant>, StoreError> {
         let sealed: Option<String> = on_db!(&self.db, pool => sqlx::query_scalar(

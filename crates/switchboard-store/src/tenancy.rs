@@ -46,7 +46,8 @@ pub struct ApiKeyRecord {
     pub created_at_ms: i64,
 }
 
-fn digest(key: &str) -> String {
+/// SHA-256 of `key`, in hex: how keys and other bearer secrets are found without being kept.
+pub(crate) fn digest(key: &str) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(key.as_bytes())
         .iter()

@@ -105,6 +105,7 @@ on_both_engines!(
     removing_a_user_or_tenant_removes_what_was_theirs,
     each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_rotations,
     a_users_own_settings_for_a_shared_server_are_theirs_alone_and_sealed,
+    a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it_lives,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -1067,4 +1068,144 @@ async fn a_users_own_settings_for_a_shared_server_are_theirs_alone_and_sealed(pl
         .await
         .unwrap();
     assert_eq!(ana.get_server(&linear.id).await.unwrap(), Some(linear));
+}
+
+/// An authorization request as the admin API starts one (PKCE verifier, client, discovery).
+fn authorization_request() -> switchboard_oauth::PendingAuthorization {
+    use switchboard_oauth::metadata::{AuthorizationServerMetadata, Discovery, MetadataSource};
+    let discovery = Discovery {
+        resource: "https://linear.test/mcp".into(),
+        resource_metadata: None,
+        server: AuthorizationServerMetadata {
+            issuer: "https://auth.linear.test".into(),
+            authorization_endpoint: Some("https://auth.linear.test/authorize".into()),
+            token_endpoint: Some("https://auth.linear.test/token".into()),
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            ..Default::default()
+        },
+        source: MetadataSource::Discovered,
+    };
+    let client = switchboard_oauth::ClientRegistration {
+        issuer: "https://auth.linear.test".into(),
+        client_id: "registered-client".into(),
+        client_secret: None,
+        auth_method: switchboard_oauth::TokenAuthMethod::None,
+        kind: switchboard_oauth::registration::RegistrationKind::Dynamic,
+        redirect_uris: vec![],
+    };
+    switchboard_oauth::flow::start(
+        &switchboard_oauth::OAuthHttp::new(switchboard_oauth::NetworkPolicy::default()),
+        discovery,
+        client,
+        "https://switchboard.test/oauth/callback",
+        Some("read".into()),
+    )
+    .unwrap()
+}
+
+async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it_lives(
+    place: Place,
+) {
+    use std::time::Duration;
+    use switchboard_core::{Role, UserId, Workspace};
+    let (local, ana, _bob, carol) = acme(&place).await;
+    carol
+        .add_server(&http_server("linear", "https://linear.test/mcp"))
+        .await
+        .unwrap();
+    let linear = ServerId::new("linear").unwrap();
+
+    // Started in ana's workspace; the redirect reaches another process on the same store.
+    let request = authorization_request();
+    ana.put_pending_sign_in(&linear, &request, Duration::from_secs(600))
+        .await
+        .unwrap();
+    let raw = place.raw().await;
+    let verifier = serde_json::to_value(&request).unwrap()["pkce"]["verifier"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!raw.contains(&verifier), "the PKCE verifier is sealed");
+    assert!(
+        !raw.contains(&request.state),
+        "the state is kept as a digest"
+    );
+    let elsewhere = place.open().await;
+    let taken = elsewhere
+        .take_pending_sign_in(&request.state)
+        .await
+        .unwrap()
+        .expect("found by its state");
+    assert_eq!(taken.server, linear);
+    assert_eq!(taken.workspace, principal("acme", "ana", Role::Member));
+    assert_eq!(
+        serde_json::to_value(&taken.authorization).unwrap(),
+        serde_json::to_value(&request).unwrap(),
+        "the whole request comes back"
+    );
+    assert!(
+        elsewhere
+            .take_pending_sign_in(&request.state)
+            .await
+            .unwrap()
+            .is_none(),
+        "taken once"
+    );
+    assert!(
+        local
+            .take_pending_sign_in("forged")
+            .await
+            .unwrap()
+            .is_none(),
+        "an unknown state finds nothing"
+    );
+
+    // The local workspace's sign-ins come back to it.
+    let request = authorization_request();
+    local
+        .add_server(&http_server("linear", "https://linear.test/mcp"))
+        .await
+        .unwrap();
+    local
+        .put_pending_sign_in(&linear, &request, Duration::from_secs(600))
+        .await
+        .unwrap();
+    let taken = local.take_pending_sign_in(&request.state).await.unwrap();
+    assert_eq!(taken.map(|t| t.workspace), Some(Workspace::Local));
+
+    // An expired one is not taken.
+    let request = authorization_request();
+    ana.put_pending_sign_in(&linear, &request, Duration::ZERO)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(
+        local
+            .take_pending_sign_in(&request.state)
+            .await
+            .unwrap()
+            .is_none(),
+        "expired"
+    );
+
+    // Nor one whose user was removed meanwhile.
+    let request = authorization_request();
+    ana.put_pending_sign_in(&linear, &request, Duration::from_secs(600))
+        .await
+        .unwrap();
+    local
+        .remove_user(
+            &switchboard_core::TenantId::new("acme").unwrap(),
+            &UserId::new("ana").unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        local
+            .take_pending_sign_in(&request.state)
+            .await
+            .unwrap()
+            .is_none(),
+        "the user is gone"
+    );
 }

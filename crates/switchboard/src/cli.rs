@@ -209,6 +209,12 @@ pub struct ServeArgs {
     /// metadata documents then know Switchboard by this URL instead of a dynamic registration.
     #[arg(long, env = "SWITCHBOARD_CLIENT_METADATA_URL")]
     pub client_metadata_url: Option<url::Url>,
+    /// The URL browsers reach this daemon at, when it is not the listen address: a load
+    /// balancer's in front of several replicas, or a reverse proxy's. Sign-ins started through
+    /// the admin API redirect to `<URL>/oauth/callback`, which any replica on the same store
+    /// completes.
+    #[arg(long, value_name = "URL", env = "SWITCHBOARD_PUBLIC_URL")]
+    pub public_url: Option<url::Url>,
     /// Seconds below which the first reconnect after a failure happens (full jitter); each
     /// further failure doubles it, up to --reconnect-max.
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = seconds, env = "SWITCHBOARD_RECONNECT_INITIAL")]

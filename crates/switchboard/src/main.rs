@@ -314,6 +314,15 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
         }
         oauth.identity.metadata_document_url = Some(url);
     }
+    if let Some(url) = &args.public_url
+        && (!matches!(url.scheme(), "http" | "https")
+            || url.query().is_some()
+            || url.fragment().is_some())
+    {
+        bail!(
+            "--public-url must be an http(s) URL without a query, e.g. https://switchboard.example.com"
+        );
+    }
     let options = ConnectOptions {
         supervision,
         ..relaying_options()
@@ -349,13 +358,16 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     if let Some(encoder) = encoder {
         hub.enable_semantic_search(encoder);
     }
-    let gateway = switchboard_gateway::Gateway::bind(listen)
+    let mut gateway = switchboard_gateway::Gateway::bind(listen)
         .await?
         .with_session_limits(switchboard_gateway::mcp::SessionLimits {
             max: args.max_sessions as usize,
             idle: args.session_idle,
         })
         .with_tools_view(args.tools.tools);
+    if let Some(url) = args.public_url {
+        gateway = gateway.with_public_url(url);
+    }
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");

@@ -433,3 +433,203 @@ async fn replicas_stopped_or_killed_mid_load_lose_no_call_and_answer_none_twice(
     assert!(echoes.values().all(|runs| *runs <= 2), "{echoes:?}");
     eprintln!("calls run twice (taken by the killed replica, then retried): {ran_twice}");
 }
+
+/// `method path` on the replica on `port` as the holder of `key`; the status and JSON answer.
+async fn as_user(
+    port: u16,
+    key: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("http://127.0.0.1:{port}{path}"))
+        .bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Waits (up to 10 s) until `key`'s workspace on the replica on `port` shows `server` in
+/// `state`.
+async fn await_users_state(port: u16, key: &str, server: &str, state: &str) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let (_, view) = as_user(
+            port,
+            key,
+            reqwest::Method::GET,
+            &format!("/api/servers/{server}"),
+            None,
+        )
+        .await;
+        if view["status"]["state"] == state {
+            return view;
+        }
+        last = view;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{server} never reached {state} on the replica on {port}: {last}");
+}
+
+#[tokio::test]
+async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_another() {
+    let upstream = switchboard_fixtures::oauth::protected(Era::Modern).await;
+    let store = TestPostgres::shared().database();
+    let key = "c3dpdGNoYm9hcmQtcmVwbGljYS10ZXN0LWtleS0zMmI="; // 32 bytes, base64
+    // Two replicas behind one public address; the load balancer sends the redirect to the
+    // second (its port stands for the balancer's address here).
+    let ports = [common::free_port(), common::free_port()];
+    let public = format!("http://127.0.0.1:{}", ports[1]);
+    let mut dirs = Vec::new();
+    let mut daemons = Vec::new();
+    for port in ports {
+        let dir = tempfile::tempdir().unwrap();
+        write_key(dir.path(), key);
+        let listen = format!("127.0.0.1:{port}");
+        let daemon = command(
+            dir.path(),
+            &[
+                "--store",
+                &store,
+                "serve",
+                "--users",
+                "--listen",
+                &listen,
+                "--public-url",
+                &public,
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        daemons.push(daemon);
+        dirs.push(dir);
+    }
+    for port in ports {
+        await_health(port).await;
+    }
+    let cli = |args: &'static [&'static str]| {
+        let mut all = vec!["--store", store.as_str()];
+        all.extend_from_slice(args);
+        let dir = dirs[0].path().to_owned();
+        async move {
+            let output = command(&dir, &all).output().await.unwrap();
+            assert!(
+                output.status.success(),
+                "switchboard {all:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8(output.stdout).unwrap().trim().to_owned()
+        }
+    };
+    cli(&["tenant", "add", "acme"]).await;
+    cli(&["user", "add", "acme/ana"]).await;
+    cli(&["user", "add", "acme/bob"]).await;
+    cli(&["user", "add", "acme/carol", "--admin"]).await;
+    let ana = cli(&["user", "key", "acme/ana"]).await;
+    let bob = cli(&["user", "key", "acme/bob"]).await;
+    let carol = cli(&["user", "key", "acme/carol"]).await;
+    let [first, second] = ports;
+
+    // The tenant's admin shares the OAuth-protected server; nobody has signed in to it.
+    let (status, body) = as_user(
+        first,
+        &carol,
+        reqwest::Method::POST,
+        "/api/servers",
+        Some(serde_json::json!({"id": "linear", "url": upstream.url})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    await_users_state(first, &ana, "linear", "needs-auth").await;
+
+    // Ana starts her sign-in through the first replica; the authorization server sends her
+    // browser back to the public address, where the second replica completes it.
+    let (status, started) = as_user(
+        first,
+        &ana,
+        reqwest::Method::POST,
+        "/api/servers/linear/login",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    let url = url::Url::parse(started["authorization_url"].as_str().unwrap()).unwrap();
+    let redirect_uri = url
+        .query_pairs()
+        .find(|(name, _)| name == "redirect_uri")
+        .map(|(_, value)| value.into_owned());
+    assert_eq!(
+        redirect_uri.as_deref(),
+        Some(format!("{public}/oauth/callback").as_str())
+    );
+    let landed = reqwest::get(url).await.unwrap();
+    assert_eq!(
+        landed.url().port(),
+        Some(second),
+        "the redirect went to the second replica"
+    );
+    assert_eq!(landed.status(), reqwest::StatusCode::OK);
+    assert!(
+        landed
+            .text()
+            .await
+            .unwrap()
+            .contains("Signed in to 'linear'")
+    );
+    assert_eq!(
+        upstream
+            .auth
+            .code_exchanges
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+
+    // Her workspace on the first replica finds her tokens and connects, and on the second too;
+    // her calls work through either.
+    for port in ports {
+        await_users_state(port, &ana, "linear", "connected").await;
+        let (status, answer) = as_user(
+            port,
+            &ana,
+            reqwest::Method::POST,
+            "/api/servers/linear/tools/echo/call",
+            Some(serde_json::json!({"arguments": {"message": "from ana"}})),
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["content"][0]["text"], "from ana", "{answer}");
+    }
+    // Bob uses the same shared server, and has not signed in: her tokens are not his.
+    let bobs = await_users_state(first, &bob, "linear", "needs-auth").await;
+    assert!(bobs["status"]["error"].as_str().is_some(), "{bobs}");
+
+    // The redirect is taken once: replaying it on either replica finds nothing.
+    let replay = reqwest::get(format!(
+        "{public}/oauth/callback?code=again&state={}",
+        started["authorization_url"]
+            .as_str()
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u
+                .query_pairs()
+                .find(|(name, _)| name == "state")
+                .map(|(_, v)| v.into_owned()))
+            .unwrap()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(replay.status(), reqwest::StatusCode::BAD_REQUEST);
+    assert_eq!(
+        upstream
+            .auth
+            .code_exchanges
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "no second token request"
+    );
+}
