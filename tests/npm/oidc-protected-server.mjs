@@ -1,7 +1,7 @@
 // A real authorization server and an MCP server it protects, for
 // crates/switchboard/tests/real_authorization_server.rs:
 //
-//   node oidc-protected-server.mjs [--access-token-ttl <seconds>]
+//   node oidc-protected-server.mjs [--access-token-ttl <seconds>] [--switchboard-audience <uri>]
 //
 // The authorization server is oidc-provider (OpenID Certified), configured as an MCP server's
 // authorization server is in the field: open dynamic client registration (RFC 7591), PKCE S256
@@ -9,7 +9,11 @@
 // the whole grant when a retired one is presented (its defaults for public clients), resource
 // indicators (RFC 8707) binding each access token to the MCP server as its audience, token
 // revocation (RFC 7009), and a login and consent page a person fills in (user `ada`, password
-// `lovelace`; the consent page has Allow and Deny).
+// `lovelace`, or `grace`, password `hopper`; the consent page has Allow and Deny).
+//
+// With --switchboard-audience it is also a team's identity provider for Switchboard itself:
+// access tokens for that resource (scope `switchboard`) are JWTs naming the person (`sub`),
+// their tenant (`tenant`: acme) and their roles (`roles`: ada is a `switchboard-admin`).
 //
 // The MCP server (official TypeScript SDK, stateless Streamable HTTP) publishes its protected
 // resource metadata (RFC 9728), checks each bearer token's signature against the authorization
@@ -30,7 +34,12 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprot
 
 const ttlFlag = process.argv.indexOf("--access-token-ttl");
 const ACCESS_TOKEN_TTL = Number(ttlFlag > 0 ? process.argv[ttlFlag + 1] : 3600);
-const USER = { login: "ada", password: "lovelace" };
+const sbFlag = process.argv.indexOf("--switchboard-audience");
+const SWITCHBOARD_AUDIENCE = sbFlag > 0 ? process.argv[sbFlag + 1] : null;
+const USERS = {
+  ada: { password: "lovelace", tenant: "acme", roles: ["switchboard-admin"] },
+  grace: { password: "hopper", tenant: "acme", roles: ["engineering"] },
+};
 const READ = "mcp:read";
 const ADMIN = "mcp:admin";
 
@@ -66,6 +75,15 @@ const provider = new Provider(ISSUER, {
       defaultResource: async (_ctx, _client, oneOf) => oneOf,
       useGrantedResource: async () => true,
       getResourceServerInfo: async (_ctx, resource) => {
+        if (SWITCHBOARD_AUDIENCE && resource === SWITCHBOARD_AUDIENCE) {
+          return {
+            scope: "switchboard",
+            audience: SWITCHBOARD_AUDIENCE,
+            accessTokenTTL: ACCESS_TOKEN_TTL,
+            accessTokenFormat: "jwt",
+            jwt: { sign: { alg: "RS256" } },
+          };
+        }
         if (resource !== MCP_URL) throw new errors.InvalidTarget(`unknown resource ${resource}`);
         return {
           scope: `${READ} ${ADMIN}`,
@@ -78,6 +96,13 @@ const provider = new Provider(ISSUER, {
     },
   },
   interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+  // Who the person is, in the tokens Switchboard takes from its team's provider.
+  extraTokenClaims: async (_ctx, token) => {
+    const user = USERS[token.accountId];
+    const audience = token.resourceServer?.audience ?? token.aud;
+    if (!SWITCHBOARD_AUDIENCE || audience !== SWITCHBOARD_AUDIENCE || !user) return undefined;
+    return { tenant: user.tenant, roles: user.roles };
+  },
 });
 provider.on("registration_create.success", (_ctx, client) =>
   events.push({ event: "registered", client: client.clientId, redirectUris: client.redirectUris }));
@@ -128,13 +153,14 @@ async function interaction(req, res) {
   const submitted = await form(req);
   let result;
   if (prompt.name === "login") {
-    if (submitted.get("login") !== USER.login || submitted.get("password") !== USER.password) {
+    const user = USERS[submitted.get("login")];
+    if (!user || submitted.get("password") !== user.password) {
       res.statusCode = 401;
       res.setHeader("content-type", "text/html; charset=utf-8");
       res.end(page("Wrong user or password", `<a href="${action}">Try again</a>`));
       return;
     }
-    result = { login: { accountId: USER.login } };
+    result = { login: { accountId: submitted.get("login") } };
   } else if (submitted.get("action") !== "allow") {
     result = { error: "access_denied", error_description: "The user denied the request" };
   } else {

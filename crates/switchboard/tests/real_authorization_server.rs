@@ -5,6 +5,10 @@
 //! (`tests/npm/oidc-protected-server.mjs`), and headless Chromium filling in its login and
 //! consent pages (`tests/npm/browser-sign-in.mjs`, playwright-core with Debian's chromium).
 //!
+//! The same provider also acts as a team's identity provider for a `serve --users` daemon: people
+//! sign in to an AI app in Chromium (`tests/npm/idp-sign-in.mjs`), and the app's access tokens
+//! for Switchboard are their credentials there.
+//!
 //! Our own mock authorization server (`oauth_end_to_end.rs`) redirects at once; this holds the
 //! same flows to software nobody here wrote, and checks them against what the authorization
 //! server itself records, not only against what Switchboard says.
@@ -33,10 +37,16 @@ struct RealAuthorizationServer {
 impl RealAuthorizationServer {
     /// Starts both, with access tokens that last `access_token_ttl` seconds.
     async fn start(access_token_ttl: u64) -> Self {
+        Self::start_with(access_token_ttl, &[]).await
+    }
+
+    /// [`Self::start`] with more options of `oidc-protected-server.mjs`.
+    async fn start_with(access_token_ttl: u64, options: &[&str]) -> Self {
         let script = npm_dir().join("oidc-protected-server.mjs");
         let mut child = tokio::process::Command::new("node")
             .arg(&script)
             .args(["--access-token-ttl", &access_token_ttl.to_string()])
+            .args(options)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -117,6 +127,31 @@ async fn person_signs_in(url: &str, decision: &str) -> BrowserVisit {
         final_url: seen["finalUrl"].as_str().unwrap().to_owned(),
         final_text: seen["finalText"].as_str().unwrap().to_owned(),
     }
+}
+
+/// A person signs in to an AI app at their team's identity provider (`login`, `password`) in
+/// Chromium; the app's access token for Switchboard (`audience`).
+async fn token_from_identity_provider(
+    issuer: &str,
+    audience: &str,
+    login: &str,
+    password: &str,
+) -> String {
+    let output = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new("node")
+            .arg(npm_dir().join("idp-sign-in.mjs"))
+            .args([issuer, audience, login, password])
+            .env("CHROMIUM", common::chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the sign-in finishes within 90 s")
+    .unwrap();
+    assert!(output.status.success(), "the sign-in: {}", text(&output));
+    let printed: Value = serde_json::from_slice(&output.stdout).expect("the app prints JSON");
+    printed["accessToken"].as_str().unwrap().to_owned()
 }
 
 /// The query parameter `name` of `url`.
@@ -445,4 +480,121 @@ async fn a_person_signs_in_and_out_from_the_web_console() {
     assert_eq!(seen["signedOut"], "Signed out of secure.");
     assert_eq!(seen["problems"], json!([]));
     assert!(server.count("token").await >= 1);
+}
+
+/// `method path` on `base` with the bearer `token`; the status and JSON answer.
+async fn with_token(
+    base: &str,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn people_signed_in_at_the_teams_identity_provider_use_switchboard_as_themselves() {
+    let port = common::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    // The team's provider issues tokens for Switchboard (its URL as the audience) naming each
+    // person, their tenant and their roles.
+    let provider =
+        RealAuthorizationServer::start_with(3600, &["--switchboard-audience", &base]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let added = run(dir.path(), &["tenant", "add", "acme"]).await;
+    assert!(added.status.success(), "{}", text(&added));
+    let listen = format!("127.0.0.1:{port}");
+    let _daemon = command(
+        dir.path(),
+        &[
+            "serve",
+            "--users",
+            "--listen",
+            &listen,
+            "--oidc-issuer",
+            &provider.issuer,
+            "--oidc-audience",
+            &base,
+            "--oidc-tenant-claim",
+            "tenant",
+            "--oidc-admin-role",
+            "switchboard-admin",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    common::await_health(port).await;
+
+    let (ada, grace) = tokio::join!(
+        token_from_identity_provider(&provider.issuer, &base, "ada", "lovelace"),
+        token_from_identity_provider(&provider.issuer, &base, "grace", "hopper"),
+    );
+
+    // Ada is a tenant admin by her role: she shares the MCP server the provider also protects.
+    let (status, body) = with_token(
+        &base,
+        &ada,
+        reqwest::Method::POST,
+        "/api/servers",
+        Some(json!({"id": "secure", "url": provider.mcp})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // Grace, a member, sees it in her workspace and may not change it.
+    let (status, listed) =
+        with_token(&base, &grace, reqwest::Method::GET, "/api/servers", None).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["servers"][0]["id"], "secure", "{listed}");
+    let (status, body) = with_token(
+        &base,
+        &grace,
+        reqwest::Method::PATCH,
+        "/api/servers/secure",
+        Some(json!({"enabled": false})),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    // Both are users of the tenant now, as the provider named them.
+    let users = run(dir.path(), &["user", "list", "acme"]).await;
+    let users = text(&users);
+    assert!(users.contains("ada") && users.contains("admin"), "{users}");
+    assert!(users.contains("grace"), "{users}");
+
+    // A token whose signature was tampered with, or for another audience, is refused.
+    let signature_at = ada.rfind('.').unwrap() + 20;
+    let swapped = if &ada[signature_at..=signature_at] == "A" {
+        "B"
+    } else {
+        "A"
+    };
+    let tampered = format!(
+        "{}{swapped}{}",
+        &ada[..signature_at],
+        &ada[signature_at + 1..]
+    );
+    let (status, _) =
+        with_token(&base, &tampered, reqwest::Method::GET, "/api/servers", None).await;
+    assert_eq!(status, 401);
+    let for_the_mcp_server =
+        token_from_identity_provider(&provider.issuer, &provider.mcp, "ada", "lovelace").await;
+    let (status, body) = with_token(
+        &base,
+        &for_the_mcp_server,
+        reqwest::Method::GET,
+        "/api/servers",
+        None,
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
 }

@@ -35,7 +35,7 @@ impl Replicas {
             dirs.push(dir);
         }
         for (_, port) in &daemons {
-            await_health(*port).await;
+            common::await_health(*port).await;
         }
         Self {
             store,
@@ -101,18 +101,6 @@ fn write_key(dir: &Path, key: &str) {
 
 fn spawn_replica(dir: &Path, store: &str) -> (tokio::process::Child, u16) {
     common::spawn_daemon_with(dir, &["--store", store], &["--store-check", "3600"])
-}
-
-async fn await_health(port: u16) {
-    for _ in 0..200 {
-        if let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await
-            && response.status().is_success()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the replica on port {port} never answered /healthz");
 }
 
 /// Waits (up to 10 s) until `check` holds for what the replica on `port` says of `server`.
@@ -511,7 +499,7 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
         dirs.push(dir);
     }
     for port in ports {
-        await_health(port).await;
+        common::await_health(port).await;
     }
     let cli = |args: &'static [&'static str]| {
         let mut all = vec!["--store", store.as_str()];

@@ -59,6 +59,19 @@ pub fn spawn_daemon_with(
     (daemon, port)
 }
 
+/// Waits (up to 10 s) until the daemon on `port` answers `/healthz`.
+pub async fn await_health(port: u16) {
+    for _ in 0..200 {
+        if let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await
+            && response.status().is_success()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the daemon on port {port} never answered /healthz");
+}
+
 /// A loopback port free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
