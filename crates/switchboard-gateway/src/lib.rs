@@ -264,6 +264,7 @@ pub(crate) fn workspace_router(
         .route("/ui/app.css", get(ui::style))
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/status", get(status))
+        .route("/api/me", get(servers::me))
         .route("/metrics", get(metrics))
         .route("/api/events", get(events::sse))
         .route("/api/events/ws", get(events::websocket))

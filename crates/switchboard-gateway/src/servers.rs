@@ -80,7 +80,7 @@ impl From<UpstreamError> for ApiError {
 
 /// A server as the API shows it: its definition, redacted, and its live status (`null` when it
 /// is not running: disabled, or just removed).
-fn server_view(app: &AppState, def: &ServerDefinition) -> Value {
+fn server_view(app: &AppState, def: &ServerDefinition, owners: &Owners) -> Value {
     let status = app
         .hub
         .status()
@@ -92,21 +92,62 @@ fn server_view(app: &AppState, def: &ServerDefinition) -> Value {
             "status".into(),
             serde_json::to_value(status).unwrap_or_default(),
         );
+        if let Owners::User(own) = owners {
+            object.insert("shared".into(), Value::Bool(!own.contains(&def.id)));
+        }
     }
     view
+}
+
+/// Whose the servers of a workspace are: in a user's, their own or their tenant's (shared);
+/// in the local workspace, the question does not arise.
+enum Owners {
+    Local,
+    User(std::collections::HashSet<ServerId>),
+}
+
+impl Owners {
+    async fn of(app: &AppState) -> Result<Self, ApiError> {
+        let store = app.hub.store();
+        if store.workspace().user().is_none() {
+            return Ok(Self::Local);
+        }
+        Ok(Self::User(
+            store.own_server_ids().await.map_err(HubError::from)?,
+        ))
+    }
 }
 
 /// `GET /api/servers`.
 pub(crate) async fn list(State(app): State<AppState>) -> Answer {
     let defs = app.hub.definitions().await?;
-    let servers: Vec<Value> = defs.iter().map(|def| server_view(&app, def)).collect();
+    let owners = Owners::of(&app).await?;
+    let servers: Vec<Value> = defs
+        .iter()
+        .map(|def| server_view(&app, def, &owners))
+        .collect();
     Ok(Json(json!({ "servers": servers })).into_response())
 }
 
 /// `GET /api/servers/{id}`.
 pub(crate) async fn show(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
     let def = app.hub.definition(&server_id(id)?).await?;
-    Ok(Json(server_view(&app, &def)).into_response())
+    let owners = Owners::of(&app).await?;
+    Ok(Json(server_view(&app, &def, &owners)).into_response())
+}
+
+/// `GET /api/me`: whose workspace the caller is in.
+pub(crate) async fn me(State(app): State<AppState>) -> Response {
+    match app.hub.store().workspace() {
+        switchboard_core::Workspace::Local => Json(json!({"workspace": "local"})).into_response(),
+        switchboard_core::Workspace::User(principal) => Json(json!({
+            "workspace": "user",
+            "tenant": principal.tenant,
+            "user": principal.user,
+            "role": principal.role,
+        }))
+        .into_response(),
+    }
 }
 
 /// A server's definition from an `mcpServers` entry under `id` (an `"id"` key in it ignored).
@@ -139,7 +180,11 @@ pub(crate) async fn create(
     };
     let def = entry(&id, payload)?;
     app.hub.put_definition(def.clone(), false).await?;
-    Ok((StatusCode::CREATED, Json(server_view(&app, &def))).into_response())
+    Ok((
+        StatusCode::CREATED,
+        Json(server_view(&app, &def, &Owners::of(&app).await?)),
+    )
+        .into_response())
 }
 
 /// `POST /api/test-connection`: connects to a definition (the body of `POST /api/servers`; the id
@@ -175,7 +220,11 @@ pub(crate) async fn replace(
     } else {
         StatusCode::CREATED
     };
-    Ok((status, Json(server_view(&app, &def))).into_response())
+    Ok((
+        status,
+        Json(server_view(&app, &def, &Owners::of(&app).await?)),
+    )
+        .into_response())
 }
 
 /// What `PATCH /api/servers/{id}` may change.
@@ -224,7 +273,7 @@ pub(crate) async fn change(
             Ok(())
         })
         .await?;
-    Ok(Json(server_view(&app, &def)).into_response())
+    Ok(Json(server_view(&app, &def, &Owners::of(&app).await?)).into_response())
 }
 
 /// `DELETE /api/servers/{id}`.

@@ -73,6 +73,27 @@ function say(text, isError = false) {
   message.className = isError ? "error" : "";
 }
 
+// ---- who is here ----
+
+/** Whose workspace this is (`GET /api/me`): the local one, or a user's with their role. */
+let me = { workspace: "local" };
+
+async function loadMe() {
+  try {
+    me = await api("GET", "/api/me");
+  } catch (error) {
+    say(`Cannot tell whose workspace this is: ${error.message}`, true);
+    return;
+  }
+  $("#who").hidden = me.workspace !== "user";
+  if (me.workspace === "user") $("#who").textContent = `${me.user} · ${me.tenant} · ${me.role}`;
+}
+
+/** Whether this user may change server `server` (a shared one only as the tenant's admin). */
+function mayChange(server) {
+  return !server.shared || me.role === "admin";
+}
+
 // ---- servers ----
 
 let servers = [];
@@ -105,14 +126,14 @@ function serverCard(server) {
   const state = server.enabled ? (status?.state ?? "starting") : "disabled";
   const action = (label, run, attributes = {}) =>
     element("button", { type: "button", ...attributes, onclick: () => run().catch((e) => say(e.message, true)) }, label);
-  const actions = [
-    action("Open", () => openDetail(server.id), { "data-action": "open" }),
-    action(server.enabled ? "Disable" : "Enable", async () => {
+  const actions = [action("Open", () => openDetail(server.id), { "data-action": "open" })];
+  if (mayChange(server)) {
+    actions.push(action(server.enabled ? "Disable" : "Enable", async () => {
       await api("PATCH", `/api/servers/${server.id}`, { enabled: !server.enabled });
       say(`${server.id} ${server.enabled ? "disabled" : "enabled"}.`);
       await loadServers();
-    }, { "data-action": "toggle" }),
-  ];
+    }, { "data-action": "toggle" }));
+  }
   if (server.transport.type === "http" && ["needs-auth", "invalid-token"].includes(state)) {
     actions.push(action("Sign in", () => signIn(server.id), { "data-action": "sign-in", class: "primary" }));
   }
@@ -122,16 +143,21 @@ function serverCard(server) {
       say(answer.signed_out ? `Signed out of ${server.id}.` : `Not signed in to ${server.id}.`);
     }, { "data-action": "sign-out" }));
   }
-  actions.push(action("Remove", async () => {
-    if (!confirm(`Remove ${server.id} and everything stored for it?`)) return;
-    await api("DELETE", `/api/servers/${server.id}`);
-    say(`Removed ${server.id}.`);
-    await loadServers();
-  }, { "data-action": "remove" }));
+  if (mayChange(server)) {
+    actions.push(action("Remove", async () => {
+      if (!confirm(`Remove ${server.id} and everything stored for it?`)) return;
+      await api("DELETE", `/api/servers/${server.id}`);
+      say(`Removed ${server.id}.`);
+      await loadServers();
+    }, { "data-action": "remove" }));
+  }
   const counts = status ? `${status.tools} tools · ${status.resources} resources · ${status.prompts} prompts` : "";
   return element("li", { class: `card${selected === server.id ? " selected" : ""}`, "data-server": server.id },
     element("h3", {}, server.display_name,
-      element("span", { class: `badge state-${state}`, "data-state": state }, state)),
+      element("span", { class: `badge state-${state}`, "data-state": state }, state),
+      server.shared === undefined ? undefined
+        : element("span", { class: "badge owner", "data-owner": server.shared ? "shared" : "mine" },
+          server.shared ? "shared" : "yours")),
     element("div", { class: "target" }, `${server.id} · ${status?.target ?? server.transport.url ?? server.transport.command ?? ""}`),
     counts ? element("div", { class: "muted" }, counts) : undefined,
     status?.error ? element("div", { class: "error" }, status.error) : undefined,
@@ -246,6 +272,7 @@ async function openDetail(id) {
   $("#detail").hidden = false;
   $("#view").hidden = true;
   $("#detail-title").textContent = server?.display_name ?? id;
+  $('[data-tab="settings"]').hidden = !server?.shared;
   await loadDetail();
 }
 
@@ -356,8 +383,63 @@ for (const tab of document.querySelectorAll("[data-tab]")) {
     for (const pane of document.querySelectorAll("[data-pane]")) pane.hidden = pane.dataset.pane !== tab.dataset.tab;
     if (tab.dataset.tab === "inspector") inspect(selected);
     else stopInspecting();
+    if (tab.dataset.tab === "settings") loadSettings(selected).catch((e) => say(e.message, true));
   });
 }
+
+// ---- my settings: a user's own values for a server the tenant shares ----
+
+/** The tools the user pinned on the server shown (kept as they are when values are saved). */
+let settingsPinned = [];
+
+function settingRow(name = "", value = "") {
+  const row = element("li", { "data-setting": "" },
+    element("input", { name: "name", placeholder: "Name", "aria-label": "Name" }),
+    element("input", { name: "value", placeholder: "Value", "aria-label": "Value" }),
+    element("button", { type: "button", onclick: () => row.remove() }, "Remove"));
+  row.querySelector('[name="name"]').value = name;
+  row.querySelector('[name="value"]').value = value;
+  return row;
+}
+
+async function loadSettings(id) {
+  const server = servers.find((s) => s.id === id);
+  const mine = await api("GET", `/api/servers/${id}/my-settings`);
+  settingsPinned = mine.pinned ?? [];
+  $("#settings-kind").textContent = server?.transport.type === "stdio" ? "environment values" : "headers";
+  const rows = mine.values.map((v) => settingRow(v.name, v.value));
+  $("#settings-values").replaceChildren(...(rows.length ? rows : [settingRow()]));
+}
+
+$("#settings-add").addEventListener("click", () => $("#settings-values").append(settingRow()));
+$("#settings-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const id = selected;
+  const server = servers.find((s) => s.id === id);
+  const values = {};
+  for (const row of document.querySelectorAll("#settings-values [data-setting]")) {
+    const name = row.querySelector('[name="name"]').value.trim();
+    if (name) values[name] = row.querySelector('[name="value"]').value;
+  }
+  const kind = server?.transport.type === "stdio" ? "env" : "headers";
+  try {
+    await api("PUT", `/api/servers/${id}/my-settings`, { [kind]: values, pinned: settingsPinned });
+    say(`Saved your settings for ${id}: it restarts with them, for you only.`);
+    await loadSettings(id);
+  } catch (error) {
+    say(error.message, true);
+  }
+});
+$("#settings-forget").addEventListener("click", async () => {
+  const id = selected;
+  try {
+    await api("DELETE", `/api/servers/${id}/my-settings`);
+    say(`Forgot your settings for ${id}: it uses the tenant's again.`);
+    await loadSettings(id);
+  } catch (error) {
+    say(error.message, true);
+  }
+});
 
 // ---- the inspector: a server's JSON-RPC messages, live ----
 
@@ -897,5 +979,8 @@ function follow() {
   };
 }
 
-api("GET", "/api/status").then((status) => { $("#version").textContent = `v${status.version}`; }).catch(() => {});
-loadServers().then(follow);
+// Whose workspace first: on a listener that wants a key, that is where the page asks for it.
+loadMe().then(() => {
+  api("GET", "/api/status").then((status) => { $("#version").textContent = `v${status.version}`; }).catch(() => {});
+  return loadServers();
+}).then(follow);

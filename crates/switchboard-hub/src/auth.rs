@@ -92,6 +92,16 @@ pub async fn server_auth(
         settings,
         Arc::new(store.clone()),
     );
+    // A user of a multi-user daemon signs in through it: the CLI signs in for the local
+    // workspace only.
+    let auth = if store.workspace().user().is_some() {
+        auth.with_sign_in_how(format!(
+            "the console's Sign in (POST /api/servers/{}/login)",
+            def.id
+        ))
+    } else {
+        auth
+    };
     Ok(Some(match &options.step_up {
         Some(person) => auth.with_step_up_authorizer(person.clone()),
         None => auth,

@@ -181,6 +181,8 @@ pub struct ServerAuth {
     /// Asks a person for more scope only (a CLI command can; a first sign-in stays `login`'s).
     step_up_authorizer: Option<Arc<dyn Authorizer>>,
     listener: Option<Listener>,
+    /// How a person signs in to this server, for the messages that ask them to.
+    sign_in_how: String,
     /// The current grant; the lock is also what makes refresh and sign-in single-flight.
     grant: tokio::sync::Mutex<Option<Loaded>>,
     /// The store has been read since the slot was last empty.
@@ -225,6 +227,7 @@ impl ServerAuth {
         store: Arc<dyn CredentialStore>,
     ) -> Self {
         Self {
+            sign_in_how: format!("`switchboard login {}`", key.server),
             server_url,
             key,
             http,
@@ -258,6 +261,13 @@ impl ServerAuth {
     /// Reports sign-in progress to `listener`.
     pub fn with_listener(mut self, listener: impl Fn(AuthEvent) + Send + Sync + 'static) -> Self {
         self.listener = Some(Arc::new(listener));
+        self
+    }
+
+    /// Says how a person signs in to this server where a message asks them to (by default
+    /// `` `switchboard login <server>` ``).
+    pub fn with_sign_in_how(mut self, how: impl Into<String>) -> Self {
+        self.sign_in_how = how.into();
         self
     }
 
@@ -499,10 +509,7 @@ impl ServerAuth {
                     .await
             }
             None => Err(refresh_failure.unwrap_or_else(|| {
-                OAuthError::SignInRequired(format!(
-                    "run `switchboard login {}` to sign in",
-                    self.key.server
-                ))
+                OAuthError::SignInRequired(format!("sign in with {}", self.sign_in_how))
             })),
         }
     }
@@ -557,9 +564,9 @@ impl ServerAuth {
                 });
             }
             return Err(OAuthError::SignInRequired(format!(
-                "the server needs more scope ({}); run `switchboard login {}` to grant it",
+                "the server needs more scope ({}); sign in again with {} to grant it",
                 challenge.scope.as_deref().unwrap_or("unspecified"),
-                self.key.server
+                self.sign_in_how
             )));
         };
         self.sign_in_locked(slot, authorizer.as_ref(), Some(challenge), &previously)
@@ -582,8 +589,8 @@ impl ServerAuth {
             None => {
                 *slot = None;
                 return Err(OAuthError::SignInRequired(format!(
-                    "signed out of '{}'; sign in again with `switchboard login {}`",
-                    self.key.server, self.key.server
+                    "signed out; sign in again with {}",
+                    self.sign_in_how
                 )));
             }
             Some(stored)
@@ -660,9 +667,8 @@ impl ServerAuth {
                         registration::RegistrationKind::Configured => format!(
                             "the authorization server refused the configured OAuth client \
                              ({error}); check its id and secret (`switchboard server add {} ... \
-                             --oauth-client-id ... --replace`), then sign in with \
-                             `switchboard login {}`",
-                            self.key.server, self.key.server
+                             --oauth-client-id ... --replace`), then sign in with {}",
+                            self.key.server, self.sign_in_how
                         ),
                         // A dynamic registration the server dropped is registered anew at the
                         // next sign-in.
@@ -670,16 +676,15 @@ impl ServerAuth {
                             self.store.delete_client(&grant.issuer).await?;
                             format!(
                                 "the authorization server no longer knows Switchboard's client \
-                                 ({error}); sign in again with `switchboard login {}`",
-                                self.key.server
+                                 ({error}); sign in again with {}",
+                                self.sign_in_how
                             )
                         }
                     }
                 } else {
                     format!(
-                        "the refresh token was refused ({error}); sign in again with \
-                         `switchboard login {}`",
-                        self.key.server
+                        "the refresh token was refused ({error}); sign in again with {}",
+                        self.sign_in_how
                     )
                 };
                 self.forget(slot).await?;

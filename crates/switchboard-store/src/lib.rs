@@ -344,6 +344,25 @@ impl Store {
         (self.workspace.tenant(), user.unwrap_or_default())
     }
 
+    /// The servers this workspace's user owns (none in the local workspace): the others it
+    /// sees are its tenant's, shared.
+    pub async fn own_server_ids(&self) -> Result<std::collections::HashSet<ServerId>, StoreError> {
+        let Some(user) = self.workspace.user() else {
+            return Ok(std::collections::HashSet::new());
+        };
+        let names: Vec<String> = on_db!(&self.db, pool => sqlx::query_scalar(
+            "SELECT name FROM servers WHERE tenant = $1 AND owner = $2",
+        )
+        .bind(self.workspace.tenant().as_str())
+        .bind(user.as_str())
+        .fetch_all(pool)
+        .await)?;
+        Ok(names
+            .into_iter()
+            .filter_map(|name| ServerId::new(name).ok())
+            .collect())
+    }
+
     /// The row key of `id` in this workspace, or [`StoreError::NotFound`].
     pub(crate) async fn row_key(&self, id: &ServerId) -> Result<String, StoreError> {
         self.stored_row(id)

@@ -598,3 +598,128 @@ async fn people_signed_in_at_the_teams_identity_provider_use_switchboard_as_them
     .await;
     assert_eq!(status, 401, "{body}");
 }
+
+/// Two people of one tenant in the web console of a `serve --users` daemon, each in their own
+/// browser: the page asks each for their key and shows whose workspace it is; Ana's own
+/// environment value for a shared server, set in its "My settings" tab, reaches the process her
+/// workspace runs and not Bob's; her sign-in to a shared OAuth server at the real authorization
+/// server is hers alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_of_one_tenant_use_the_console_each_as_themselves() {
+    let server = RealAuthorizationServer::start(3600).await;
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["tenant", "add", "acme"][..],
+        &["user", "add", "acme/ana"],
+        &["user", "add", "acme/bob"],
+        &["user", "add", "acme/carol", "--admin"],
+    ] {
+        let done = run(dir.path(), args).await;
+        assert!(done.status.success(), "{args:?}: {}", text(&done));
+    }
+    let key_of = |user: &'static str| {
+        let dir = dir.path().to_owned();
+        async move {
+            let made = run(&dir, &["user", "key", user]).await;
+            assert!(made.status.success(), "{}", text(&made));
+            String::from_utf8(made.stdout).unwrap().trim().to_owned()
+        }
+    };
+    let (ana, bob, carol) = (
+        key_of("acme/ana").await,
+        key_of("acme/bob").await,
+        key_of("acme/carol").await,
+    );
+    let port = common::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{port}");
+    let _daemon = command(dir.path(), &["serve", "--users", "--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::await_health(port).await;
+    // Carol, the tenant's admin, shares a stdio server and the OAuth-protected one.
+    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    for body in [
+        json!({"id": "tool", "command": fixture, "env": {"FIXTURE_MARK": "shared"}}),
+        json!({"id": "secure", "url": server.mcp}),
+    ] {
+        let (status, answer) = with_token(
+            &base,
+            &carol,
+            reqwest::Method::POST,
+            "/api/servers",
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201, "{answer}");
+    }
+
+    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new("node")
+            .arg(npm_dir().join("console-users.mjs"))
+            .args([&base, &ana, &bob])
+            .args(screenshots.iter())
+            .env("CHROMIUM", common::chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser finishes within 180 s")
+    .unwrap();
+    assert!(output.status.success(), "the browser: {}", text(&output));
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+
+    assert_eq!(seen["anaPrompts"], 1, "asked for her key once: {seen:#}");
+    assert_eq!(seen["anaWho"], "ana · acme · member", "{seen:#}");
+    assert_eq!(seen["bobWho"], "bob · acme · member", "{seen:#}");
+    assert_eq!(seen["anaToolOwner"], "shared", "{seen:#}");
+    assert_eq!(
+        seen["anaToolActions"],
+        json!(["open"]),
+        "a member is not offered changes to a shared server: {seen:#}"
+    );
+    assert_eq!(seen["settingsKind"], "environment values", "{seen:#}");
+    assert!(
+        seen["anaWhoami"].as_str().unwrap().starts_with("ana "),
+        "{seen:#}"
+    );
+    assert!(
+        seen["bobWhoami"].as_str().unwrap().starts_with("shared "),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["bobSettings"],
+        json!(["", ""]),
+        "none of hers: {seen:#}"
+    );
+    assert!(
+        seen["anaWhoamiAfter"]
+            .as_str()
+            .unwrap()
+            .starts_with("shared "),
+        "{seen:#}"
+    );
+    assert!(
+        seen["callbackText"]
+            .as_str()
+            .unwrap()
+            .contains("Signed in to 'secure'"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["bobSecureState"], "needs-auth",
+        "her sign-in is not his: {seen:#}"
+    );
+    assert_eq!(seen["problems"], json!([]), "{seen:#}");
+    // The authorization server issued tokens once: to her.
+    assert_eq!(
+        server.count("token").await,
+        1,
+        "{:#?}",
+        server.events().await
+    );
+}

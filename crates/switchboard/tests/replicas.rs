@@ -595,7 +595,12 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
     }
     // Bob uses the same shared server, and has not signed in: her tokens are not his.
     let bobs = await_users_state(first, &bob, "linear", "needs-auth").await;
-    assert!(bobs["status"]["error"].as_str().is_some(), "{bobs}");
+    assert!(
+        bobs["status"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("POST /api/servers/linear/login")),
+        "he is told how to sign in through the daemon: {bobs}"
+    );
 
     // The redirect is taken once: replaying it on either replica finds nothing.
     let replay = reqwest::get(format!(
