@@ -58,6 +58,18 @@ pub struct Resealed {
     pub servers: usize,
     /// Grants (token sets) sealed again.
     pub grants: usize,
+    /// Users' own settings for shared servers sealed again.
+    pub settings: usize,
+}
+
+impl std::fmt::Display for Resealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} servers', {} sign-ins' and {} users' own settings' secrets",
+            self.servers, self.grants, self.settings
+        )
+    }
 }
 
 impl Store {
@@ -282,6 +294,36 @@ impl Store {
             .await
             .map(|done| done.rows_affected()))?;
             resealed.grants += usize::try_from(updated).unwrap_or(0);
+        }
+        let settings: Vec<(String, String, String, String)> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT tenant, user_id, server_name, settings_sealed FROM user_server_settings
+             WHERE $1 = '' OR tenant = $1",
+        )
+        .bind(&filter)
+        .fetch_all(pool)
+        .await)?;
+        for (tenant, user, server, sealed) in settings {
+            let context = crate::settings::settings_context(&tenant, &user, &server);
+            let tenant = TenantId::new(tenant).map_err(|e| StoreError::Corrupt {
+                server: server.clone(),
+                detail: e.to_string(),
+            })?;
+            let plain = self.unseal_for(&tenant, &context, &sealed).await?;
+            let again = self.seal_for(&tenant, &context, &plain).await?;
+            // Only if the user did not change them meanwhile.
+            let updated = on_db!(&self.db, pool => sqlx::query(
+                "UPDATE user_server_settings SET settings_sealed = $4
+                 WHERE tenant = $1 AND user_id = $2 AND server_name = $3 AND settings_sealed = $5",
+            )
+            .bind(tenant.as_str())
+            .bind(&user)
+            .bind(&server)
+            .bind(&again)
+            .bind(&sealed)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected()))?;
+            resealed.settings += usize::try_from(updated).unwrap_or(0);
         }
         Ok(resealed)
     }

@@ -7,7 +7,8 @@ use switchboard_core::{ServerId, UserServerSettings};
 use crate::db::on_db;
 use crate::{Store, StoreError, now_ms};
 
-fn settings_context(tenant: &str, user: &str, server: &ServerId) -> String {
+/// What a user's sealed settings for a server are bound to: the tenant, the user and the server.
+pub(crate) fn settings_context(tenant: &str, user: &str, server: &str) -> String {
     format!("user-settings:{tenant}/{user}/{server}")
 }
 
@@ -33,7 +34,7 @@ impl Store {
         let Some(sealed) = sealed else {
             return Ok(None);
         };
-        let context = settings_context(tenant.as_str(), user.as_str(), id);
+        let context = settings_context(tenant.as_str(), user.as_str(), id.as_str());
         let plain = self.unseal_for(&tenant, &context, &sealed).await?;
         serde_json::from_str(&plain)
             .map(Some)
@@ -86,7 +87,7 @@ impl Store {
             server: id.to_string(),
             detail: e.to_string(),
         })?;
-        let context = settings_context(tenant.as_str(), user.as_str(), id);
+        let context = settings_context(tenant.as_str(), user.as_str(), id.as_str());
         let sealed = self.seal_for(&tenant, &context, &plain).await?;
         on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO user_server_settings

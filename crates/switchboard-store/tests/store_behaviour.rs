@@ -860,7 +860,7 @@ async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_
     place: Place,
 ) {
     use switchboard_core::TenantId;
-    let (local, ana, _, _) = acme(&place).await;
+    let (local, ana, _, carol) = acme(&place).await;
     let acme = TenantId::new("acme").unwrap();
     let github = http_server("github", "https://github.test/mcp");
     let notes = http_server("notes", "https://ana.notes.test/mcp");
@@ -885,6 +885,16 @@ async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_
         dpop_key: None,
     };
     ana.put_oauth_grant(&key, &grant).await.unwrap();
+    let mine = switchboard_core::UserServerSettings {
+        values: vec![switchboard_core::NamedValue::guess(
+            "Authorization",
+            "Bearer anas-own-token",
+        )],
+        pinned: Default::default(),
+    };
+    let linear = http_server("linear", "https://linear.test/mcp");
+    carol.add_server(&linear).await.unwrap();
+    ana.put_my_settings(&linear.id, &mine).await.unwrap();
     let secrets = texts(&place, SECRET_COLUMNS).await;
     assert_eq!(
         sealed_formats(&secrets),
@@ -892,7 +902,12 @@ async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_
         "every secret under its tenant's first data key: {secrets}"
     );
     let raw = place.raw().await;
-    for secret in ["top-secret-token", "anas-refresh-token", "ana.notes.test"] {
+    for secret in [
+        "top-secret-token",
+        "anas-refresh-token",
+        "ana.notes.test",
+        "anas-own-token",
+    ] {
         assert!(!raw.contains(secret), "{secret}");
     }
     // A value sealed with one tenant's key does not open as another's.
@@ -932,7 +947,10 @@ async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_
     // A new data key for acme: its values are sealed again with version 2, still open.
     let (version, resealed) = local.rotate_tenant_key(&acme).await.unwrap();
     assert_eq!(version, 2);
-    assert_eq!((resealed.servers, resealed.grants), (1, 1));
+    assert_eq!(
+        (resealed.servers, resealed.grants, resealed.settings),
+        (2, 1, 1)
+    );
     assert_eq!(
         ana.get_server(&notes.id).await.unwrap(),
         Some(notes.clone())
@@ -970,6 +988,7 @@ async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_
     let anas = reopened.for_workspace(principal("acme", "ana", switchboard_core::Role::Member));
     assert_eq!(anas.get_server(&notes.id).await.unwrap(), Some(notes));
     assert_eq!(anas.oauth_grant(&key).await.unwrap(), Some(grant));
+    assert_eq!(anas.my_settings(&linear.id).await.unwrap(), Some(mine));
     let old_file = Vault::load_or_create_file(&place.dir.path().join("vault.key")).unwrap();
     let both = Vault::from_key(new_key).with_previous(old_file);
     let mid_rotation = Store::open_with_vault(&place.location, both).await.unwrap();
@@ -980,8 +999,7 @@ async fn each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_
 }
 
 /// Every column that holds a tenant's secrets.
-const SECRET_COLUMNS: &str =
-    "SELECT transport_json FROM servers UNION ALL SELECT sealed_json FROM oauth_grants";
+const SECRET_COLUMNS: &str = "SELECT transport_json FROM servers UNION ALL SELECT sealed_json FROM oauth_grants UNION ALL SELECT settings_sealed FROM user_server_settings";
 
 /// Runs `$body` with `$pool` connected straight to the place's database, whichever engine.
 macro_rules! on_database {

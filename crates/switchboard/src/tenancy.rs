@@ -102,9 +102,7 @@ pub async fn vault_command(store: &Store, command: VaultCommand) -> anyhow::Resu
                 .with_context(|| format!("the new key in {}", new_key_file.display()))?;
             let resealed = store.rotate_master_key(&new).await?;
             println!(
-                "Sealed {} servers' and {} sign-ins' secrets again under their tenants' keys, and wrapped those keys with the new master key in {}.",
-                resealed.servers,
-                resealed.grants,
+                "Sealed {resealed} again under their tenants' keys, and wrapped those keys with the new master key in {}.",
                 new_key_file.display()
             );
             eprintln!(
@@ -115,8 +113,7 @@ pub async fn vault_command(store: &Store, command: VaultCommand) -> anyhow::Resu
             let tenant = TenantId::new(tenant)?;
             let (version, resealed) = store.rotate_tenant_key(&tenant).await?;
             println!(
-                "Tenant '{tenant}' has data key version {version}; {} servers' and {} sign-ins' secrets were sealed again with it.",
-                resealed.servers, resealed.grants
+                "Tenant '{tenant}' has data key version {version}; {resealed} were sealed again with it."
             );
         }
     }
