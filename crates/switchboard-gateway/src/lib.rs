@@ -318,7 +318,10 @@ pub(crate) fn workspace_router(
                 .delete(servers::delete_my_settings),
         )
         .route("/api/servers/{id}/login", post(oauth::start_login))
-        .route(oauth::CALLBACK_PATH, get(oauth::callback))
+        .route(
+            oauth::CALLBACK_PATH,
+            get(oauth::callback).post(oauth::confirmed_callback),
+        )
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
         // One layer for both checks: every layer costs each request a clone of the service
         // below it and a boxed future.

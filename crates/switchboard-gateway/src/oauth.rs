@@ -13,7 +13,13 @@
 //! A pending sign-in is kept in the store for ten minutes, sealed with the tenant's key and
 //! found by the SHA-256 of its `state`, so the redirect may reach any replica behind a load
 //! balancer (whose address `serve --public-url` names) and survives a restart; nothing about it
-//! is logged. The process that started it also keeps, in memory, the listener that shows its
+//! is logged.
+//!
+//! In a multi-user daemon a sign-in is also bound to the browser that started it (RFC 6749
+//! §10.12): the start sets an HttpOnly cookie, and a redirect arriving without it (another
+//! person's browser, sent a link by someone who started a sign-in for themselves) is not
+//! completed until that person, shown whose sign-in it is, confirms. Otherwise one user could
+//! have another's upstream account granted into their own workspace. The process that started it also keeps, in memory, the listener that shows its
 //! progress in the server's state; a sign-in completed elsewhere shows when the server's task
 //! next finds the tokens in the store.
 
@@ -22,12 +28,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use switchboard_hub::{Hub, SignInError, begin_sign_in, server_auth_for};
 use switchboard_oauth::AuthorizationCallback;
+use switchboard_store::credentials::PendingSignIn;
 
 use crate::{ApiError, AppState, api_error};
 
@@ -35,6 +42,29 @@ use crate::{ApiError, AppState, api_error};
 const PENDING_LIFETIME: Duration = Duration::from_secs(600);
 /// The callback path, relative to the daemon's address.
 pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
+/// The cookie that tells the browser which started a sign-in.
+const BROWSER_COOKIE: &str = "switchboard_browser";
+
+/// The value of this daemon's browser cookie in `headers`, if the browser sent one. (Parsed by
+/// hand: one name in a `Cookie` header needs no cookie library.)
+fn browser_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, value)| *name == BROWSER_COOKIE && value.len() >= 32)
+        .map(|(_, value)| value.to_owned())
+}
+
+/// SHA-256 of `value`, in hex (as the store keeps the browser cookie).
+fn hex_digest(value: &str) -> String {
+    crate::digest(value)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
 
 /// Shows a sign-in's progress in its server's state (see [`Hub::sign_in_listener`]).
 type Listener = Arc<dyn Fn(switchboard_oauth::AuthEvent) + Send + Sync>;
@@ -82,6 +112,7 @@ pub(crate) async fn start_login(
     State(app): State<AppState>,
     Path(id): Path<String>,
     Query(query): Query<LoginQuery>,
+    headers: HeaderMap,
 ) -> Response {
     let Ok(id) = switchboard_core::ServerId::new(id) else {
         return api_error(StatusCode::BAD_REQUEST, "not a valid server id");
@@ -107,30 +138,59 @@ pub(crate) async fn start_login(
         Ok(pending) => pending,
         Err(error) => return sign_in_problem(error).into_response(),
     };
+    let switchboard_core::TransportSpec::Http {
+        url: server_url, ..
+    } = &def.transport
+    else {
+        return sign_in_problem(SignInError::NotHttp(id)).into_response();
+    };
+    // The browser asking (the console's page) keeps a cookie of this daemon's; the redirect
+    // must come back to the same browser to complete without a question.
+    let (browser, new_cookie) = match browser_cookie(&headers) {
+        Some(cookie) => (cookie, false),
+        None => (switchboard_oauth::pkce::random_token(), true),
+    };
     if let Err(error) = hub
         .store()
-        .put_pending_sign_in(&id, &pending, PENDING_LIFETIME)
+        .put_pending_sign_in(
+            &id,
+            server_url.as_str(),
+            &pending,
+            Some(&browser),
+            PENDING_LIFETIME,
+        )
         .await
     {
         return sign_in_problem(SignInError::Store(error)).into_response();
     }
     app.logins.insert(&pending.state, listener);
     let url = pending.authorization_url.to_string();
-    Json(json!({
+    let mut response = Json(json!({
         "authorization_url": url,
         "expires_in": PENDING_LIFETIME.as_secs(),
     }))
-    .into_response()
+    .into_response();
+    if new_cookie {
+        let secure = if app.callback_url.starts_with("https:") {
+            "; Secure"
+        } else {
+            ""
+        };
+        if let Ok(cookie) = HeaderValue::from_str(&format!(
+            "{BROWSER_COOKIE}={browser}; Path=/; HttpOnly; SameSite=Lax{secure}"
+        )) {
+            response.headers_mut().insert(header::SET_COOKIE, cookie);
+        }
+    }
+    response
 }
 
 /// The small HTML page a browser sees at the end of a sign-in (also used by `switchboard login`).
 pub fn callback_page(status: StatusCode, text: &str) -> Response {
-    let escaped = text
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
+    let escaped = escape_html(text);
     (
         status,
+        PAGE_HEADERS,
         Html(format!(
             "<!doctype html><meta charset=utf-8><title>Switchboard</title><p>{escaped}</p>"
         )),
@@ -138,45 +198,155 @@ pub fn callback_page(status: StatusCode, text: &str) -> Response {
         .into_response()
 }
 
-/// `GET /oauth/callback`.
+/// The headers of a page only this daemon may show, in no frame: the sign-in pages.
+const PAGE_HEADERS: [(header::HeaderName, &str); 4] = [
+    (
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    ),
+    (header::X_FRAME_OPTIONS, "DENY"),
+    (header::REFERRER_POLICY, "no-referrer"),
+    (header::CACHE_CONTROL, "no-store"),
+];
+
+/// `text` as HTML text.
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// `value` as a quoted HTML attribute's value.
+fn escape_attribute(value: &str) -> String {
+    escape_html(value)
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// Asks the person whose browser a redirect reached without the starting browser's cookie
+/// whether they started this sign-in; continuing posts the redirect's parameters back.
+fn confirmation_page(login: &PendingSignIn, pairs: &[(String, String)]) -> Response {
+    let whose = match &login.workspace {
+        switchboard_core::Workspace::User(principal) => {
+            format!("user '{}' of tenant '{}'", principal.user, principal.tenant)
+        }
+        switchboard_core::Workspace::Local => "this daemon's operator".to_owned(),
+    };
+    let fields: String = pairs
+        .iter()
+        .filter(|(name, _)| {
+            matches!(
+                name.as_str(),
+                "code" | "state" | "iss" | "error" | "error_description"
+            )
+        })
+        .map(|(name, value)| {
+            format!(
+                "<input type=hidden name=\"{}\" value=\"{}\">",
+                escape_attribute(name),
+                escape_attribute(value)
+            )
+        })
+        .collect();
+    let text = format!(
+        "This signs {whose} in to '{}', with the account you just used. It was started in \
+         another browser. Continue only if you started it yourself; if someone sent you the \
+         link, close this page.",
+        login.server
+    );
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>Switchboard: confirm the sign-in</title>\
+         <h1>Finish this sign-in?</h1><p id=whose>{}</p>\
+         <form method=post action=\"{CALLBACK_PATH}\">{fields}\
+         <button type=submit>Continue</button></form>",
+        escape_html(&text)
+    );
+    (StatusCode::OK, PAGE_HEADERS, Html(body)).into_response()
+}
+
+/// `GET /oauth/callback`: completes the sign-in, or, in a user's workspace when the redirect
+/// reached another browser than the one that started it, asks first.
 pub(crate) async fn callback(
     State(app): State<AppState>,
-    Query(query): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+    Query(pairs): Query<Vec<(String, String)>>,
 ) -> Response {
-    let callback = AuthorizationCallback::from_query_pairs(query);
-    let unknown = || {
-        callback_page(
-            StatusCode::BAD_REQUEST,
-            "This sign-in link is unknown or has expired. Start the sign-in again.",
-        )
-    };
+    let callback = AuthorizationCallback::from_query_pairs(pairs.clone());
     let Some(state) = callback.state.as_deref() else {
-        return unknown();
+        return unknown_sign_in();
+    };
+    let login = match app.hub.store().pending_sign_in(state).await {
+        Ok(Some(login)) => login,
+        Ok(None) => return unknown_sign_in(),
+        Err(error) => return store_unavailable(&error),
+    };
+    let same_browser = login.browser_digest.is_some()
+        && browser_cookie(&headers).map(|cookie| hex_digest(&cookie)) == login.browser_digest;
+    if matches!(login.workspace, switchboard_core::Workspace::User(_)) && !same_browser {
+        return confirmation_page(&login, &pairs);
+    }
+    complete(&app, callback).await
+}
+
+/// `POST /oauth/callback`: the person confirmed a sign-in that reached their browser.
+pub(crate) async fn confirmed_callback(
+    State(app): State<AppState>,
+    Form(pairs): Form<Vec<(String, String)>>,
+) -> Response {
+    complete(&app, AuthorizationCallback::from_query_pairs(pairs)).await
+}
+
+fn unknown_sign_in() -> Response {
+    callback_page(
+        StatusCode::BAD_REQUEST,
+        "This sign-in link is unknown or has expired. Start the sign-in again.",
+    )
+}
+
+fn store_unavailable(error: &switchboard_store::StoreError) -> Response {
+    tracing::warn!(%error, "reading a pending sign-in from the store failed");
+    callback_page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The sign-in cannot be completed right now: the store did not answer. Start the sign-in again.",
+    )
+}
+
+/// Takes the sign-in `callback` names and redeems its code, into the workspace that started
+/// it and the server row it started for.
+async fn complete(app: &AppState, callback: AuthorizationCallback) -> Response {
+    let Some(state) = callback.state.as_deref() else {
+        return unknown_sign_in();
     };
     let listener = app.logins.take(state);
     let store = app.hub.store();
     let login = match store.take_pending_sign_in(state).await {
         Ok(Some(login)) => login,
-        Ok(None) => return unknown(),
-        Err(error) => {
-            tracing::warn!(%error, "reading a pending sign-in from the store failed");
-            return callback_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The sign-in cannot be completed right now: the store did not answer. Start the sign-in again.",
-            );
-        }
+        Ok(None) => return unknown_sign_in(),
+        Err(error) => return store_unavailable(&error),
     };
     let id = login.server;
-    let store = store.for_workspace(login.workspace);
-    let auth = match server_auth_for(&store, &id, app.hub.oauth()).await {
-        Ok((_, auth)) => auth,
-        Err(error) => {
-            return callback_page(
-                StatusCode::BAD_REQUEST,
-                &format!("Signing in to '{id}' failed: {error}"),
-            );
-        }
+    let failed = |detail: String| {
+        callback_page(
+            StatusCode::BAD_REQUEST,
+            &format!("Signing in to '{id}' failed: {detail}"),
+        )
     };
+    let store = store.for_workspace(login.workspace);
+    let (def, auth) = match server_auth_for(&store, &id, app.hub.oauth()).await {
+        Ok(found) => found,
+        Err(error) => return failed(error.to_string()),
+    };
+    // The tokens are for the server the sign-in started for: not for one redefined, replaced
+    // or shadowed meanwhile.
+    let same_server = match (&def.transport, store.grant_key(&id).await) {
+        (switchboard_core::TransportSpec::Http { url, .. }, Ok(key)) => {
+            url.as_str() == login.url && key.server == login.row_key
+        }
+        _ => false,
+    };
+    if !same_server {
+        return failed("the server changed since the sign-in started; start it again".into());
+    }
     let auth = match listener {
         Some(listener) => auth.with_listener(move |event| listener(event)),
         None => auth,
@@ -188,10 +358,7 @@ pub(crate) async fn callback(
             StatusCode::OK,
             &format!("Signed in to '{id}'. You can close this tab."),
         ),
-        Err(error) => callback_page(
-            StatusCode::BAD_REQUEST,
-            &format!("Signing in to '{id}' failed: {error}"),
-        ),
+        Err(error) => failed(error.to_string()),
     }
 }
 
@@ -208,5 +375,40 @@ pub(crate) async fn client_metadata(State(app): State<AppState>) -> Response {
             StatusCode::NOT_FOUND,
             "no client metadata URL is configured (serve --client-metadata-url)",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_browser_cookie_is_found_among_others_and_a_short_one_is_not_taken() {
+        let long = "a".repeat(43);
+        let mut headers = HeaderMap::new();
+        headers.append(header::COOKIE, HeaderValue::from_static("theme=dark"));
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_str(&format!("other=1; {BROWSER_COOKIE}={long}; last=2")).unwrap(),
+        );
+        assert_eq!(browser_cookie(&headers), Some(long));
+        let mut short = HeaderMap::new();
+        short.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&format!("{BROWSER_COOKIE}=guessable")).unwrap(),
+        );
+        assert_eq!(browser_cookie(&short), None);
+        assert_eq!(browser_cookie(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn values_from_the_redirect_cannot_leave_their_attribute() {
+        let hostile = r#""><script>alert('x')</script>&"#;
+        let escaped = escape_attribute(hostile);
+        assert!(!escaped.contains(['"', '<', '>', '\'']), "{escaped}");
+        assert_eq!(
+            escaped,
+            "&quot;&gt;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;"
+        );
     }
 }

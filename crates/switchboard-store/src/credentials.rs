@@ -29,32 +29,57 @@ pub(crate) fn client_context(issuer: &str) -> String {
     format!("oauth-client:{issuer}")
 }
 
-fn pending_context(state_digest: &str) -> String {
-    format!("oauth-pending:{state_digest}")
+/// What a pending sign-in's sealed request is bound to: its row's state, tenant, user and
+/// server, so a row altered to name another user does not open.
+fn pending_context(state_digest: &str, tenant: &str, user: Option<&str>, server: &str) -> String {
+    format!(
+        "oauth-pending:{state_digest}/{tenant}/{}/{server}",
+        user.unwrap_or("")
+    )
 }
 
-/// A sign-in that was waiting for its redirect, taken from the store by its `state`.
+/// A sign-in that was waiting for its redirect, read from the store by its `state`.
 #[derive(Debug)]
 pub struct PendingSignIn {
     /// The workspace it was started in (its user as they are now).
     pub workspace: Workspace,
     /// The server it signs in to.
     pub server: ServerId,
+    /// The server's row when it started (see [`Store::grant_key`]): the tokens go to it only.
+    pub row_key: String,
+    /// The server's URL when it started: the tokens are for it only.
+    pub url: String,
+    /// Whether the browser that started it held a cookie, and its SHA-256 (hex).
+    pub browser_digest: Option<String>,
     /// The authorization request, to check and redeem the redirect with.
     pub authorization: PendingAuthorization,
 }
+
+/// What is sealed for a pending sign-in.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SealedSignIn {
+    authorization: PendingAuthorization,
+    row_key: String,
+    url: String,
+}
+
+/// A pending sign-in's row: tenant, user, server, sealed request, browser digest, expiry.
+type PendingRow = (String, Option<String>, String, String, Option<String>, i64);
 
 fn store_error(error: impl std::fmt::Display) -> OAuthError {
     OAuthError::Store(error.to_string())
 }
 
 impl Store {
-    /// Keeps `authorization`, started in this workspace for `server`, until its redirect comes
-    /// back (to any process on this store) or `lifetime` passes. Expired ones are dropped.
+    /// Keeps `authorization`, started in this workspace for `server` at `url`, until its
+    /// redirect comes back (to any process on this store) or `lifetime` passes; `browser` is
+    /// the cookie the starting browser holds, if any. Expired ones are dropped.
     pub async fn put_pending_sign_in(
         &self,
         server: &ServerId,
+        url: &str,
         authorization: &PendingAuthorization,
+        browser: Option<&str>,
         lifetime: std::time::Duration,
     ) -> Result<(), StoreError> {
         let now = now_ms();
@@ -64,30 +89,60 @@ impl Store {
             .await
             .map(|done| done.rows_affected()))?;
         let state_digest = crate::tenancy::digest(&authorization.state);
-        let plain = serde_json::to_string(authorization).map_err(|e| StoreError::Corrupt {
+        let corrupt = |e: serde_json::Error| StoreError::Corrupt {
             server: server.to_string(),
             detail: e.to_string(),
-        })?;
+        };
+        let row_key = self.grant_key(server).await?.server;
+        let plain = serde_json::to_string(&SealedSignIn {
+            authorization: serde_json::from_value(
+                serde_json::to_value(authorization).map_err(corrupt)?,
+            )
+            .map_err(corrupt)?,
+            row_key,
+            url: url.to_owned(),
+        })
+        .map_err(corrupt)?;
         let tenant = self.workspace.tenant();
-        let sealed = self
-            .seal_for(&tenant, &pending_context(&state_digest), &plain)
-            .await?;
+        let user = self.workspace.user().map(|user| user.as_str().to_owned());
+        let context = pending_context(
+            &state_digest,
+            tenant.as_str(),
+            user.as_deref(),
+            server.as_str(),
+        );
+        let sealed = self.seal_for(&tenant, &context, &plain).await?;
         let expires = now.saturating_add(i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX));
         on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO pending_sign_ins
-                 (state_digest, tenant, user_id, server_id, sealed_json, expires_at_ms)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+                 (state_digest, tenant, user_id, server_id, sealed_json, browser_digest, expires_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(&state_digest)
         .bind(tenant.as_str())
-        .bind(self.workspace.user().map(|user| user.as_str().to_owned()))
+        .bind(&user)
         .bind(server.as_str())
         .bind(&sealed)
+        .bind(browser.map(crate::tenancy::digest))
         .bind(expires)
         .execute(pool)
         .await
         .map(|done| done.rows_affected()))?;
         Ok(())
+    }
+
+    /// The sign-in whose request carried `state`, whichever workspace started it, left in
+    /// place: to say whose it is before anyone completes it.
+    pub async fn pending_sign_in(&self, state: &str) -> Result<Option<PendingSignIn>, StoreError> {
+        let state_digest = crate::tenancy::digest(state);
+        let row: Option<PendingRow> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT tenant, user_id, server_id, sealed_json, browser_digest, expires_at_ms
+             FROM pending_sign_ins WHERE state_digest = $1",
+        )
+        .bind(&state_digest)
+        .fetch_optional(pool)
+        .await)?;
+        self.open_pending(&state_digest, row).await
     }
 
     /// Takes the sign-in whose request carried `state`, whichever workspace started it: once
@@ -98,14 +153,23 @@ impl Store {
         state: &str,
     ) -> Result<Option<PendingSignIn>, StoreError> {
         let state_digest = crate::tenancy::digest(state);
-        let row: Option<(String, Option<String>, String, String, i64)> = on_db!(&self.db, pool => sqlx::query_as(
+        let row: Option<PendingRow> = on_db!(&self.db, pool => sqlx::query_as(
             "DELETE FROM pending_sign_ins WHERE state_digest = $1
-             RETURNING tenant, user_id, server_id, sealed_json, expires_at_ms",
+             RETURNING tenant, user_id, server_id, sealed_json, browser_digest, expires_at_ms",
         )
         .bind(&state_digest)
         .fetch_optional(pool)
         .await)?;
-        let Some((tenant, user, server, sealed, expires)) = row else {
+        self.open_pending(&state_digest, row).await
+    }
+
+    /// A pending sign-in's row, opened: nothing once expired or once its user is gone.
+    async fn open_pending(
+        &self,
+        state_digest: &str,
+        row: Option<PendingRow>,
+    ) -> Result<Option<PendingSignIn>, StoreError> {
+        let Some((tenant, user, server, sealed, browser_digest, expires)) = row else {
             return Ok(None);
         };
         if expires < now_ms() {
@@ -115,6 +179,7 @@ impl Store {
             server: server.clone(),
             detail,
         };
+        let context = pending_context(state_digest, &tenant, user.as_deref(), &server);
         let tenant = switchboard_core::TenantId::new(tenant).map_err(|e| corrupt(e.to_string()))?;
         let workspace = match user {
             None => Workspace::Local,
@@ -131,16 +196,17 @@ impl Store {
                 })
             }
         };
-        let plain = self
-            .unseal_for(&tenant, &pending_context(&state_digest), &sealed)
-            .await?;
-        let authorization =
+        let plain = self.unseal_for(&tenant, &context, &sealed).await?;
+        let opened: SealedSignIn =
             serde_json::from_str(&plain).map_err(|e| corrupt(format!("a stored sign-in: {e}")))?;
         let server = ServerId::new(server.clone()).map_err(|e| corrupt(e.to_string()))?;
         Ok(Some(PendingSignIn {
             workspace,
             server,
-            authorization,
+            row_key: opened.row_key,
+            url: opened.url,
+            browser_digest,
+            authorization: opened.authorization,
         }))
     }
 

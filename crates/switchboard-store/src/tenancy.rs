@@ -117,6 +117,10 @@ impl Store {
                     "DELETE FROM user_server_settings WHERE tenant = $1",
                     &[id.as_str()],
                 ),
+                (
+                    "DELETE FROM pending_sign_ins WHERE tenant = $1",
+                    &[id.as_str()],
+                ),
                 ("DELETE FROM tenants WHERE id = $1", &[id.as_str()]),
             ])
             .await?;
@@ -213,7 +217,8 @@ impl Store {
     }
 
     /// Removes a user and everything that is theirs: their keys, their own servers, their
-    /// tokens for the tenant's shared servers, their layers.
+    /// tokens for the tenant's shared servers, their layers, their settings and sign-ins in
+    /// progress.
     pub async fn remove_user(&self, tenant: &TenantId, id: &UserId) -> Result<(), StoreError> {
         let user_layer = if tenant.is_default() {
             format!("user:{id}")
@@ -240,6 +245,10 @@ impl Store {
                 ),
                 (
                     "DELETE FROM user_server_settings WHERE tenant = $1 AND user_id = $2",
+                    &[tenant.as_str(), id.as_str()],
+                ),
+                (
+                    "DELETE FROM pending_sign_ins WHERE tenant = $1 AND user_id = $2",
                     &[tenant.as_str(), id.as_str()],
                 ),
                 (

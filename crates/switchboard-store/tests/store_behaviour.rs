@@ -1135,10 +1135,22 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
 
     // Started in ana's workspace; the redirect reaches another process on the same store.
     let request = authorization_request();
-    ana.put_pending_sign_in(&linear, &request, Duration::from_secs(600))
-        .await
-        .unwrap();
+    let url = "https://linear.test/mcp";
+    let cookie = "the-starting-browsers-cookie-0123456789";
+    ana.put_pending_sign_in(
+        &linear,
+        url,
+        &request,
+        Some(cookie),
+        Duration::from_secs(600),
+    )
+    .await
+    .unwrap();
     let raw = place.raw().await;
+    assert!(
+        !raw.contains(cookie),
+        "the browser's cookie is kept as a digest"
+    );
     let verifier = serde_json::to_value(&request).unwrap()["pkce"]["verifier"]
         .as_str()
         .unwrap()
@@ -1149,6 +1161,12 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
         "the state is kept as a digest"
     );
     let elsewhere = place.open().await;
+    let looked = elsewhere
+        .pending_sign_in(&request.state)
+        .await
+        .unwrap()
+        .expect("found by its state");
+    assert_eq!(looked.workspace, principal("acme", "ana", Role::Member));
     let taken = elsewhere
         .take_pending_sign_in(&request.state)
         .await
@@ -1156,6 +1174,19 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
         .expect("found by its state");
     assert_eq!(taken.server, linear);
     assert_eq!(taken.workspace, principal("acme", "ana", Role::Member));
+    assert_eq!(taken.url, url);
+    assert_eq!(
+        taken.row_key,
+        ana.grant_key(&linear).await.unwrap().server,
+        "the shared server's row"
+    );
+    assert_eq!(taken.browser_digest, looked.browser_digest);
+    assert!(
+        taken
+            .browser_digest
+            .as_deref()
+            .is_some_and(|digest| digest.len() == 64 && digest != cookie)
+    );
     assert_eq!(
         serde_json::to_value(&taken.authorization).unwrap(),
         serde_json::to_value(&request).unwrap(),
@@ -1185,7 +1216,7 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
         .await
         .unwrap();
     local
-        .put_pending_sign_in(&linear, &request, Duration::from_secs(600))
+        .put_pending_sign_in(&linear, url, &request, None, Duration::from_secs(600))
         .await
         .unwrap();
     let taken = local.take_pending_sign_in(&request.state).await.unwrap();
@@ -1193,7 +1224,7 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
 
     // An expired one is not taken.
     let request = authorization_request();
-    ana.put_pending_sign_in(&linear, &request, Duration::ZERO)
+    ana.put_pending_sign_in(&linear, url, &request, None, Duration::ZERO)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -1208,9 +1239,25 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
 
     // Nor one whose user was removed meanwhile.
     let request = authorization_request();
-    ana.put_pending_sign_in(&linear, &request, Duration::from_secs(600))
+    ana.put_pending_sign_in(&linear, url, &request, None, Duration::from_secs(600))
         .await
         .unwrap();
+    // A row altered to name another user of the tenant does not open.
+    let moved = on_engine_query(
+        &place,
+        "UPDATE pending_sign_ins SET user_id = 'bob' WHERE user_id = 'ana'",
+    )
+    .await;
+    assert_eq!(moved, 1);
+    assert!(matches!(
+        local.pending_sign_in(&request.state).await,
+        Err(StoreError::Vault(_))
+    ));
+    on_engine_query(
+        &place,
+        "UPDATE pending_sign_ins SET user_id = 'ana' WHERE user_id = 'bob'",
+    )
+    .await;
     local
         .remove_user(
             &switchboard_core::TenantId::new("acme").unwrap(),

@@ -317,10 +317,12 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     if let Some(url) = &args.public_url
         && (!matches!(url.scheme(), "http" | "https")
             || url.query().is_some()
-            || url.fragment().is_some())
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some())
     {
         bail!(
-            "--public-url must be an http(s) URL without a query, e.g. https://switchboard.example.com"
+            "--public-url must be an http(s) URL without credentials, query or fragment, e.g. https://switchboard.example.com"
         );
     }
     let options = ConnectOptions {

@@ -422,6 +422,27 @@ async fn replicas_stopped_or_killed_mid_load_lose_no_call_and_answer_none_twice(
     eprintln!("calls run twice (taken by the killed replica, then retried): {ran_twice}");
 }
 
+/// The hidden fields of the form in `page` (`<input type=hidden name="..." value="...">`).
+fn hidden_fields(page: &str) -> Vec<(String, String)> {
+    let attribute = |input: &str, name: &str| {
+        let start = input.find(&format!("{name}=\""))? + name.len() + 2;
+        let length = input[start..].find('"')?;
+        Some(
+            input[start..start + length]
+                .replace("&quot;", "\"")
+                .replace("&#39;", "'")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&"),
+        )
+    };
+    page.split("<input ")
+        .skip(1)
+        .filter(|input| input.starts_with("type=hidden"))
+        .filter_map(|input| Some((attribute(input, "name")?, attribute(input, "value")?)))
+        .collect()
+}
+
 /// `method path` on the replica on `port` as the holder of `key`; the status and JSON answer.
 async fn as_user(
     port: u16,
@@ -556,6 +577,9 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
         redirect_uri.as_deref(),
         Some(format!("{public}/oauth/callback").as_str())
     );
+    // Her browser here holds no cookie from the start (an API client started it): the page
+    // asks whose sign-in this is before anything is redeemed, as it would ask a person sent a
+    // stranger's link.
     let landed = reqwest::get(url).await.unwrap();
     assert_eq!(
         landed.url().port(),
@@ -563,20 +587,34 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
         "the redirect went to the second replica"
     );
     assert_eq!(landed.status(), reqwest::StatusCode::OK);
+    assert_eq!(landed.headers()["x-frame-options"], "DENY");
+    let page = landed.text().await.unwrap();
     assert!(
-        landed
+        page.contains("user 'ana' of tenant 'acme' in to 'linear'"),
+        "{page}"
+    );
+    let exchanges = || {
+        upstream
+            .auth
+            .code_exchanges
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert_eq!(exchanges(), 0, "nothing is redeemed before she confirms");
+    let confirmed = reqwest::Client::new()
+        .post(format!("{public}/oauth/callback"))
+        .form(&hidden_fields(&page))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(confirmed.status(), reqwest::StatusCode::OK);
+    assert!(
+        confirmed
             .text()
             .await
             .unwrap()
             .contains("Signed in to 'linear'")
     );
-    assert_eq!(
-        upstream
-            .auth
-            .code_exchanges
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
+    assert_eq!(exchanges(), 1);
 
     // Her workspace on the first replica finds her tokens and connects, and on the second too;
     // her calls work through either.
