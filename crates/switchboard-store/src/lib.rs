@@ -128,7 +128,8 @@ pub struct StoreFingerprint {
     pub servers: (i64, i64),
     /// The activation layers' number and the sum of their change times.
     pub activations: (i64, i64),
-    /// The number of users and of API keys (a revoked key or a removed user moves it).
+    /// The users' and API keys' number, and how many times they changed: a key revoked, a
+    /// user removed, or either replaced by another between two readings moves it.
     pub principals: (i64, i64),
 }
 
@@ -447,7 +448,7 @@ impl Store {
     /// What the servers and activation layers are now, in four numbers (see
     /// [`StoreFingerprint`]).
     pub async fn fingerprint(&self) -> Result<StoreFingerprint, StoreError> {
-        let (servers, servers_sum, layers, layers_sum, users, keys): (
+        let (servers, servers_sum, layers, layers_sum, principals, principals_sum): (
             i64,
             i64,
             i64,
@@ -461,15 +462,16 @@ impl Store {
                              FROM user_server_settings),
                         (SELECT COUNT(*) FROM activations),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations),
-                        (SELECT COUNT(*) FROM users),
-                        (SELECT COUNT(*) FROM api_keys)",
+                        (SELECT COUNT(*) FROM users) + (SELECT COUNT(*) FROM api_keys),
+                        (SELECT CAST(COALESCE(MAX(value), '0') AS BIGINT) FROM store_meta
+                         WHERE name = 'principals_version')",
             )
             .fetch_one(pool)
             .await)?;
         Ok(StoreFingerprint {
             servers: (servers, servers_sum),
             activations: (layers, layers_sum),
-            principals: (users, keys),
+            principals: (principals, principals_sum),
         })
     }
 

@@ -55,6 +55,23 @@ pub(crate) fn digest(key: &str) -> String {
         .collect()
 }
 
+impl Store {
+    /// Counts one more change to who may come in (users, API keys), which the store's
+    /// fingerprint shows: every process then forgets the keys it remembered, even when a change
+    /// leaves the numbers as they were (a key revoked and another made).
+    async fn principals_changed(&self) -> Result<(), StoreError> {
+        on_db!(&self.db, pool => sqlx::query(
+            "INSERT INTO store_meta (name, value) VALUES ('principals_version', '1')
+             ON CONFLICT(name) DO UPDATE
+             SET value = CAST(CAST(store_meta.value AS BIGINT) + 1 AS TEXT)",
+        )
+        .execute(pool)
+        .await
+        .map(drop))?;
+        Ok(())
+    }
+}
+
 fn is_unique_violation(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(e) if e.is_unique_violation())
 }
@@ -127,7 +144,7 @@ impl Store {
         if removed == 0 {
             return Err(StoreError::Missing(format!("tenant '{id}'")));
         }
-        Ok(())
+        self.principals_changed().await
     }
 
     /// Adds a user to a tenant.
@@ -155,7 +172,10 @@ impl Store {
             Err(error) if is_unique_violation(&error) => {
                 Err(StoreError::Exists(format!("user '{tenant}/{id}'")))
             }
-            other => Ok(other?),
+            other => {
+                other?;
+                self.principals_changed().await
+            }
         }
     }
 
@@ -168,7 +188,7 @@ impl Store {
         role: Role,
     ) -> Result<Principal, StoreError> {
         self.require_tenant(tenant).await?;
-        on_db!(&self.db, pool => sqlx::query(
+        let added = on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO users (tenant, id, display_name, role, created_at_ms)
              VALUES ($1, $2, '', $3, $4) ON CONFLICT(tenant, id) DO NOTHING",
         )
@@ -178,7 +198,10 @@ impl Store {
         .bind(now_ms())
         .execute(pool)
         .await
-        .map(drop))?;
+        .map(|done| done.rows_affected()))?;
+        if added > 0 {
+            self.principals_changed().await?;
+        }
         self.user(tenant, id)
             .await?
             .map(|user| Principal {
@@ -260,7 +283,7 @@ impl Store {
         if removed == 0 {
             return Err(StoreError::Missing(format!("user '{tenant}/{id}'")));
         }
-        Ok(())
+        self.principals_changed().await
     }
 
     /// Makes an API key named `name` for a user, and returns it: the only time it is seen.
@@ -297,6 +320,7 @@ impl Store {
             ))),
             other => {
                 other?;
+                self.principals_changed().await?;
                 Ok(key)
             }
         }
@@ -366,7 +390,7 @@ impl Store {
                 "an API key named '{name}' of '{tenant}/{user}'"
             )));
         }
-        Ok(())
+        self.principals_changed().await
     }
 
     /// Runs `deletes` (each SQL with its text parameters) in one transaction; returns how many

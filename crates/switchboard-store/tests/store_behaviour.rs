@@ -402,6 +402,26 @@ async fn the_fingerprint_moves_with_servers_and_layers(place: Place) {
     assert_eq!(layered.activations.0, 1);
     store.remove_server(&def.id).await.unwrap();
     assert_eq!(store.fingerprint().await.unwrap().servers, (0, 0));
+
+    // Who may come in: a key revoked and another made leave the numbers as they were, and
+    // still move it.
+    use switchboard_core::{Role, TenantId, UserId};
+    let (acme, ana) = (TenantId::new("acme").unwrap(), UserId::new("ana").unwrap());
+    store.add_tenant(&acme, "Acme").await.unwrap();
+    store.add_user(&acme, &ana, Role::Member, "").await.unwrap();
+    store.create_api_key(&acme, &ana, "laptop").await.unwrap();
+    let before = store.fingerprint().await.unwrap().principals;
+    store.revoke_api_key(&acme, &ana, "laptop").await.unwrap();
+    store.create_api_key(&acme, &ana, "phone").await.unwrap();
+    let after = store.fingerprint().await.unwrap().principals;
+    assert_eq!(after.0, before.0, "as many keys as before");
+    assert_ne!(after, before);
+    store.ensure_user(&acme, &ana, Role::Admin).await.unwrap();
+    assert_eq!(
+        store.fingerprint().await.unwrap().principals,
+        after,
+        "an existing user vouched for again changes nothing"
+    );
 }
 
 /// The grant's lease row as a PostgreSQL replica holds it: the backend ids of sessions waiting
