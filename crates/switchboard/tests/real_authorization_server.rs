@@ -5,7 +5,8 @@
 //! (`tests/npm/oidc-protected-server.mjs`), and headless Chromium filling in its login and
 //! consent pages (`tests/npm/browser-sign-in.mjs`, playwright-core with Debian's chromium).
 //!
-//! The same provider also acts as a team's identity provider for a `serve --users` daemon: people
+//! Three replicas on PostgreSQL share one rotating grant there without ever presenting a retired
+//! refresh token. The same provider also acts as a team's identity provider for a `serve --users` daemon: people
 //! sign in to an AI app in Chromium (`tests/npm/idp-sign-in.mjs`), and the app's access tokens
 //! for Switchboard are their credentials there.
 //!
@@ -721,5 +722,87 @@ async fn people_of_one_tenant_use_the_console_each_as_themselves() {
         1,
         "{:#?}",
         server.events().await
+    );
+}
+
+/// Three replicas on one PostgreSQL database share one person's grant at the real authorization
+/// server, whose refresh tokens rotate on every use and whose whole grant is revoked when a
+/// retired one comes back: with two-second access tokens, all three call at the same moment in
+/// every round, each needing a fresh token, and the server never sees a retired refresh token
+/// (the replicas refresh one at a time under a row lock, each reading the store first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_postgres_share_a_rotating_grant_without_ever_presenting_a_retired_token() {
+    const KEY: &str = "c3dpdGNoYm9hcmQtcmVwbGljYS10ZXN0LWtleS0zMmI="; // 32 bytes, base64
+    let server = RealAuthorizationServer::start(2).await;
+    let store = switchboard_fixtures::postgres::TestPostgres::shared().database();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let switchboard = |dir: &Path, args: &[&str]| {
+        let mut all = vec!["--store", store.as_str()];
+        all.extend_from_slice(args);
+        let mut command = command(dir, &all);
+        command.env("SWITCHBOARD_VAULT_KEY", KEY);
+        command
+    };
+    let added = switchboard(dirs[0].path(), &["server", "add", "secure", &server.mcp])
+        .output()
+        .await
+        .unwrap();
+    assert!(added.status.success(), "{}", text(&added));
+    let mut login = switchboard(
+        dirs[0].path(),
+        &["login", "secure", "--no-browser", "--timeout", "30"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let url = first_url(login.stdout.take().unwrap()).await;
+    let visit = person_signs_in(&url, "allow").await;
+    let status = tokio::time::timeout(Duration::from_secs(20), login.wait())
+        .await
+        .expect("login ends once the browser is back")
+        .unwrap();
+    assert!(status.success(), "login failed after {visit:?}");
+
+    let mut replicas = Vec::new();
+    for dir in &dirs {
+        let port = common::free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = switchboard(dir.path(), &["serve", "--listen", &listen])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        replicas.push((child, port));
+    }
+    for (_, port) in &replicas {
+        common::await_health(*port).await;
+        wait_for_state(*port, "secure", "connected").await;
+    }
+    for round in 0..6u64 {
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let answers =
+            futures::future::join_all(replicas.iter().enumerate().map(|(n, (_, port))| {
+                call_through_daemon(*port, round * 10 + n as u64, "secure__echo")
+            }))
+            .await;
+        for (n, answer) in answers.iter().enumerate() {
+            assert_eq!(
+                answer["result"]["content"][0]["text"], "echo: hi",
+                "round {round}, replica {n}: {answer}"
+            );
+        }
+    }
+    let events = server.events().await;
+    let refreshed = events
+        .iter()
+        .filter(|e| e["grantType"] == "refresh_token" && e["event"] == "token")
+        .count();
+    assert!(refreshed >= 6, "refreshed in every round: {events:#?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "grant-revoked" || e["event"] == "token-error"),
+        "no retired refresh token was ever presented: {events:#?}"
     );
 }
