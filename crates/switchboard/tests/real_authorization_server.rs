@@ -5,10 +5,11 @@
 //! (`tests/npm/oidc-protected-server.mjs`), and headless Chromium filling in its login and
 //! consent pages (`tests/npm/browser-sign-in.mjs`, playwright-core with Debian's chromium).
 //!
-//! Three replicas on PostgreSQL share one rotating grant there without ever presenting a retired
-//! refresh token. The same provider also acts as a team's identity provider for a `serve --users` daemon: people
-//! sign in to an AI app in Chromium (`tests/npm/idp-sign-in.mjs`), and the app's access tokens
-//! for Switchboard are their credentials there.
+//! Three replicas on PostgreSQL share one rotating grant there without ever presenting a
+//! retired refresh token. The same provider also acts as a team's identity provider for a
+//! `serve --users` daemon: people sign in to an AI app in Chromium
+//! (`tests/npm/idp-sign-in.mjs`), and the app's access tokens for Switchboard are their
+//! credentials there.
 //!
 //! Our own mock authorization server (`oauth_end_to_end.rs`) redirects at once; this holds the
 //! same flows to software nobody here wrote, and checks them against what the authorization
