@@ -876,3 +876,85 @@ async fn a_workspace_slow_to_open_holds_up_no_other_users_requests() {
     );
     assert_eq!(anas_first.await.unwrap(), 200);
 }
+
+/// The tool names `key`'s workspace lists in the deferred view (a stateless request asking for
+/// it with `X-Switchboard-Tools`): the meta-tools, and the tools pinned for that user.
+async fn deferred_tools(daemon: &Daemon, key: &str) -> Vec<String> {
+    let body = daemon
+        .http
+        .post(daemon.url("/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .header("x-switchboard-tools", "deferred")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let answer: Value = body
+        .lines()
+        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+        .find_map(|data| serde_json::from_str(data).ok())
+        .unwrap_or_else(|| panic!("no answer: {body}"));
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A tool a user pins on a shared server (their own settings) is listed to their model in the
+/// deferred view from then on; another user's model sees only the meta-tools.
+#[tokio::test]
+async fn a_tool_a_user_pins_on_a_shared_server_is_listed_to_their_model_only() {
+    let daemon = Daemon::start().await;
+    let [ana, bob, carol, _] = people(&daemon).await;
+    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    let (status, body) = daemon
+        .send(
+            Some(&carol),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "tool", "command": fixture})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    daemon.await_connected(&ana, "tool").await;
+    let before = deferred_tools(&daemon, &ana).await;
+    assert!(
+        before.contains(&"search_tools".to_owned()) && !before.contains(&"tool__echo".to_owned()),
+        "{before:?}"
+    );
+
+    let (status, view) = daemon
+        .send(
+            Some(&ana),
+            "PUT",
+            "/api/servers/tool/my-settings",
+            Some(json!({"pinned": ["echo"]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["pinned"], json!(["echo"]));
+    let mut listed = Vec::new();
+    for _ in 0..100 {
+        listed = deferred_tools(&daemon, &ana).await;
+        if listed.contains(&"tool__echo".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(listed.contains(&"tool__echo".to_owned()), "{listed:?}");
+    let bobs = deferred_tools(&daemon, &bob).await;
+    assert!(!bobs.contains(&"tool__echo".to_owned()), "{bobs:?}");
+    assert!(bobs.contains(&"search_tools".to_owned()), "{bobs:?}");
+}
