@@ -65,6 +65,8 @@ pub struct IdentityProvider {
     http: OAuthHttp,
     jwks_uri: tokio::sync::OnceCell<Url>,
     keys: tokio::sync::RwLock<Keys>,
+    /// How often the key set may be read again for an unknown key.
+    refresh_at_most_every: Duration,
     /// Taken while the key set is read, so a burst of tokens reads it once.
     reading: tokio::sync::Mutex<()>,
 }
@@ -88,8 +90,16 @@ impl IdentityProvider {
             http,
             jwks_uri: tokio::sync::OnceCell::new(),
             keys: tokio::sync::RwLock::default(),
+            refresh_at_most_every: REFRESH_AT_MOST_EVERY,
             reading: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Reads the key set again for an unknown key at most once per `every` (a minute unless
+    /// set).
+    pub fn with_key_refresh_interval(mut self, every: Duration) -> Self {
+        self.refresh_at_most_every = every;
+        self
     }
 
     /// The issuer, as tokens must name it.
@@ -121,11 +131,13 @@ impl IdentityProvider {
                     &validation,
                 ) {
                     Ok(data) => return Ok(data.claims),
+                    // Another key may have signed it: one this set holds, or, once the set is
+                    // read again, one the provider rotated in.
                     Err(error)
                         if matches!(
                             error.kind(),
                             jsonwebtoken::errors::ErrorKind::InvalidSignature
-                        ) && found.len() > 1 => {}
+                        ) => {}
                     Err(error) => return Err(IdpError::Rejected(error.to_string())),
                 }
             }
@@ -163,7 +175,7 @@ impl IdentityProvider {
                 .read()
                 .await
                 .read_at
-                .is_some_and(|at| at.elapsed() < REFRESH_AT_MOST_EVERY)
+                .is_some_and(|at| at.elapsed() < self.refresh_at_most_every)
         {
             return Ok(false);
         }
@@ -226,5 +238,176 @@ impl IdentityProvider {
     /// reported at start rather than at the first token.
     pub async fn prepare(&self) -> Result<(), IdpError> {
         self.read_keys(true).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::jwt::DpopKey;
+    use crate::net::NetworkPolicy;
+
+    /// A provider on loopback whose key set the test changes, counting its reads.
+    struct Provider {
+        issuer: String,
+        keys: Arc<Mutex<Vec<Value>>>,
+        reads: Arc<AtomicUsize>,
+    }
+
+    impl Provider {
+        async fn start() -> Self {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let issuer = format!("http://{}", listener.local_addr().unwrap());
+            let keys: Arc<Mutex<Vec<Value>>> = Arc::default();
+            let reads = Arc::new(AtomicUsize::new(0));
+            let discovery = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
+                "authorization_endpoint": format!("{issuer}/authorize"),
+                "token_endpoint": format!("{issuer}/token")});
+            let (served, counted) = (keys.clone(), reads.clone());
+            let app = axum::Router::new()
+                .route(
+                    "/.well-known/openid-configuration",
+                    axum::routing::get(move || async move { axum::Json(discovery) }),
+                )
+                .route(
+                    "/jwks",
+                    axum::routing::get(move || async move {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        let keys = served.lock().unwrap().clone();
+                        axum::Json(json!({ "keys": keys }))
+                    }),
+                );
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            Self {
+                issuer,
+                keys,
+                reads,
+            }
+        }
+
+        /// Publishes `keys` (each with its `kid`, if given), in place of the set it had.
+        fn publish(&self, keys: &[(&DpopKey, Option<&str>)]) {
+            *self.keys.lock().unwrap() = keys
+                .iter()
+                .map(|(key, kid)| {
+                    let mut jwk = key.public_jwk().clone();
+                    if let Some(kid) = kid {
+                        jwk["kid"] = json!(kid);
+                    }
+                    jwk
+                })
+                .collect();
+        }
+
+        /// A token for Switchboard signed with `key`, naming `kid` if given.
+        fn token(&self, key: &DpopKey, kid: Option<&str>) -> String {
+            let mut header = jsonwebtoken::Header::new(Algorithm::ES256);
+            header.kid = kid.map(str::to_owned);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            jsonwebtoken::encode(
+                &header,
+                &json!({"iss": self.issuer, "sub": "ana", "aud": "switchboard",
+                        "iat": now, "exp": now + 300}),
+                &jsonwebtoken::EncodingKey::from_ec_der(key.pkcs8()),
+            )
+            .unwrap()
+        }
+
+        fn verifier(&self) -> IdentityProvider {
+            let policy = NetworkPolicy {
+                allow_loopback: true,
+                ..NetworkPolicy::default()
+            };
+            IdentityProvider::new(&self.issuer, "switchboard", OAuthHttp::new(policy))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_the_provider_rotates_in_is_taken_and_one_it_retired_is_refused() {
+        let provider = Provider::start().await;
+        let (old, new) = (DpopKey::generate().unwrap(), DpopKey::generate().unwrap());
+        provider.publish(&[(&old, Some("old"))]);
+        let verifier = provider
+            .verifier()
+            .with_key_refresh_interval(Duration::ZERO);
+        verifier.prepare().await.unwrap();
+        assert!(
+            verifier
+                .verify(&provider.token(&old, Some("old")))
+                .await
+                .is_ok()
+        );
+        let early = verifier.verify(&provider.token(&new, Some("new"))).await;
+        assert!(
+            matches!(&early, Err(IdpError::Rejected(why)) if why.contains("does not publish")),
+            "{early:?}"
+        );
+
+        // The provider publishes the new key beside the old, then retires the old one.
+        provider.publish(&[(&old, Some("old")), (&new, Some("new"))]);
+        assert!(
+            verifier
+                .verify(&provider.token(&new, Some("new")))
+                .await
+                .is_ok()
+        );
+        provider.publish(&[(&new, Some("new"))]);
+        let unknown = DpopKey::generate().unwrap();
+        assert!(
+            verifier
+                .verify(&provider.token(&unknown, Some("x")))
+                .await
+                .is_err()
+        );
+        let retired = verifier.verify(&provider.token(&old, Some("old"))).await;
+        assert!(
+            matches!(&retired, Err(IdpError::Rejected(why)) if why.contains("does not publish")),
+            "{retired:?}"
+        );
+
+        // Keys without ids (a token naming none) rotate the same way.
+        let unnamed = DpopKey::generate().unwrap();
+        provider.publish(&[(&new, Some("new")), (&unnamed, None)]);
+        assert!(
+            verifier
+                .verify(&provider.token(&unnamed, None))
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_keys_make_the_set_be_read_again_at_most_once_a_minute() {
+        let provider = Provider::start().await;
+        let known = DpopKey::generate().unwrap();
+        provider.publish(&[(&known, Some("known"))]);
+        let verifier = provider.verifier();
+        verifier.prepare().await.unwrap();
+        assert_eq!(provider.reads.load(Ordering::SeqCst), 1);
+        for n in 0..5 {
+            let stranger = DpopKey::generate().unwrap();
+            let kid = format!("stranger-{n}");
+            let token = provider.token(&stranger, Some(&kid));
+            assert!(verifier.verify(&token).await.is_err());
+        }
+        assert_eq!(
+            provider.reads.load(Ordering::SeqCst),
+            1,
+            "a burst of unknown keys reads the set no more than the minute allows"
+        );
+        assert!(
+            verifier
+                .verify(&provider.token(&known, Some("known")))
+                .await
+                .is_ok()
+        );
     }
 }
