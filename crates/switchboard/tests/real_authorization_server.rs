@@ -156,6 +156,21 @@ async fn token_from_identity_provider(
     printed["accessToken"].as_str().unwrap().to_owned()
 }
 
+/// How many times the authorization server refreshed a grant, after checking it never saw a
+/// retired refresh token (which would have revoked the grant) or refused a token request.
+fn refreshes_without_reuse(events: &[Value]) -> usize {
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "grant-revoked" || e["event"] == "token-error"),
+        "no retired refresh token was ever presented: {events:#?}"
+    );
+    events
+        .iter()
+        .filter(|e| e["grantType"] == "refresh_token" && e["event"] == "token")
+        .count()
+}
+
 /// The query parameter `name` of `url`.
 fn query(url: &str, name: &str) -> Option<String> {
     url::Url::parse(url)
@@ -416,17 +431,8 @@ async fn a_daemon_and_the_cli_share_a_rotating_grant_without_ever_losing_it() {
         "another URL is tested signed out: {elsewhere:#}"
     );
     let events = server.events().await;
-    let refreshed = events
-        .iter()
-        .filter(|e| e["grantType"] == "refresh_token" && e["event"] == "token")
-        .count();
+    let refreshed = refreshes_without_reuse(&events);
     assert!(refreshed >= 8, "both refreshed, many times: {events:#?}");
-    assert!(
-        !events
-            .iter()
-            .any(|e| e["event"] == "grant-revoked" || e["event"] == "token-error"),
-        "no retired refresh token was ever presented: {events:#?}"
-    );
 }
 
 /// The same sign-in from the web console: a person adds the protected server in Chromium, signs
@@ -484,25 +490,6 @@ async fn a_person_signs_in_and_out_from_the_web_console() {
     assert!(server.count("token").await >= 1);
 }
 
-/// `method path` on `base` with the bearer `token`; the status and JSON answer.
-async fn with_token(
-    base: &str,
-    token: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = reqwest::Client::new()
-        .request(method, format!("{base}{path}"))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test]
 async fn people_signed_in_at_the_teams_identity_provider_use_switchboard_as_themselves() {
     let port = common::free_port();
@@ -544,7 +531,7 @@ async fn people_signed_in_at_the_teams_identity_provider_use_switchboard_as_them
     );
 
     // Ada is a tenant admin by her role: she shares the MCP server the provider also protects.
-    let (status, body) = with_token(
+    let (status, body) = common::with_token(
         &base,
         &ada,
         reqwest::Method::POST,
@@ -555,10 +542,10 @@ async fn people_signed_in_at_the_teams_identity_provider_use_switchboard_as_them
     assert_eq!(status, 201, "{body}");
     // Grace, a member, sees it in her workspace and may not change it.
     let (status, listed) =
-        with_token(&base, &grace, reqwest::Method::GET, "/api/servers", None).await;
+        common::with_token(&base, &grace, reqwest::Method::GET, "/api/servers", None).await;
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["servers"][0]["id"], "secure", "{listed}");
-    let (status, body) = with_token(
+    let (status, body) = common::with_token(
         &base,
         &grace,
         reqwest::Method::PATCH,
@@ -586,11 +573,11 @@ async fn people_signed_in_at_the_teams_identity_provider_use_switchboard_as_them
         &ada[signature_at + 1..]
     );
     let (status, _) =
-        with_token(&base, &tampered, reqwest::Method::GET, "/api/servers", None).await;
+        common::with_token(&base, &tampered, reqwest::Method::GET, "/api/servers", None).await;
     assert_eq!(status, 401);
     let for_the_mcp_server =
         token_from_identity_provider(&provider.issuer, &provider.mcp, "ada", "lovelace").await;
-    let (status, body) = with_token(
+    let (status, body) = common::with_token(
         &base,
         &for_the_mcp_server,
         reqwest::Method::GET,
@@ -647,7 +634,7 @@ async fn people_of_one_tenant_use_the_console_each_as_themselves() {
         json!({"id": "tool", "command": fixture, "env": {"FIXTURE_MARK": "shared"}}),
         json!({"id": "secure", "url": server.mcp}),
     ] {
-        let (status, answer) = with_token(
+        let (status, answer) = common::with_token(
             &base,
             &carol,
             reqwest::Method::POST,
@@ -795,15 +782,6 @@ async fn replicas_on_postgres_share_a_rotating_grant_without_ever_presenting_a_r
         }
     }
     let events = server.events().await;
-    let refreshed = events
-        .iter()
-        .filter(|e| e["grantType"] == "refresh_token" && e["event"] == "token")
-        .count();
+    let refreshed = refreshes_without_reuse(&events);
     assert!(refreshed >= 6, "refreshed in every round: {events:#?}");
-    assert!(
-        !events
-            .iter()
-            .any(|e| e["event"] == "grant-revoked" || e["event"] == "token-error"),
-        "no retired refresh token was ever presented: {events:#?}"
-    );
 }

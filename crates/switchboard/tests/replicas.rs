@@ -451,15 +451,7 @@ async fn as_user(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut request = reqwest::Client::new()
-        .request(method, format!("http://127.0.0.1:{port}{path}"))
-        .bearer_auth(key);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    common::with_token(&format!("http://127.0.0.1:{port}"), key, method, path, body).await
 }
 
 /// Waits (up to 10 s) until `key`'s workspace on the replica on `port` shows `server` in

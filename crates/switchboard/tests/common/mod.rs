@@ -72,6 +72,26 @@ pub async fn await_health(port: u16) {
     panic!("the daemon on port {port} never answered /healthz");
 }
 
+/// `method path` on `base` with the bearer `token` (and a JSON `body`); the status and the
+/// JSON answer (`null` when it is not JSON).
+pub async fn with_token(
+    base: &str,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
+}
+
 /// A loopback port free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
