@@ -102,23 +102,29 @@ struct BrowserVisit {
     final_text: String,
 }
 
-/// A person opens `url` in Chromium, signs in as `ada`, and answers the consent page with
-/// `decision` (`allow` or `deny`).
-async fn person_signs_in(url: &str, decision: &str) -> BrowserVisit {
+/// Runs the browser script `script` of `tests/npm` with `args` (Chromium driven by
+/// playwright-core) within `limit` seconds; the JSON line it prints.
+async fn browser(script: &str, args: &[&str], limit: u64) -> Value {
     let output = tokio::time::timeout(
-        Duration::from_secs(90),
+        Duration::from_secs(limit),
         tokio::process::Command::new("node")
-            .arg(npm_dir().join("browser-sign-in.mjs"))
-            .args([url, decision])
+            .arg(npm_dir().join(script))
+            .args(args)
             .env("CHROMIUM", common::chromium())
             .kill_on_drop(true)
             .output(),
     )
     .await
-    .expect("the browser finishes within 90 s")
+    .unwrap_or_else(|_| panic!("{script} finishes within {limit} s"))
     .unwrap();
-    assert!(output.status.success(), "the browser: {}", text(&output));
-    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    assert!(output.status.success(), "{script}: {}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{script} prints JSON: {e}"))
+}
+
+/// A person opens `url` in Chromium, signs in as `ada`, and answers the consent page with
+/// `decision` (`allow` or `deny`).
+async fn person_signs_in(url: &str, decision: &str) -> BrowserVisit {
+    let seen = browser("browser-sign-in.mjs", &[url, decision], 90).await;
     BrowserVisit {
         consent_scopes: seen["consentScopes"]
             .as_str()
@@ -139,20 +145,7 @@ async fn token_from_identity_provider(
     login: &str,
     password: &str,
 ) -> String {
-    let output = tokio::time::timeout(
-        Duration::from_secs(90),
-        tokio::process::Command::new("node")
-            .arg(npm_dir().join("idp-sign-in.mjs"))
-            .args([issuer, audience, login, password])
-            .env("CHROMIUM", common::chromium())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the sign-in finishes within 90 s")
-    .unwrap();
-    assert!(output.status.success(), "the sign-in: {}", text(&output));
-    let printed: Value = serde_json::from_slice(&output.stdout).expect("the app prints JSON");
+    let printed = browser("idp-sign-in.mjs", &[issuer, audience, login, password], 90).await;
     printed["accessToken"].as_str().unwrap().to_owned()
 }
 
@@ -451,21 +444,9 @@ async fn a_person_signs_in_and_out_from_the_web_console() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new("node")
-            .arg(npm_dir().join("console-sign-in.mjs"))
-            .args([&base, &server.mcp])
-            .args(screenshots.iter())
-            .env("CHROMIUM", common::chromium())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the browser finishes within 120 s")
-    .unwrap();
-    assert!(output.status.success(), "the browser: {}", text(&output));
-    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    let mut args = vec![base.as_str(), server.mcp.as_str()];
+    args.extend(screenshots.as_deref());
+    let seen = browser("console-sign-in.mjs", &args, 120).await;
     let issuer = url::Url::parse(&server.issuer).unwrap();
     assert_eq!(
         seen["signInPage"],
@@ -646,21 +627,9 @@ async fn people_of_one_tenant_use_the_console_each_as_themselves() {
     }
 
     let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        tokio::process::Command::new("node")
-            .arg(npm_dir().join("console-users.mjs"))
-            .args([&base, &ana, &bob])
-            .args(screenshots.iter())
-            .env("CHROMIUM", common::chromium())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the browser finishes within 180 s")
-    .unwrap();
-    assert!(output.status.success(), "the browser: {}", text(&output));
-    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    let mut args = vec![base.as_str(), ana.as_str(), bob.as_str()];
+    args.extend(screenshots.as_deref());
+    let seen = browser("console-users.mjs", &args, 180).await;
 
     assert_eq!(seen["anaPrompts"], 1, "asked for her key once: {seen:#}");
     assert_eq!(seen["anaWho"], "ana · acme · member", "{seen:#}");

@@ -129,6 +129,11 @@ impl Daemon {
 
     /// One stateless (2026-07-28) JSON-RPC request to `/mcp`; the answer.
     async fn mcp(&self, key: Option<&str>, message: Value) -> Value {
+        self.mcp_with(key, message, &[]).await
+    }
+
+    /// [`Self::mcp`] with more request headers.
+    async fn mcp_with(&self, key: Option<&str>, message: Value, headers: &[(&str, &str)]) -> Value {
         let mut request = self
             .http
             .post(self.url("/mcp"))
@@ -140,6 +145,9 @@ impl Daemon {
         }
         if let Some(key) = key {
             request = request.bearer_auth(key);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
         }
         let body = request
             .json(&message)
@@ -880,30 +888,15 @@ async fn a_workspace_slow_to_open_holds_up_no_other_users_requests() {
 /// The tool names `key`'s workspace lists in the deferred view (a stateless request asking for
 /// it with `X-Switchboard-Tools`): the meta-tools, and the tools pinned for that user.
 async fn deferred_tools(daemon: &Daemon, key: &str) -> Vec<String> {
-    let body = daemon
-        .http
-        .post(daemon.url("/mcp"))
-        .bearer_auth(key)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .header("x-switchboard-tools", "deferred")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}}}}),
+    let answer = daemon
+        .mcp_with(
+            Some(key),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            &[("x-switchboard-tools", "deferred")],
         )
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let answer: Value = body
-        .lines()
-        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
-        .find_map(|data| serde_json::from_str(data).ok())
-        .unwrap_or_else(|| panic!("no answer: {body}"));
+        .await;
     answer["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("{answer}"))
