@@ -76,11 +76,54 @@ pub(crate) struct PendingLogins {
     by_state: Mutex<HashMap<String, (Listener, Instant)>>,
 }
 
+/// How often a process checks the store for how its sign-ins ended elsewhere.
+const OUTCOME_CHECK: Duration = Duration::from_secs(2);
+
 impl PendingLogins {
-    fn insert(&self, state: &str, listener: Listener) {
-        let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, (_, started)| started.elapsed() < PENDING_LIFETIME);
-        map.insert(state.to_owned(), (listener, Instant::now()));
+    /// Remembers `listener` for the sign-in with `state`, and follows it in `store` until it
+    /// ends: a redirect completed by another process (another replica) that failed is shown
+    /// here too, through `listener`.
+    fn insert(self: &Arc<Self>, state: &str, listener: Listener, store: switchboard_store::Store) {
+        {
+            let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
+            map.retain(|_, (_, started)| started.elapsed() < PENDING_LIFETIME);
+            map.insert(state.to_owned(), (listener, Instant::now()));
+        }
+        let (logins, state) = (Arc::downgrade(self), state.to_owned());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            while started.elapsed() < PENDING_LIFETIME {
+                tokio::time::sleep(OUTCOME_CHECK).await;
+                let Some(logins) = logins.upgrade() else {
+                    return;
+                };
+                if !logins.holds(&state) {
+                    return; // completed here
+                }
+                match store.pending_sign_in_outcome(&state).await {
+                    Ok(switchboard_store::credentials::SignInOutcome::Waiting) => {}
+                    Ok(switchboard_store::credentials::SignInOutcome::Failed(message)) => {
+                        if let Some(listener) = logins.take(&state) {
+                            listener(switchboard_oauth::AuthEvent::Failed { message });
+                        }
+                        return;
+                    }
+                    // Completed elsewhere: the server's task finds the tokens in the store.
+                    Ok(switchboard_store::credentials::SignInOutcome::Gone) => {
+                        logins.take(&state);
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "cannot read how a sign-in ended; trying again");
+                    }
+                }
+            }
+        });
+    }
+
+    fn holds(&self, state: &str) -> bool {
+        let map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
+        map.contains_key(state)
     }
 
     fn take(&self, state: &str) -> Option<Listener> {
@@ -163,7 +206,8 @@ pub(crate) async fn start_login(
     {
         return sign_in_problem(SignInError::Store(error)).into_response();
     }
-    app.logins.insert(&pending.state, listener);
+    app.logins
+        .insert(&pending.state, listener, hub.store().clone());
     let url = pending.authorization_url.to_string();
     let mut response = Json(json!({
         "authorization_url": url,
@@ -311,55 +355,79 @@ fn store_unavailable(error: &switchboard_store::StoreError) -> Response {
     )
 }
 
-/// Takes the sign-in `callback` names and redeems its code, into the workspace that started
-/// it and the server row it started for.
+/// Claims the sign-in `callback` names and redeems its code, into the workspace that started
+/// it and the server row it started for; says how it ended where it started (through its
+/// listener when that is this process, else through the store).
 async fn complete(app: &AppState, callback: AuthorizationCallback) -> Response {
     let Some(state) = callback.state.as_deref() else {
         return unknown_sign_in();
     };
     let listener = app.logins.take(state);
     let store = app.hub.store();
-    let login = match store.take_pending_sign_in(state).await {
+    let login = match store.claim_pending_sign_in(state).await {
         Ok(Some(login)) => login,
         Ok(None) => return unknown_sign_in(),
         Err(error) => return store_unavailable(&error),
     };
-    let id = login.server;
-    let failed = |detail: String| {
-        callback_page(
-            StatusCode::BAD_REQUEST,
-            &format!("Signing in to '{id}' failed: {detail}"),
-        )
-    };
-    let store = store.for_workspace(login.workspace);
-    let (def, auth) = match server_auth_for(&store, &id, app.hub.oauth()).await {
-        Ok(found) => found,
-        Err(error) => return failed(error.to_string()),
-    };
+    let id = login.server.clone();
+    let outcome = redeem(app, login, &callback).await;
+    let failure_elsewhere = outcome.as_ref().err().filter(|_| listener.is_none());
+    if let Err(error) = store
+        .finish_pending_sign_in(state, failure_elsewhere.map(String::as_str))
+        .await
+    {
+        tracing::warn!(%error, "cannot record how a sign-in ended");
+    }
+    // The server's task sees the new tokens (at once through the listener here, or in the
+    // store on another replica) and connects.
+    match outcome {
+        Ok(()) => {
+            if let Some(listener) = listener {
+                listener(switchboard_oauth::AuthEvent::Authenticated);
+            }
+            callback_page(
+                StatusCode::OK,
+                &format!("Signed in to '{id}'. You can close this tab."),
+            )
+        }
+        Err(message) => {
+            let page = callback_page(
+                StatusCode::BAD_REQUEST,
+                &format!("Signing in to '{id}' failed: {message}"),
+            );
+            if let Some(listener) = listener {
+                listener(switchboard_oauth::AuthEvent::Failed { message });
+            }
+            page
+        }
+    }
+}
+
+/// Redeems the code of a claimed sign-in; why not, when it fails.
+async fn redeem(
+    app: &AppState,
+    login: PendingSignIn,
+    callback: &AuthorizationCallback,
+) -> Result<(), String> {
+    let store = app.hub.store().for_workspace(login.workspace);
+    let id = &login.server;
+    let (def, auth) = server_auth_for(&store, id, app.hub.oauth())
+        .await
+        .map_err(|error| error.to_string())?;
     // The tokens are for the server the sign-in started for: not for one redefined, replaced
     // or shadowed meanwhile.
-    let same_server = match (&def.transport, store.grant_key(&id).await) {
+    let same_server = match (&def.transport, store.grant_key(id).await) {
         (switchboard_core::TransportSpec::Http { url, .. }, Ok(key)) => {
             url.as_str() == login.url && key.server == login.row_key
         }
         _ => false,
     };
     if !same_server {
-        return failed("the server changed since the sign-in started; start it again".into());
+        return Err("the server changed since the sign-in started; start it again".into());
     }
-    let auth = match listener {
-        Some(listener) => auth.with_listener(move |event| listener(event)),
-        None => auth,
-    };
-    match auth.complete_sign_in(&login.authorization, &callback).await {
-        // The server's task sees the new tokens (through the sign-in listener here, or in the
-        // store on another replica) and connects.
-        Ok(()) => callback_page(
-            StatusCode::OK,
-            &format!("Signed in to '{id}'. You can close this tab."),
-        ),
-        Err(error) => failed(error.to_string()),
-    }
+    auth.complete_sign_in(&login.authorization, callback)
+        .await
+        .map_err(|error| error.to_string())
 }
 
 /// `GET /oauth/client-metadata.json`.

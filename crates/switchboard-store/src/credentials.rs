@@ -55,6 +55,17 @@ pub struct PendingSignIn {
     pub authorization: PendingAuthorization,
 }
 
+/// How a pending sign-in stands (see [`Store::pending_sign_in_outcome`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignInOutcome {
+    /// Waiting for its redirect, or being completed.
+    Waiting,
+    /// Its redirect was taken and the sign-in failed, for this reason.
+    Failed(String),
+    /// Completed, or expired.
+    Gone,
+}
+
 /// What is sealed for a pending sign-in.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SealedSignIn {
@@ -137,7 +148,7 @@ impl Store {
         let state_digest = crate::tenancy::digest(state);
         let row: Option<PendingRow> = on_db!(&self.db, pool => sqlx::query_as(
             "SELECT tenant, user_id, server_id, sealed_json, browser_digest, expires_at_ms
-             FROM pending_sign_ins WHERE state_digest = $1",
+             FROM pending_sign_ins WHERE state_digest = $1 AND NOT claimed",
         )
         .bind(&state_digest)
         .fetch_optional(pool)
@@ -145,22 +156,78 @@ impl Store {
         self.open_pending(&state_digest, row).await
     }
 
-    /// Takes the sign-in whose request carried `state`, whichever workspace started it: once
+    /// Claims the sign-in whose request carried `state`, whichever workspace started it: once
     /// (a second redirect with the same `state` finds nothing), and only before it expires and
-    /// while its user still exists.
-    pub async fn take_pending_sign_in(
+    /// while its user still exists. The claimer then says how it ended
+    /// ([`Self::finish_pending_sign_in`]).
+    pub async fn claim_pending_sign_in(
         &self,
         state: &str,
     ) -> Result<Option<PendingSignIn>, StoreError> {
         let state_digest = crate::tenancy::digest(state);
         let row: Option<PendingRow> = on_db!(&self.db, pool => sqlx::query_as(
-            "DELETE FROM pending_sign_ins WHERE state_digest = $1
+            "UPDATE pending_sign_ins SET claimed = TRUE WHERE state_digest = $1 AND NOT claimed
              RETURNING tenant, user_id, server_id, sealed_json, browser_digest, expires_at_ms",
         )
         .bind(&state_digest)
         .fetch_optional(pool)
         .await)?;
         self.open_pending(&state_digest, row).await
+    }
+
+    /// Ends a claimed sign-in: forgotten when it succeeded, or kept with why it `failed` for the
+    /// process that started it to show ([`Self::pending_sign_in_outcome`]).
+    pub async fn finish_pending_sign_in(
+        &self,
+        state: &str,
+        failed: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let state_digest = crate::tenancy::digest(state);
+        match failed {
+            None => on_db!(&self.db, pool => sqlx::query(
+                "DELETE FROM pending_sign_ins WHERE state_digest = $1",
+            )
+            .bind(&state_digest)
+            .execute(pool)
+            .await
+            .map(drop))?,
+            Some(why) => on_db!(&self.db, pool => sqlx::query(
+                "UPDATE pending_sign_ins SET failure = $2 WHERE state_digest = $1",
+            )
+            .bind(&state_digest)
+            .bind(why)
+            .execute(pool)
+            .await
+            .map(drop))?,
+        }
+        Ok(())
+    }
+
+    /// How the sign-in whose request carried `state` stands, for the process that started it:
+    /// still waiting for its redirect (or being completed), failed (read once: the row is then
+    /// forgotten), or gone (completed, or expired).
+    pub async fn pending_sign_in_outcome(&self, state: &str) -> Result<SignInOutcome, StoreError> {
+        let state_digest = crate::tenancy::digest(state);
+        let failure: Option<String> = on_db!(&self.db, pool => sqlx::query_scalar(
+            "DELETE FROM pending_sign_ins WHERE state_digest = $1 AND failure IS NOT NULL
+             RETURNING failure",
+        )
+        .bind(&state_digest)
+        .fetch_optional(pool)
+        .await)?;
+        if let Some(failure) = failure {
+            return Ok(SignInOutcome::Failed(failure));
+        }
+        let expires: Option<i64> = on_db!(&self.db, pool => sqlx::query_scalar(
+            "SELECT expires_at_ms FROM pending_sign_ins WHERE state_digest = $1",
+        )
+        .bind(&state_digest)
+        .fetch_optional(pool)
+        .await)?;
+        Ok(match expires {
+            Some(at) if at >= now_ms() => SignInOutcome::Waiting,
+            _ => SignInOutcome::Gone,
+        })
     }
 
     /// A pending sign-in's row, opened: nothing once expired or once its user is gone.

@@ -105,7 +105,7 @@ on_both_engines!(
     removing_a_user_or_tenant_removes_what_was_theirs,
     each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_rotations,
     a_users_own_settings_for_a_shared_server_are_theirs_alone_and_sealed,
-    a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it_lives,
+    a_pending_sign_in_is_sealed_claimed_once_by_any_process_and_only_while_it_lives,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -1141,7 +1141,7 @@ fn authorization_request() -> switchboard_oauth::PendingAuthorization {
     .unwrap()
 }
 
-async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it_lives(
+async fn a_pending_sign_in_is_sealed_claimed_once_by_any_process_and_only_while_it_lives(
     place: Place,
 ) {
     use std::time::Duration;
@@ -1188,7 +1188,7 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
         .expect("found by its state");
     assert_eq!(looked.workspace, principal("acme", "ana", Role::Member));
     let taken = elsewhere
-        .take_pending_sign_in(&request.state)
+        .claim_pending_sign_in(&request.state)
         .await
         .unwrap()
         .expect("found by its state");
@@ -1214,15 +1214,42 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
     );
     assert!(
         elsewhere
-            .take_pending_sign_in(&request.state)
+            .claim_pending_sign_in(&request.state)
             .await
             .unwrap()
             .is_none(),
-        "taken once"
+        "claimed once"
+    );
+    assert!(
+        elsewhere
+            .pending_sign_in(&request.state)
+            .await
+            .unwrap()
+            .is_none(),
+        "a claimed sign-in is not offered again"
+    );
+    // The process that started it learns how it ended: waiting while the claimer redeems it,
+    // then why it failed (once), then nothing.
+    use switchboard_store::credentials::SignInOutcome;
+    assert_eq!(
+        ana.pending_sign_in_outcome(&request.state).await.unwrap(),
+        SignInOutcome::Waiting
+    );
+    elsewhere
+        .finish_pending_sign_in(&request.state, Some("access_denied: the user said no"))
+        .await
+        .unwrap();
+    assert_eq!(
+        ana.pending_sign_in_outcome(&request.state).await.unwrap(),
+        SignInOutcome::Failed("access_denied: the user said no".into())
+    );
+    assert_eq!(
+        ana.pending_sign_in_outcome(&request.state).await.unwrap(),
+        SignInOutcome::Gone
     );
     assert!(
         local
-            .take_pending_sign_in("forged")
+            .claim_pending_sign_in("forged")
             .await
             .unwrap()
             .is_none(),
@@ -1239,8 +1266,17 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
         .put_pending_sign_in(&linear, url, &request, None, Duration::from_secs(600))
         .await
         .unwrap();
-    let taken = local.take_pending_sign_in(&request.state).await.unwrap();
+    let taken = local.claim_pending_sign_in(&request.state).await.unwrap();
     assert_eq!(taken.map(|t| t.workspace), Some(Workspace::Local));
+    local
+        .finish_pending_sign_in(&request.state, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        local.pending_sign_in_outcome(&request.state).await.unwrap(),
+        SignInOutcome::Gone,
+        "a sign-in that succeeded is forgotten"
+    );
 
     // An expired one is not taken.
     let request = authorization_request();
@@ -1250,11 +1286,15 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(
         local
-            .take_pending_sign_in(&request.state)
+            .claim_pending_sign_in(&request.state)
             .await
             .unwrap()
             .is_none(),
         "expired"
+    );
+    assert_eq!(
+        ana.pending_sign_in_outcome(&request.state).await.unwrap(),
+        SignInOutcome::Gone
     );
 
     // Nor one whose user was removed meanwhile.
@@ -1265,7 +1305,8 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
     // A row altered to name another user of the tenant does not open.
     let moved = on_engine_query(
         &place,
-        "UPDATE pending_sign_ins SET user_id = 'bob' WHERE user_id = 'ana'",
+        "UPDATE pending_sign_ins SET user_id = 'bob'
+         WHERE expires_at_ms = (SELECT MAX(expires_at_ms) FROM pending_sign_ins)",
     )
     .await;
     assert_eq!(moved, 1);
@@ -1287,7 +1328,7 @@ async fn a_pending_sign_in_is_sealed_taken_once_by_any_process_and_only_while_it
         .unwrap();
     assert!(
         local
-            .take_pending_sign_in(&request.state)
+            .claim_pending_sign_in(&request.state)
             .await
             .unwrap()
             .is_none(),

@@ -632,6 +632,44 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
         "he is told how to sign in through the daemon: {bobs}"
     );
 
+    // His sign-in, started through the first replica, fails on the second (a redirect naming
+    // another issuer): the first shows it, and he may start again.
+    let (status, his) = as_user(
+        first,
+        &bob,
+        reqwest::Method::POST,
+        "/api/servers/linear/login",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{his}");
+    await_users_state(first, &bob, "linear", "authorizing").await;
+    let his_state = url::Url::parse(his["authorization_url"].as_str().unwrap())
+        .unwrap()
+        .query_pairs()
+        .find(|(name, _)| name == "state")
+        .map(|(_, value)| value.into_owned())
+        .unwrap();
+    let refused = reqwest::Client::new()
+        .post(format!("{public}/oauth/callback"))
+        .form(&[
+            ("code", "forged"),
+            ("state", his_state.as_str()),
+            ("iss", "https://evil.example"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), reqwest::StatusCode::BAD_REQUEST);
+    let back = await_users_state(first, &bob, "linear", "needs-auth").await;
+    assert!(
+        back["status"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("evil.example")),
+        "the replica that started it shows why it failed: {back}"
+    );
+    assert_eq!(exchanges(), 1, "no token request for his");
+
     // The redirect is taken once: replaying it on either replica finds nothing.
     let replay = reqwest::get(format!(
         "{public}/oauth/callback?code=again&state={}",
