@@ -42,12 +42,19 @@ pub struct McpClient {
     url: String,
     shape: Shape,
     session: Option<String>,
+    /// The API key it calls with (a user of a `serve --users` daemon), if any.
+    key: Option<String>,
     next_id: AtomicU64,
 }
 
 impl McpClient {
     /// A client of `url`; a session client initializes its session first.
     pub async fn open(url: &str, shape: Shape) -> anyhow::Result<Self> {
+        Self::open_as(url, shape, None).await
+    }
+
+    /// [`Self::open`], calling with the API `key` when given.
+    pub async fn open_as(url: &str, shape: Shape, key: Option<String>) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(4)
             .build()
@@ -57,6 +64,7 @@ impl McpClient {
             url: url.to_owned(),
             shape,
             session: None,
+            key,
             next_id: AtomicU64::new(1),
         };
         if shape == Shape::Session {
@@ -101,6 +109,9 @@ impl McpClient {
         }
         if let Some(session) = &self.session {
             set("mcp-session-id", session);
+        }
+        if let Some(key) = &self.key {
+            set("authorization", &format!("Bearer {key}"));
         }
         if self.shape == Shape::Stateless {
             set("mcp-method", method);

@@ -106,10 +106,11 @@ impl Charged {
 }
 
 /// Runs `calls` calls of `tool` from `concurrency` clients of `shape`, the clients spread over
-/// `urls` in turn; with `charged`, also those processes' CPU per 1,000 calls over the measured
-/// calls.
+/// `urls` in turn (and over the API `keys` in turn, when there are any); with `charged`, also
+/// those processes' CPU per 1,000 calls over the measured calls.
 async fn measure(
     urls: &[&str],
+    keys: &[String],
     shape: Shape,
     tool: &str,
     concurrency: usize,
@@ -118,7 +119,8 @@ async fn measure(
 ) -> anyhow::Result<Sample> {
     let mut clients = Vec::with_capacity(concurrency);
     for n in 0..concurrency {
-        clients.push(McpClient::open(urls[n % urls.len()], shape).await?);
+        let key = (!keys.is_empty()).then(|| keys[n % keys.len()].clone());
+        clients.push(McpClient::open_as(urls[n % urls.len()], shape, key).await?);
     }
     // Warm every connection and code path before measuring.
     for client in &clients {
@@ -198,6 +200,8 @@ fn median_sample(samples: &[Sample]) -> Sample {
 struct Daemon {
     child: std::process::Child,
     base: String,
+    /// The operator key its admin API wants, if it wants one.
+    operator_key: Option<String>,
     _data: tempfile::TempDir,
 }
 
@@ -227,11 +231,13 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-/// A store several daemons share: its URL and the vault key they all need.
+/// A store several daemons share: its URL and the vault key they all need; they serve many
+/// users (`serve --users`), and `operator_key` is the operators'.
 #[derive(Clone, Copy)]
 struct SharedStore<'a> {
     url: &'a str,
     vault_key: &'a str,
+    operator_key: &'a str,
 }
 
 /// Starts the daemon with `servers` (on `shared`, else on a store of its own) and waits (up to
@@ -252,17 +258,22 @@ async fn start_daemon(
     let port = free_port()?;
     let started = Instant::now();
     let mut command = std::process::Command::new(binary);
-    if let Some(shared) = shared {
-        command
-            .args(["--store", shared.url])
-            .env("SWITCHBOARD_VAULT_KEY", shared.vault_key);
-    }
-    let child = command
+    command
         .arg("--data-dir")
         .arg(data.path().join("store"))
         .arg("--config")
-        .arg(&config_path)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg(&config_path);
+    if let Some(shared) = shared {
+        command
+            .args(["--store", shared.url])
+            .env("SWITCHBOARD_VAULT_KEY", shared.vault_key)
+            .env("SWITCHBOARD_API_KEYS", shared.operator_key);
+    }
+    command.args(["serve", "--listen", &format!("127.0.0.1:{port}")]);
+    if shared.is_some() {
+        command.arg("--users");
+    }
+    let child = command
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
@@ -271,11 +282,12 @@ async fn start_daemon(
     let daemon = Daemon {
         child,
         base: format!("http://127.0.0.1:{port}"),
+        operator_key: shared.map(|shared| shared.operator_key.to_owned()),
         _data: data,
     };
     let http = reqwest::Client::new();
     while started.elapsed() < limit {
-        if let Ok(status) = status(&http, &daemon.base).await {
+        if let Ok(status) = status(&http, &daemon).await {
             let connected = status["servers"].as_array().map_or(0, |s| {
                 s.iter().filter(|s| s["state"] == "connected").count()
             });
@@ -291,13 +303,12 @@ async fn start_daemon(
     )
 }
 
-async fn status(http: &reqwest::Client, base: &str) -> anyhow::Result<serde_json::Value> {
-    Ok(http
-        .get(format!("{base}/api/status"))
-        .send()
-        .await?
-        .json()
-        .await?)
+async fn status(http: &reqwest::Client, daemon: &Daemon) -> anyhow::Result<serde_json::Value> {
+    let mut request = http.get(format!("{}/api/status", daemon.base));
+    if let Some(key) = &daemon.operator_key {
+        request = request.bearer_auth(key);
+    }
+    Ok(request.send().await?.json().await?)
 }
 
 /// The scale scenario: `servers` stateless servers of `tools` tools each.
@@ -326,7 +337,7 @@ async fn scale(binary: &std::path::Path, servers: usize, tools: usize) -> anyhow
         let sent = Instant::now();
         grower.call("grow", json!({})).await?;
         loop {
-            let now = status(&http, &daemon.base).await?;
+            let now = status(&http, &daemon).await?;
             if now["servers"][0]["tools"] == expected {
                 break;
             }
@@ -478,13 +489,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let mut relayed = vec![Vec::new(); relays.len()];
             for _ in 0..args.runs.max(1) {
                 let calls = args.calls;
-                direct.push(measure(&[upstream], shape, "echo", concurrency, calls, &[]).await?);
+                direct
+                    .push(measure(&[upstream], &[], shape, "echo", concurrency, calls, &[]).await?);
                 via.push(
-                    measure(&[&mcp], shape, tool, concurrency, calls, &[charged_daemon]).await?,
+                    measure(
+                        &[&mcp],
+                        &[],
+                        shape,
+                        tool,
+                        concurrency,
+                        calls,
+                        &[charged_daemon],
+                    )
+                    .await?,
                 );
                 for ((_, _, url, charged), samples) in relays.iter().zip(&mut relayed) {
                     let sample =
-                        measure(&[url], shape, "echo", concurrency, calls, &[*charged]).await?;
+                        measure(&[url], &[], shape, "echo", concurrency, calls, &[*charged])
+                            .await?;
                     samples.push(sample);
                 }
             }

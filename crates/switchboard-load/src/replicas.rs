@@ -1,8 +1,10 @@
-//! The replicas scenario (`--replicas N`): N `switchboard serve` processes on one PostgreSQL
-//! database (a server started here from Debian's binaries, as the tests start theirs), all
-//! serving one stateless upstream. It reports stateless calls spread over one replica and over
-//! all N (each client keeps to one replica, as a load balancer spreading connections does), and
-//! how long a change written through one replica takes to reach every other.
+//! The replicas scenario (`--replicas N`): N `switchboard serve --users` processes on one
+//! PostgreSQL database (a server started here from Debian's binaries, as the tests start
+//! theirs), all serving one stateless upstream. It reports stateless calls through the
+//! operators' workspace spread over one replica and over all N (each client keeps to one
+//! replica, as a load balancer spreading connections does), the same calls made by as many
+//! users as clients, each in their own workspace, to a server their tenant shares, and how long
+//! a change written through one replica takes to reach every other.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -29,12 +31,15 @@ pub async fn run(
     let store = TestPostgres::shared().database();
     let (key, _) = switchboard_store::Vault::generate();
     let key = switchboard_store::Vault::encode_key(&key);
+    let (operator, _) = switchboard_store::Vault::generate();
+    let operator = switchboard_store::Vault::encode_key(&operator);
     let servers = vec![("modern".to_owned(), modern.url.clone())];
     let mut daemons = Vec::new();
     for _ in 0..count {
         let shared = crate::SharedStore {
             url: &store,
             vault_key: &key,
+            operator_key: &operator,
         };
         let (daemon, _) =
             crate::start_daemon(binary, &servers, Duration::from_secs(30), Some(shared)).await?;
@@ -67,6 +72,7 @@ pub async fn run(
                 samples.push(
                     crate::measure(
                         &targets,
+                        std::slice::from_ref(&operator),
                         Shape::Stateless,
                         "modern__echo",
                         clients,
@@ -90,15 +96,74 @@ pub async fn run(
         }
     }
 
+    // As many users as clients, of one tenant whose admin shares the upstream: each client
+    // calls as its own user, in that user's workspace on the replica it keeps to.
+    let users = concurrency.iter().copied().max().unwrap_or(1);
+    let keys = add_users(binary, &store, &key, users).await?;
+    let http = reqwest::Client::new();
+    let shared = http
+        .post(format!("{}/api/servers", daemons[0].base))
+        .bearer_auth(&keys[0])
+        .json(&serde_json::json!({"id": "modern", "url": modern.url}))
+        .send()
+        .await?;
+    if !shared.status().is_success() {
+        bail!(
+            "the tenant's admin could not share the server: {}",
+            shared.status()
+        );
+    }
+    let user_keys = &keys[1..];
+    let charged: Vec<Charged> = daemons
+        .iter()
+        .map(|d| Charged {
+            pid: d.child.id(),
+            ticks,
+        })
+        .collect();
+    println!();
+    println!(
+        "| users | replicas | concurrency | calls/s | p50 / p90 / p99 | CPU per 1,000 calls (all replicas) | errors |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for &clients in concurrency {
+        let mut samples = Vec::new();
+        for _ in 0..runs.max(1) {
+            samples.push(
+                crate::measure(
+                    &urls.iter().map(String::as_str).collect::<Vec<_>>(),
+                    &user_keys[..clients],
+                    Shape::Stateless,
+                    "modern__echo",
+                    clients,
+                    calls,
+                    &charged,
+                )
+                .await?,
+            );
+        }
+        let sample = median_sample(&samples);
+        errors += sample.errors;
+        println!(
+            "| {clients} | {count} | {clients} | {:.0} | {} / {} / {} | {:.0} ms | {} |",
+            sample.calls_per_second,
+            micros(sample.p50),
+            micros(sample.p90),
+            micros(sample.p99),
+            sample.cpu_per_1000 * 1000.0,
+            sample.errors,
+        );
+    }
+
     // A change through the first replica (a server's display name), until every other one
     // shows it.
-    let http = reqwest::Client::new();
     let mut delays = Vec::new();
     for round in 1..=9 {
         let name = format!("round-{round}");
         let sent = Instant::now();
         let answer = http
             .patch(format!("{}/api/servers/modern", daemons[0].base))
+            .bearer_auth(&operator)
             .json(&serde_json::json!({"display_name": name}))
             .send()
             .await?;
@@ -107,7 +172,7 @@ pub async fn run(
         }
         for daemon in &daemons[1..] {
             loop {
-                let status = crate::status(&http, &daemon.base).await?;
+                let status = crate::status(&http, daemon).await?;
                 if status["servers"][0]["display_name"] == name.as_str() {
                     break;
                 }
@@ -137,4 +202,43 @@ pub async fn run(
         bail!("{errors} calls failed; every load run must be error-free");
     }
     Ok(())
+}
+
+/// Adds tenant `load` with an admin and `users` members through the CLI on `store`; their API
+/// keys, the admin's first.
+async fn add_users(
+    binary: &Path,
+    store: &str,
+    vault_key: &str,
+    users: usize,
+) -> anyhow::Result<Vec<String>> {
+    let data = tempfile::tempdir()?;
+    let cli = |args: Vec<String>| {
+        let mut command = tokio::process::Command::new(binary);
+        command
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["--store", store])
+            .args(args)
+            .env("SWITCHBOARD_VAULT_KEY", vault_key);
+        async move {
+            let output = command.output().await?;
+            if !output.status.success() {
+                bail!(
+                    "switchboard: {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                );
+            }
+            Ok(String::from_utf8(output.stdout)?.trim().to_owned())
+        }
+    };
+    let words = |text: &str| text.split(' ').map(str::to_owned).collect::<Vec<_>>();
+    cli(words("tenant add load")).await?;
+    cli(words("user add load/admin --admin")).await?;
+    let mut keys = vec![cli(words("user key load/admin")).await?];
+    for n in 0..users {
+        cli(words(&format!("user add load/user-{n}"))).await?;
+        keys.push(cli(words(&format!("user key load/user-{n}"))).await?);
+    }
+    Ok(keys)
 }
