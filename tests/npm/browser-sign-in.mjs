@@ -8,7 +8,7 @@
 // Prints one JSON line: {"consentScopes", "finalUrl", "finalText"}. Exits non-zero, saying why,
 // when a page it expects does not come. Chromium is /usr/bin/chromium unless CHROMIUM names
 // another; it is started with its network features off so it opens nothing but the pages given.
-import { launchChromium } from "./browser.mjs";
+import { launchChromium, signInAndConsent } from "./browser.mjs";
 
 const [authorizationUrl, decision = "allow"] = process.argv.slice(2);
 if (!authorizationUrl) {
@@ -20,11 +20,7 @@ try {
   const page = await browser.newPage();
   page.setDefaultTimeout(20_000);
   await page.goto(authorizationUrl);
-  await page.fill('input[name="login"]', "ada");
-  await page.fill('input[name="password"]', "lovelace");
-  await Promise.all([page.waitForNavigation(), page.click('button[value="login"]')]);
-  const consentScopes = (await page.textContent("#scopes")).trim();
-  await Promise.all([page.waitForNavigation(), page.click(`button[value="${decision}"]`)]);
+  const consentScopes = await signInAndConsent(page, { decision });
   await page.waitForLoadState("load");
   console.log(JSON.stringify({
     consentScopes,

@@ -10,7 +10,7 @@
 // Prints one JSON line with what the pages showed. Exits non-zero, saying why, when a page does
 // not show what a person would wait for. Chromium is /usr/bin/chromium unless CHROMIUM names
 // another; it starts with its network features off.
-import { launchChromium } from "./browser.mjs";
+import { launchChromium, signInAndConsent } from "./browser.mjs";
 
 const [base, mcp, screenshots] = process.argv.slice(2);
 if (!base || !mcp) {
@@ -43,11 +43,7 @@ try {
   popup.setDefaultTimeout(30_000);
   await popup.waitForSelector('input[name="login"]');
   seen.signInPage = new URL(popup.url()).origin;
-  await popup.fill('input[name="login"]', "ada");
-  await popup.fill('input[name="password"]', "lovelace");
-  await Promise.all([popup.waitForNavigation(), popup.click('button[value="login"]')]);
-  seen.consentScopes = (await popup.textContent("#scopes")).trim();
-  await Promise.all([popup.waitForNavigation(), popup.click('button[value="allow"]')]);
+  seen.consentScopes = await signInAndConsent(popup);
   await popup.waitForLoadState("load");
   seen.callbackPage = new URL(popup.url()).origin;
   seen.callbackText = (await popup.textContent("body")).trim();

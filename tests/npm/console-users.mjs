@@ -12,7 +12,7 @@
 //
 // Prints one JSON line with what the pages showed. Exits non-zero, saying why, when a page
 // does not show what a person would wait for.
-import { launchChromium } from "./browser.mjs";
+import { launchChromium, signInAndConsent } from "./browser.mjs";
 
 const [base, anaKey, bobKey, screenshots] = process.argv.slice(2);
 if (!bobKey) {
@@ -105,11 +105,7 @@ try {
     ana.click(`${card("secure")} [data-action="sign-in"]`),
   ]);
   popup.setDefaultTimeout(30_000);
-  await popup.waitForSelector('input[name="login"]');
-  await popup.fill('input[name="login"]', "ada");
-  await popup.fill('input[name="password"]', "lovelace");
-  await Promise.all([popup.waitForNavigation(), popup.click('button[value="login"]')]);
-  await Promise.all([popup.waitForNavigation(), popup.click('button[value="allow"]')]);
+  await signInAndConsent(popup);
   await popup.waitForLoadState("load");
   seen.callbackText = (await popup.textContent("body")).trim();
   await ana.waitForSelector(`${card("secure")} [data-state="connected"]`);

@@ -73,6 +73,7 @@ try {
   await page.fill('input[name="login"]', login);
   await page.fill('input[name="password"]', password);
   await Promise.all([page.waitForNavigation(), page.click('button[value="login"]')]);
+  // Not waiting for a navigation: the redirect to the app is answered by the route above.
   await page.click('button[value="allow"]');
   redirected = await arrived;
 } finally {

@@ -58,14 +58,6 @@ fn browser_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-/// SHA-256 of `value`, in hex (as the store keeps the browser cookie).
-fn hex_digest(value: &str) -> String {
-    crate::digest(value)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
 /// Shows a sign-in's progress in its server's state (see [`Hub::sign_in_listener`]).
 type Listener = Arc<dyn Fn(switchboard_oauth::AuthEvent) + Send + Sync>;
 
@@ -324,8 +316,7 @@ pub(crate) async fn callback(
         Ok(None) => return unknown_sign_in(),
         Err(error) => return store_unavailable(&error),
     };
-    let same_browser = login.browser_digest.is_some()
-        && browser_cookie(&headers).map(|cookie| hex_digest(&cookie)) == login.browser_digest;
+    let same_browser = login.started_by_browser(browser_cookie(&headers).as_deref());
     if matches!(login.workspace, switchboard_core::Workspace::User(_)) && !same_browser {
         return confirmation_page(&login, &pairs);
     }

@@ -14,7 +14,7 @@ use switchboard_fixtures::postgres::TestPostgres;
 use switchboard_fixtures::{Era, transports};
 
 use crate::client::Shape;
-use crate::{Charged, median_sample, micros, process};
+use crate::{Charged, Sample, median_sample, micros, process};
 
 /// Runs the scenario and prints its tables.
 pub async fn run(
@@ -46,7 +46,6 @@ pub async fn run(
         daemons.push(daemon);
     }
     let ticks = process::clock_ticks();
-    let urls: Vec<String> = daemons.iter().map(|d| format!("{}/mcp", d.base)).collect();
     println!(
         "switchboard-load replicas: {count} replicas on one PostgreSQL database, {calls} stateless calls per run, median of {runs} runs ({} cores)",
         std::thread::available_parallelism().map_or(0, |n| n.get())
@@ -59,40 +58,14 @@ pub async fn run(
     let mut errors = 0;
     for &clients in concurrency {
         for spread in [1, count] {
-            let targets: Vec<&str> = urls[..spread].iter().map(String::as_str).collect();
-            let charged: Vec<Charged> = daemons[..spread]
-                .iter()
-                .map(|d| Charged {
-                    pid: d.child.id(),
-                    ticks,
-                })
-                .collect();
-            let mut samples = Vec::new();
-            for _ in 0..runs.max(1) {
-                samples.push(
-                    crate::measure(
-                        &targets,
-                        std::slice::from_ref(&operator),
-                        Shape::Stateless,
-                        "modern__echo",
-                        clients,
-                        calls,
-                        &charged,
-                    )
-                    .await?,
-                );
-            }
-            let sample = median_sample(&samples);
+            let load = Load {
+                daemons: &daemons[..spread],
+                keys: std::slice::from_ref(&operator),
+                ticks,
+            };
+            let sample = load.measure(clients, calls, runs).await?;
             errors += sample.errors;
-            println!(
-                "| {spread} | {clients} | {:.0} | {} / {} / {} | {:.0} ms | {} |",
-                sample.calls_per_second,
-                micros(sample.p50),
-                micros(sample.p90),
-                micros(sample.p99),
-                sample.cpu_per_1000 * 1000.0,
-                sample.errors,
-            );
+            println!("| {spread} | {clients} | {} |", cells(&sample));
         }
     }
 
@@ -114,45 +87,20 @@ pub async fn run(
         );
     }
     let user_keys = &keys[1..];
-    let charged: Vec<Charged> = daemons
-        .iter()
-        .map(|d| Charged {
-            pid: d.child.id(),
-            ticks,
-        })
-        .collect();
     println!();
     println!(
         "| users | replicas | concurrency | calls/s | p50 / p90 / p99 | CPU per 1,000 calls (all replicas) | errors |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for &clients in concurrency {
-        let mut samples = Vec::new();
-        for _ in 0..runs.max(1) {
-            samples.push(
-                crate::measure(
-                    &urls.iter().map(String::as_str).collect::<Vec<_>>(),
-                    &user_keys[..clients],
-                    Shape::Stateless,
-                    "modern__echo",
-                    clients,
-                    calls,
-                    &charged,
-                )
-                .await?,
-            );
-        }
-        let sample = median_sample(&samples);
+        let load = Load {
+            daemons: &daemons,
+            keys: &user_keys[..clients],
+            ticks,
+        };
+        let sample = load.measure(clients, calls, runs).await?;
         errors += sample.errors;
-        println!(
-            "| {clients} | {count} | {clients} | {:.0} | {} / {} / {} | {:.0} ms | {} |",
-            sample.calls_per_second,
-            micros(sample.p50),
-            micros(sample.p90),
-            micros(sample.p99),
-            sample.cpu_per_1000 * 1000.0,
-            sample.errors,
-        );
+        println!("| {clients} | {count} | {clients} | {} |", cells(&sample));
     }
 
     // A change through the first replica (a server's display name), until every other one
@@ -202,6 +150,63 @@ pub async fn run(
         bail!("{errors} calls failed; every load run must be error-free");
     }
     Ok(())
+}
+
+/// Stateless `echo` calls to `daemons`, each client keeping to one of them and calling with one
+/// of `keys`, charged with all of their CPU.
+struct Load<'a> {
+    daemons: &'a [crate::Daemon],
+    keys: &'a [String],
+    ticks: f64,
+}
+
+impl Load<'_> {
+    /// The median of `runs` runs of `calls` calls from `clients` clients.
+    async fn measure(&self, clients: usize, calls: usize, runs: usize) -> anyhow::Result<Sample> {
+        let urls: Vec<String> = self
+            .daemons
+            .iter()
+            .map(|d| format!("{}/mcp", d.base))
+            .collect();
+        let targets: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let charged: Vec<Charged> = self
+            .daemons
+            .iter()
+            .map(|d| Charged {
+                pid: d.child.id(),
+                ticks: self.ticks,
+            })
+            .collect();
+        let mut samples = Vec::new();
+        for _ in 0..runs.max(1) {
+            samples.push(
+                crate::measure(
+                    &targets,
+                    self.keys,
+                    Shape::Stateless,
+                    "modern__echo",
+                    clients,
+                    calls,
+                    &charged,
+                )
+                .await?,
+            );
+        }
+        Ok(median_sample(&samples))
+    }
+}
+
+/// A sample's cells: calls/s, percentiles, CPU per 1,000 calls, errors.
+fn cells(sample: &Sample) -> String {
+    format!(
+        "{:.0} | {} / {} / {} | {:.0} ms | {}",
+        sample.calls_per_second,
+        micros(sample.p50),
+        micros(sample.p90),
+        micros(sample.p99),
+        sample.cpu_per_1000 * 1000.0,
+        sample.errors,
+    )
 }
 
 /// Adds tenant `load` with an admin and `users` members through the CLI on `store`; their API

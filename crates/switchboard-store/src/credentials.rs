@@ -55,6 +55,17 @@ pub struct PendingSignIn {
     pub authorization: PendingAuthorization,
 }
 
+impl PendingSignIn {
+    /// Whether the browser holding `cookie` (its `switchboard_browser` cookie, if it sent one)
+    /// is the one that started this sign-in.
+    pub fn started_by_browser(&self, cookie: Option<&str>) -> bool {
+        match (&self.browser_digest, cookie) {
+            (Some(digest), Some(cookie)) => *digest == crate::tenancy::digest(cookie),
+            _ => false,
+        }
+    }
+}
+
 /// How a pending sign-in stands (see [`Store::pending_sign_in_outcome`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SignInOutcome {
@@ -66,10 +77,11 @@ pub enum SignInOutcome {
     Gone,
 }
 
-/// What is sealed for a pending sign-in.
+/// What is sealed for a pending sign-in (`A` is the request: borrowed when sealing, owned
+/// when opening).
 #[derive(serde::Serialize, serde::Deserialize)]
-struct SealedSignIn {
-    authorization: PendingAuthorization,
+struct SealedSignIn<A> {
+    authorization: A,
     row_key: String,
     url: String,
 }
@@ -106,10 +118,7 @@ impl Store {
         };
         let row_key = self.grant_key(server).await?.server;
         let plain = serde_json::to_string(&SealedSignIn {
-            authorization: serde_json::from_value(
-                serde_json::to_value(authorization).map_err(corrupt)?,
-            )
-            .map_err(corrupt)?,
+            authorization,
             row_key,
             url: url.to_owned(),
         })
@@ -264,7 +273,7 @@ impl Store {
             }
         };
         let plain = self.unseal_for(&tenant, &context, &sealed).await?;
-        let opened: SealedSignIn =
+        let opened: SealedSignIn<PendingAuthorization> =
             serde_json::from_str(&plain).map_err(|e| corrupt(format!("a stored sign-in: {e}")))?;
         let server = ServerId::new(server.clone()).map_err(|e| corrupt(e.to_string()))?;
         Ok(Some(PendingSignIn {

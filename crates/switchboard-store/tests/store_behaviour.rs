@@ -1207,6 +1207,9 @@ async fn a_pending_sign_in_is_sealed_claimed_once_by_any_process_and_only_while_
             .as_deref()
             .is_some_and(|digest| digest.len() == 64 && digest != cookie)
     );
+    assert!(taken.started_by_browser(Some(cookie)));
+    assert!(!taken.started_by_browser(Some("another-browsers-cookie-0123456789")));
+    assert!(!taken.started_by_browser(None));
     assert_eq!(
         serde_json::to_value(&taken.authorization).unwrap(),
         serde_json::to_value(&request).unwrap(),

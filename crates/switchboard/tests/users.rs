@@ -93,6 +93,15 @@ impl Daemon {
         )
     }
 
+    /// Adds the server `body` describes in `key`'s workspace (`POST /api/servers`), which must
+    /// answer 201.
+    async fn add_server(&self, key: &str, body: Value) {
+        let (status, answer) = self
+            .send(Some(key), "POST", "/api/servers", Some(body))
+            .await;
+        assert_eq!(status, 201, "{answer}");
+    }
+
     /// Waits (up to 10 s) until `key`'s workspace shows server `id` connected.
     async fn await_connected(&self, key: &str, id: &str) {
         for _ in 0..200 {
@@ -214,15 +223,7 @@ async fn each_user_sees_and_uses_only_their_tenants_shared_servers_and_their_own
     let add = |key: String, id: &'static str, url: String| {
         let daemon = &daemon;
         async move {
-            let (status, body) = daemon
-                .send(
-                    Some(&key),
-                    "POST",
-                    "/api/servers",
-                    Some(json!({"id": id, "url": url})),
-                )
-                .await;
-            assert_eq!(status, 201, "{body}");
+            daemon.add_server(&key, json!({"id": id, "url": url})).await;
         }
     };
     add(carol.clone(), "shared", shared.url.clone()).await;
@@ -356,24 +357,12 @@ async fn a_user_cannot_join_another_users_session_hear_their_events_or_speak_for
         .await
         .unwrap();
     assert_eq!(events.status(), 200);
-    let (status, _) = daemon
-        .send(
-            Some(&bob),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "bobs-secret", "url": upstream.url})),
-        )
+    daemon
+        .add_server(&bob, json!({"id": "bobs-secret", "url": upstream.url}))
         .await;
-    assert_eq!(status, 201);
-    let (status, _) = daemon
-        .send(
-            Some(&ana),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "anas", "url": upstream.url})),
-        )
+    daemon
+        .add_server(&ana, json!({"id": "anas", "url": upstream.url}))
         .await;
-    assert_eq!(status, 201);
     let mut seen = String::new();
     let mut body = events.bytes_stream();
     let _ = tokio::time::timeout(Duration::from_secs(20), async {
@@ -570,15 +559,9 @@ async fn tokens_from_the_identity_provider_are_credentials_naming_their_user_ten
     let carol = provider.token("carol@acme.test", "acme", &["sb-admin"], "switchboard", 300);
 
     // An admin by the token's roles adds a shared server; a member sees it, cannot remove it.
-    let (status, body) = daemon
-        .send(
-            Some(&carol),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "shared", "url": upstream.url})),
-        )
+    daemon
+        .add_server(&carol, json!({"id": "shared", "url": upstream.url}))
         .await;
-    assert_eq!(status, 201, "{body}");
     let (status, list) = daemon.send(Some(&ana), "GET", "/api/servers", None).await;
     assert_eq!(status, 200, "{list}");
     assert_eq!(ids(&list), ["shared"]);
@@ -747,24 +730,15 @@ async fn a_user_sets_their_own_credentials_for_a_shared_server_and_only_they_use
     let daemon = Daemon::start().await;
     let [ana, bob, carol, _] = people(&daemon).await;
     let fixture = switchboard_fixtures::stdio_fixture_binary();
-    let (status, body) = daemon
-        .send(
-            Some(&carol),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "tool", "command": fixture, "env": {"FIXTURE_MARK": "shared"}})),
+    daemon
+        .add_server(
+            &carol,
+            json!({"id": "tool", "command": fixture, "env": {"FIXTURE_MARK": "shared"}}),
         )
         .await;
-    assert_eq!(status, 201, "{body}");
-    let (status, body) = daemon
-        .send(
-            Some(&carol),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "web", "url": http_upstream.url})),
-        )
+    daemon
+        .add_server(&carol, json!({"id": "web", "url": http_upstream.url}))
         .await;
-    assert_eq!(status, 201, "{body}");
     assert!(whoami(&daemon, &ana, "tool").await.starts_with("shared"));
 
     let (status, view) = daemon
@@ -788,15 +762,9 @@ async fn a_user_sets_their_own_credentials_for_a_shared_server_and_only_they_use
     assert_eq!(bobs["values"], json!([]), "{bobs}");
 
     // Where settings of one's own make no sense, or would break the transport.
-    let (status, _) = daemon
-        .send(
-            Some(&ana),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "own", "url": http_upstream.url})),
-        )
+    daemon
+        .add_server(&ana, json!({"id": "own", "url": http_upstream.url}))
         .await;
-    assert_eq!(status, 201);
     for (key, path, body, expected) in [
         (
             &ana,
@@ -855,15 +823,9 @@ async fn a_workspace_slow_to_open_holds_up_no_other_users_requests() {
     });
     let daemon = Daemon::start().await;
     let [ana, _, carol, gus] = people(&daemon).await;
-    let (status, body) = daemon
-        .send(
-            Some(&carol),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "stuck", "url": url})),
-        )
+    daemon
+        .add_server(&carol, json!({"id": "stuck", "url": url}))
         .await;
-    assert_eq!(status, 201, "{body}");
     let anas_first = tokio::spawn({
         let (http, url) = (daemon.http.clone(), daemon.url("/api/servers"));
         async move {
@@ -912,15 +874,9 @@ async fn a_tool_a_user_pins_on_a_shared_server_is_listed_to_their_model_only() {
     let daemon = Daemon::start().await;
     let [ana, bob, carol, _] = people(&daemon).await;
     let fixture = switchboard_fixtures::stdio_fixture_binary();
-    let (status, body) = daemon
-        .send(
-            Some(&carol),
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "tool", "command": fixture})),
-        )
+    daemon
+        .add_server(&carol, json!({"id": "tool", "command": fixture}))
         .await;
-    assert_eq!(status, 201, "{body}");
     daemon.await_connected(&ana, "tool").await;
     let before = deferred_tools(&daemon, &ana).await;
     assert!(
