@@ -26,3 +26,40 @@ export async function signInAndConsent(page, { login = "ada", password = "lovela
   await Promise.all([page.waitForNavigation(), page.click(`button[value="${decision}"]`)]);
   return scopes;
 }
+
+/**
+ * What a console page shows at this moment (its message and its server cards), for a test's
+ * failure report; a page that cannot be read says why instead.
+ */
+export async function whatTheConsoleShows(page) {
+  if (!page) return "no page yet";
+  return page.evaluate(() => ({
+    message: document.querySelector("#message")?.textContent,
+    cards: [...document.querySelectorAll("#servers > li")].map((card) => card.innerText.replace(/\s+/g, " ")),
+  })).catch((error) => `unreadable: ${error.message}`);
+}
+
+/**
+ * Holds the answer to the first request for `url` that `picks(request)` chooses, until
+ * `until(body)` settles, then lets it go: the page's readings answering out of order, as they do
+ * on a busy machine. Once the route is in place, gives `had`: a promise that settles once the
+ * page has had that late answer and drawn what it does with it.
+ */
+export async function answerLate(page, url, picks, until) {
+  let picked = false;
+  let had;
+  const late = new Promise((resolve) => { had = resolve; });
+  await page.route(url, async (route) => {
+    const request = route.request();
+    if (picked || !picks(request)) return route.continue();
+    picked = true;
+    const response = await route.fetch();
+    const body = await response.text();
+    await until(body);
+    await route.fulfill({ response, body });
+    await (await request.response())?.finished();
+    await page.evaluate(() => new Promise((drawn) => requestAnimationFrame(() => requestAnimationFrame(drawn))));
+    had();
+  });
+  return { had: late };
+}

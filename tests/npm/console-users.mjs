@@ -12,7 +12,7 @@
 //
 // Prints one JSON line with what the pages showed. Exits non-zero, saying why, when a page
 // does not show what a person would wait for.
-import { launchChromium, signInAndConsent } from "./browser.mjs";
+import { launchChromium, signInAndConsent, whatTheConsoleShows } from "./browser.mjs";
 
 const [base, anaKey, bobKey, screenshots] = process.argv.slice(2);
 if (!bobKey) {
@@ -65,8 +65,10 @@ async function whoamiUntil(page, mark) {
   throw new Error(`whoami never said ${mark}: ${said}`);
 }
 
+let ana;
+let bob;
 try {
-  const ana = await open("ana", anaKey);
+  ana = await open("ana", anaKey);
   await ana.waitForSelector(`${card("tool")} [data-state="connected"]`);
   seen.anaToolOwner = await ana.getAttribute(`${card("tool")} [data-owner]`, "data-owner");
   seen.anaToolActions = await ana.$$eval(`${card("tool")} [data-action]`, (buttons) => buttons.map((b) => b.dataset.action));
@@ -84,7 +86,7 @@ try {
   seen.anaWhoami = await whoamiUntil(ana, "ana");
   if (screenshots) await ana.screenshot({ path: `${screenshots}/users-ana.png`, fullPage: true });
 
-  const bob = await open("bob", bobKey);
+  bob = await open("bob", bobKey);
   await bob.waitForSelector(`${card("tool")} [data-state="connected"]`);
   await bob.click(`${card("tool")} [data-action="open"]`);
   seen.bobWhoami = await whoamiUntil(bob, "shared");
@@ -115,7 +117,8 @@ try {
   seen.bobSecureState = await bob.getAttribute(`${card("secure")} [data-state]`, "data-state");
   console.log(JSON.stringify(seen));
 } catch (error) {
-  console.error(`${error.message}\nwhat the pages showed so far: ${JSON.stringify(seen)}`);
+  const now = { ana: await whatTheConsoleShows(ana), bob: await whatTheConsoleShows(bob) };
+  console.error(`${error.message}\nwhat the pages showed so far: ${JSON.stringify(seen)}\nwhat the consoles show now: ${JSON.stringify(now)}`);
   process.exitCode = 1;
 } finally {
   await browser.close();

@@ -13,7 +13,7 @@
 // does not show what a person would wait for. Chromium is /usr/bin/chromium unless CHROMIUM
 // names another; it starts with its network features off and the page talks to the daemon only.
 import { fileURLToPath } from "node:url";
-import { launchChromium } from "./browser.mjs";
+import { answerLate, launchChromium, whatTheConsoleShows } from "./browser.mjs";
 
 const [base, everything, screenshots] = process.argv.slice(2);
 if (!base || !everything) {
@@ -25,8 +25,9 @@ const seen = {};
 const shot = async (page, name) => {
   if (screenshots) await page.screenshot({ path: `${screenshots}/${name}.png`, fullPage: true });
 };
+let page;
 try {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.setDefaultTimeout(30_000);
   const problems = [];
   page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
@@ -161,7 +162,14 @@ try {
   await page.fill('#add-form input[name="url"]', "builtin:human");
   await page.click('#add-form button[type="submit"]');
   await page.waitForSelector('[data-server="human"] [data-state="connected"]');
+  // The person opens the everything server and then this one before the first's tools have come;
+  // they come only once this one's are shown, and do not take their place.
+  const lateTools = await answerLate(page, "**/api/servers/everything/tools", () => true,
+    () => page.waitForSelector('#tools > li[data-tool="confirm"]', { timeout: 0 }));
+  await page.click('[data-server="everything"] [data-action="open"]');
   await page.click('[data-server="human"] [data-action="open"]');
+  await lateTools.had;
+  seen.toolsAfterLateAnswer = await page.locator("#tools > li").evaluateAll((items) => items.map((i) => i.dataset.tool));
   await page.click('[data-tab="tools"]');
   await page.click('[data-try="confirm"]');
   await page.fill('#try-form input[name="question"]', "Deploy to production?");
@@ -224,7 +232,8 @@ try {
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {
-  console.error(`${error.message}\nwhat the page showed so far: ${JSON.stringify(seen)}`);
+  const now = await whatTheConsoleShows(page);
+  console.error(`${error.message}\nwhat the page showed so far: ${JSON.stringify(seen)}\nwhat it shows now: ${JSON.stringify(now)}`);
   process.exitCode = 1;
 } finally {
   await browser.close();

@@ -99,9 +99,24 @@ function mayChange(server) {
 let servers = [];
 let selected = null;
 
+/**
+ * How many readings of each kind were asked for. Readings can answer out of order, and an earlier
+ * one answering late would show what has changed since, so only the latest asked is shown.
+ */
+const readings = {};
+
+/** Starts a reading of `kind`; the answer says whether it is still the latest of its kind. */
+function newReading(kind) {
+  const reading = (readings[kind] = (readings[kind] ?? 0) + 1);
+  return () => readings[kind] === reading;
+}
+
 async function loadServers() {
+  const latest = newReading("servers");
   try {
-    servers = (await api("GET", "/api/servers")).servers;
+    const answer = (await api("GET", "/api/servers")).servers;
+    if (!latest()) return;
+    servers = answer;
     renderServers();
     if (selected && !servers.some((s) => s.id === selected)) closeDetail();
   } catch (error) {
@@ -115,9 +130,25 @@ function reloadSoon() {
   reloading = setTimeout(loadServers, 150);
 }
 
+/**
+ * Shows the server list, keeping every card that reads the same as before: the live events
+ * re-read the list often, and a card replaced under a person's pointer or keyboard focus would
+ * take their click or their place with it.
+ */
 function renderServers() {
   const list = $("#servers");
-  list.replaceChildren(...servers.map(serverCard));
+  const shown = new Map([...list.children].map((card) => [card.dataset.server, card]));
+  servers.forEach((server, index) => {
+    const fresh = serverCard(server);
+    const old = shown.get(server.id);
+    const card = old?.isEqualNode(fresh) ? old : fresh;
+    const there = list.children[index];
+    if (there !== card) {
+      if (old && old !== card) old.remove();
+      list.insertBefore(card, list.children[index] ?? null);
+    }
+  });
+  while (list.children.length > servers.length) list.lastElementChild.remove();
   $("#no-servers").hidden = servers.length > 0;
 }
 
@@ -287,13 +318,17 @@ function closeDetail() {
 async function loadDetail() {
   if (!selected) return;
   const id = selected;
+  const latest = newReading("detail");
   try {
-    tools = (await api("GET", `/api/servers/${id}/tools`)).tools;
+    const listed = (await api("GET", `/api/servers/${id}/tools`)).tools;
+    if (!latest()) return;
+    tools = listed;
     renderTools();
     const [resources, prompts] = await Promise.all([
       api("GET", `/api/servers/${id}/resources`).catch(() => ({ resources: [], resource_templates: [] })),
       api("GET", `/api/servers/${id}/prompts`).catch(() => ({ prompts: [] })),
     ]);
+    if (!latest()) return;
     $("#resources").replaceChildren(
       ...resources.resources.map((r) => element("li", { "data-resource": r.uri },
         element("span", { class: "name" }, r.name ?? r.uri),

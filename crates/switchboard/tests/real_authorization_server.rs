@@ -430,7 +430,8 @@ async fn a_daemon_and_the_cli_share_a_rotating_grant_without_ever_losing_it() {
 
 /// The same sign-in from the web console: a person adds the protected server in Chromium, signs
 /// in and consents in the window the console opens, sees the server connect live, calls its
-/// tool, and signs out.
+/// tool, and signs out. The first reading of the server list after the add answers only once the
+/// server is connected; the console keeps showing it connected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_signs_in_and_out_from_the_web_console() {
     let server = RealAuthorizationServer::start(3600).await;
@@ -464,6 +465,11 @@ async fn a_person_signs_in_and_out_from_the_web_console() {
     assert!(
         seen["callbackText"].as_str().unwrap().contains("secure"),
         "{seen:#}"
+    );
+    assert_ne!(seen["lateReading"]["state"], "connected", "{seen:#}");
+    assert_eq!(
+        seen["lateReading"]["shownAfter"], "connected",
+        "a reading of the server list that answers late does not take the card back: {seen:#}"
     );
     assert_eq!(seen["echo"], "echo: signed in");
     assert_eq!(seen["signedOut"], "Signed out of secure.");

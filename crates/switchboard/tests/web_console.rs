@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
@@ -111,6 +111,11 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     for answered in ["- Name: Ada Lovelace", "hero-3", "fish-2", "fish-3"] {
         assert!(elicited.contains(answered), "{answered} in {elicited}");
     }
+    assert_eq!(
+        seen["toolsAfterLateAnswer"],
+        json!(["ask", "confirm", "choose"]),
+        "the server opened last shows its own tools, whatever answers late: {seen:#}"
+    );
     let confirm = seen["confirmQuestion"].as_str().unwrap();
     assert!(
         confirm.contains("human · confirm") && confirm.contains("Deploy to production?"),
