@@ -534,3 +534,73 @@ async fn revoke(
     }
     StatusCode::OK.into_response()
 }
+
+/// The public face of an OpenID provider on 127.0.0.1, for tests of bearer-token verification:
+/// its discovery document and a key set the test replaces at will, counting reads of the set.
+/// It signs nothing; the test signs tokens with the keys whose public halves it publishes.
+/// Serves until dropped.
+pub struct OpenIdProvider {
+    /// The issuer (`http://127.0.0.1:<port>`), as discovery names it.
+    pub issuer: String,
+    keys: Arc<Mutex<Vec<Value>>>,
+    key_set_reads: Arc<AtomicUsize>,
+    stop: CancellationToken,
+}
+
+impl OpenIdProvider {
+    /// Starts a provider publishing `keys` (public JWKs).
+    pub async fn start(keys: Vec<Value>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let issuer = format!("http://{}", listener.local_addr().expect("local addr"));
+        let keys = Arc::new(Mutex::new(keys));
+        let key_set_reads = Arc::new(AtomicUsize::new(0));
+        let discovery = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{issuer}/token")});
+        let (served, counted) = (keys.clone(), key_set_reads.clone());
+        let router = Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                get(move || async move { axum::Json(discovery) }),
+            )
+            .route(
+                "/jwks",
+                get(move || async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let keys = served.lock().unwrap().clone();
+                    axum::Json(json!({ "keys": keys }))
+                }),
+            );
+        let stop = CancellationToken::new();
+        let serve_stop = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(serve_stop.cancelled_owned())
+                .await;
+        });
+        Self {
+            issuer,
+            keys,
+            key_set_reads,
+            stop,
+        }
+    }
+
+    /// Publishes `keys` (public JWKs) in place of the set it had.
+    pub fn publish(&self, keys: Vec<Value>) {
+        *self.keys.lock().unwrap() = keys;
+    }
+
+    /// How many times the key set has been read.
+    pub fn key_set_reads(&self) -> usize {
+        self.key_set_reads.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for OpenIdProvider {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

@@ -230,9 +230,9 @@ impl Dispatcher {
         if let Some(mut changes) = dispatcher.users.changes.clone() {
             let dispatcher = Arc::downgrade(&dispatcher);
             tokio::spawn(async move {
-                let mut seen = changes.borrow_and_update().map(|f| f.principals);
+                let mut seen = changes.borrow_and_update().as_ref().map(|f| f.principals);
                 while changes.changed().await.is_ok() {
-                    let now = changes.borrow_and_update().map(|f| f.principals);
+                    let now = changes.borrow_and_update().as_ref().map(|f| f.principals);
                     let Some(dispatcher) = dispatcher.upgrade() else {
                         return;
                     };

@@ -337,12 +337,15 @@ impl Hub {
         tokio::spawn(async move {
             let (mut seen_servers, mut seen_layers) = (None, None);
             loop {
-                let now = *changes.borrow_and_update();
+                let now = changes.borrow_and_update().clone();
                 if let Some(now) = now {
                     let Some(hub) = hub.upgrade() else { return };
-                    if seen_servers != Some(now.servers) {
+                    // Only the servers this hub's workspace sees: a change in another tenant,
+                    // or to another user's own servers, does not make it read them again.
+                    let servers = now.servers_seen_by(hub.store.workspace());
+                    if seen_servers != Some(servers) {
                         match hub.sync_with_store().await {
-                            Ok(()) => seen_servers = Some(now.servers),
+                            Ok(()) => seen_servers = Some(servers),
                             Err(error) => {
                                 tracing::warn!(%error, "reading the servers from the store failed")
                             }

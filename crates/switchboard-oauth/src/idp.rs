@@ -243,65 +243,35 @@ impl IdentityProvider {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
-
     use serde_json::json;
+    use switchboard_fixtures::oauth::OpenIdProvider;
 
     use super::*;
     use crate::jwt::DpopKey;
     use crate::net::NetworkPolicy;
 
-    /// A provider on loopback whose key set the test changes, counting its reads.
-    struct Provider {
-        issuer: String,
-        keys: Arc<Mutex<Vec<Value>>>,
-        reads: Arc<AtomicUsize>,
-    }
+    /// The fixture provider (its key set replaced at will), with this module's ways of publishing
+    /// keys, signing tokens and verifying them.
+    struct Provider(OpenIdProvider);
 
     impl Provider {
         async fn start() -> Self {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let issuer = format!("http://{}", listener.local_addr().unwrap());
-            let keys: Arc<Mutex<Vec<Value>>> = Arc::default();
-            let reads = Arc::new(AtomicUsize::new(0));
-            let discovery = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
-                "authorization_endpoint": format!("{issuer}/authorize"),
-                "token_endpoint": format!("{issuer}/token")});
-            let (served, counted) = (keys.clone(), reads.clone());
-            let app = axum::Router::new()
-                .route(
-                    "/.well-known/openid-configuration",
-                    axum::routing::get(move || async move { axum::Json(discovery) }),
-                )
-                .route(
-                    "/jwks",
-                    axum::routing::get(move || async move {
-                        counted.fetch_add(1, Ordering::SeqCst);
-                        let keys = served.lock().unwrap().clone();
-                        axum::Json(json!({ "keys": keys }))
-                    }),
-                );
-            tokio::spawn(async move { axum::serve(listener, app).await });
-            Self {
-                issuer,
-                keys,
-                reads,
-            }
+            Self(OpenIdProvider::start(Vec::new()).await)
         }
 
         /// Publishes `keys` (each with its `kid`, if given), in place of the set it had.
         fn publish(&self, keys: &[(&DpopKey, Option<&str>)]) {
-            *self.keys.lock().unwrap() = keys
-                .iter()
-                .map(|(key, kid)| {
-                    let mut jwk = key.public_jwk().clone();
-                    if let Some(kid) = kid {
-                        jwk["kid"] = json!(kid);
-                    }
-                    jwk
-                })
-                .collect();
+            self.0.publish(
+                keys.iter()
+                    .map(|(key, kid)| {
+                        let mut jwk = key.public_jwk().clone();
+                        if let Some(kid) = kid {
+                            jwk["kid"] = json!(kid);
+                        }
+                        jwk
+                    })
+                    .collect(),
+            );
         }
 
         /// A token for Switchboard signed with `key`, naming `kid` if given.
@@ -314,7 +284,7 @@ mod tests {
                 .as_secs();
             jsonwebtoken::encode(
                 &header,
-                &json!({"iss": self.issuer, "sub": "ana", "aud": "switchboard",
+                &json!({"iss": self.0.issuer, "sub": "ana", "aud": "switchboard",
                         "iat": now, "exp": now + 300}),
                 &jsonwebtoken::EncodingKey::from_ec_der(key.pkcs8()),
             )
@@ -326,7 +296,7 @@ mod tests {
                 allow_loopback: true,
                 ..NetworkPolicy::default()
             };
-            IdentityProvider::new(&self.issuer, "switchboard", OAuthHttp::new(policy))
+            IdentityProvider::new(&self.0.issuer, "switchboard", OAuthHttp::new(policy))
         }
     }
 
@@ -391,7 +361,7 @@ mod tests {
         provider.publish(&[(&known, Some("known"))]);
         let verifier = provider.verifier();
         verifier.prepare().await.unwrap();
-        assert_eq!(provider.reads.load(Ordering::SeqCst), 1);
+        assert_eq!(provider.0.key_set_reads(), 1);
         for n in 0..5 {
             let stranger = DpopKey::generate().unwrap();
             let kid = format!("stranger-{n}");
@@ -399,7 +369,7 @@ mod tests {
             assert!(verifier.verify(&token).await.is_err());
         }
         assert_eq!(
-            provider.reads.load(Ordering::SeqCst),
+            provider.0.key_set_reads(),
             1,
             "a burst of unknown keys reads the set no more than the minute allows"
         );

@@ -121,16 +121,36 @@ pub struct Store {
 
 /// A value that moves whenever the servers, the activation layers or the users change, read without
 /// opening any sealed value: a daemon checks it often, and reads what moved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreFingerprint {
-    /// The servers' (and users' own settings for them) number and the sum of their change
-    /// times.
-    pub servers: (i64, i64),
+    /// For each tenant and owner ('' for the tenant's shared servers), the number of servers
+    /// and of their users' own settings, and the sum of their change times. Kept apart so that
+    /// a change wakes only the workspaces that see it ([`StoreFingerprint::servers_seen_by`]).
+    pub servers: std::sync::Arc<std::collections::BTreeMap<(String, String), (i64, i64)>>,
     /// The activation layers' number and the sum of their change times.
     pub activations: (i64, i64),
     /// The users' and API keys' number, and how many times they changed: a key revoked, a
     /// user removed, or either replaced by another between two readings moves it.
     pub principals: (i64, i64),
+}
+
+impl StoreFingerprint {
+    /// What of the servers `workspace` sees: its tenant's shared servers, and its user's own
+    /// servers and settings.
+    pub fn servers_seen_by(&self, workspace: &Workspace) -> [(i64, i64); 2] {
+        let tenant = workspace.tenant().as_str().to_owned();
+        let user = workspace
+            .user()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let of = |owner: String| {
+            self.servers
+                .get(&(tenant.clone(), owner))
+                .copied()
+                .unwrap_or_default()
+        };
+        [of(String::new()), of(user)]
+    }
 }
 
 impl Store {
@@ -445,22 +465,24 @@ impl Store {
         Ok(servers)
     }
 
-    /// What the servers and activation layers are now, in four numbers (see
-    /// [`StoreFingerprint`]).
+    /// What the servers, activation layers and users are now (see [`StoreFingerprint`]).
     pub async fn fingerprint(&self) -> Result<StoreFingerprint, StoreError> {
-        let (servers, servers_sum, layers, layers_sum, principals, principals_sum): (
-            i64,
-            i64,
-            i64,
-            i64,
-            i64,
-            i64,
-        ) = on_db!(&self.db, pool => sqlx::query_as(
-                "SELECT (SELECT COUNT(*) FROM servers) + (SELECT COUNT(*) FROM user_server_settings),
-                        (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM servers)
-                          + (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT)
-                             FROM user_server_settings),
-                        (SELECT COUNT(*) FROM activations),
+        let groups: Vec<(String, String, i64, i64)> = on_db!(&self.db, pool => sqlx::query_as(
+                "SELECT tenant, owner, COUNT(*), CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT)
+                 FROM servers GROUP BY tenant, owner
+                 UNION ALL
+                 SELECT tenant, user_id, COUNT(*), CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT)
+                 FROM user_server_settings GROUP BY tenant, user_id",
+            )
+            .fetch_all(pool)
+            .await)?;
+        let mut servers = std::collections::BTreeMap::<_, (i64, i64)>::new();
+        for (tenant, owner, count, sum) in groups {
+            let group = servers.entry((tenant, owner)).or_default();
+            *group = (group.0 + count, group.1.wrapping_add(sum));
+        }
+        let (layers, layers_sum, principals, principals_sum): (i64, i64, i64, i64) = on_db!(&self.db, pool => sqlx::query_as(
+                "SELECT (SELECT COUNT(*) FROM activations),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations),
                         (SELECT COUNT(*) FROM users) + (SELECT COUNT(*) FROM api_keys),
                         (SELECT CAST(COALESCE(MAX(value), '0') AS BIGINT) FROM store_meta
@@ -469,7 +491,7 @@ impl Store {
             .fetch_one(pool)
             .await)?;
         Ok(StoreFingerprint {
-            servers: (servers, servers_sum),
+            servers: std::sync::Arc::new(servers),
             activations: (layers, layers_sum),
             principals: (principals, principals_sum),
         })

@@ -98,6 +98,7 @@ on_both_engines!(
     urls_with_credentials_never_reach_the_database_in_plain_text,
     oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server,
     the_fingerprint_moves_with_servers_and_layers,
+    a_server_change_moves_the_fingerprint_only_for_the_workspaces_that_see_it,
     each_workspace_sees_its_tenants_shared_servers_and_its_own_only,
     each_user_signs_in_to_a_shared_server_as_themselves,
     activation_layers_are_the_tenants_and_each_users_own,
@@ -386,14 +387,17 @@ async fn on_sqlite_a_refresh_lease_is_exclusive_and_a_dead_holders_lease_is_take
 
 async fn the_fingerprint_moves_with_servers_and_layers(place: Place) {
     let store = place.open().await;
+    let servers = |fingerprint: &switchboard_store::StoreFingerprint| {
+        fingerprint.servers_seen_by(store.workspace())[0]
+    };
     let empty = store.fingerprint().await.unwrap();
-    assert_eq!(empty.servers, (0, 0));
+    assert_eq!(servers(&empty), (0, 0));
     assert_eq!(empty.activations, (0, 0));
     let def = http_server("a", "https://a.test/mcp");
     store.add_server(&def).await.unwrap();
     let added = store.fingerprint().await.unwrap();
-    assert_eq!(added.servers.0, 1);
-    assert_ne!(added.servers, empty.servers);
+    assert_eq!(servers(&added).0, 1);
+    assert_ne!(servers(&added), servers(&empty));
     let mut layer = switchboard_core::Activation::default();
     layer.servers.insert("a".into(), false);
     store.put_activation("user:ana", &layer).await.unwrap();
@@ -401,7 +405,7 @@ async fn the_fingerprint_moves_with_servers_and_layers(place: Place) {
     assert_eq!(layered.servers, added.servers, "the servers did not change");
     assert_eq!(layered.activations.0, 1);
     store.remove_server(&def.id).await.unwrap();
-    assert_eq!(store.fingerprint().await.unwrap().servers, (0, 0));
+    assert_eq!(servers(&store.fingerprint().await.unwrap()), (0, 0));
 
     // Who may come in: a key revoked and another made leave the numbers as they were, and
     // still move it.
@@ -421,6 +425,69 @@ async fn the_fingerprint_moves_with_servers_and_layers(place: Place) {
         store.fingerprint().await.unwrap().principals,
         after,
         "an existing user vouched for again changes nothing"
+    );
+}
+
+/// Every open workspace follows the fingerprint; a change to servers moves only what the
+/// workspaces that see it compare, so the others do not read their servers again.
+async fn a_server_change_moves_the_fingerprint_only_for_the_workspaces_that_see_it(place: Place) {
+    let (local, ana, bob, carol) = acme(&place).await;
+    let seen = || async {
+        let now = local.fingerprint().await.unwrap();
+        [&local, &ana, &bob].map(|store| now.servers_seen_by(store.workspace()))
+    };
+    let moved = |before: &[[(i64, i64); 2]; 3], after: &[[(i64, i64); 2]; 3]| {
+        ["local", "ana", "bob"]
+            .into_iter()
+            .zip(before.iter().zip(after))
+            .filter(|(_, (before, after))| before != after)
+            .map(|(who, _)| who)
+            .collect::<Vec<_>>()
+    };
+    let start = seen().await;
+
+    let own = http_server("notes", "https://ana.notes.test/mcp");
+    ana.add_server(&own).await.unwrap();
+    let after_own = seen().await;
+    assert_eq!(moved(&start, &after_own), ["ana"], "ana's own server");
+
+    let shared = http_server("linear", "https://linear.test/mcp");
+    carol.add_server(&shared).await.unwrap();
+    let after_shared = seen().await;
+    assert_eq!(
+        moved(&after_own, &after_shared),
+        ["ana", "bob"],
+        "a server acme shares"
+    );
+
+    let mine = switchboard_core::UserServerSettings {
+        values: vec![NamedValue::guess("Authorization", "Bearer anas-own-token")],
+        pinned: Default::default(),
+    };
+    ana.put_my_settings(&shared.id, &mine).await.unwrap();
+    let after_settings = seen().await;
+    assert_eq!(
+        moved(&after_shared, &after_settings),
+        ["ana"],
+        "ana's own settings for it"
+    );
+
+    local
+        .add_server(&http_server("github", "https://github.test/mcp"))
+        .await
+        .unwrap();
+    let after_local = seen().await;
+    assert_eq!(
+        moved(&after_settings, &after_local),
+        ["local"],
+        "a server of the default tenant"
+    );
+
+    ana.remove_server(&own.id).await.unwrap();
+    assert_eq!(
+        moved(&after_local, &seen().await),
+        ["ana"],
+        "ana's own, removed"
     );
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use switchboard_fixtures::oauth::OpenIdProvider;
 use switchboard_fixtures::{Era, transports};
 
 const OPERATOR_KEY: &str = "operator-key-0123456789abcdef";
@@ -457,10 +458,10 @@ async fn requests_without_a_valid_key_are_refused_and_a_revoked_key_stops_workin
     assert!(refused, "the revoked key kept working");
 }
 
-/// An identity provider on loopback: its discovery document, and a key set holding one P-256
-/// key, with which it signs the tokens a test asks for.
+/// An identity provider on loopback publishing one P-256 key, with which it signs the tokens a
+/// test asks for.
 struct IdentityProvider {
-    issuer: String,
+    published: OpenIdProvider,
     key: switchboard_oauth::jwt::AssertionKey,
     /// A key the provider does not publish.
     stranger: switchboard_oauth::jwt::AssertionKey,
@@ -479,29 +480,17 @@ fn p256_key() -> (switchboard_oauth::jwt::AssertionKey, Value) {
 
 impl IdentityProvider {
     async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let issuer = format!("http://{}", listener.local_addr().unwrap());
         let (key, public) = p256_key();
         let (stranger, _) = p256_key();
-        let discovery = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
-            "authorization_endpoint": format!("{issuer}/authorize"),
-            "token_endpoint": format!("{issuer}/token")});
-        let keys = json!({"keys": [public]});
-        let app = axum::Router::new()
-            .route(
-                "/.well-known/openid-configuration",
-                axum::routing::get(move || async move { axum::Json(discovery) }),
-            )
-            .route(
-                "/jwks",
-                axum::routing::get(move || async move { axum::Json(keys) }),
-            );
-        tokio::spawn(async move { axum::serve(listener, app).await });
         Self {
-            issuer,
+            published: OpenIdProvider::start(vec![public]).await,
             key,
             stranger,
         }
+    }
+
+    fn issuer(&self) -> &str {
+        &self.published.issuer
     }
 
     /// A token for `sub` in `org` with `roles`, for `audience`, expiring in `lifetime` seconds
@@ -524,7 +513,7 @@ impl IdentityProvider {
             .unwrap()
             .as_secs() as i64;
         key.sign_claims(
-            &json!({"iss": self.issuer, "sub": sub, "org": org, "roles": roles,
+            &json!({"iss": self.issuer(), "sub": sub, "org": org, "roles": roles,
                     "aud": audience, "iat": now, "exp": now + lifetime}),
             "JWT",
         )
@@ -537,7 +526,7 @@ impl IdentityProvider {
 async fn daemon_with_provider(provider: &IdentityProvider) -> Daemon {
     Daemon::start_with(&[
         "--oidc-issuer",
-        &provider.issuer,
+        provider.issuer(),
         "--oidc-audience",
         "switchboard",
         "--oidc-tenant-claim",
@@ -591,7 +580,7 @@ async fn tokens_from_the_identity_provider_are_credentials_naming_their_user_ten
         "{}.{}.c2lnbmF0dXJl",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT"}"#),
         base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(json!({"iss": provider.issuer, "sub": "ana", "org": "acme", "aud": "switchboard", "exp": 4_000_000_000u64}).to_string()),
+            .encode(json!({"iss": provider.issuer(), "sub": "ana", "org": "acme", "aud": "switchboard", "exp": 4_000_000_000u64}).to_string()),
     );
     for (what, token) in [
         (
