@@ -4,7 +4,8 @@
 //! SQLite database by default (WAL mode, so the CLI and a running daemon can share it), or in
 //! PostgreSQL when several replicas share one state ([`db`]: one API, the same SQL on both).
 //! Schema changes are versioned migrations under `migrations/<engine>/`, embedded in the binary
-//! and applied on open. Every value marked secret is sealed by the [`vault`] before it is
+//! and applied on open; once released a migration never changes (`migrations/released.sha256`,
+//! checked by a test), a change is a new one. Every value marked secret is sealed by the [`vault`] before it is
 //! written, and opened again on read; the database never holds a secret in plain text.
 
 mod activations;
