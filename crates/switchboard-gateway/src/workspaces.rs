@@ -36,7 +36,8 @@ use tower::ServiceExt;
 
 use crate::mcp::conversation::USER_HEADER;
 use crate::{
-    Refusal, RouterParts, api_error, digest, is_public_path, presented_key, workspace_router,
+    Refusal, RouterParts, api_error, digest, is_public_path, origins, presented_key,
+    workspace_router,
 };
 
 /// Starts the hub of a user's workspace: the daemon knows how (its connection options, its
@@ -475,10 +476,24 @@ async fn close(workspace: Arc<OpenWorkspace>) {
 }
 
 /// Every request of a multi-user daemon.
-async fn dispatch(State(dispatcher): State<Arc<Dispatcher>>, mut request: Request) -> Response {
-    if let Some(refusal) = crate::foreign_origin(request.headers()) {
-        return refusal.into_response();
+async fn dispatch(State(dispatcher): State<Arc<Dispatcher>>, request: Request) -> Response {
+    let sender = match dispatcher.parts.origins.judge(&request) {
+        Ok(sender) => sender,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let origins::Sender::CorsApp(origin) = sender else {
+        return dispatch_judged(dispatcher, request).await;
+    };
+    if request.method() == axum::http::Method::OPTIONS {
+        return origins::preflight(origin);
     }
+    let mut response = dispatch_judged(dispatcher, request).await;
+    origins::grant(&mut response, origin);
+    response
+}
+
+/// A request whose origin may use the daemon, to its caller's workspace.
+async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> Response {
     if is_public_path(request.uri().path()) {
         return forward(&dispatcher.local, request).await;
     }

@@ -215,6 +215,12 @@ pub struct ServeArgs {
     /// completes.
     #[arg(long, value_name = "URL", env = "SWITCHBOARD_PUBLIC_URL")]
     pub public_url: Option<url::Url>,
+    /// Let AI apps that run in a browser, on pages of this origin (`https://app.example.com`,
+    /// `http://localhost:5173`; repeatable), use `/mcp`, `/api/tools` and `/api/tools/search`.
+    /// Their requests must present an API key or token (on a loopback daemon, a key from
+    /// SWITCHBOARD_API_KEYS). No other page than the daemon's own may use it.
+    #[arg(long, value_name = "ORIGIN", env = "SWITCHBOARD_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origin: Vec<switchboard_gateway::WebOrigin>,
     /// Seconds below which the first reconnect after a failure happens (full jitter); each
     /// further failure doubles it, up to --reconnect-max.
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = seconds, env = "SWITCHBOARD_RECONNECT_INITIAL")]

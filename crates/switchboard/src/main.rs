@@ -180,6 +180,7 @@ type Provider = (
 fn access_for(
     listen: std::net::SocketAddr,
     users: Option<UsersSetup>,
+    cors_origins: &[switchboard_gateway::WebOrigin],
 ) -> anyhow::Result<switchboard_gateway::Access> {
     let keys = std::env::var(API_KEYS_ENV).unwrap_or_default();
     let keys: Vec<&str> = keys
@@ -208,7 +209,12 @@ fn access_for(
         return Ok(switchboard_gateway::Access::Users(Arc::new(users)));
     }
     if listen.ip().is_loopback() {
-        return Ok(switchboard_gateway::Access::Loopback);
+        if !cors_origins.is_empty() && keys.is_empty() {
+            bail!(
+                "--cors-origin lets browser apps of other origins use this daemon, and they must present an API key: set {API_KEYS_ENV} to one or more comma-separated keys (e.g. from `openssl rand -hex 32`)"
+            );
+        }
+        return Ok(switchboard_gateway::Access::loopback_with_keys(keys));
     }
     if keys.is_empty() {
         bail!(
@@ -352,6 +358,7 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
             follower: follower.clone(),
             provider,
         }),
+        &args.cors_origin,
     )?;
     let hub = Hub::with_oauth(store, options, oauth);
     if let Some(limit) = args.client_rate_limit {
@@ -370,6 +377,7 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     if let Some(url) = args.public_url {
         gateway = gateway.with_public_url(url);
     }
+    gateway = gateway.with_cors_origins(args.cors_origin);
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
