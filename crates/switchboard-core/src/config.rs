@@ -58,6 +58,9 @@ struct ServerEntry {
     #[serde(rename = "type", alias = "transport", alias = "transportType")]
     kind: Option<String>,
     command: Option<String>,
+    /// One of the operator's approved commands, by name (instead of `command`).
+    #[serde(alias = "approved_command")]
+    approved_command: Option<String>,
     #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
@@ -181,7 +184,29 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
     let kind = entry.kind.as_deref().map(str::to_ascii_lowercase);
     let transport = match (entry.command, entry.url) {
         (Some(_), Some(_)) => return Err("has both 'command' and 'url'; keep one".into()),
-        (None, None) => return Err("has neither 'command' nor 'url'".into()),
+        (None, None) => match entry.approved_command {
+            Some(name) => {
+                if kind.as_deref().is_some_and(|k| k != "stdio") || entry.cwd.is_some() {
+                    return Err(
+                        "an approved command is a stdio server; only its args and env are yours to give".into(),
+                    );
+                }
+                let env = entry
+                    .env
+                    .into_iter()
+                    .map(|(k, v)| NamedValue::guess(k, v))
+                    .collect();
+                TransportSpec::Approved {
+                    name,
+                    args: entry.args,
+                    env,
+                }
+            }
+            None => return Err("has neither 'command' nor 'url'".into()),
+        },
+        _ if entry.approved_command.is_some() => {
+            return Err("gives 'approvedCommand' beside a 'command' or 'url'; keep one".into());
+        }
         (Some(command), None) => {
             if let Some(kind) = kind.as_deref().filter(|k| *k != "stdio") {
                 return Err(format!("declares type '{kind}' but gives a command"));

@@ -6,6 +6,7 @@
 //! value, the catalog is a constant table.
 
 pub mod activation;
+pub mod approved;
 pub mod catalog;
 pub mod config;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod tenancy;
 pub mod tool_settings;
 
 pub use activation::{Activation, ActivationChange, Layers};
+pub use approved::{ApprovalError, ApprovedCommand};
 pub use error::{ErrorSource, RetryClass};
 pub use policy::{Caller, CallerRefused, ToolPolicies};
 pub use rate_limit::RateLimit;

@@ -210,6 +210,19 @@ pub enum TransportSpec {
         #[serde(default)]
         cwd: Option<PathBuf>,
     },
+    /// A stdio server from one of the operator's approved commands
+    /// ([`crate::approved::ApprovedCommand`]), with the user's own arguments and variables from
+    /// those it allows; the command line is the approved command's, read when the server starts.
+    Approved {
+        /// The approved command's name.
+        name: String,
+        /// The user's arguments, added after the command's own.
+        #[serde(default)]
+        args: Vec<String>,
+        /// The user's values for the variables the command lets them set.
+        #[serde(default)]
+        env: Vec<NamedValue>,
+    },
     /// A server Switchboard runs inside itself (URL `builtin:<name>`; see [`BUILTIN_SERVERS`]).
     Builtin {
         /// Which one.
@@ -318,7 +331,7 @@ impl TransportSpec {
         match self {
             Self::Http { .. } => "http",
             Self::WebSocket { .. } => "websocket",
-            Self::Stdio { .. } => "stdio",
+            Self::Stdio { .. } | Self::Approved { .. } => "stdio",
             Self::Builtin { .. } => "builtin",
         }
     }
@@ -331,6 +344,10 @@ impl TransportSpec {
                 .chain(args.iter().map(String::as_str))
                 .collect::<Vec<_>>()
                 .join(" "),
+            Self::Approved { name, args, .. } => std::iter::once(format!("approved:{name}"))
+                .chain(args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
             Self::Builtin { name } => format!("builtin:{name}"),
         }
     }
@@ -340,7 +357,7 @@ impl TransportSpec {
     pub fn display_target(&self) -> String {
         match self {
             Self::Http { url, .. } | Self::WebSocket { url, .. } => redact_url(url),
-            Self::Stdio { .. } | Self::Builtin { .. } => self.target(),
+            Self::Stdio { .. } | Self::Approved { .. } | Self::Builtin { .. } => self.target(),
         }
     }
 
@@ -365,7 +382,7 @@ impl TransportSpec {
     pub fn named_values(&self) -> &[NamedValue] {
         match self {
             Self::Http { headers, .. } | Self::WebSocket { headers, .. } => headers,
-            Self::Stdio { env, .. } => env,
+            Self::Stdio { env, .. } | Self::Approved { env, .. } => env,
             Self::Builtin { .. } => &[],
         }
     }
@@ -375,7 +392,7 @@ impl TransportSpec {
     pub fn named_values_mut(&mut self) -> &mut [NamedValue] {
         match self {
             Self::Http { headers, .. } | Self::WebSocket { headers, .. } => headers,
-            Self::Stdio { env, .. } => env,
+            Self::Stdio { env, .. } | Self::Approved { env, .. } => env,
             Self::Builtin { .. } => &mut [],
         }
     }
@@ -386,7 +403,7 @@ impl TransportSpec {
     pub fn set_named_value(&mut self, value: NamedValue) -> bool {
         let (values, headers) = match self {
             Self::Http { headers, .. } | Self::WebSocket { headers, .. } => (headers, true),
-            Self::Stdio { env, .. } => (env, false),
+            Self::Stdio { env, .. } | Self::Approved { env, .. } => (env, false),
             Self::Builtin { .. } => return false,
         };
         if headers && is_reserved_header(&value.name) {

@@ -15,6 +15,7 @@
 
 mod activation;
 mod apps;
+mod commands;
 mod events;
 mod export;
 pub mod mcp;
@@ -307,6 +308,11 @@ pub(crate) fn workspace_router(
         .route("/api/tools/search", get(search_tools))
         .route("/api/servers", get(servers::list).post(servers::create))
         .route("/api/servers/import", post(servers::import))
+        .route("/api/commands", get(commands::list))
+        .route(
+            "/api/commands/{name}",
+            axum::routing::put(commands::put).delete(commands::remove),
+        )
         .route("/api/test-connection", post(servers::test))
         .route(
             "/api/servers/{id}",
@@ -861,15 +867,17 @@ mod tests {
         let access = Access::api_keys(["k3y-0123456789abcdef", "second-key-0123456789"]);
         let host = ("host", "switchboard.internal:8750");
         let trusted = origins::Sender::Trusted;
-        let status =
-            |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
+        let status = |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
         assert_eq!(
             status(access.refusal(&request("/mcp", &[host]), &trusted)),
             Some(401)
         );
         assert_eq!(
             status(access.refusal(
-                &request("/mcp", &[host, ("authorization", "Bearer wrong-key-0123456789")]),
+                &request(
+                    "/mcp",
+                    &[host, ("authorization", "Bearer wrong-key-0123456789")]
+                ),
                 &trusted
             )),
             Some(401)
@@ -907,16 +915,17 @@ mod tests {
         let app = origins::Sender::CorsApp(axum::http::HeaderValue::from_static(
             "http://localhost:5173",
         ));
-        let status =
-            |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
-        let with = |key: &str| {
-            request(
-                "/mcp",
-                &[host, ("authorization", &format!("Bearer {key}"))],
-            )
-        };
-        assert_eq!(status(access.refusal(&with("k3y-0123456789abcdef"), &app)), None);
-        assert_eq!(status(access.refusal(&with("another-key-01234567"), &app)), Some(401));
+        let status = |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
+        let with =
+            |key: &str| request("/mcp", &[host, ("authorization", &format!("Bearer {key}"))]);
+        assert_eq!(
+            status(access.refusal(&with("k3y-0123456789abcdef"), &app)),
+            None
+        );
+        assert_eq!(
+            status(access.refusal(&with("another-key-01234567"), &app)),
+            Some(401)
+        );
         assert_eq!(
             status(access.refusal(&request("/mcp", &[host]), &origins::Sender::Trusted)),
             None,
@@ -929,8 +938,7 @@ mod tests {
         let access = Access::api_keys(["k3y-0123456789abcdef"]);
         let host = ("host", "switchboard.internal:8750");
         let trusted = origins::Sender::Trusted;
-        let status =
-            |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
+        let status = |r: Option<Refusal>| r.map(|e| e.into_response().status().as_u16());
         // base64url("k3y-0123456789abcdef")
         let offered = (
             "sec-websocket-protocol",
@@ -985,14 +993,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn every_route_refuses_a_page_of_another_loopback_port_websockets_and_streams_included()
-    {
+    async fn every_route_refuses_a_page_of_another_loopback_port_websockets_and_streams_included() {
         use tower::ServiceExt;
         let dir = tempfile::tempdir().unwrap();
         let store = switchboard_store::Store::open(dir.path()).await.unwrap();
         let hub = Hub::new(store, switchboard_upstream::ConnectOptions::new("test"));
         let addr: SocketAddr = "127.0.0.1:8750".parse().unwrap();
-        let app = router(mcp::Shared::new(hub), addr, Access::loopback(), Default::default());
+        let app = router(
+            mcp::Shared::new(hub),
+            addr,
+            Access::loopback(),
+            Default::default(),
+        );
         for (method, path) in [
             ("POST", "/api/servers/import"),
             ("POST", "/api/servers"),

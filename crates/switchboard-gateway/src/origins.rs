@@ -184,7 +184,11 @@ impl BrowserOrigins {
     /// Whether `origin` is the daemon's own: the host it was reached at (`Host`), or its
     /// public URL's.
     fn is_own(&self, origin: &str, headers: &HeaderMap) -> bool {
-        if self.public.as_ref().is_some_and(|own| own.as_str() == origin) {
+        if self
+            .public
+            .as_ref()
+            .is_some_and(|own| own.as_str() == origin)
+        {
             return true;
         }
         let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
@@ -298,8 +302,7 @@ mod tests {
             "https://127.0.0.1:8750",
             "https://switchboard.example.com",
         ] {
-            let judged =
-                origins.judge(&request("POST", "/api/servers", &[HOST, ("origin", own)]));
+            let judged = origins.judge(&request("POST", "/api/servers", &[HOST, ("origin", own)]));
             assert_eq!(judged, Ok(Sender::Trusted), "{own}");
         }
         for foreign in [
@@ -379,11 +382,22 @@ mod tests {
             origins.judge(&request(
                 "POST",
                 "/mcp",
-                &[HOST, app, key, ("content-type", "text/plain"), ("content-length", "2")]
+                &[
+                    HOST,
+                    app,
+                    key,
+                    ("content-type", "text/plain"),
+                    ("content-length", "2")
+                ]
             )),
             Err(OriginRefusal::NotJson)
         );
-        for path in ["/api/servers", "/api/servers/import", "/api/events/ws", "/sse"] {
+        for path in [
+            "/api/servers",
+            "/api/servers/import",
+            "/api/events/ws",
+            "/sse",
+        ] {
             assert_eq!(
                 origins.judge(&request("POST", path, &[HOST, app, key, json])),
                 Err(OriginRefusal::NotForBrowserApps),
@@ -395,7 +409,9 @@ mod tests {
     #[test]
     fn cors_origins_are_origins_only() {
         assert_eq!(
-            WebOrigin::parse("HTTPS://App.Example.com:443").unwrap().as_str(),
+            WebOrigin::parse("HTTPS://App.Example.com:443")
+                .unwrap()
+                .as_str(),
             "https://app.example.com"
         );
         assert_eq!(

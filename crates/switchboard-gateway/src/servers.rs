@@ -53,7 +53,7 @@ impl From<HubError> for ApiError {
             HubError::Invalid(_) => StatusCode::BAD_REQUEST,
             HubError::UnknownServer(_) | HubError::ToolDisabled { .. } => StatusCode::CONFLICT,
             HubError::NotConnected { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            HubError::CallerRefused { .. } => StatusCode::FORBIDDEN,
+            HubError::CallerRefused { .. } | HubError::Forbidden(_) => StatusCode::FORBIDDEN,
             HubError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         };
         Self::new(status, error)
@@ -201,7 +201,7 @@ pub(crate) async fn test(
         .unwrap_or("test")
         .to_owned();
     let def = entry(&id, payload)?;
-    Ok(Json(app.hub.test_definition(&def).await).into_response())
+    Ok(Json(app.hub.test_definition(&def).await?).into_response())
 }
 
 /// `PUT /api/servers/{id}`: adds or replaces a server.

@@ -30,7 +30,12 @@ async fn every_documented_operation_reaches_a_handler() {
     let hub = switchboard_hub::Hub::new(store, switchboard_upstream::ConnectOptions::new("test"));
     let addr: SocketAddr = "127.0.0.1:8750".parse().unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let app = router(mcp::Shared::new(hub), addr, Access::loopback(), stop.clone());
+    let app = router(
+        mcp::Shared::new(hub),
+        addr,
+        Access::loopback(),
+        stop.clone(),
+    );
     let spec = spec();
     let paths = spec["paths"].as_object().expect("paths");
     let mut checked = 0;

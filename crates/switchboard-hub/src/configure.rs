@@ -5,10 +5,11 @@
 //! shows its effect. Read-modify-write changes take the hub's edit lock: two requests that
 //! change one server never lose each other's change.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
-use switchboard_store::StoreError;
+use switchboard_core::{ApprovalError, ServerDefinition, ServerId, TransportSpec};
+use switchboard_store::{Store, StoreError};
 use switchboard_upstream::UpstreamError;
 
 use crate::{Hub, HubError};
@@ -58,6 +59,7 @@ impl Hub {
             }
             None => false,
         };
+        self.admit(&definition).await?;
         self.store.put_server(&definition).await?;
         self.sync_with_store().await?;
         Ok(replaced)
@@ -98,8 +100,18 @@ impl Hub {
         replace: bool,
     ) -> Result<ImportOutcome, HubError> {
         let _edit = self.edits.lock().await;
-        let (imported, taken) = self.store.import_servers(report.servers, replace).await?;
         let mut skipped = report.skipped;
+        let mut admitted = Vec::with_capacity(report.servers.len());
+        for definition in report.servers {
+            match self.admit(&definition).await {
+                Ok(()) => admitted.push(definition),
+                Err(HubError::Forbidden(reason)) => {
+                    skipped.push((definition.id.to_string(), reason))
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let (imported, taken) = self.store.import_servers(admitted, replace).await?;
         skipped.extend(taken.into_iter().map(|id| {
             (
                 id.to_string(),
@@ -145,10 +157,43 @@ pub struct ConnectionTest {
 }
 
 impl Hub {
+    /// Whether the caller of this workspace may define `definition`: the operator (the local
+    /// workspace) anything; a tenant admin or member no command of their own, only one of the
+    /// operator's approved commands with what it leaves to users.
+    pub async fn admit(&self, definition: &ServerDefinition) -> Result<(), HubError> {
+        if self.store.workspace().user().is_none() {
+            return Ok(());
+        }
+        match &definition.transport {
+            TransportSpec::Stdio { .. } => Err(HubError::Forbidden(
+                "only the operator defines the commands stdio servers run: pick one of the approved commands (GET /api/commands) as \"approvedCommand\", with the \"args\" and \"env\" it lets you set"
+                    .into(),
+            )),
+            TransportSpec::Approved { name, args, env } => {
+                let command = self
+                    .store
+                    .approved_command(name)
+                    .await?
+                    .ok_or_else(|| ApprovalError::Unknown(name.clone()))
+                    .map_err(|e| HubError::Forbidden(e.to_string()))?;
+                command
+                    .check(args, env)
+                    .map_err(|e| HubError::Forbidden(e.to_string()))
+            }
+            TransportSpec::Http { .. }
+            | TransportSpec::WebSocket { .. }
+            | TransportSpec::Builtin { .. } => Ok(()),
+        }
+    }
+
     /// Connects to `definition` as the daemon would (with the credentials stored for its id, if
     /// it is that server's URL), lists what it offers, and closes the session: nothing is
     /// stored or kept running. A failure is part of the answer, not an error.
-    pub async fn test_definition(&self, definition: &ServerDefinition) -> ConnectionTest {
+    pub async fn test_definition(
+        &self,
+        definition: &ServerDefinition,
+    ) -> Result<ConnectionTest, HubError> {
+        self.admit(definition).await?;
         let started = std::time::Instant::now();
         let mut options = self.options.clone();
         // Stored credentials go only to the server they were granted for: a definition with a
@@ -180,7 +225,11 @@ impl Hub {
             prompts: 0,
             elapsed_ms: 0.0,
         };
-        match switchboard_upstream::connect(definition, None, &options).await {
+        let connecting = match ready_to_connect(&self.store, definition).await {
+            Ok(ready) => switchboard_upstream::connect(&ready, None, &options).await,
+            Err(error) => Err(error),
+        };
+        match connecting {
             Err(error) => {
                 test.needs_auth = matches!(error, UpstreamError::AuthRequired(_));
                 test.error = Some(error.to_string());
@@ -205,6 +254,29 @@ impl Hub {
             }
         }
         test.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-        test
+        Ok(test)
     }
+}
+
+/// `definition` as it connects: a server made from an approved command runs that command as the
+/// operator defines it now, with the user's arguments and variables it allows (read at every
+/// start, so a withdrawn or narrowed command stops what it no longer allows).
+pub(crate) async fn ready_to_connect<'a>(
+    store: &Store,
+    definition: &'a ServerDefinition,
+) -> Result<Cow<'a, ServerDefinition>, UpstreamError> {
+    let TransportSpec::Approved { name, args, env } = &definition.transport else {
+        return Ok(Cow::Borrowed(definition));
+    };
+    let refused = |e: ApprovalError| UpstreamError::NotAllowed(e.to_string());
+    let command = store
+        .approved_command(name)
+        .await
+        .map_err(|e| {
+            UpstreamError::NotAllowed(format!("cannot read the approved command '{name}': {e}"))
+        })?
+        .ok_or_else(|| refused(ApprovalError::Unknown(name.clone())))?;
+    let mut ready = definition.clone();
+    ready.transport = command.resolve(args, env).map_err(refused)?;
+    Ok(Cow::Owned(ready))
 }

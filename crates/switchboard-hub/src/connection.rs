@@ -282,6 +282,7 @@ impl ConnectionTask {
     async fn connect(&self) -> Result<Connection, UpstreamError> {
         let def = &self.slot.definition;
         let target = def.transport.target();
+        let ready = crate::configure::ready_to_connect(&self.store, def).await?;
         let cached = match self.store.cached_probe(&def.id, &target).await {
             Ok(probe) => probe.map(|p| p.detected),
             Err(error) => {
@@ -289,7 +290,7 @@ impl ConnectionTask {
                 None
             }
         };
-        let connection = switchboard_upstream::connect(def, cached, &self.options).await?;
+        let connection = switchboard_upstream::connect(&ready, cached, &self.options).await?;
         if connection.detected.is_some() && connection.detected != cached {
             let probe = CachedProbe {
                 target,

@@ -95,6 +95,10 @@ pub enum HubError {
         /// The tool.
         tool: String,
     },
+    /// The caller may not define this (a command of their own, an address the network rules
+    /// refuse).
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 /// What a server currently offers.

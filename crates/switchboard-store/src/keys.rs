@@ -60,14 +60,16 @@ pub struct Resealed {
     pub grants: usize,
     /// Users' own settings for shared servers sealed again.
     pub settings: usize,
+    /// The operator's approved commands sealed again.
+    pub commands: usize,
 }
 
 impl std::fmt::Display for Resealed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} servers', {} sign-ins' and {} users' own settings' secrets",
-            self.servers, self.grants, self.settings
+            "{} servers', {} sign-ins', {} users' own settings' and {} approved commands' secrets",
+            self.servers, self.grants, self.settings, self.commands
         )
     }
 }
@@ -324,6 +326,9 @@ impl Store {
             .await
             .map(|done| done.rows_affected()))?;
             resealed.settings += usize::try_from(updated).unwrap_or(0);
+        }
+        if tenant.is_none_or(TenantId::is_default) {
+            resealed.commands = self.reseal_approved_commands().await?;
         }
         Ok(resealed)
     }

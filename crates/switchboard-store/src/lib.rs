@@ -9,6 +9,7 @@
 //! written, and opened again on read; the database never holds a secret in plain text.
 
 mod activations;
+mod approved;
 mod changes;
 pub mod credentials;
 mod db;

@@ -66,8 +66,30 @@ impl Store {
                 "server '{id}' is your own: change it directly"
             )));
         }
-        // The settings must fit the server (no header it sets itself, none on a built-in one).
+        // The settings must fit the server (no header it sets itself, none on a built-in one),
+        // and a stdio server's variables are the operator's to choose: a user sets only those
+        // the server's approved command leaves to users (`PATH`, `LD_PRELOAD` or
+        // `NODE_OPTIONS` would choose what runs).
         if let Some(mut shared) = self.shared_definition(id).await? {
+            let names = || settings.values.iter().map(|v| v.name.as_str());
+            match &shared.transport {
+                switchboard_core::TransportSpec::Stdio { .. } if !settings.values.is_empty() => {
+                    return Err(StoreError::Forbidden(format!(
+                        "server '{id}' runs a command the operator defined, which takes no variables from users; the operator can approve a command that lets you set them (switchboard commands add --user-env)"
+                    )));
+                }
+                switchboard_core::TransportSpec::Approved { name, .. } => {
+                    let command = self.approved_command(name).await?.ok_or_else(|| {
+                        StoreError::Forbidden(
+                            switchboard_core::ApprovalError::Unknown(name.clone()).to_string(),
+                        )
+                    })?;
+                    command
+                        .check_user_variables(names())
+                        .map_err(|e| StoreError::Forbidden(e.to_string()))?;
+                }
+                _ => {}
+            }
             settings.apply(&mut shared).map_err(StoreError::Forbidden)?;
         }
         if settings.is_empty() {

@@ -77,6 +77,8 @@ pub struct ConnectOptions {
     /// Where copies of the connection's JSON-RPC messages go while someone watches (the
     /// console's inspector).
     pub message_tap: Option<std::sync::Arc<dyn crate::MessageTap>>,
+    /// How stdio children are started: what they inherit, what they may not reach.
+    pub children: std::sync::Arc<crate::children::ChildPolicy>,
 }
 
 /// Runs the servers Switchboard carries inside itself
@@ -117,6 +119,7 @@ impl ConnectOptions {
             input_fallback: None,
             builtins: None,
             message_tap: None,
+            children: std::sync::Arc::default(),
         }
     }
 
@@ -277,9 +280,13 @@ pub async fn connect(
             cwd,
         } => {
             let tail = StderrTail::default();
-            let open = || async {
-                stdio::spawn(def.id.as_str(), command, args, env, cwd.as_deref(), &tail)
+            let child = stdio::ChildCommand {
+                command,
+                args,
+                env,
+                cwd: cwd.as_deref(),
             };
+            let open = || async { stdio::spawn(def.id.as_str(), child, &options.children, &tail) };
             let service = within(
                 handshake + AUTO_DISCOVER_ALLOWANCE,
                 serve_message_transport(handler, open, options.message_tap.clone()),
@@ -287,6 +294,11 @@ pub async fn connect(
             .await
             .map_err(|e| explain_with_stderr(e, &tail))?;
             (service, None, Some(tail))
+        }
+        TransportSpec::Approved { name, .. } => {
+            return Err(UpstreamError::NotAllowed(format!(
+                "the approved command '{name}' must be read before connecting"
+            )));
         }
         TransportSpec::Builtin { name } => {
             let open = || async {

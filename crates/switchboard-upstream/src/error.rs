@@ -21,6 +21,10 @@ pub enum UpstreamError {
         /// The OS error (in the message, so not also a `source`).
         error: std::io::Error,
     },
+    /// The server may not be started or reached as defined (an approved command that is gone,
+    /// or a choice it does not allow; an address the network rules refuse).
+    #[error("not allowed: {0}")]
+    NotAllowed(String),
     /// The server answered with an HTTP status that ends the attempt.
     #[error("the server answered HTTP {status}{}", detail_suffix(.detail))]
     HttpStatus {
@@ -121,6 +125,7 @@ impl Classified for UpstreamError {
             Self::AuthRequired(_) => RetryClass::AfterReauth,
             Self::Unreachable(_)
             | Self::Spawn { .. }
+            | Self::NotAllowed(_)
             | Self::NoTransport(_)
             | Self::Handshake(_) => RetryClass::Safe,
             Self::HttpStatus { status, .. } if *status == 429 || *status >= 500 => RetryClass::Safe,

@@ -7,6 +7,7 @@
 //! service and the Streamable HTTP and stdio transports; the era probe, the status-aware HTTP
 //! client, the HTTP+SSE and WebSocket transports and the request helpers are ours.
 
+pub mod children;
 pub mod connect;
 pub mod direct;
 pub mod error;
@@ -28,6 +29,7 @@ pub mod upstream;
 pub mod websocket;
 pub mod wire;
 
+pub use children::{ChildPolicy, ChildSandbox, SandboxMode};
 pub use connect::{BuiltinServers, ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use direct::{CallerPolling, DirectReply};
 pub use error::UpstreamError;

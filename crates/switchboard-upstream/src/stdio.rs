@@ -1,7 +1,8 @@
 //! Starting a stdio MCP server as a child process.
 //!
-//! The child gets the configured arguments, environment and working directory, runs in its own
-//! process group (so `npx`/`uvx` wrappers and their children are signalled together), and has its
+//! The child gets the configured arguments, environment and working directory (and of the
+//! daemon's environment only what [`crate::children`] lets through, confined as it says), runs in
+//! its own process group (so `npx`/`uvx` wrappers and their children are signalled together), and has its
 //! stderr read line by line into Switchboard's log. The last lines are kept so that a server that
 //! dies can be explained ("exited: Error: Cannot find module ..."). Shutdown is rmcp's sequence:
 //! close stdin, wait, SIGTERM, wait, SIGKILL.
@@ -53,24 +54,47 @@ impl StderrTail {
     }
 }
 
-/// Spawns the server process and starts copying its stderr into the log and into `tail`.
+/// What a child is started with: its definition's command line, environment values and working
+/// directory.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildCommand<'a> {
+    /// The program.
+    pub command: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// The definition's environment values.
+    pub env: &'a [NamedValue],
+    /// The working directory, if not the daemon's.
+    pub cwd: Option<&'a std::path::Path>,
+}
+
+/// Spawns the server process under `policy` and starts copying its stderr into the log and into
+/// `tail`.
 pub fn spawn(
     server: &str,
-    command: &str,
-    args: &[String],
-    env: &[NamedValue],
-    cwd: Option<&std::path::Path>,
+    child: ChildCommand<'_>,
+    policy: &crate::children::ChildPolicy,
     tail: &StderrTail,
 ) -> Result<TokioChildProcess, UpstreamError> {
+    let command = child.command;
     let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args)
-        // Switchboard's own secrets are never handed to third-party server processes.
-        .env_remove(switchboard_core::server::VAULT_KEY_ENV)
-        .envs(env.iter().map(|v| (&v.name, &v.value)))
+    // Switchboard's own secrets are never handed to third-party server processes: a child gets a
+    // fixed set of the daemon's variables, those the operator passes through, and its own.
+    cmd.args(child.args)
+        .env_clear()
+        .envs(policy.inherited_environment())
+        .envs(child.env.iter().map(|v| (&v.name, &v.value)))
         .kill_on_drop(true);
-    if let Some(dir) = cwd {
+    if let Some(dir) = child.cwd {
         cmd.current_dir(dir);
     }
+    policy
+        .sandbox
+        .confine(&mut cmd)
+        .map_err(|error| UpstreamError::Spawn {
+            command: command.to_owned(),
+            error: std::io::Error::other(error),
+        })?;
     let mut wrapped = CommandWrap::from(cmd);
     wrapped.wrap(ProcessGroup::leader());
     let (child, stderr) = TokioChildProcess::builder(wrapped)

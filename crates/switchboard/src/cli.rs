@@ -41,6 +41,31 @@ pub struct Cli {
     )]
     pub worker_threads: Option<u16>,
 
+    /// A variable of Switchboard's environment that stdio servers inherit too (repeatable, or
+    /// comma-separated in SWITCHBOARD_CHILD_ENV): a proxy, a CA bundle. Besides these they get
+    /// only PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_ALL, LC_CTYPE, LC_MESSAGES, TZ,
+    /// TMPDIR and TERM, and what their own definition sets.
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_CHILD_ENV",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub child_env: Vec<String>,
+
+    /// Whether stdio servers are kept out of the data directory with Landlock: `on` (where the
+    /// kernel can; otherwise they run unconfined and the daemon says so), `required` (refuse to
+    /// start one the kernel cannot confine) or `off`.
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_CHILD_SANDBOX",
+        value_name = "MODE",
+        default_value = "on"
+    )]
+    pub child_sandbox: switchboard_upstream::SandboxMode,
+
     /// Log more (repeat for more detail). `RUST_LOG` overrides this.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -81,6 +106,10 @@ pub enum Command {
     Logout(LogoutArgs),
     /// Show the built-in catalog of well-known remote servers.
     Catalog(JsonFlag),
+    /// Approve the commands tenants and members may run as stdio servers (`serve --users`):
+    /// nobody but the operator defines what runs on this host.
+    #[command(subcommand)]
+    Commands(CommandsCommand),
     /// Manage tenants, for a daemon serving many users (`serve --users`).
     #[command(subcommand)]
     Tenant(TenantCommand),
@@ -90,6 +119,44 @@ pub enum Command {
     /// Rotate the keys that seal secrets at rest.
     #[command(subcommand)]
     Vault(VaultCommand),
+}
+
+/// `commands` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CommandsCommand {
+    /// Approve a command (replacing one of the same name): `add <name> -- <program> [args...]`.
+    /// Users pick it by name, and may set only the variables and add only the arguments named
+    /// here.
+    Add {
+        /// The name users pick it by (lowercase letters, digits and single hyphens).
+        name: String,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+        /// What it is, for people choosing one.
+        #[arg(long)]
+        description: Option<String>,
+        /// An environment value of the operator's (repeatable; sealed at rest, never shown to
+        /// users).
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// A variable users may set for themselves, e.g. their own token (repeatable).
+        #[arg(long = "user-env", value_name = "NAME")]
+        user_env: Vec<String>,
+        /// An argument users may add after the command's own (repeatable; each exactly as given).
+        #[arg(long = "user-arg", value_name = "ARG", allow_hyphen_values = true)]
+        user_arg: Vec<String>,
+        /// Its working directory.
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
+    /// List the approved commands.
+    List(JsonFlag),
+    /// Withdraw an approved command: servers made from it stop starting.
+    Remove {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// `vault` subcommands.
@@ -219,7 +286,12 @@ pub struct ServeArgs {
     /// `http://localhost:5173`; repeatable), use `/mcp`, `/api/tools` and `/api/tools/search`.
     /// Their requests must present an API key or token (on a loopback daemon, a key from
     /// SWITCHBOARD_API_KEYS). No other page than the daemon's own may use it.
-    #[arg(long, value_name = "ORIGIN", env = "SWITCHBOARD_CORS_ORIGINS", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "ORIGIN",
+        env = "SWITCHBOARD_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
     pub cors_origin: Vec<switchboard_gateway::WebOrigin>,
     /// Seconds below which the first reconnect after a failure happens (full jitter); each
     /// further failure doubles it, up to --reconnect-max.

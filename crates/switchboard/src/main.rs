@@ -34,6 +34,8 @@ use cli::{AddArgs, CallArgs, Cli, Command, ImportArgs, ListArgs, ServerCommand};
 const EXIT_FAILURE: i32 = 1;
 
 fn main() {
+    keep_memory_from_other_processes();
+    move_environment_out_of_sight();
     let cli = Cli::parse();
     init_tracing(&cli);
     let runtime = match cli.worker_threads {
@@ -93,6 +95,78 @@ fn init_tracing(cli: &Cli) {
         .init();
 }
 
+/// Makes this process not dumpable: other processes of the same user (a stdio server's child
+/// among them) can then neither trace it nor read its memory, environment or open files through
+/// `/proc/<pid>`, and it leaves no core file. The vault key and every token it unseals live in
+/// its memory. Children are dumpable again once they run their own program.
+fn keep_memory_from_other_processes() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers and changes only this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// Moves this process's environment (the vault key, API keys and client secrets among it) out of
+/// the block the kernel shows as `/proc/<pid>/environ`, and blanks that block. A process of the
+/// same user reads that file even when this one is not dumpable if it runs as root (a stdio
+/// server's child of a daemon run as root, say). Every variable keeps its value for this process:
+/// `setenv` gives each a copy of its own, and only the originals are blanked.
+fn move_environment_out_of_sight() {
+    #[cfg(target_os = "linux")]
+    {
+        unsafe extern "C" {
+            static mut environ: *mut *mut libc::c_char;
+        }
+        // SAFETY: this runs first in `main`, before any other thread exists, so nothing reads or
+        // writes the environment meanwhile. `environ` is a NULL-terminated array of
+        // NUL-terminated strings; each original is blanked only after `set_var` has pointed
+        // `environ` at a copy, and the kernel's block stays mapped (it is this process's stack).
+        unsafe {
+            let mut originals = Vec::new();
+            let mut entry = environ;
+            while !entry.is_null() && !(*entry).is_null() {
+                originals.push((*entry, libc::strlen(*entry)));
+                entry = entry.add(1);
+            }
+            for (name, value) in std::env::vars_os() {
+                std::env::set_var(name, value);
+            }
+            let mut entry = environ;
+            while !entry.is_null() && !(*entry).is_null() {
+                // Only strings that are no longer used are blanked.
+                originals.retain(|(original, _)| *original != *entry);
+                entry = entry.add(1);
+            }
+            for (original, length) in originals {
+                std::ptr::write_bytes(original, 0, length);
+            }
+        }
+    }
+}
+
+/// How stdio children start, for every command that starts servers (set once in [`run`]).
+static CHILDREN: std::sync::OnceLock<Arc<switchboard_upstream::ChildPolicy>> =
+    std::sync::OnceLock::new();
+
+/// The children's policy `cli` asks for: the daemon's variables passed through by name, and
+/// the data directory, the database file and the configuration file hidden from them.
+fn child_policy(
+    cli: &Cli,
+    dir: &std::path::Path,
+    location: &StoreLocation,
+) -> switchboard_upstream::ChildPolicy {
+    let mut hidden = vec![dir.to_path_buf()];
+    if let StoreLocation::Sqlite(file) = location {
+        hidden.push(file.clone());
+    }
+    hidden.extend(cli.config.clone());
+    switchboard_upstream::ChildPolicy {
+        pass_env: cli.child_env.clone(),
+        sandbox: switchboard_upstream::ChildSandbox::hiding(hidden, cli.child_sandbox),
+    }
+}
+
 fn data_dir(cli: &Cli) -> PathBuf {
     cli.data_dir.clone().unwrap_or_else(|| {
         let platform = directories::ProjectDirs::from("dev", "switchboard", "switchboard")
@@ -110,6 +184,16 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let store = Store::open_at(&location, &dir)
         .await
         .with_context(|| format!("cannot open the store at {location}"))?;
+    let children = child_policy(&cli, &dir, &location);
+    if matches!(cli.command, Command::Serve(_) | Command::Stdio(_))
+        && let Some(reason) = children.sandbox.unconfined_reason()
+    {
+        tracing::warn!(
+            "stdio servers run unconfined and could read {}: {reason}",
+            dir.display()
+        );
+    }
+    let _ = CHILDREN.set(Arc::new(children));
     if let Some(path) = &cli.config {
         apply_config_file(&store, path).await?;
     }
@@ -126,6 +210,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Catalog(flag) => show_catalog(flag.json),
         Command::Login(args) => login::login(&store, args).await,
         Command::Logout(args) => login::logout(&store, args).await,
+        Command::Commands(command) => approved_commands(&store, command).await,
         Command::Tenant(command) => tenancy::tenant_command(&store, command).await,
         Command::User(command) => tenancy::user_command(&store, command).await,
         Command::Vault(command) => tenancy::vault_command(&store, command).await,
@@ -152,7 +237,10 @@ async fn apply_config_file(store: &Store, path: &std::path::Path) -> anyhow::Res
 }
 
 fn options() -> ConnectOptions {
-    ConnectOptions::new(env!("CARGO_PKG_VERSION"))
+    ConnectOptions {
+        children: CHILDREN.get().cloned().unwrap_or_default(),
+        ..ConnectOptions::new(env!("CARGO_PKG_VERSION"))
+    }
 }
 
 /// The environment variable with the API keys a non-loopback listener requires.
@@ -446,6 +534,74 @@ fn parse_named(pair: &str, secret: Option<bool>) -> anyhow::Result<NamedValue> {
         named.secret = secret || named.secret;
     }
     Ok(named)
+}
+
+/// `switchboard commands ...`: the operator approves what tenants and members may run.
+async fn approved_commands(store: &Store, command: cli::CommandsCommand) -> anyhow::Result<i32> {
+    match command {
+        cli::CommandsCommand::Add {
+            name,
+            command,
+            description,
+            env,
+            user_env,
+            user_arg,
+            cwd,
+        } => {
+            let mut words = command.into_iter();
+            let program = words.next().unwrap_or_default();
+            let mut approved =
+                switchboard_core::ApprovedCommand::new(&name, program, words.collect())?;
+            approved.description = description.unwrap_or_default();
+            approved.env = env
+                .iter()
+                .map(|pair| parse_named(pair, None))
+                .collect::<anyhow::Result<_>>()?;
+            approved.user_env = user_env;
+            approved.user_args = user_arg;
+            approved.cwd = cwd;
+            store.put_approved_command(&approved).await?;
+            println!(
+                "Approved '{name}'. Tenant admins and members add it with {{\"approvedCommand\": \"{name}\"}}; {DAEMON_PICKS_IT_UP}"
+            );
+        }
+        cli::CommandsCommand::List(flag) => {
+            let commands: Vec<_> = store
+                .approved_commands()
+                .await?
+                .iter()
+                .map(switchboard_core::ApprovedCommand::redacted)
+                .collect();
+            if flag.json {
+                print_json(&commands)?;
+            } else if commands.is_empty() {
+                println!(
+                    "No approved commands: tenant admins and members cannot run stdio servers. Approve one with `switchboard commands add <name> -- <program> [args...]`."
+                );
+            } else {
+                for command in commands {
+                    let line = std::iter::once(command.command.as_str())
+                        .chain(command.args.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    println!(
+                        "{}\t{}\tusers may set: {}\tand add: {}",
+                        render::safe(&command.name),
+                        render::safe(&line),
+                        render::safe(&command.user_env.join(", ")),
+                        render::safe(&command.user_args.join(" "))
+                    );
+                }
+            }
+        }
+        cli::CommandsCommand::Remove { name } => {
+            if !store.remove_approved_command(&name).await? {
+                bail!("there is no approved command '{name}'");
+            }
+            println!("Withdrew '{name}': servers made from it no longer start.");
+        }
+    }
+    Ok(0)
 }
 
 async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result<i32> {

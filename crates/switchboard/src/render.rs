@@ -122,6 +122,28 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out.join("\n")
 }
 
+/// `text` safe to write to a terminal: control characters (escape sequences, bells, carriage
+/// returns and line breaks, C1 controls) and the invisible marks that reorder text (bidi
+/// overrides) are shown as `\u{..}` instead of acting on the terminal. Names and descriptions
+/// come from servers and authorization servers, which are not trusted to drive the screen.
+pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| match acts(c) {
+                true => c.escape_unicode().to_string(),
+                false => c.to_string(),
+            })
+            .collect(),
+    )
+}
+
 /// The first line of a description, shortened for a table.
 pub fn short(text: Option<&str>, max: usize) -> String {
     let first = text.unwrap_or("").lines().next().unwrap_or("").trim();
@@ -135,6 +157,21 @@ pub fn short(text: Option<&str>, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_from_servers_never_reach_the_terminal_raw() {
+        assert_eq!(safe("plain_name-1.2"), "plain_name-1.2");
+        let hostile = "x\u{1b}[2J\u{7}\r\nowned\u{9b}\u{202e}gpj.exe";
+        let shown = safe(hostile);
+        assert!(
+            !shown.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("\\u{1b}[2J") && shown.contains("owned"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn sizes_and_tables_read_well() {

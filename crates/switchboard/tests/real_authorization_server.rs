@@ -615,10 +615,25 @@ async fn people_of_one_tenant_use_the_console_each_as_themselves() {
         .spawn()
         .unwrap();
     common::await_health(port).await;
-    // Carol, the tenant's admin, shares a stdio server and the OAuth-protected one.
+    // The operator approves the stdio fixture; Carol, the tenant's admin, shares a server of it
+    // and the OAuth-protected one.
     let fixture = switchboard_fixtures::stdio_fixture_binary();
+    let approved = run(
+        dir.path(),
+        &[
+            "commands",
+            "add",
+            "fixture",
+            "--user-env",
+            "FIXTURE_MARK",
+            "--",
+            fixture.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(approved.status.success(), "{}", text(&approved));
     for body in [
-        json!({"id": "tool", "command": fixture, "env": {"FIXTURE_MARK": "shared"}}),
+        json!({"id": "tool", "approvedCommand": "fixture", "env": {"FIXTURE_MARK": "shared"}}),
         json!({"id": "secure", "url": server.mcp}),
     ] {
         let (status, answer) = common::with_token(

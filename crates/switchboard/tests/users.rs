@@ -201,6 +201,26 @@ async fn people(daemon: &Daemon) -> [String; 4] {
     ]
 }
 
+/// The operator approves the stdio fixture as the command `fixture`, whose `FIXTURE_MARK` users
+/// may set.
+async fn approve_fixture(daemon: &Daemon) {
+    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    let fixture = fixture.to_str().unwrap();
+    daemon
+        .cli(&[
+            "commands",
+            "add",
+            "fixture",
+            "--user-env",
+            "FIXTURE_MARK",
+            "--user-arg",
+            "legacy",
+            "--",
+            fixture,
+        ])
+        .await;
+}
+
 fn ids(list: &Value) -> Vec<String> {
     let mut ids: Vec<String> = list["servers"]
         .as_array()
@@ -718,11 +738,11 @@ async fn a_user_sets_their_own_credentials_for_a_shared_server_and_only_they_use
     let http_upstream = transports::streamable_http(Era::Modern).await;
     let daemon = Daemon::start().await;
     let [ana, bob, carol, _] = people(&daemon).await;
-    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    approve_fixture(&daemon).await;
     daemon
         .add_server(
             &carol,
-            json!({"id": "tool", "command": fixture, "env": {"FIXTURE_MARK": "shared"}}),
+            json!({"id": "tool", "approvedCommand": "fixture", "env": {"FIXTURE_MARK": "shared"}}),
         )
         .await;
     daemon
@@ -862,9 +882,9 @@ async fn deferred_tools(daemon: &Daemon, key: &str) -> Vec<String> {
 async fn a_tool_a_user_pins_on_a_shared_server_is_listed_to_their_model_only() {
     let daemon = Daemon::start().await;
     let [ana, bob, carol, _] = people(&daemon).await;
-    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    approve_fixture(&daemon).await;
     daemon
-        .add_server(&carol, json!({"id": "tool", "command": fixture}))
+        .add_server(&carol, json!({"id": "tool", "approvedCommand": "fixture"}))
         .await;
     daemon.await_connected(&ana, "tool").await;
     let before = deferred_tools(&daemon, &ana).await;
@@ -895,4 +915,171 @@ async fn a_tool_a_user_pins_on_a_shared_server_is_listed_to_their_model_only() {
     let bobs = deferred_tools(&daemon, &bob).await;
     assert!(!bobs.contains(&"tool__echo".to_owned()), "{bobs:?}");
     assert!(bobs.contains(&"search_tools".to_owned()), "{bobs:?}");
+}
+
+/// Nobody but the operator chooses what runs on the daemon's host: a member's or tenant admin's
+/// command (added, replaced, imported or tested) is refused and never started; they run the
+/// operator's approved commands only, with the arguments and variables those leave to them, and
+/// set no other variable for a shared stdio server (`PATH`, `LD_PRELOAD`, `NODE_OPTIONS`), on the
+/// operator's own stdio servers none at all. Approving commands is the operator's alone.
+#[tokio::test]
+async fn members_and_tenant_admins_run_only_the_operators_approved_commands() {
+    let daemon = Daemon::start().await;
+    let [ana, _bob, carol, _] = people(&daemon).await;
+    approve_fixture(&daemon).await;
+    let marker = daemon.dir.path().join("a-user-ran-a-command");
+    let shell = json!(["-c", format!("touch {}", marker.display())]);
+    for key in [&ana, &carol] {
+        for (method, path, body) in [
+            (
+                "POST",
+                "/api/servers",
+                json!({"id": "mine", "command": "sh", "args": shell}),
+            ),
+            (
+                "PUT",
+                "/api/servers/mine",
+                json!({"command": "sh", "args": shell}),
+            ),
+            (
+                "POST",
+                "/api/test-connection",
+                json!({"command": "sh", "args": shell}),
+            ),
+        ] {
+            let (status, answer) = daemon.send(Some(key), method, path, Some(body)).await;
+            assert_eq!(status, 403, "{method} {path}: {answer}");
+            assert!(
+                answer["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("approved commands"),
+                "{answer}"
+            );
+        }
+        let (status, outcome) = daemon
+            .send(
+                Some(key),
+                "POST",
+                "/api/servers/import",
+                Some(json!({"mcpServers": {"pwned": {"command": "sh", "args": shell}}})),
+            )
+            .await;
+        assert_eq!(status, 200, "{outcome}");
+        assert_eq!(outcome["imported"], json!([]), "{outcome}");
+        assert!(
+            outcome["skipped"][0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("operator"),
+            "{outcome}"
+        );
+    }
+    let refused_choices = [
+        json!({"id": "mine", "approvedCommand": "fixture", "args": ["-e", "x"]}),
+        json!({"id": "mine", "approvedCommand": "fixture", "env": {"PATH": "/tmp"}}),
+        json!({"id": "mine", "approvedCommand": "fixture", "env": {"LD_PRELOAD": "/tmp/x.so"}}),
+        json!({"id": "mine", "approvedCommand": "nothing-approved"}),
+    ];
+    for body in refused_choices {
+        let (status, answer) = daemon
+            .send(Some(&ana), "POST", "/api/servers", Some(body.clone()))
+            .await;
+        assert_eq!(status, 403, "{body}: {answer}");
+    }
+    // What the command leaves to users works: her own argument and value.
+    daemon
+        .add_server(
+            &ana,
+            json!({"id": "mine", "approvedCommand": "fixture", "args": ["legacy"],
+                   "env": {"FIXTURE_MARK": "ana's"}}),
+        )
+        .await;
+    await_whoami(&daemon, &ana, "mine", "ana's").await;
+
+    // Her own variables for a shared server: only those the command names.
+    daemon
+        .add_server(
+            &carol,
+            json!({"id": "shared", "approvedCommand": "fixture"}),
+        )
+        .await;
+    for variable in ["PATH", "LD_PRELOAD", "NODE_OPTIONS"] {
+        let (status, answer) = daemon
+            .send(
+                Some(&ana),
+                "PUT",
+                "/api/servers/shared/my-settings",
+                Some(json!({"env": {variable: "x"}})),
+            )
+            .await;
+        assert_eq!(status, 403, "{variable}: {answer}");
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("only FIXTURE_MARK"),
+            "{answer}"
+        );
+    }
+    // On a stdio server the operator defined for the default tenant, none at all.
+    daemon.cli(&["user", "add", "dora"]).await;
+    let dora = daemon.key_of("dora").await;
+    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    daemon
+        .cli(&[
+            "server",
+            "add",
+            "local-tool",
+            "--",
+            fixture.to_str().unwrap(),
+        ])
+        .await;
+    let (status, answer) = daemon
+        .send(
+            Some(&dora),
+            "PUT",
+            "/api/servers/local-tool/my-settings",
+            Some(json!({"env": {"FIXTURE_MARK": "dora"}})),
+        )
+        .await;
+    assert_eq!(status, 403, "{answer}");
+
+    // Everyone sees what is approved (the operator's own values hidden); only the operator
+    // approves.
+    let (status, listed) = daemon.send(Some(&ana), "GET", "/api/commands", None).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["commands"][0]["name"], "fixture");
+    assert_eq!(listed["commands"][0]["user_env"], json!(["FIXTURE_MARK"]));
+    let approve = json!({"command": "sh", "args": ["-c", "id"]});
+    for key in [&ana, &carol] {
+        let (status, answer) = daemon
+            .send(
+                Some(key),
+                "PUT",
+                "/api/commands/shell",
+                Some(approve.clone()),
+            )
+            .await;
+        assert_eq!(status, 403, "{answer}");
+        let (status, _) = daemon
+            .send(Some(key), "DELETE", "/api/commands/fixture", None)
+            .await;
+        assert_eq!(status, 403);
+    }
+    let (status, answer) = daemon
+        .send(
+            Some(OPERATOR_KEY),
+            "PUT",
+            "/api/commands/shell",
+            Some(json!({"command": "sh", "env": {"API_TOKEN": "operator-secret"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let (_, listed) = daemon.send(Some(&ana), "GET", "/api/commands", None).await;
+    assert!(
+        !listed.to_string().contains("operator-secret"),
+        "the operator's values are not shown: {listed}"
+    );
+    assert!(!marker.exists(), "a user made the daemon run a command");
 }
