@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod exposure;
+pub mod network;
 pub mod policy;
 pub mod rate_limit;
 pub mod search;

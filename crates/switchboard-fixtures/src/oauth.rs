@@ -544,6 +544,8 @@ pub struct OpenIdProvider {
     pub issuer: String,
     keys: Arc<Mutex<Vec<Value>>>,
     key_set_reads: Arc<AtomicUsize>,
+    /// Whether the key set answers 503 instead.
+    failing: Arc<std::sync::atomic::AtomicBool>,
     stop: CancellationToken,
 }
 
@@ -559,7 +561,8 @@ impl OpenIdProvider {
         let discovery = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
             "authorization_endpoint": format!("{issuer}/authorize"),
             "token_endpoint": format!("{issuer}/token")});
-        let (served, counted) = (keys.clone(), key_set_reads.clone());
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (served, counted, fails) = (keys.clone(), key_set_reads.clone(), failing.clone());
         let router = Router::new()
             .route(
                 "/.well-known/openid-configuration",
@@ -569,8 +572,11 @@ impl OpenIdProvider {
                 "/jwks",
                 get(move || async move {
                     counted.fetch_add(1, Ordering::SeqCst);
+                    if fails.load(Ordering::SeqCst) {
+                        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    }
                     let keys = served.lock().unwrap().clone();
-                    axum::Json(json!({ "keys": keys }))
+                    axum::Json(json!({ "keys": keys })).into_response()
                 }),
             );
         let stop = CancellationToken::new();
@@ -584,8 +590,14 @@ impl OpenIdProvider {
             issuer,
             keys,
             key_set_reads,
+            failing,
             stop,
         }
+    }
+
+    /// Makes the key set answer 503 (`true`) or its keys again.
+    pub fn fail(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
     }
 
     /// Publishes `keys` (public JWKs) in place of the set it had.

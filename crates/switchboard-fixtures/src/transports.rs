@@ -151,8 +151,30 @@ pub(crate) fn spawn_router(
 
 /// The fixture's Streamable HTTP router at `/mcp`, one fresh instance (no sessions yet).
 fn streamable_router(era: Era, state: &Arc<FixtureState>, stop: &CancellationToken) -> Router {
+    streamable_router_for(era, state, stop, false)
+}
+
+/// [`streamable_router`]; with `any_host`, answering requests for any `Host` (rmcp's own
+/// DNS-rebinding check takes loopback names only).
+fn streamable_router_for(
+    era: Era,
+    state: &Arc<FixtureState>,
+    stop: &CancellationToken,
+    any_host: bool,
+) -> Router {
+    let mut service = streamable_service(era, state, stop);
+    if any_host {
+        service = StreamableHttpService::new(
+            {
+                let state = state.clone();
+                move || Ok(FixtureServer::new(era, state.clone()))
+            },
+            Arc::new(LocalSessionManager::default()),
+            streamable_config(era, stop).disable_allowed_hosts(),
+        );
+    }
     Router::new()
-        .nest_service("/mcp", streamable_service(era, state, stop))
+        .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             observe_sessions,
@@ -162,12 +184,27 @@ fn streamable_router(era: Era, state: &Arc<FixtureState>, stop: &CancellationTok
 /// Streamable HTTP at `/mcp`: with sessions for [`Era::Legacy`], stateless for [`Era::Modern`].
 /// It can [restart](RunningFixture::restart).
 pub async fn streamable_http(era: Era) -> RunningFixture {
+    let (listener, _) = listen().await;
+    streamable_http_on(era, listener, false)
+}
+
+/// [`streamable_http`] at `addr` (an address a test bound inside a network namespace of its
+/// own, say).
+pub async fn streamable_http_at(era: Era, addr: std::net::SocketAddr) -> RunningFixture {
+    let listener = TcpListener::bind(addr)
+        .await
+        .expect("bind the fixture's address");
+    streamable_http_on(era, listener, true)
+}
+
+/// The fixture on `listener`; with `any_host`, for any `Host` (see [`streamable_router_for`]).
+fn streamable_http_on(era: Era, listener: TcpListener, any_host: bool) -> RunningFixture {
     let state = Arc::new(FixtureState::default());
     let stop = CancellationToken::new();
-    let (listener, addr) = listen().await;
+    let addr = listener.local_addr().expect("local addr");
     let relaunch_state = state.clone();
     let relaunch: Relaunch = Box::new(move |listener, stop| {
-        let router = streamable_router(era, &relaunch_state, &stop);
+        let router = streamable_router_for(era, &relaunch_state, &stop, any_host);
         spawn_router(listener, router, stop, Some(relaunch_state.clone()));
     });
     relaunch(listener, stop.clone());
@@ -254,15 +291,18 @@ pub(crate) fn streamable_service(
     stop: &CancellationToken,
 ) -> StreamableHttpService<FixtureServer, LocalSessionManager> {
     let factory_state = state.clone();
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(era == Era::Legacy)
-        .with_sse_keep_alive(None)
-        .with_cancellation_token(stop.child_token());
     StreamableHttpService::new(
         move || Ok(FixtureServer::new(era, factory_state.clone())),
         Arc::new(LocalSessionManager::default()),
-        config,
+        streamable_config(era, stop),
     )
+}
+
+fn streamable_config(era: Era, stop: &CancellationToken) -> StreamableHttpServerConfig {
+    StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(era == Era::Legacy)
+        .with_sse_keep_alive(None)
+        .with_cancellation_token(stop.child_token())
 }
 
 /// Counts session-related requests, expires a session and delays the end of SSE responses on

@@ -80,6 +80,8 @@ pub(crate) struct AppState {
     pub(crate) stop: tokio_util::sync::CancellationToken,
     /// MCP Apps views the console asked for.
     pub(crate) views: Arc<apps::Views>,
+    /// A multi-user daemon's users, whose credentials prove who confirms a sign-in.
+    pub(crate) users: Option<Arc<Users>>,
 }
 
 /// Who may use the front doors.
@@ -223,6 +225,8 @@ pub(crate) struct RouterParts {
     views: Arc<apps::Views>,
     /// The pages that may use the daemon.
     pub(crate) origins: Arc<BrowserOrigins>,
+    /// A multi-user daemon's users.
+    pub(crate) users: Option<Arc<Users>>,
 }
 
 impl RouterParts {
@@ -239,6 +243,7 @@ impl RouterParts {
             logins: Arc::default(),
             views: Arc::default(),
             origins: Arc::new(origins),
+            users: None,
         }
     }
 }
@@ -264,6 +269,7 @@ pub(crate) fn workspace_router(
         logins: parts.logins.clone(),
         stop,
         views: parts.views.clone(),
+        users: parts.users.clone(),
     };
     Router::new()
         .merge(
@@ -750,9 +756,10 @@ impl Gateway {
             None => callback_url(addr),
         };
         let origins = BrowserOrigins::new(self.public_url.as_ref(), self.cors_origins);
-        let parts = RouterParts::new(callback, stop.clone(), self.tools_view, origins);
+        let mut parts = RouterParts::new(callback, stop.clone(), self.tools_view, origins);
         let (app, workspaces) = match access {
             Access::Users(users) => {
+                parts.users = Some(users.clone());
                 let dispatcher = workspaces::Dispatcher::new(users, shared, parts);
                 (dispatcher.front_door(), Some(dispatcher))
             }

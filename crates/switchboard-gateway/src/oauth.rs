@@ -18,8 +18,10 @@
 //! In a multi-user daemon a sign-in is also bound to the browser that started it (RFC 6749
 //! §10.12): the start sets an HttpOnly cookie, and a redirect arriving without it (another
 //! person's browser, sent a link by someone who started a sign-in for themselves) is not
-//! completed until that person, shown whose sign-in it is, confirms. Otherwise one user could
-//! have another's upstream account granted into their own workspace. The process that started it also keeps, in memory, the listener that shows its
+//! completed until the user who started it proves it is them, with their own API key or
+//! identity-provider token, on a page that says whose sign-in it is. A press of a button would
+//! not do: whoever sent the link would have the person who pressed it grant their upstream
+//! account into the sender's workspace (authorization-code injection). The process that started it also keeps, in memory, the listener that shows its
 //! progress in the server's state; a sign-in completed elsewhere shows when the server's task
 //! next finds the tokens in the store.
 
@@ -169,7 +171,7 @@ pub(crate) async fn start_login(
         .split_whitespace()
         .map(str::to_owned)
         .collect();
-    let pending = match begin_sign_in(&def, &auth, &app.callback_url, &more).await {
+    let pending = match begin_sign_in(hub.http(), &def, &auth, &app.callback_url, &more).await {
         Ok(pending) => pending,
         Err(error) => return sign_in_problem(error).into_response(),
     };
@@ -286,14 +288,16 @@ fn confirmation_page(login: &PendingSignIn, pairs: &[(String, String)]) -> Respo
         .collect();
     let text = format!(
         "This signs {whose} in to '{}', with the account you just used. It was started in \
-         another browser. Continue only if you started it yourself; if someone sent you the \
-         link, close this page.",
+         another browser. Only that user can finish it, with their own Switchboard key or \
+         sign-in token; if someone sent you the link, close this page.",
         login.server
     );
     let body = format!(
         "<!doctype html><meta charset=utf-8><title>Switchboard: confirm the sign-in</title>\
          <h1>Finish this sign-in?</h1><p id=whose>{}</p>\
          <form method=post action=\"{CALLBACK_PATH}\">{fields}\
+         <label>Your Switchboard key or sign-in token \
+         <input type=password name=credential autocomplete=off required></label> \
          <button type=submit>Continue</button></form>",
         escape_html(&text)
     );
@@ -323,12 +327,50 @@ pub(crate) async fn callback(
     complete(&app, callback).await
 }
 
-/// `POST /oauth/callback`: the person confirmed a sign-in that reached their browser.
+/// `POST /oauth/callback`: a sign-in that reached another browser, confirmed there. In a user's
+/// workspace the form must carry that user's own credential (`credential`: their API key or
+/// identity-provider token); anything else leaves the sign-in waiting for them.
 pub(crate) async fn confirmed_callback(
     State(app): State<AppState>,
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Response {
-    complete(&app, AuthorizationCallback::from_query_pairs(pairs)).await
+    let credential = pairs
+        .iter()
+        .find(|(name, _)| name == "credential")
+        .map(|(_, value)| value.trim().to_owned());
+    let callback = AuthorizationCallback::from_query_pairs(
+        pairs
+            .into_iter()
+            .filter(|(name, _)| name != "credential")
+            .collect::<Vec<_>>(),
+    );
+    let Some(state) = callback.state.as_deref() else {
+        return unknown_sign_in();
+    };
+    let login = match app.hub.store().pending_sign_in(state).await {
+        Ok(Some(login)) => login,
+        Ok(None) => return unknown_sign_in(),
+        Err(error) => return store_unavailable(&error),
+    };
+    if let switchboard_core::Workspace::User(starter) = &login.workspace {
+        let proven = match (credential.filter(|c| !c.is_empty()), &app.users) {
+            (Some(credential), Some(users)) => users
+                .principal_of(&credential)
+                .await
+                .is_some_and(|p| p.tenant == starter.tenant && p.user == starter.user),
+            _ => false,
+        };
+        if !proven {
+            return callback_page(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "Only user '{}' of tenant '{}', who started this sign-in, can finish it, with their own Switchboard key or sign-in token. Nothing was signed in.",
+                    starter.user, starter.tenant
+                ),
+            );
+        }
+    }
+    complete(&app, callback).await
 }
 
 fn unknown_sign_in() -> Response {

@@ -87,6 +87,10 @@ impl TokenClaims {
         let text = |name: &str| claims.get(name).and_then(|v| v.as_str()).map(str::to_owned);
         let user =
             text(&self.user).ok_or_else(|| format!("the token has no '{}' claim", self.user))?;
+        // An address the provider has not verified names nobody in particular.
+        if self.user == "email" && !is_true(claims.get("email_verified")) {
+            return Err("the token's email is not verified (email_verified)".into());
+        }
         let user = UserId::new(user).map_err(|e| e.to_string())?;
         let tenant = match &self.tenant {
             TenantFrom::Fixed(tenant) => tenant.clone(),
@@ -160,6 +164,24 @@ impl Users {
     pub fn with_idle(mut self, idle: Duration) -> Self {
         self.idle = idle;
         self
+    }
+}
+
+impl Users {
+    /// The user `credential` names (their API key, or a token from the identity provider), if
+    /// it names one.
+    pub(crate) async fn principal_of(&self, credential: &str) -> Option<Principal> {
+        if let Some((provider, claims)) = &self.provider
+            && looks_like_jwt(credential)
+        {
+            let verified = provider.verify(credential).await.ok()?;
+            return claims.principal(&verified).ok();
+        }
+        self.store
+            .principal_for_api_key(credential)
+            .await
+            .ok()
+            .flatten()
     }
 }
 
@@ -349,6 +371,9 @@ impl Dispatcher {
                         ),
                     ));
                 }
+                Err(switchboard_store::StoreError::Forbidden(why)) => {
+                    return Err(api_error(StatusCode::FORBIDDEN, why));
+                }
                 Err(error) => {
                     tracing::warn!(%error, "cannot record a user");
                     return Err(Refusal::Unavailable.into_response());
@@ -535,6 +560,12 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
     }
 }
 
+/// Whether a claim is `true` (a boolean, or the string some providers send).
+fn is_true(claim: Option<&serde_json::Value>) -> bool {
+    matches!(claim, Some(serde_json::Value::Bool(true)))
+        || claim.and_then(|v| v.as_str()) == Some("true")
+}
+
 /// Whether a credential has a JWT's shape (three dot-separated parts), rather than an API
 /// key's.
 fn looks_like_jwt(credential: &str) -> bool {
@@ -563,5 +594,52 @@ async fn forward(router: &Router, request: Request) -> Response {
     match router.clone().oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn an_email_names_its_user_only_when_the_provider_verified_it() {
+        let by_email = TokenClaims {
+            user: "email".into(),
+            tenant: TenantFrom::Fixed(TenantId::new("acme").unwrap()),
+            admin_role: None,
+        };
+        for unverified in [
+            serde_json::json!({"email": "ana@acme.test"}),
+            serde_json::json!({"email": "ana@acme.test", "email_verified": false}),
+            serde_json::json!({"email": "ana@acme.test", "email_verified": "no"}),
+        ] {
+            let refused = by_email.principal(&claims(unverified.clone()));
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|why| why.contains("not verified")),
+                "{unverified}: {refused:?}"
+            );
+        }
+        for verified in [
+            serde_json::json!({"email": "ana@acme.test", "email_verified": true}),
+            serde_json::json!({"email": "ana@acme.test", "email_verified": "true"}),
+        ] {
+            let principal = by_email.principal(&claims(verified)).unwrap();
+            assert_eq!(principal.user.as_str(), "ana@acme.test");
+        }
+        let by_subject = TokenClaims {
+            user: "sub".into(),
+            ..by_email
+        };
+        assert!(
+            by_subject
+                .principal(&claims(serde_json::json!({"sub": "ana"})))
+                .is_ok()
+        );
     }
 }

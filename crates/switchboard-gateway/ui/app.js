@@ -8,6 +8,11 @@ const $ = (selector) => document.querySelector(selector);
 /** The API key, on a listener that wants one (asked once, kept for this tab). */
 let apiKey = sessionStorage.getItem("switchboard-api-key");
 
+/** Whether a server is a process the daemon runs (its own command, or an approved one). */
+function runsACommand(server) {
+  return ["stdio", "approved"].includes(server?.transport.type);
+}
+
 /** An API request; the JSON answer, or an Error with the daemon's words. */
 async function api(method, path, body, extra = {}) {
   const headers = { ...extra.headers };
@@ -189,7 +194,7 @@ function serverCard(server) {
       server.shared === undefined ? undefined
         : element("span", { class: "badge owner", "data-owner": server.shared ? "shared" : "mine" },
           server.shared ? "shared" : "yours")),
-    element("div", { class: "target" }, `${server.id} · ${status?.target ?? server.transport.url ?? server.transport.command ?? ""}`),
+    element("div", { class: "target" }, `${server.id} · ${status?.target ?? server.transport.url ?? server.transport.command ?? server.transport.name ?? ""}`),
     counts ? element("div", { class: "muted" }, counts) : undefined,
     status?.error ? element("div", { class: "error" }, status.error) : undefined,
     status?.needs_scope ? element("div", { class: "error" }, `needs scope: ${status.needs_scope}`) : undefined,
@@ -441,7 +446,7 @@ async function loadSettings(id) {
   const server = servers.find((s) => s.id === id);
   const mine = await api("GET", `/api/servers/${id}/my-settings`);
   settingsPinned = mine.pinned ?? [];
-  $("#settings-kind").textContent = server?.transport.type === "stdio" ? "environment values" : "headers";
+  $("#settings-kind").textContent = runsACommand(server) ? "environment values" : "headers";
   const rows = mine.values.map((v) => settingRow(v.name, v.value));
   $("#settings-values").replaceChildren(...(rows.length ? rows : [settingRow()]));
 }
@@ -456,7 +461,7 @@ $("#settings-form").addEventListener("submit", async (event) => {
     const name = row.querySelector('[name="name"]').value.trim();
     if (name) values[name] = row.querySelector('[name="value"]').value;
   }
-  const kind = server?.transport.type === "stdio" ? "env" : "headers";
+  const kind = runsACommand(server) ? "env" : "headers";
   try {
     await api("PUT", `/api/servers/${id}/my-settings`, { [kind]: values, pinned: settingsPinned });
     say(`Saved your settings for ${id}: it restarts with them, for you only.`);

@@ -23,6 +23,8 @@ pub struct OAuthOptions {
     pub allow_loopback: bool,
     /// Allow authorization servers on private networks.
     pub allow_private: bool,
+    /// Networks and hosts the operator allows besides (`--allow-upstream-network`).
+    pub allowed: switchboard_core::network::AllowedNetworks,
     /// A person who can be asked for more scope when a server answers 403
     /// `insufficient_scope` (a CLI command's browser); without one, the scope is remembered for
     /// the next sign-in and the call fails saying so.
@@ -35,6 +37,7 @@ impl std::fmt::Debug for OAuthOptions {
             .field("identity", &self.identity)
             .field("allow_loopback", &self.allow_loopback)
             .field("allow_private", &self.allow_private)
+            .field("allowed", &self.allowed)
             .field("step_up", &self.step_up.is_some())
             .finish()
     }
@@ -67,7 +70,8 @@ pub async fn server_auth(
     };
     // The workspace's user signs in as themselves, to the server's row.
     let key = store.grant_key(&def.id).await?;
-    let policy = NetworkPolicy::for_server(url, options.allow_loopback, options.allow_private);
+    let policy = NetworkPolicy::for_server(url, options.allow_loopback, options.allow_private)
+        .with_allowed(options.allowed.clone());
     let configured = def.oauth_client.as_ref();
     let settings = AuthSettings {
         client: configured.map(|c| ConfiguredClient {
@@ -151,6 +155,7 @@ pub async fn server_auth_for(
 /// request with `redirect_uri`, asking again for the scopes of any earlier sign-in and of a
 /// step-up the server asked for since, and for `more_scopes`.
 pub async fn begin_sign_in(
+    http: &switchboard_upstream::plain_http::HttpClients,
     def: &ServerDefinition,
     auth: &ServerAuth,
     redirect_uri: &str,
@@ -159,7 +164,7 @@ pub async fn begin_sign_in(
     let TransportSpec::Http { url, headers, .. } = &def.transport else {
         return Err(SignInError::NotHttp(def.id.clone()));
     };
-    let challenge = switchboard_upstream::auth_challenge(url, headers).await;
+    let challenge = switchboard_upstream::auth_challenge(http, url, headers).await;
     // What the last sign-in asked for, what a server's step-up asked for since (remembered with
     // the grant), and what the user asks for now.
     let mut previously = auth.requested_scopes().await;

@@ -180,10 +180,33 @@ impl Hub {
                     .check(args, env)
                     .map_err(|e| HubError::Forbidden(e.to_string()))
             }
-            TransportSpec::Http { .. }
-            | TransportSpec::WebSocket { .. }
-            | TransportSpec::Builtin { .. } => Ok(()),
+            TransportSpec::Http { url, .. } | TransportSpec::WebSocket { url, .. } => {
+                self.admit_address(url).await
+            }
+            TransportSpec::Builtin { .. } => Ok(()),
         }
+    }
+
+    /// Whether this workspace's network rules let it reach `url` (a hub whose pools are not
+    /// guarded reaches anything): said at once, rather than at every reconnect. The address is
+    /// checked again, and pinned, whenever a connection is made.
+    async fn admit_address(&self, url: &url::Url) -> Result<(), HubError> {
+        let http = &self.options.http;
+        let Some(policy) = http.policy() else {
+            return Ok(());
+        };
+        if let Some(refusal) = http.refusal(url) {
+            return Err(HubError::Forbidden(network_refusal(&refusal)));
+        }
+        if let Some(url::Host::Domain(host)) = url.host() {
+            let port = url.port_or_known_default().unwrap_or(443);
+            if let Err(error) = switchboard_oauth::net::resolve_guarded(policy, host, port).await
+                && error.kind() == std::io::ErrorKind::PermissionDenied
+            {
+                return Err(HubError::Forbidden(network_refusal(&error.to_string())));
+            }
+        }
+        Ok(())
     }
 
     /// Connects to `definition` as the daemon would (with the credentials stored for its id, if
@@ -256,6 +279,13 @@ impl Hub {
         test.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(test)
     }
+}
+
+/// A refusal by the network rules, with what to do about it.
+fn network_refusal(reason: &str) -> String {
+    format!(
+        "{reason}; servers of tenants and members reach public addresses over https, and the networks the operator allows (serve --allow-upstream-network)"
+    )
 }
 
 /// `definition` as it connects: a server made from an approved command runs that command as the

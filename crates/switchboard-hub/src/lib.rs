@@ -296,6 +296,11 @@ impl Hub {
         }
     }
 
+    /// The HTTP pools the hub's servers are reached through (guarded in a user's workspace).
+    pub fn http(&self) -> &switchboard_upstream::plain_http::HttpClients {
+        &self.options.http
+    }
+
     /// The OAuth settings the hub's servers sign in with.
     pub fn oauth(&self) -> &OAuthOptions {
         &self.oauth

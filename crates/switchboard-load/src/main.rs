@@ -271,7 +271,8 @@ async fn start_daemon(
     }
     command.args(["serve", "--listen", &format!("127.0.0.1:{port}")]);
     if shared.is_some() {
-        command.arg("--users");
+        // The users' servers are on loopback, which the operator allows here.
+        command.args(["--users", "--allow-upstream-network", "127.0.0.1"]);
     }
     let child = command
         .env("RUST_LOG", "warn")

@@ -6,10 +6,11 @@
 //! metadata, with the same exact-`issuer` check as upstream discovery) gives its `jwks_uri`, and
 //! its JSON Web Key Set the keys. A token is taken only when it is a JWT signed with an
 //! asymmetric algorithm (never `none` or an HMAC, whose "key" would be public) by a key of that
-//! set, names the issuer, names Switchboard's audience, and is within its lifetime (60 s of
-//! clock skew allowed). A token signed by a key not in the set makes Switchboard read the set
-//! again (the provider rotated its keys), at most once a minute. Every fetch goes through the
-//! SSRF-guarded client.
+//! set, names the issuer, names Switchboard's audience, and is within its lifetime (`exp`, and
+//! `nbf` when it has one; 60 s of clock skew allowed). A token signed by a key not in the set
+//! makes Switchboard read the set again (the provider rotated its keys), at most once a minute,
+//! whether that reading succeeds or not: a provider answering errors is not asked once per
+//! token. Every fetch goes through the SSRF-guarded client.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -55,7 +56,10 @@ struct Keys {
     by_id: HashMap<String, DecodingKey>,
     /// Keys without an id, tried in turn.
     unnamed: Vec<DecodingKey>,
-    read_at: Option<Instant>,
+    /// When the set was last asked for, read or not.
+    asked_at: Option<Instant>,
+    /// Why the last reading failed, while it is the last.
+    failure: Option<String>,
 }
 
 /// One identity provider, whose tokens name Switchboard as their audience.
@@ -121,6 +125,8 @@ impl IdentityProvider {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        // A token valid only from later is not valid now.
+        validation.validate_nbf = true;
         let mut refreshed = false;
         loop {
             let found = self.key_for(header.kid.as_deref()).await;
@@ -165,20 +171,39 @@ impl IdentityProvider {
         }
     }
 
-    /// Reads the key set again, unless it was read less than a minute ago (`force` aside);
-    /// whether it was read.
+    /// Reads the key set again, unless it was asked for less than a minute ago (`force` aside),
+    /// successfully or not; whether it was read. Within the minute after a failed reading, the
+    /// failure is the answer.
     async fn read_keys(&self, force: bool) -> Result<bool, IdpError> {
         let _one_reader = self.reading.lock().await;
-        if !force
-            && self
-                .keys
-                .read()
-                .await
-                .read_at
+        if !force {
+            let keys = self.keys.read().await;
+            if keys
+                .asked_at
                 .is_some_and(|at| at.elapsed() < self.refresh_at_most_every)
-        {
-            return Ok(false);
+            {
+                return match &keys.failure {
+                    Some(failure) => Err(IdpError::Unavailable(failure.clone())),
+                    None => Ok(false),
+                };
+            }
         }
+        self.keys.write().await.asked_at = Some(Instant::now());
+        match self.fetch_keys().await {
+            Ok(mut keys) => {
+                keys.asked_at = Some(Instant::now());
+                *self.keys.write().await = keys;
+                Ok(true)
+            }
+            Err(error) => {
+                self.keys.write().await.failure = Some(error.to_string());
+                Err(error)
+            }
+        }
+    }
+
+    /// The provider's key set, read now.
+    async fn fetch_keys(&self) -> Result<Keys, IdpError> {
         let uri = self
             .jwks_uri
             .get_or_try_init(|| async {
@@ -214,10 +239,7 @@ impl IdentityProvider {
         let set: JwkSet = reply
             .json("JSON Web Key Set", &uri)
             .map_err(|e| IdpError::Unavailable(e.to_string()))?;
-        let mut keys = Keys {
-            read_at: Some(Instant::now()),
-            ..Keys::default()
-        };
+        let mut keys = Keys::default();
         for jwk in &set.keys {
             // A key of a kind that cannot verify signatures (an encryption key) is left out.
             let Ok(key) = DecodingKey::from_jwk(jwk) else {
@@ -230,8 +252,7 @@ impl IdentityProvider {
                 None => keys.unnamed.push(key),
             }
         }
-        *self.keys.write().await = keys;
-        Ok(true)
+        Ok(keys)
     }
 
     /// Reads the provider's discovery document and keys now, so a misconfigured provider is
@@ -276,16 +297,25 @@ mod tests {
 
         /// A token for Switchboard signed with `key`, naming `kid` if given.
         fn token(&self, key: &DpopKey, kid: Option<&str>) -> String {
+            self.token_with(key, kid, json!({}))
+        }
+
+        /// [`Self::token`] with `more` claims.
+        fn token_with(&self, key: &DpopKey, kid: Option<&str>, more: Value) -> String {
             let mut header = jsonwebtoken::Header::new(Algorithm::ES256);
             header.kid = kid.map(str::to_owned);
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_secs();
+            let mut claims = json!({"iss": self.0.issuer, "sub": "ana", "aud": "switchboard",
+                                    "iat": now, "exp": now + 300});
+            if let (Some(claims), Some(more)) = (claims.as_object_mut(), more.as_object()) {
+                claims.extend(more.clone());
+            }
             jsonwebtoken::encode(
                 &header,
-                &json!({"iss": self.0.issuer, "sub": "ana", "aud": "switchboard",
-                        "iat": now, "exp": now + 300}),
+                &claims,
                 &jsonwebtoken::EncodingKey::from_ec_der(key.pkcs8()),
             )
             .unwrap()
@@ -378,6 +408,60 @@ mod tests {
                 .verify(&provider.token(&known, Some("known")))
                 .await
                 .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_token_valid_only_later_is_refused_now() {
+        let provider = Provider::start().await;
+        let key = DpopKey::generate().unwrap();
+        provider.publish(&[(&key, Some("k"))]);
+        let verifier = provider.verifier();
+        verifier.prepare().await.unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let tomorrow = provider.token_with(
+            &key,
+            Some("k"),
+            json!({"nbf": now + 86_400, "exp": now + 2 * 86_400}),
+        );
+        let refused = verifier.verify(&tomorrow).await;
+        assert!(
+            matches!(&refused, Err(IdpError::Rejected(why)) if why.contains("ImmatureSignature")),
+            "{refused:?}"
+        );
+        let started = provider.token_with(&key, Some("k"), json!({"nbf": now - 10}));
+        assert!(verifier.verify(&started).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_provider_answering_errors_is_asked_for_its_keys_at_most_once_a_minute() {
+        let provider = Provider::start().await;
+        let known = DpopKey::generate().unwrap();
+        provider.publish(&[(&known, Some("known"))]);
+        let interval = Duration::from_secs(2);
+        let verifier = provider.verifier().with_key_refresh_interval(interval);
+        verifier.prepare().await.unwrap();
+        provider.0.fail(true);
+        tokio::time::sleep(interval).await;
+        for n in 0..60 {
+            let stranger = DpopKey::generate().unwrap();
+            let token = provider.token(&stranger, Some(&format!("stranger-{n}")));
+            assert!(verifier.verify(&token).await.is_err());
+        }
+        assert_eq!(
+            provider.0.key_set_reads(),
+            2,
+            "the first unknown key asks once; the failure answers the rest of the interval"
+        );
+        assert!(
+            verifier
+                .verify(&provider.token(&known, Some("known")))
+                .await
+                .is_ok(),
+            "tokens of known keys are still taken"
         );
     }
 }

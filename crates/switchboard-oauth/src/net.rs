@@ -8,7 +8,7 @@
 //! is checked is the address that is connected to (no rebinding window), and on every redirect.
 //! Bodies are read up to a size limit and every request has a deadline.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +16,8 @@ use futures::StreamExt;
 use http::{HeaderMap, StatusCode};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
+
+use switchboard_core::network::{AddressClass, AllowedNetworks, classify};
 
 use crate::error::OAuthError;
 
@@ -26,8 +28,9 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// Redirects followed for a metadata fetch; each target is checked again.
 const MAX_REDIRECTS: usize = 3;
 
-/// Which addresses OAuth requests may reach.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Which addresses requests may reach: every OAuth request's, and every upstream connection a
+/// tenant admin's or member's definition names (see `switchboard_upstream::plain_http`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicy {
     /// Loopback addresses (127.0.0.0/8, ::1, `localhost`), and plain `http` to them: for local
     /// development and tests. Allowed automatically for a server that is itself on loopback.
@@ -35,6 +38,9 @@ pub struct NetworkPolicy {
     /// Private networks (RFC 1918, unique-local IPv6, shared address space): for authorization
     /// servers inside a company network. Link-local and cloud metadata addresses stay refused.
     pub allow_private: bool,
+    /// Networks and hosts the operator allows besides (`--allow-upstream-network`), plain `http`
+    /// to them included: the operator vouches for them.
+    pub allowed: AllowedNetworks,
 }
 
 impl NetworkPolicy {
@@ -44,18 +50,71 @@ impl NetworkPolicy {
         Self {
             allow_loopback: allow_loopback || is_loopback_host(server_url),
             allow_private,
+            allowed: AllowedNetworks::default(),
         }
     }
 
-    fn allows(&self, ip: IpAddr) -> Result<(), &'static str> {
+    /// Public addresses and the operator's `allowed` networks only: what a tenant admin's or
+    /// member's servers may reach.
+    pub fn public_and(allowed: AllowedNetworks) -> Self {
+        Self {
+            allow_loopback: false,
+            allow_private: false,
+            allowed,
+        }
+    }
+
+    /// Also the operator's `allowed` networks and hosts.
+    pub fn with_allowed(mut self, allowed: AllowedNetworks) -> Self {
+        self.allowed = allowed;
+        self
+    }
+
+    /// Whether `ip`, which `host` resolved to (`None`: the URL named the address), may be
+    /// connected to; why not, in words.
+    pub fn allows(&self, host: Option<&str>, ip: IpAddr) -> Result<(), &'static str> {
+        if host.is_some_and(|host| self.allowed.names(host)) || self.allowed.contains(ip) {
+            return Ok(());
+        }
         match classify(ip) {
             AddressClass::Public => Ok(()),
             AddressClass::Loopback if self.allow_loopback => Ok(()),
-            AddressClass::Loopback => Err("it is a loopback address"),
             AddressClass::Private if self.allow_private => Ok(()),
-            AddressClass::Private => Err("it is a private network address"),
-            AddressClass::LinkLocal => Err("it is a link-local or cloud metadata address"),
-            AddressClass::Special => Err("it is not a routable unicast address"),
+            class => Err(class.refusal()),
+        }
+    }
+
+    /// Whether plain `http` (or `ws`) may be used to `url`: to an address or host the operator
+    /// allows, or to loopback where loopback is allowed.
+    pub fn allows_plain(&self, url: &Url) -> bool {
+        match url.host() {
+            Some(Host::Domain(name)) => {
+                self.allowed.names(name) || (self.allow_loopback && is_loopback_host(url))
+            }
+            Some(Host::Ipv4(ip)) => {
+                self.allowed.contains(IpAddr::V4(ip)) || (self.allow_loopback && ip.is_loopback())
+            }
+            Some(Host::Ipv6(ip)) => {
+                self.allowed.contains(IpAddr::V6(ip)) || (self.allow_loopback && ip.is_loopback())
+            }
+            None => false,
+        }
+    }
+
+    /// Checks a URL's host before anything is sent to it, when the host is an address (names
+    /// are checked as they resolve): why not, in words.
+    pub fn check_host(&self, url: &Url) -> Result<(), &'static str> {
+        match url.host() {
+            None => Err("it has no host"),
+            Some(Host::Ipv4(ip)) => self.allows(None, IpAddr::V4(ip)),
+            Some(Host::Ipv6(ip)) => self.allows(None, IpAddr::V6(ip)),
+            Some(Host::Domain(name)) => {
+                if name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost") {
+                    self.allows(Some(name), IpAddr::V4(Ipv4Addr::LOCALHOST))
+                } else {
+                    Ok(())
+                }
+            }
         }
     }
 
@@ -72,7 +131,7 @@ impl NetworkPolicy {
         }
         match url.scheme() {
             "https" => {}
-            "http" if is_loopback_host(url) && self.allow_loopback => {}
+            "http" if self.allows_plain(url) => {}
             "http" => {
                 return Err(refuse(
                     "plain http is only allowed to loopback in development",
@@ -80,18 +139,7 @@ impl NetworkPolicy {
             }
             _ => return Err(refuse("only https URLs are allowed")),
         }
-        match url.host() {
-            None => Err(refuse("it has no host")),
-            Some(Host::Ipv4(ip)) => self.allows(IpAddr::V4(ip)).map_err(refuse),
-            Some(Host::Ipv6(ip)) => self.allows(IpAddr::V6(ip)).map_err(refuse),
-            Some(Host::Domain(name)) => {
-                if name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost") {
-                    self.allows(IpAddr::V4(Ipv4Addr::LOCALHOST)).map_err(refuse)
-                } else {
-                    Ok(())
-                }
-            }
-        }
+        self.check_host(url).map_err(refuse)
     }
 }
 
@@ -105,98 +153,55 @@ pub fn is_loopback_host(url: &Url) -> bool {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum AddressClass {
-    Public,
-    Loopback,
-    Private,
-    LinkLocal,
-    Special,
-}
-
-fn classify(ip: IpAddr) -> AddressClass {
-    match ip {
-        IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return classify_v4(v4);
+/// The addresses `host` resolves to that `policy` allows; an error naming the refusal when it
+/// allows none. Every connection guarded by a policy connects only to what this returns, so the
+/// address checked is the address connected to (no window for a rebinding name).
+pub async fn resolve_guarded(
+    policy: &NetworkPolicy,
+    host: &str,
+    port: u16,
+) -> std::io::Result<Vec<SocketAddr>> {
+    let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
+    let mut refusal = "it did not resolve";
+    let allowed: Vec<SocketAddr> = resolved
+        .into_iter()
+        .filter(|addr| match policy.allows(Some(host), addr.ip()) {
+            Ok(()) => true,
+            Err(reason) => {
+                refusal = reason;
+                false
             }
-            let first = v6.segments()[0];
-            if v6.is_loopback() {
-                AddressClass::Loopback
-            } else if v6.is_unspecified() || v6.is_multicast() {
-                AddressClass::Special
-            } else if (first & 0xffc0) == 0xfe80
-                || v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
-            {
-                AddressClass::LinkLocal
-            } else if (first & 0xfe00) == 0xfc00 {
-                AddressClass::Private
-            } else if first == 0x2001 && v6.segments()[1] == 0x0db8 {
-                AddressClass::Special // documentation range
-            } else if first == 0x0064 && v6.segments()[1] == 0xff9b {
-                // NAT64: judge the embedded IPv4 address.
-                let s = v6.segments();
-                classify_v4(Ipv4Addr::new(
-                    (s[6] >> 8) as u8,
-                    s[6] as u8,
-                    (s[7] >> 8) as u8,
-                    s[7] as u8,
-                ))
-            } else {
-                AddressClass::Public
-            }
-        }
+        })
+        .collect();
+    if allowed.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("refusing to connect to {host}: {refusal}"),
+        ));
     }
+    Ok(allowed)
 }
 
-fn classify_v4(ip: Ipv4Addr) -> AddressClass {
-    let [a, b, ..] = ip.octets();
-    if ip.is_loopback() {
-        AddressClass::Loopback
-    } else if ip.is_link_local() {
-        AddressClass::LinkLocal // includes 169.254.169.254, the cloud metadata service
-    } else if ip.is_private() || (a == 100 && (64..128).contains(&b)) {
-        AddressClass::Private
-    } else if ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || ip.is_documentation()
-        || a == 0
-        || a >= 240
-    {
-        AddressClass::Special
-    } else {
-        AddressClass::Public
-    }
-}
-
-/// Resolves names and drops every address the policy refuses; a name left with none fails.
-struct GuardedResolver {
+/// Resolves names for reqwest and drops every address the policy refuses; a name left with none
+/// fails.
+#[derive(Debug, Clone)]
+pub struct GuardedResolver {
     policy: NetworkPolicy,
+}
+
+impl GuardedResolver {
+    /// A resolver enforcing `policy`.
+    pub fn new(policy: NetworkPolicy) -> Self {
+        Self { policy }
+    }
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let policy = self.policy;
+        let policy = self.policy.clone();
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let resolved: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut refusal = "it did not resolve";
-            let allowed: Vec<SocketAddr> = resolved
-                .into_iter()
-                .filter(|addr| match policy.allows(addr.ip()) {
-                    Ok(()) => true,
-                    Err(reason) => {
-                        refusal = reason;
-                        false
-                    }
-                })
-                .collect();
-            if allowed.is_empty() {
-                return Err(format!("refusing to connect to {host}: {refusal}").into());
-            }
+            let allowed = resolve_guarded(&policy, &host, 0).await?;
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
     }
@@ -256,11 +261,12 @@ impl OAuthHttp {
     }
 
     fn clients(&self) -> &Clients {
-        let policy = self.policy;
+        let policy = self.policy.clone();
         self.clients.get_or_init(|| {
+            let resolver = Arc::new(GuardedResolver::new(policy.clone()));
             let build = |redirect: reqwest::redirect::Policy| {
                 reqwest::Client::builder()
-                    .dns_resolver(Arc::new(GuardedResolver { policy }))
+                    .dns_resolver(resolver.clone())
                     .redirect(redirect)
                     .timeout(REQUEST_TIMEOUT)
                     .connect_timeout(Duration::from_secs(10))
@@ -285,8 +291,8 @@ impl OAuthHttp {
     }
 
     /// The policy in force.
-    pub fn policy(&self) -> NetworkPolicy {
-        self.policy
+    pub fn policy(&self) -> &NetworkPolicy {
+        &self.policy
     }
 
     /// GET, following checked redirects.
@@ -455,7 +461,7 @@ mod tests {
         let strict = NetworkPolicy::default();
         let dev = NetworkPolicy {
             allow_loopback: true,
-            allow_private: false,
+            ..NetworkPolicy::default()
         };
         assert!(
             strict
@@ -494,7 +500,7 @@ mod tests {
     fn metadata_link_local_and_private_addresses_are_refused() {
         let policy = NetworkPolicy {
             allow_loopback: true,
-            allow_private: false,
+            ..NetworkPolicy::default()
         };
         for bad in [
             "https://169.254.169.254/latest/meta-data",
@@ -513,8 +519,8 @@ mod tests {
             assert!(policy.check_url(&url(bad), "t").is_err(), "{bad}");
         }
         let private = NetworkPolicy {
-            allow_loopback: false,
             allow_private: true,
+            ..NetworkPolicy::default()
         };
         assert!(private.check_url(&url("https://10.1.2.3/"), "t").is_ok());
         assert!(

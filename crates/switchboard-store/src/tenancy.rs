@@ -35,6 +35,9 @@ pub struct UserRecord {
     pub display_name: String,
     /// Their role.
     pub role: Role,
+    /// Whether they sign in with the team's identity provider (recorded from its tokens, or
+    /// linked on purpose): only then does a token naming them reach their workspace.
+    pub identity_provider: bool,
 }
 
 /// An API key as listed (never the key itself).
@@ -147,24 +150,27 @@ impl Store {
         self.principals_changed().await
     }
 
-    /// Adds a user to a tenant.
+    /// Adds a user to a tenant; with `identity_provider`, one who signs in with the team's
+    /// identity provider (its tokens naming them reach their workspace).
     pub async fn add_user(
         &self,
         tenant: &TenantId,
         id: &UserId,
         role: Role,
         display_name: &str,
+        identity_provider: bool,
     ) -> Result<(), StoreError> {
         self.require_tenant(tenant).await?;
         let added = on_db!(&self.db, pool => sqlx::query(
-            "INSERT INTO users (tenant, id, display_name, role, created_at_ms)
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO users (tenant, id, display_name, role, created_at_ms, identity_provider)
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(tenant.as_str())
         .bind(id.as_str())
         .bind(display_name)
         .bind(role.as_str())
         .bind(now_ms())
+        .bind(identity_provider)
         .execute(pool)
         .await
         .map(drop));
@@ -179,8 +185,31 @@ impl Store {
         }
     }
 
-    /// The user, adding them with `role` if they are new (users an identity provider vouches
-    /// for arrive this way); an existing user keeps the role they have.
+    /// Lets the identity provider's tokens naming `id` reach that user (made in Switchboard
+    /// before, with their own keys): linking the two is the operator's deliberate act.
+    pub async fn link_user_to_identity_provider(
+        &self,
+        tenant: &TenantId,
+        id: &UserId,
+    ) -> Result<(), StoreError> {
+        let linked = on_db!(&self.db, pool => sqlx::query(
+            "UPDATE users SET identity_provider = TRUE WHERE tenant = $1 AND id = $2",
+        )
+        .bind(tenant.as_str())
+        .bind(id.as_str())
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
+        if linked == 0 {
+            return Err(StoreError::Missing(format!("user '{tenant}/{id}'")));
+        }
+        self.principals_changed().await
+    }
+
+    /// The user an identity provider's token names, adding them with `role` if they are new;
+    /// an existing user keeps the role they have. A user made in Switchboard (the CLI) is
+    /// refused unless the operator linked them ([`Self::link_user_to_identity_provider`]): a
+    /// provider account that happens to have the same id is not that person.
     pub async fn ensure_user(
         &self,
         tenant: &TenantId,
@@ -189,8 +218,8 @@ impl Store {
     ) -> Result<Principal, StoreError> {
         self.require_tenant(tenant).await?;
         let added = on_db!(&self.db, pool => sqlx::query(
-            "INSERT INTO users (tenant, id, display_name, role, created_at_ms)
-             VALUES ($1, $2, '', $3, $4) ON CONFLICT(tenant, id) DO NOTHING",
+            "INSERT INTO users (tenant, id, display_name, role, created_at_ms, identity_provider)
+             VALUES ($1, $2, '', $3, $4, TRUE) ON CONFLICT(tenant, id) DO NOTHING",
         )
         .bind(tenant.as_str())
         .bind(id.as_str())
@@ -202,14 +231,20 @@ impl Store {
         if added > 0 {
             self.principals_changed().await?;
         }
-        self.user(tenant, id)
+        let user = self
+            .user(tenant, id)
             .await?
-            .map(|user| Principal {
-                tenant: user.tenant,
-                user: user.id,
-                role: user.role,
-            })
-            .ok_or_else(|| StoreError::Missing(format!("user '{tenant}/{id}'")))
+            .ok_or_else(|| StoreError::Missing(format!("user '{tenant}/{id}'")))?;
+        if !user.identity_provider {
+            return Err(StoreError::Forbidden(format!(
+                "user '{tenant}/{id}' was made in Switchboard and does not sign in with the identity provider; an operator links the two on purpose with `switchboard user link {tenant}/{id}`"
+            )));
+        }
+        Ok(Principal {
+            tenant: user.tenant,
+            user: user.id,
+            role: user.role,
+        })
     }
 
     /// One user.
@@ -218,8 +253,9 @@ impl Store {
         tenant: &TenantId,
         id: &UserId,
     ) -> Result<Option<UserRecord>, StoreError> {
-        let row: Option<(String, String, String, String)> = on_db!(&self.db, pool => sqlx::query_as(
-            "SELECT tenant, id, display_name, role FROM users WHERE tenant = $1 AND id = $2",
+        let row: Option<(String, String, String, String, bool)> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT tenant, id, display_name, role, identity_provider FROM users
+             WHERE tenant = $1 AND id = $2",
         )
         .bind(tenant.as_str())
         .bind(id.as_str())
@@ -230,8 +266,9 @@ impl Store {
 
     /// A tenant's users, by id.
     pub async fn users(&self, tenant: &TenantId) -> Result<Vec<UserRecord>, StoreError> {
-        let rows: Vec<(String, String, String, String)> = on_db!(&self.db, pool => sqlx::query_as(
-            "SELECT tenant, id, display_name, role FROM users WHERE tenant = $1 ORDER BY id",
+        let rows: Vec<(String, String, String, String, bool)> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT tenant, id, display_name, role, identity_provider FROM users
+             WHERE tenant = $1 ORDER BY id",
         )
         .bind(tenant.as_str())
         .fetch_all(pool)
@@ -331,8 +368,8 @@ impl Store {
         if !key.starts_with(API_KEY_PREFIX) {
             return Ok(None);
         }
-        let row: Option<(String, String, String, String)> = on_db!(&self.db, pool => sqlx::query_as(
-            "SELECT users.tenant, users.id, users.display_name, users.role
+        let row: Option<(String, String, String, String, bool)> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT users.tenant, users.id, users.display_name, users.role, users.identity_provider
              FROM api_keys JOIN users ON users.tenant = api_keys.tenant AND users.id = api_keys.user_id
              WHERE api_keys.digest = $1",
         )
@@ -427,13 +464,14 @@ impl Store {
 }
 
 fn user_record(
-    (tenant, id, display_name, role): (String, String, String, String),
+    (tenant, id, display_name, role, identity_provider): (String, String, String, String, bool),
 ) -> Result<UserRecord, StoreError> {
     Ok(UserRecord {
         tenant: TenantId::new(tenant).map_err(|e| corrupt_identity(e.to_string()))?,
         id: UserId::new(id).map_err(|e| corrupt_identity(e.to_string()))?,
         display_name,
         role: Role::parse(&role).map_err(|e| corrupt_identity(e.to_string()))?,
+        identity_provider,
     })
 }
 

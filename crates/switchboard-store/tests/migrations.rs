@@ -87,3 +87,52 @@ async fn a_store_from_before_the_sign_in_outcomes_opens_and_gains_them() {
         switchboard_store::credentials::SignInOutcome::Gone
     );
 }
+
+/// A store made before users were marked as the identity provider's (migrations up to 0017):
+/// a user with an API key was made in Switchboard and keeps refusing the provider's tokens
+/// naming them; a user without one was recorded from those tokens and keeps taking them.
+#[tokio::test]
+async fn users_from_before_identity_provider_links_keep_who_they_were() {
+    use switchboard_core::{Role, TenantId, UserId};
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteConnectOptions::new()
+        .filename(dir.path().join(DATABASE_FILE))
+        .create_if_missing(true);
+    let pool = SqlitePoolOptions::new()
+        .connect_with(options)
+        .await
+        .unwrap();
+    let mut earlier = sqlx::migrate!("./migrations/sqlite");
+    earlier.migrations = earlier
+        .migrations
+        .iter()
+        .filter(|migration| migration.version <= 17)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    earlier.run(&pool).await.unwrap();
+    for statement in [
+        "INSERT INTO tenants (id, display_name, created_at_ms) VALUES ('acme', 'Acme', 0)",
+        "INSERT INTO users (tenant, id, display_name, role, created_at_ms)
+         VALUES ('acme', 'made-here', '', 'member', 0), ('acme', 'from-tokens', '', 'member', 0)",
+        "INSERT INTO api_keys (digest, tenant, user_id, name, created_at_ms)
+         VALUES ('d1', 'acme', 'made-here', 'laptop', 0)",
+    ] {
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+
+    let store = Store::open(dir.path()).await.unwrap();
+    let acme = TenantId::new("acme").unwrap();
+    let made_here = store
+        .ensure_user(&acme, &UserId::new("made-here").unwrap(), Role::Member)
+        .await;
+    assert!(
+        matches!(made_here, Err(switchboard_store::StoreError::Forbidden(_))),
+        "{made_here:?}"
+    );
+    store
+        .ensure_user(&acme, &UserId::new("from-tokens").unwrap(), Role::Member)
+        .await
+        .unwrap();
+}

@@ -412,7 +412,10 @@ async fn the_fingerprint_moves_with_servers_and_layers(place: Place) {
     use switchboard_core::{Role, TenantId, UserId};
     let (acme, ana) = (TenantId::new("acme").unwrap(), UserId::new("ana").unwrap());
     store.add_tenant(&acme, "Acme").await.unwrap();
-    store.add_user(&acme, &ana, Role::Member, "").await.unwrap();
+    store
+        .add_user(&acme, &ana, Role::Member, "", true)
+        .await
+        .unwrap();
     store.create_api_key(&acme, &ana, "laptop").await.unwrap();
     let before = store.fingerprint().await.unwrap().principals;
     store.revoke_api_key(&acme, &ana, "laptop").await.unwrap();
@@ -637,7 +640,7 @@ async fn acme(place: &Place) -> (Store, Store, Store, Store) {
         ("carol", Role::Admin),
     ] {
         local
-            .add_user(&acme, &UserId::new(user).unwrap(), role, "")
+            .add_user(&acme, &UserId::new(user).unwrap(), role, "", false)
             .await
             .unwrap();
     }

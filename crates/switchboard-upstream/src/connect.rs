@@ -251,7 +251,7 @@ pub async fn connect(
         }
         TransportSpec::WebSocket { url, headers } => {
             let open = || async {
-                WebSocketTransport::connect(url, headers, def.id.to_string())
+                WebSocketTransport::connect(url, headers, def.id.to_string(), &options.http)
                     .await
                     .map_err(|e| match e.http_status() {
                         Some(401) => UpstreamError::AuthRequired(
@@ -263,7 +263,12 @@ pub async fn connect(
                             status,
                             detail: String::new(),
                         },
-                        None => UpstreamError::Unreachable(error_chain(&e)),
+                        None => match e {
+                            crate::websocket::WebSocketError::Refused(reason) => {
+                                UpstreamError::NotAllowed(reason)
+                            }
+                            e => UpstreamError::Unreachable(error_chain(&e)),
+                        },
                     })
             };
             let service = within(
@@ -562,6 +567,9 @@ pub(crate) fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Opti
     match error {
         StreamableHttpError::Client(HttpFailure::Request(e)) => {
             Some(UpstreamError::Unreachable(e.clone()))
+        }
+        StreamableHttpError::Client(HttpFailure::Refused(reason)) => {
+            Some(UpstreamError::NotAllowed(reason.clone()))
         }
         StreamableHttpError::Client(HttpFailure::Auth(e)) => Some(auth_error(e)),
         StreamableHttpError::AuthRequired(_)
@@ -890,21 +898,24 @@ fn change_event(notification: ServerNotification) -> Option<UpstreamEvent> {
 }
 
 /// The Bearer challenge a server answers an unauthenticated request with, if any: what a sign-in
-/// started from the CLI needs (resource metadata URL, scope). Sends a harmless `ping`.
+/// started from the CLI needs (resource metadata URL, scope). Sends a harmless `ping` through
+/// `http` (so within its network rules).
 pub async fn auth_challenge(
+    http: &crate::plain_http::HttpClients,
     url: &Url,
     headers: &[switchboard_core::NamedValue],
 ) -> Option<switchboard_oauth::BearerChallenge> {
     let headers = crate::http_client::header_map(headers).ok()?;
-    let response = crate::plain_http::reqwest_client()
+    let request = http
+        .reqwest()
         .post(url.clone())
         .headers(headers)
         .header(http::header::ACCEPT, "application/json, text/event-stream")
         .json(&serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}))
         .timeout(Duration::from_secs(15))
-        .send()
-        .await
+        .build()
         .ok()?;
+    let response = http.execute(request).await.ok()?;
     if response.status() != http::StatusCode::UNAUTHORIZED {
         return None;
     }

@@ -48,6 +48,9 @@ pub enum HttpFailure {
     /// Signing in (or refreshing, or stepping up) failed; the message says what to do.
     #[error("{0}")]
     Auth(switchboard_oauth::OAuthError),
+    /// The request was not sent: the network rules refuse its address or scheme.
+    #[error("not allowed: {0}")]
+    Refused(String),
     /// The server answered with a non-success status and no JSON-RPC error body.
     #[error("HTTP {status}{}", excerpt_suffix(.excerpt))]
     Status {
@@ -400,7 +403,7 @@ fn redirect_target(response: &reqwest::Response) -> Option<String> {
     })
 }
 
-fn excerpt(body: &[u8]) -> String {
+pub(crate) fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(body)
         .chars()
         .filter(|c| !c.is_control())
@@ -671,7 +674,7 @@ impl StatusAwareHttpClient {
             }
             return Err(failure(HttpFailure::Status {
                 status: status.as_u16(),
-                excerpt: moved.unwrap_or_else(|| excerpt(&body)),
+                excerpt: moved.unwrap_or_else(|| self.http.quote(kind.as_deref(), &body)),
             }));
         }
         match kind.as_deref() {
@@ -697,7 +700,7 @@ impl StatusAwareHttpClient {
                     serde_json::from_slice::<ServerJsonRpcMessage>(&body).map_err(|e| {
                         StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
                             "the JSON body is not a JSON-RPC message ({e}): {}",
-                            excerpt(&body)
+                            self.http.quote(kind.as_deref(), &body)
                         )))
                     })?;
                 crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &parsed);

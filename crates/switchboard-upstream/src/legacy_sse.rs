@@ -63,6 +63,7 @@ impl From<HttpFailure> for LegacySseError {
     fn from(error: HttpFailure) -> Self {
         match error {
             HttpFailure::Request(e) => Self::Request(e),
+            HttpFailure::Refused(reason) => Self::Request(format!("not allowed: {reason}")),
             HttpFailure::Auth(e) => Self::Auth(e),
             HttpFailure::Status { status, .. } => Self::Status(status),
         }

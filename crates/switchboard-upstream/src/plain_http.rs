@@ -12,20 +12,25 @@
 //! settings. Requests are built with reqwest's builder either way, and answers come back as
 //! [`reqwest::Response`]s, so callers see one client.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use hyper_util::client::proxy::matcher::Matcher;
 use reqwest::ResponseBuilderExt;
+use switchboard_oauth::net::{GuardedResolver, NetworkPolicy, resolve_guarded};
 
 use crate::http_client::HttpFailure;
 
 /// How long connecting to a server may take. reqwest's client has the same bound over the
 /// whole connect, name lookup included; hyper's bounds the TCP connect, split across the
 /// addresses a name resolves to (the system resolver bounds its own lookups).
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// TCP keepalive as reqwest sets it by default: probes after 15 s of silence, every 15 s, three
 /// of them; on Linux, unacknowledged data fails the connection after 30 s. Nothing else notices
@@ -42,15 +47,58 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The shared connection pools: reqwest's for TLS and proxied requests, hyper's for the rest.
 /// Cloning shares them (one reference count: every call clones its connection's client).
+///
+/// Pools made with [`HttpClients::guarded`] connect only where a [`NetworkPolicy`] allows (the
+/// pools of tenant admins' and members' servers): every name is resolved through the policy and
+/// only the addresses it allows are connected to (the address checked is the address used), an
+/// address written in the URL is checked before anything is sent, plain `http` goes only to
+/// what the operator allows, and an answer's body is never quoted in an error (a request a user
+/// aimed at an internal service must not read it back through the error).
 #[derive(Clone)]
 pub struct HttpClients(Arc<Pools>);
 
 struct Pools {
     reqwest: reqwest::Client,
-    plain: Client<HttpConnector, reqwest::Body>,
+    plain: Client<HttpConnector<Dns>, reqwest::Body>,
     /// The environment's proxy settings (`HTTP_PROXY`, `NO_PROXY`, ...), read as reqwest reads
     /// them: a plain request they route through a proxy goes through reqwest.
     proxies: Matcher,
+    /// What these pools may reach, when they are guarded.
+    policy: Option<NetworkPolicy>,
+}
+
+/// How hyper's connector resolves names: as the system does, or through a policy.
+#[derive(Clone)]
+enum Dns {
+    System(GaiResolver),
+    Guarded(NetworkPolicy),
+}
+
+impl tower_service::Service<Name> for Dns {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = std::io::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        match self {
+            Self::System(system) => {
+                let resolving = system.call(name);
+                Box::pin(async move { Ok(resolving.await?.collect::<Vec<_>>().into_iter()) })
+            }
+            Self::Guarded(policy) => {
+                let policy = policy.clone();
+                Box::pin(async move {
+                    Ok(resolve_guarded(&policy, name.as_str(), 0)
+                        .await?
+                        .into_iter())
+                })
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for HttpClients {
@@ -70,13 +118,65 @@ impl HttpClients {
     /// redirects elsewhere is a configuration error to surface, not follow), and the
     /// environment's proxy settings.
     pub fn new() -> Self {
-        Self::with(reqwest_client(), Matcher::from_system())
+        Self::with(reqwest_client(None), Matcher::from_system(), None)
+    }
+
+    /// Fresh pools that connect only where `policy` allows.
+    pub fn guarded(policy: NetworkPolicy) -> Self {
+        Self::with(
+            reqwest_client(Some(&policy)),
+            Matcher::from_system(),
+            Some(policy),
+        )
+    }
+
+    /// What these pools may reach, when they are guarded.
+    pub fn policy(&self) -> Option<&NetworkPolicy> {
+        self.0.policy.as_ref()
+    }
+
+    /// Why `url` may not be requested with these pools, if it may not: a scheme other than
+    /// `https` to what the operator does not allow, or an address the policy refuses.
+    pub fn refusal(&self, url: &url::Url) -> Option<String> {
+        let policy = self.0.policy.as_ref()?;
+        let plain = matches!(url.scheme(), "http" | "ws");
+        if plain && !policy.allows_plain(url) {
+            return Some(format!(
+                "plain {} is allowed only to the networks the operator allows; use {}",
+                url.scheme(),
+                if url.scheme() == "ws" { "wss" } else { "https" }
+            ));
+        }
+        policy.check_host(url).err().map(|reason| {
+            format!(
+                "refusing to connect to {}: {reason}",
+                url.host_str().unwrap_or_default()
+            )
+        })
+    }
+
+    /// What an error may say of an answer's body: an excerpt, or for guarded pools only its
+    /// type and size.
+    pub(crate) fn quote(&self, content_type: Option<&str>, body: &[u8]) -> String {
+        match self.0.policy {
+            None => crate::http_client::excerpt(body),
+            Some(_) if body.is_empty() => String::new(),
+            Some(_) => format!(
+                "a {} body of {} bytes, not shown",
+                content_type.unwrap_or("untyped"),
+                body.len()
+            ),
+        }
     }
 
     /// `reqwest`, and hyper's client for the plain requests `proxies` routes through no proxy
-    /// (`reqwest` must route the others as `proxies` says).
-    fn with(reqwest: reqwest::Client, proxies: Matcher) -> Self {
-        let mut connector = HttpConnector::new();
+    /// (`reqwest` must route the others as `proxies` says), resolving through `policy` if any.
+    fn with(reqwest: reqwest::Client, proxies: Matcher, policy: Option<NetworkPolicy>) -> Self {
+        let dns = match &policy {
+            Some(policy) => Dns::Guarded(policy.clone()),
+            None => Dns::System(GaiResolver::new()),
+        };
+        let mut connector = HttpConnector::new_with_resolver(dns);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         connector.set_nodelay(true);
         connector.set_keepalive(Some(KEEPALIVE));
@@ -95,6 +195,7 @@ impl HttpClients {
             reqwest,
             plain,
             proxies,
+            policy,
         }))
     }
 
@@ -109,6 +210,9 @@ impl HttpClients {
         &self,
         request: reqwest::Request,
     ) -> Result<reqwest::Response, HttpFailure> {
+        if let Some(refusal) = self.refusal(request.url()) {
+            return Err(HttpFailure::Refused(refusal));
+        }
         // A timeout set on the request is reqwest's to keep.
         if request.url().scheme() != "http" || request.timeout().is_some() {
             return Ok(self.0.reqwest.execute(request).await?);
@@ -143,12 +247,15 @@ impl HttpClients {
 /// The reqwest client Switchboard uses for upstreams: pooled, with connect timeouts, no
 /// redirects (an MCP endpoint that redirects elsewhere is a configuration error to surface, not
 /// follow), the environment's proxy settings.
-pub(crate) fn reqwest_client() -> reqwest::Client {
-    reqwest::Client::builder()
+pub(crate) fn reqwest_client(policy: Option<&NetworkPolicy>) -> reqwest::Client {
+    let builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
+        .redirect(reqwest::redirect::Policy::none());
+    let builder = match policy {
+        Some(policy) => builder.dns_resolver(Arc::new(GuardedResolver::new(policy.clone()))),
+        None => builder,
+    };
+    builder.build().unwrap_or_else(|_| reqwest::Client::new())
 }
 
 /// Describes a failed plain request as [`crate::http_client::describe_reqwest`] describes
@@ -235,7 +342,7 @@ mod tests {
     #[tokio::test]
     async fn a_plain_request_reaches_its_server_with_its_headers_and_body() {
         let (address, served) = one_answer().await;
-        let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build());
+        let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build(), None);
         let request = post(&clients, &format!("http://{address}/mcp"));
         let response = clients.execute(request).await.unwrap();
         assert_eq!(response.status(), 200);
@@ -268,7 +375,7 @@ mod tests {
             .proxy(reqwest::Proxy::http(&proxy_url).unwrap())
             .build()
             .unwrap();
-        let clients = HttpClients::with(reqwest, Matcher::builder().http(proxy_url).build());
+        let clients = HttpClients::with(reqwest, Matcher::builder().http(proxy_url).build(), None);
         // Nothing listens at the server's own address: only the proxy can answer.
         let server = closed_address().await;
         let request = post(&clients, &format!("http://{server}/mcp"));
@@ -284,7 +391,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_connection_is_described_without_the_url() {
         let address = closed_address().await;
-        let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build());
+        let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build(), None);
         let request = post(&clients, &format!("http://{address}/mcp?token=secret"));
         match clients.execute(request).await {
             Err(HttpFailure::Request(text)) => {
@@ -296,5 +403,67 @@ mod tests {
             }
             other => panic!("expected a request failure, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn guarded_pools_refuse_addresses_their_policy_refuses_before_connecting() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = tokio::spawn(async move { listener.accept().await.is_ok() });
+        let guarded = HttpClients::guarded(NetworkPolicy::public_and(Default::default()));
+        for url in [
+            format!("https://127.0.0.1:{port}/mcp"),
+            format!("https://localhost:{port}/mcp"),
+            format!("http://127.0.0.1:{port}/mcp"),
+            "https://169.254.169.254/latest/meta-data/".to_owned(),
+            "https://[::ffff:169.254.169.254]/".to_owned(),
+            "https://2852039166/".to_owned(),
+            "http://93.184.216.34/mcp".to_owned(),
+        ] {
+            let request = post(&guarded, &url);
+            match guarded.execute(request).await {
+                Err(HttpFailure::Refused(reason)) => {
+                    assert!(!reason.is_empty(), "{url}")
+                }
+                Err(HttpFailure::Request(text)) => assert!(
+                    text.contains("refusing to connect to localhost"),
+                    "{url}: {text}"
+                ),
+                other => panic!("{url}: expected a refusal, got {other:?}"),
+            }
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), accepted)
+                .await
+                .is_err(),
+            "nothing connected"
+        );
+        // Allowed by the operator: the same loopback server is reached, plain http included.
+        let (address, served) = one_answer().await;
+        let allowed = HttpClients::guarded(NetworkPolicy::public_and(
+            switchboard_core::network::AllowedNetworks::new(["127.0.0.1".parse().unwrap()]),
+        ));
+        let response = allowed
+            .execute(post(&allowed, &format!("http://{address}/mcp")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        served.await.unwrap();
+    }
+
+    #[test]
+    fn guarded_pools_quote_no_body_in_errors() {
+        let guarded = HttpClients::guarded(NetworkPolicy::public_and(Default::default()));
+        let quoted = guarded.quote(Some("text/plain"), b"SecretAccessKey=abc");
+        assert!(!quoted.contains("Secret"), "{quoted}");
+        assert!(
+            quoted.contains("text/plain") && quoted.contains("19 bytes"),
+            "{quoted}"
+        );
+        let open = HttpClients::new().quote(Some("text/plain"), b"SecretAccessKey=abc");
+        assert!(
+            open.contains("SecretAccessKey"),
+            "the operator's own see it: {open}"
+        );
     }
 }

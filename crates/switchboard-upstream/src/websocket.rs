@@ -2,6 +2,12 @@
 //!
 //! rmcp has no WebSocket client (its `ws.rs` is empty), so this transport is written here over
 //! tokio-tungstenite, on rmcp's `Transport` trait.
+//!
+//! What a connection may hold is bounded: a message (16 MiB, as an HTTP answer), the messages
+//! waiting for the session (64), and the frames waiting to be written. A server that floods pings
+//! and never reads makes each pong wait in the write buffer; beyond [`MAX_WRITE_BUFFER`] the
+//! connection is dropped rather than grown. In a guarded workspace the address is resolved and
+//! checked by the network rules before connecting (`plain_http::HttpClients::guarded`).
 
 use std::sync::Arc;
 
@@ -36,6 +42,33 @@ pub enum WebSocketError {
     /// A message could not be encoded.
     #[error("cannot encode a message: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The network rules refuse the address or scheme.
+    #[error("not allowed: {0}")]
+    Refused(String),
+    /// The server could not be reached.
+    #[error("cannot connect: {0}")]
+    Connect(std::io::Error),
+}
+
+/// The largest message taken from a server (as an HTTP answer's body).
+const MAX_MESSAGE: usize = crate::http_client::MAX_JSON_BODY_BYTES;
+/// The most bytes waiting to be written to a server that does not read them (pongs included).
+pub const MAX_WRITE_BUFFER: usize = 4 * 1024 * 1024;
+
+fn config() -> tungstenite::protocol::WebSocketConfig {
+    tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE))
+        .write_buffer_size(0)
+        .max_write_buffer_size(MAX_WRITE_BUFFER)
+}
+
+/// A guarded lookup's failure: a refusal by the rules, or a name that does not resolve.
+fn refused_or_unreachable(error: std::io::Error) -> WebSocketError {
+    match error.kind() {
+        std::io::ErrorKind::PermissionDenied => WebSocketError::Refused(error.to_string()),
+        _ => WebSocketError::Connect(error),
+    }
 }
 
 impl WebSocketError {
@@ -56,11 +89,13 @@ pub struct WebSocketTransport {
 }
 
 impl WebSocketTransport {
-    /// Connects to `url` asking for the `mcp` subprotocol, with the server's static headers.
+    /// Connects to `url` asking for the `mcp` subprotocol, with the server's static headers,
+    /// where `http`'s network rules allow.
     pub async fn connect(
         url: &Url,
         headers: &[NamedValue],
         server: String,
+        http: &crate::plain_http::HttpClients,
     ) -> Result<Self, WebSocketError> {
         let mut request = url.as_str().into_client_request()?;
         request
@@ -69,7 +104,41 @@ impl WebSocketTransport {
         request
             .headers_mut()
             .extend(crate::http_client::header_map(headers)?);
-        let (socket, response) = tokio_tungstenite::connect_async(request).await?;
+        let (socket, response) = match http.policy() {
+            None => {
+                tokio_tungstenite::connect_async_with_config(request, Some(config()), true).await?
+            }
+            Some(policy) => {
+                if let Some(refusal) = http.refusal(url) {
+                    return Err(WebSocketError::Refused(refusal));
+                }
+                if url.scheme() == "wss" {
+                    // tungstenite is built without TLS here, as for unguarded connections.
+                    return Err(WebSocketError::Socket(tungstenite::Error::Url(
+                        tungstenite::error::UrlError::TlsFeatureNotEnabled,
+                    )));
+                }
+                let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']);
+                let port = url.port_or_known_default().unwrap_or(80);
+                let addresses = switchboard_oauth::net::resolve_guarded(policy, host, port)
+                    .await
+                    .map_err(refused_or_unreachable)?;
+                let stream = tokio::time::timeout(
+                    crate::plain_http::CONNECT_TIMEOUT,
+                    TcpStream::connect(&addresses[..]),
+                )
+                .await
+                .map_err(|_| WebSocketError::Connect(std::io::ErrorKind::TimedOut.into()))?
+                .map_err(WebSocketError::Connect)?;
+                let _ = stream.set_nodelay(true);
+                tokio_tungstenite::client_async_with_config(
+                    request,
+                    MaybeTlsStream::Plain(stream),
+                    Some(config()),
+                )
+                .await?
+            }
+        };
         if response
             .headers()
             .get("sec-websocket-protocol")

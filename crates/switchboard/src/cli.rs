@@ -212,6 +212,17 @@ pub enum UserCommand {
         /// Their name for people.
         #[arg(long, default_value = "")]
         name: String,
+        /// They sign in with the team's identity provider (`serve --oidc-issuer`): its tokens
+        /// naming this id reach their workspace.
+        #[arg(long)]
+        identity_provider: bool,
+    },
+    /// Let the identity provider's tokens naming a user made here reach that user's workspace
+    /// (their keys, servers and sign-ins): only once the provider's account is known to be
+    /// theirs.
+    Link {
+        /// `<tenant>/<user>`.
+        user: String,
     },
     /// List a tenant's users.
     List {
@@ -337,6 +348,17 @@ pub struct ServeArgs {
     /// the default tenant's shared servers as the operator.
     #[arg(long, env = "SWITCHBOARD_USERS")]
     pub users: bool,
+    /// A network or host the servers of tenant admins and members may reach besides public
+    /// addresses over https (repeatable, or comma-separated): a CIDR range (`10.20.0.0/16`), an
+    /// address, a host name (`mcp.internal`) or a domain (`*.corp.example.com`); plain http is
+    /// allowed to these. The operator's own servers reach anything.
+    #[arg(
+        long,
+        value_name = "NETWORK",
+        env = "SWITCHBOARD_ALLOW_UPSTREAM_NETWORK",
+        value_delimiter = ','
+    )]
+    pub allow_upstream_network: Vec<switchboard_core::network::AllowedNetwork>,
     #[command(flatten)]
     pub oidc: OidcArgs,
     /// Most tool calls each client may make, as `10/s`, `600/min` or `1000/h` with an optional

@@ -58,7 +58,14 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
             (listener, uri)
         }
     };
-    let pending = begin_sign_in(&def, &auth, redirect_uri.as_str(), &args.scope).await?;
+    let pending = begin_sign_in(
+        &switchboard_upstream::plain_http::HttpClients::new(),
+        &def,
+        &auth,
+        redirect_uri.as_str(),
+        &args.scope,
+    )
+    .await?;
     let url = pending.authorization_url.to_string();
     println!("Sign in to '{id}' at:\n{url}");
     let callback = wait_for_redirect(

@@ -429,10 +429,23 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     let follower =
         switchboard_hub::StoreFollower::start(store.clone(), args.store_check, stop.clone());
     let encoder = load_search_model(&args.search_model).await?;
+    // Tenant admins' and members' servers reach public addresses over https and what the
+    // operator allows; the operator's own reach anything.
+    let allowed = switchboard_core::network::AllowedNetworks::new(
+        args.allow_upstream_network.iter().cloned(),
+    );
     let workspaces = Arc::new(DaemonWorkspaces {
         store: store.clone(),
-        options: options.clone(),
-        oauth: oauth.clone(),
+        options: ConnectOptions {
+            http: switchboard_upstream::plain_http::HttpClients::guarded(
+                switchboard_oauth::NetworkPolicy::public_and(allowed.clone()),
+            ),
+            ..options.clone()
+        },
+        oauth: switchboard_hub::OAuthOptions {
+            allowed,
+            ..oauth.clone()
+        },
         follower: follower.clone(),
         client_rate_limit: args.client_rate_limit,
         encoder: encoder.clone(),

@@ -40,13 +40,27 @@ pub async fn tenant_command(store: &Store, command: TenantCommand) -> anyhow::Re
 /// Runs a `user` subcommand.
 pub async fn user_command(store: &Store, command: UserCommand) -> anyhow::Result<i32> {
     match command {
-        UserCommand::Add { user, admin, name } => {
+        UserCommand::Add {
+            user,
+            admin,
+            name,
+            identity_provider,
+        } => {
             let (tenant, user) = tenant_and_user(&user)?;
             let role = if admin { Role::Admin } else { Role::Member };
-            store.add_user(&tenant, &user, role, &name).await?;
+            store
+                .add_user(&tenant, &user, role, &name, identity_provider)
+                .await?;
             println!(
                 "Added {} '{tenant}/{user}'. Make their API key with `switchboard user key {tenant}/{user}`.",
                 role.as_str()
+            );
+        }
+        UserCommand::Link { user } => {
+            let (tenant, user) = tenant_and_user(&user)?;
+            store.link_user_to_identity_provider(&tenant, &user).await?;
+            println!(
+                "Linked '{tenant}/{user}': the identity provider's tokens naming them now reach their workspace."
             );
         }
         UserCommand::List { tenant, json } => {

@@ -496,6 +496,8 @@ async fn people_signed_in_at_the_teams_identity_provider_use_switchboard_as_them
             "--users",
             "--listen",
             &listen,
+            "--allow-upstream-network",
+            "127.0.0.1",
             "--oidc-issuer",
             &provider.issuer,
             "--oidc-audience",
@@ -609,11 +611,21 @@ async fn people_of_one_tenant_use_the_console_each_as_themselves() {
     let port = common::free_port();
     let base = format!("http://127.0.0.1:{port}");
     let listen = format!("127.0.0.1:{port}");
-    let _daemon = command(dir.path(), &["serve", "--users", "--listen", &listen])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _daemon = command(
+        dir.path(),
+        &[
+            "serve",
+            "--users",
+            "--listen",
+            &listen,
+            "--allow-upstream-network",
+            "127.0.0.1",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     common::await_health(port).await;
     // The operator approves the stdio fixture; Carol, the tenant's admin, shares a server of it
     // and the OAuth-protected one.

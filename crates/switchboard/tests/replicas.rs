@@ -500,6 +500,8 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
                 "--users",
                 "--listen",
                 &listen,
+                "--allow-upstream-network",
+                "127.0.0.1",
                 "--public-url",
                 &public,
             ],
@@ -570,8 +572,8 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
         Some(format!("{public}/oauth/callback").as_str())
     );
     // Her browser here holds no cookie from the start (an API client started it): the page
-    // asks whose sign-in this is before anything is redeemed, as it would ask a person sent a
-    // stranger's link.
+    // says whose sign-in this is and asks for that user's own key before anything is redeemed,
+    // as it would ask a person sent a stranger's link.
     let landed = reqwest::get(url).await.unwrap();
     assert_eq!(
         landed.url().port(),
@@ -592,12 +594,36 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
             .load(std::sync::atomic::Ordering::SeqCst)
     };
     assert_eq!(exchanges(), 0, "nothing is redeemed before she confirms");
-    let confirmed = reqwest::Client::new()
-        .post(format!("{public}/oauth/callback"))
-        .form(&hidden_fields(&page))
-        .send()
-        .await
-        .unwrap();
+    // A press of Continue alone, or with someone else's key, proves nothing: the sign-in stays
+    // hers to finish.
+    assert!(page.contains("name=credential"), "{page}");
+    let confirm = |credential: Option<&str>| {
+        let mut fields = hidden_fields(&page);
+        fields.extend(credential.map(|c| ("credential".to_owned(), c.to_owned())));
+        let public = public.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{public}/oauth/callback"))
+                .form(&fields)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    for someone_else in [
+        None,
+        Some(bob.as_str()),
+        Some("sbk_not-a-key-0123456789abcdef"),
+    ] {
+        let refused = confirm(someone_else).await;
+        assert_eq!(refused.status(), reqwest::StatusCode::FORBIDDEN);
+        assert!(
+            refused.text().await.unwrap().contains("Only user 'ana'"),
+            "{someone_else:?}"
+        );
+    }
+    assert_eq!(exchanges(), 0, "nothing is redeemed for anyone else");
+    let confirmed = confirm(Some(ana.as_str())).await;
     assert_eq!(confirmed.status(), reqwest::StatusCode::OK);
     assert!(
         confirmed
@@ -656,6 +682,7 @@ async fn a_user_signs_in_through_one_replica_and_the_redirect_completes_on_anoth
             ("code", "forged"),
             ("state", his_state.as_str()),
             ("iss", "https://evil.example"),
+            ("credential", bob.as_str()),
         ])
         .send()
         .await

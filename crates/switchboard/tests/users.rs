@@ -33,7 +33,15 @@ impl Daemon {
     async fn start_with(options: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let listen = format!("127.0.0.1:{}", common::free_port());
-        let mut args = vec!["serve", "--users", "--listen", &listen];
+        // Their servers are fixtures on loopback, which the operator allows here.
+        let mut args = vec![
+            "serve",
+            "--users",
+            "--listen",
+            &listen,
+            "--allow-upstream-network",
+            "127.0.0.1",
+        ];
         args.extend_from_slice(options);
         let child = common::command(dir.path(), &args)
             .env("SWITCHBOARD_API_KEYS", OPERATOR_KEY)
@@ -539,6 +547,27 @@ impl IdentityProvider {
         )
         .unwrap()
     }
+
+    /// A token for `sub` in `org` valid from `from` seconds from now to `until`.
+    fn sign_at(
+        &self,
+        key: &switchboard_oauth::jwt::AssertionKey,
+        sub: &str,
+        org: &str,
+        from: i64,
+        until: i64,
+    ) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        key.sign_claims(
+            &json!({"iss": self.issuer(), "sub": sub, "org": org, "aud": "switchboard",
+                    "iat": now, "nbf": now + from, "exp": now + until}),
+            "JWT",
+        )
+        .unwrap()
+    }
 }
 
 /// Starts a daemon with users that also takes the provider's tokens (tenant from the `org`
@@ -587,6 +616,33 @@ async fn tokens_from_the_identity_provider_are_credentials_naming_their_user_ten
         users.contains("ana@acme.test") && users.contains("carol@acme.test"),
         "{users}"
     );
+
+    // A user made in Switchboard is not whoever holds a provider account of the same id: her
+    // token is refused until the operator links the two on purpose.
+    daemon.cli(&["user", "add", "acme/dana"]).await;
+    let dana_key = daemon.key_of("acme/dana").await;
+    daemon
+        .add_server(&dana_key, json!({"id": "danas-own", "url": upstream.url}))
+        .await;
+    let dana_token = provider.token("dana", "acme", &[], "switchboard", 300);
+    let (status, body) = daemon
+        .send(Some(&dana_token), "GET", "/api/servers", None)
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.to_string().contains("user link acme/dana"), "{body}");
+    daemon.cli(&["user", "link", "acme/dana"]).await;
+    let (status, list) = daemon
+        .send(Some(&dana_token), "GET", "/api/servers", None)
+        .await;
+    assert_eq!(status, 200, "{list}");
+    assert!(ids(&list).contains(&"danas-own".to_owned()), "{list}");
+
+    // A token the provider signed for a moment not yet come is not taken now.
+    let tomorrow = provider.sign_at(&provider.key, "ana@acme.test", "acme", 86_400, 90_000);
+    let (status, _) = daemon
+        .send(Some(&tomorrow), "GET", "/api/servers", None)
+        .await;
+    assert_eq!(status, 401, "a token valid only tomorrow");
 
     // A tenant nobody added is refused; so is every token that is not the provider's own,
     // for Switchboard, and current.
