@@ -65,12 +65,18 @@ struct ServerEntry {
     args: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// Environment values to keep secret whatever their names (redacted on display).
+    #[serde(default, alias = "secret_env")]
+    secret_env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
     env_file: Option<String>,
     #[serde(alias = "serverUrl")]
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// Headers to keep secret whatever their names.
+    #[serde(default, alias = "secret_headers")]
+    secret_headers: BTreeMap<String, String>,
     disabled: Option<bool>,
     enabled: Option<bool>,
     #[serde(alias = "display_name")]
@@ -155,6 +161,24 @@ pub fn parse_entry(name: &str, raw: serde_json::Value) -> Result<ServerDefinitio
     entry_to_definition(name, entry)
 }
 
+/// Name/value pairs: `plain` with their secrecy guessed from their names, `secret` marked
+/// secret whatever their names (a file's `secretEnv` and `secretHeaders`).
+fn named_values(
+    plain: BTreeMap<String, String>,
+    secret: BTreeMap<String, String>,
+) -> Vec<NamedValue> {
+    let marked = secret.into_iter().map(|(name, value)| NamedValue {
+        name,
+        value,
+        secret: true,
+    });
+    plain
+        .into_iter()
+        .map(|(k, v)| NamedValue::guess(k, v))
+        .chain(marked)
+        .collect()
+}
+
 fn has_placeholder(text: &str) -> bool {
     text.contains("${")
 }
@@ -173,7 +197,9 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
         .args
         .iter()
         .chain(entry.env.values())
+        .chain(entry.secret_env.values())
         .chain(entry.headers.values())
+        .chain(entry.secret_headers.values())
         .chain(entry.command.iter())
         .chain(entry.url.iter());
     if all_values.into_iter().any(|v| has_placeholder(v)) {
@@ -191,11 +217,7 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
                         "an approved command is a stdio server; only its args and env are yours to give".into(),
                     );
                 }
-                let env = entry
-                    .env
-                    .into_iter()
-                    .map(|(k, v)| NamedValue::guess(k, v))
-                    .collect();
+                let env = named_values(entry.env, entry.secret_env);
                 TransportSpec::Approved {
                     name,
                     args: entry.args,
@@ -211,22 +233,14 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
             if let Some(kind) = kind.as_deref().filter(|k| *k != "stdio") {
                 return Err(format!("declares type '{kind}' but gives a command"));
             }
-            let env = entry
-                .env
-                .into_iter()
-                .map(|(k, v)| NamedValue::guess(k, v))
-                .collect();
+            let env = named_values(entry.env, entry.secret_env);
             TransportSpec::stdio(command, entry.args, env, entry.cwd).map_err(|e| e.to_string())?
         }
         (None, Some(url)) => {
             if kind.as_deref() == Some("stdio") {
                 return Err("declares type 'stdio' but gives a URL".into());
             }
-            let headers = entry
-                .headers
-                .into_iter()
-                .map(|(k, v)| NamedValue::guess(k, v))
-                .collect();
+            let headers = named_values(entry.headers, entry.secret_headers);
             TransportSpec::from_url(&url, headers).map_err(|e| e.to_string())?
         }
     };
@@ -294,6 +308,29 @@ mod tests {
         assert_eq!(args.len(), 2);
         assert!(env.iter().find(|v| v.name == "API_KEY").unwrap().secret);
         assert!(!env.iter().find(|v| v.name == "MODE").unwrap().secret);
+    }
+
+    #[test]
+    fn a_definition_marks_any_value_secret_whatever_its_name() {
+        let report = parse_json(
+            r#"{"mcpServers": {
+                "db": {"command": "db-mcp", "env": {"MODE": "x"},
+                       "secretEnv": {"DB_URL": "postgres://u:pw@h/d"}},
+                "web": {"url": "https://web.test/mcp", "secretHeaders": {"X-Team": "blue"}}}}"#,
+        )
+        .unwrap();
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        for def in &report.servers {
+            for value in def.transport.named_values() {
+                assert_eq!(value.secret, value.name != "MODE", "{value:?}");
+            }
+        }
+        let db = report
+            .servers
+            .iter()
+            .find(|d| d.id.as_str() == "db")
+            .unwrap();
+        assert!(!format!("{:?}", db.redacted()).contains("pw@"));
     }
 
     #[test]

@@ -17,6 +17,82 @@ use crate::ServerId;
 /// What separates a prefix from the upstream name.
 pub const SEPARATOR: &str = "__";
 
+/// The longest tool name the spec allows.
+pub const MAX_TOOL_NAME: usize = 128;
+/// The longest tool name model APIs take (OpenAI, Gemini and Anthropic alike).
+pub const MAX_MODEL_TOOL_NAME: usize = 64;
+
+/// Whether `name` is a tool name by the spec's rule: 1 to 128 of `A-Za-z0-9_.-`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=MAX_TOOL_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// `name` as a valid tool (or prompt) name: itself when it is one; otherwise every character
+/// outside the alphabet replaced by `_`, cut to fit, and a digest of the original added, so the
+/// name is stable across restarts and two different names never become one. A server's name
+/// with escapes, line breaks, `../..`, ten thousand characters, or nothing at all is exposed
+/// this way (the original still goes to the server).
+pub fn valid_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if is_valid_tool_name(name) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    std::borrow::Cow::Owned(sanitized(name, MAX_TOOL_NAME, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
+    }))
+}
+
+/// The name tool (or prompt) `name` of a server with `prefix` is exposed by: the prefixed name
+/// when both it and `name` are valid tool names ([`valid_tool_name`] of each otherwise).
+pub fn exposed_tool_name(prefix: &Prefix, name: &str) -> String {
+    valid_tool_name(&prefix.name(&valid_tool_name(name))).into_owned()
+}
+
+/// `name` as model APIs take a function's name (OpenAI's and Gemini's refuse a whole tool list
+/// over one bad name): 1 to 64 of `A-Za-z0-9_-`, starting with a letter or `_`. Itself when it
+/// is one already; otherwise made one as [`valid_tool_name`] does. Switchboard takes either
+/// name for a call ([`NameTable::get`]).
+pub fn model_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-');
+    let starts_well = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if starts_well && name.len() <= MAX_MODEL_TOOL_NAME && name.chars().all(allowed) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let made = sanitized(name, MAX_MODEL_TOOL_NAME, allowed);
+    std::borrow::Cow::Owned(
+        match made.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            true => made,
+            false => {
+                let mut prefixed = format!("_{made}");
+                if prefixed.len() > MAX_MODEL_TOOL_NAME {
+                    // The last kept character makes room (the digest stays whole).
+                    prefixed.remove(prefixed.len() - 10);
+                }
+                prefixed
+            }
+        },
+    )
+}
+
+/// `name` with characters `allowed` refuses replaced by `_`, cut to `max` with room for `_`
+/// and an 8-digit digest of the original (FNV-1a: stable everywhere, not a secret).
+fn sanitized(name: &str, max: usize, allowed: impl Fn(char) -> bool) -> String {
+    let digest = name.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    let kept: String = name
+        .chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .take(max - 9)
+        .collect();
+    format!("{kept}_{digest:08x}")
+}
+
 /// A validated exposed-name prefix: empty, or up to 64 characters of `A-Za-z0-9_.-` that neither
 /// start nor end with `_` and contain no `__` (so the separator stays unambiguous).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -175,6 +251,8 @@ impl std::fmt::Display for Collision {
 pub struct NameTable<T> {
     entries: Vec<(String, Exposed<T>)>,
     index: HashMap<String, usize>,
+    /// Other names entries are also known by ([`NameTable::with_aliases`]).
+    aliases: HashMap<String, usize>,
     collisions: Vec<Collision>,
 }
 
@@ -183,12 +261,27 @@ impl<T> Default for NameTable<T> {
         Self {
             entries: Vec::new(),
             index: HashMap::new(),
+            aliases: HashMap::new(),
             collisions: Vec::new(),
         }
     }
 }
 
 impl<T> NameTable<T> {
+    /// Also takes, for each entry whose name `alias` changes, the changed name (unless another
+    /// entry is already known by it): names model APIs take ([`model_tool_name`]).
+    pub fn with_aliases(mut self, alias: impl Fn(&str) -> std::borrow::Cow<'_, str>) -> Self {
+        let mut aliases = HashMap::new();
+        for (i, (name, _)) in self.entries.iter().enumerate() {
+            let other = alias(name);
+            if other != name.as_str() && !self.index.contains_key(other.as_ref()) {
+                aliases.entry(other.into_owned()).or_insert(i);
+            }
+        }
+        self.aliases = aliases;
+        self
+    }
+
     /// Builds a table from `(exposed name, entry)` pairs; names claimed by several servers are
     /// left out and reported as collisions of `kind`. A server repeating one of its own names
     /// keeps the first.
@@ -231,13 +324,17 @@ impl<T> NameTable<T> {
         Self {
             entries,
             index,
+            aliases: HashMap::new(),
             collisions,
         }
     }
 
-    /// The entry exposed as `name`.
+    /// The entry exposed as `name`, or known by it as an alias.
     pub fn get(&self, name: &str) -> Option<&Exposed<T>> {
-        self.index.get(name).map(|&i| &self.entries[i].1)
+        self.index
+            .get(name)
+            .or_else(|| self.aliases.get(name))
+            .map(|&i| &self.entries[i].1)
     }
 
     /// Every exposed entry, in order.
@@ -309,6 +406,70 @@ mod tests {
         for good in ["", "a", "a_b", "A.b-c", "x1"] {
             assert!(Prefix::new(good).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn names_outside_the_spec_become_stable_valid_names_that_never_meet() {
+        for name in ["echo", "get-sum", "a.b_c", &"x".repeat(128)] {
+            assert_eq!(valid_tool_name(name), name);
+        }
+        let hostile = [
+            "",
+            "evil\u{1b}[2J\u{7}",
+            "line\r\nbreak",
+            "../../etc/passwd",
+            &"y".repeat(10_000),
+            "café",
+            "two words",
+            "two_words",
+        ];
+        let mut made = std::collections::HashSet::new();
+        for name in hostile {
+            let valid = valid_tool_name(name);
+            assert!(is_valid_tool_name(&valid), "{name:?} -> {valid:?}");
+            assert_eq!(valid, valid_tool_name(name), "stable");
+            assert!(made.insert(valid.into_owned()), "{name:?} met another");
+        }
+        assert_eq!(valid_tool_name("two_words"), "two_words");
+        assert_ne!(valid_tool_name("two words"), "two_words");
+    }
+
+    #[test]
+    fn model_names_follow_the_model_apis_rule_and_are_taken_for_calls() {
+        let rule = |n: &str| {
+            n.len() <= MAX_MODEL_TOOL_NAME
+                && n.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        for name in [
+            "everything__get-sum",
+            "docs.v2__read.page",
+            "1password__get",
+            &format!("s__{}", "z".repeat(100)),
+        ] {
+            let model = model_tool_name(name);
+            assert!(rule(&model), "{name} -> {model}");
+        }
+        assert_eq!(model_tool_name("everything__echo"), "everything__echo");
+        let table = NameTable::build(
+            "tool",
+            [(
+                "docs.v2__read.page".to_owned(),
+                Exposed {
+                    server: id("docs"),
+                    upstream: "read.page".to_owned(),
+                    item: (),
+                },
+            )],
+        )
+        .with_aliases(model_tool_name);
+        let alias = model_tool_name("docs.v2__read.page");
+        assert_eq!(table.get(&alias).unwrap().upstream, "read.page");
+        assert_eq!(
+            table.get("docs.v2__read.page").unwrap().upstream,
+            "read.page"
+        );
     }
 
     #[test]

@@ -378,6 +378,23 @@ impl TransportSpec {
         shown
     }
 
+    /// A copy safe to show to someone the server is shared with who may not change it: every
+    /// header and environment value, and every argument, as `********`, whatever their names
+    /// (`DB_URL=postgres://user:password@...` looks harmless), besides what [`Self::redacted`]
+    /// hides.
+    pub fn redacted_for_users(&self) -> Self {
+        let mut shown = self.redacted();
+        for value in shown.named_values_mut() {
+            value.value = REDACTED.to_owned();
+        }
+        if let Self::Stdio { args, .. } | Self::Approved { args, .. } = &mut shown {
+            for arg in args.iter_mut() {
+                *arg = REDACTED.to_owned();
+            }
+        }
+        shown
+    }
+
     /// Every name/value pair that belongs to this transport (headers or env).
     pub fn named_values(&self) -> &[NamedValue] {
         match self {

@@ -17,6 +17,18 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
+/// Tool names no client should be shown as they are: an escape sequence and a bell, a line
+/// break, a path, an empty name, ten thousand characters.
+pub fn hostile_tool_names() -> Vec<String> {
+    vec![
+        "evil\u{1b}[2J\u{7}".to_owned(),
+        "line\r\nbreak".to_owned(),
+        "../../etc/passwd".to_owned(),
+        String::new(),
+        "y".repeat(10_000),
+    ]
+}
+
 /// Which protocol revisions the fixture speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
@@ -39,6 +51,13 @@ pub struct FixtureState {
     pub extra_tool: AtomicBool,
     /// Make `tools/list` return the same cursor forever.
     pub repeat_cursor: AtomicBool,
+    /// List tools whose names are no tool names ([`hostile_tool_names`]) besides the usual.
+    pub hostile_names: AtomicBool,
+    /// While above 0, `tools/list` pages forever: each page one tool with a description of this
+    /// many bytes, and a new cursor.
+    pub endless_pages_of: AtomicUsize,
+    /// `tools/list` pages served.
+    pub pages_served: AtomicUsize,
     /// Answer the next request that carries a session id with 404 (session expired).
     pub expire_session_once: AtomicBool,
     /// POSTs that carried no session id (discover probes and initializes).
@@ -161,6 +180,15 @@ impl FixtureServer {
                 object(json!({"type": "object", "properties": {"q": {"type": "string", "x-mcp-header": "Bad Name"}}})),
             ));
         }
+        if self.state.hostile_names.load(Ordering::SeqCst) {
+            for name in hostile_tool_names() {
+                tools.push(Tool::new(
+                    name,
+                    "A tool whose name is no tool name\u{1b}[31m",
+                    object(json!({"type": "object"})),
+                ));
+            }
+        }
         if self.state.extra_tool.load(Ordering::SeqCst) {
             tools.push(Tool::new(
                 "late",
@@ -231,6 +259,18 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let served = self.state.pages_served.fetch_add(1, Ordering::SeqCst);
+        let size = self.state.endless_pages_of.load(Ordering::SeqCst);
+        if size > 0 {
+            let tool = Tool::new(
+                format!("big_{served}"),
+                "x".repeat(size),
+                object(json!({"type": "object"})),
+            );
+            let mut page = ListToolsResult::with_all_items(vec![tool]);
+            page.next_cursor = Some(format!("page-{served}"));
+            return Ok(page);
+        }
         if self.state.repeat_cursor.load(Ordering::SeqCst) {
             let mut page = ListToolsResult::with_all_items(self.tools());
             page.next_cursor = Some("same".into());
@@ -261,6 +301,11 @@ impl ServerHandler for FixtureServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self.state.hostile_names.load(Ordering::SeqCst)
+            && hostile_tool_names().iter().any(|n| *n == request.name)
+        {
+            return Ok(text_result(format!("called {:?}", request.name)));
+        }
         let args = request.arguments.unwrap_or_default();
         *self
             .state

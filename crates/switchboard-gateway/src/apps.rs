@@ -152,9 +152,24 @@ pub(crate) async fn create(
         "url": format!("{VIEW_PATH}{id}"),
         "csp": policy,
         "prefers_border": ui.get("prefersBorder"),
-        "permissions": ui.get("permissions"),
+        "permissions": granted(&ui["permissions"], &app.app_permissions),
     }))
     .into_response())
+}
+
+/// Of the permissions a view asks for (`_meta.ui.permissions`: `camera`, `microphone`,
+/// `geolocation`, `clipboardWrite`), those the operator lets views have
+/// (`serve --app-permission`); none otherwise. A server's view does not get a person's camera
+/// because it asked: the console frames it with only what this grants.
+pub(crate) fn granted(asked: &Value, allowed: &[String]) -> Value {
+    let granted: serde_json::Map<String, Value> = asked
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| allowed.iter().any(|a| a == *name))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    Value::Object(granted)
 }
 
 /// `GET /apps/view/{id}`: the view's page, under its policy and sandboxed.
@@ -255,6 +270,17 @@ pub(crate) fn policy_for(csp: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_gets_only_the_permissions_the_operator_allows() {
+        let asked = json!({"camera": {}, "microphone": {}, "clipboardWrite": {}});
+        assert_eq!(granted(&asked, &[]), json!({}), "nothing by default");
+        assert_eq!(
+            granted(&asked, &["clipboardWrite".to_owned()]),
+            json!({"clipboardWrite": {}})
+        );
+        assert_eq!(granted(&Value::Null, &["camera".to_owned()]), json!({}));
+    }
 
     #[test]
     fn a_view_without_metadata_gets_the_strict_default() {

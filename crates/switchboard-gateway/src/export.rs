@@ -10,6 +10,10 @@
 //! - `format=openai`: Responses API function tools (`type: function`, `name`, `description`,
 //!   `parameters`), with `defer_loading` the same way and `{"type": "tool_search"}` first.
 //!
+//! In the model formats a name those APIs would refuse (a `.`, more than 64 characters, a leading
+//! digit) is given in a form they take ([`switchboard_core::exposure::model_tool_name`]), by
+//! which calls reach the tool as well.
+//!
 //! `user=<id>` and `thread=<id>` leave out the tools turned off for that conversation
 //! (activation layers). `defer=none` marks nothing deferred (and adds no search tool). A tool only named agents may
 //! call is left out of the model formats: no model may call it. OpenAI has no programmatic
@@ -95,13 +99,18 @@ pub(crate) fn export(tools: &[ExportedTool<'_>], query: &ExportQuery) -> Value {
     let description =
         |tool: &ExportedTool<'_>| tool.tool.description.as_deref().unwrap_or("").to_owned();
     let schema = |tool: &ExportedTool<'_>| Value::Object((*tool.tool.input_schema).clone());
+    // The model APIs' own rule for names (a `.` or a leading digit refuses the whole list);
+    // Switchboard takes the name they get for a call as well.
+    let model_name = |tool: &ExportedTool<'_>| {
+        switchboard_core::exposure::model_tool_name(&tool.tool.name).into_owned()
+    };
     match query.format {
         Format::Mcp => json!({ "tools": tools.iter().map(|t| t.tool).collect::<Vec<_>>() }),
         Format::Anthropic => {
             let mut listed = Vec::new();
             for tool in tools.iter().filter(|t| switchboard_hub::for_models(t.tool)) {
                 let mut entry = json!({
-                    "name": tool.tool.name,
+                    "name": model_name(tool),
                     "description": description(tool),
                     "input_schema": schema(tool),
                 });
@@ -144,7 +153,7 @@ pub(crate) fn export(tools: &[ExportedTool<'_>], query: &ExportQuery) -> Value {
                 }
                 let mut entry = json!({
                     "type": "function",
-                    "name": tool.tool.name,
+                    "name": model_name(tool),
                     "description": description(tool),
                     "parameters": schema(tool),
                 });

@@ -18,6 +18,7 @@ mod apps;
 mod commands;
 mod events;
 mod export;
+pub mod listener;
 pub mod mcp;
 mod oauth;
 pub mod origins;
@@ -67,6 +68,8 @@ pub struct StatusResponse {
     pub servers: Vec<ServerStatus>,
     /// Names more than one server exposes, withheld from the aggregated MCP server.
     pub collisions: Vec<switchboard_core::exposure::Collision>,
+    /// Tools exposed under another name than their server's, which is not a valid tool name.
+    pub renamed: Vec<switchboard_hub::Renamed>,
 }
 
 /// What every route shares.
@@ -82,6 +85,8 @@ pub(crate) struct AppState {
     pub(crate) views: Arc<apps::Views>,
     /// A multi-user daemon's users, whose credentials prove who confirms a sign-in.
     pub(crate) users: Option<Arc<Users>>,
+    /// The permissions MCP Apps views may have (`serve --app-permission`).
+    pub(crate) app_permissions: Arc<Vec<String>>,
 }
 
 /// Who may use the front doors.
@@ -116,6 +121,18 @@ impl Access {
     /// Access for holders of `keys`.
     pub fn api_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Self {
         Self::ApiKeys(Arc::new(keys.into_iter().map(digest).collect()))
+    }
+
+    /// Who holds the key `request` presents, when it is one of these keys (the rate limit's
+    /// client then).
+    fn key_holder(&self, request: &Request) -> Option<mcp::conversation::VerifiedClient> {
+        let keys = match self {
+            Self::Loopback { keys } | Self::ApiKeys(keys) => keys,
+            Self::Users(_) => return None,
+        };
+        let key = presented_key(request.headers())?;
+        keys.contains(&digest(&key))
+            .then(|| mcp::conversation::key_holder(&key))
     }
 
     /// Why `request`, sent by `sender`, may not pass, if it may not.
@@ -227,6 +244,8 @@ pub(crate) struct RouterParts {
     pub(crate) origins: Arc<BrowserOrigins>,
     /// A multi-user daemon's users.
     pub(crate) users: Option<Arc<Users>>,
+    /// The permissions MCP Apps views may have.
+    pub(crate) app_permissions: Arc<Vec<String>>,
 }
 
 impl RouterParts {
@@ -244,6 +263,7 @@ impl RouterParts {
             views: Arc::default(),
             origins: Arc::new(origins),
             users: None,
+            app_permissions: Arc::default(),
         }
     }
 }
@@ -270,6 +290,7 @@ pub(crate) fn workspace_router(
         stop,
         views: parts.views.clone(),
         users: parts.users.clone(),
+        app_permissions: parts.app_permissions.clone(),
     };
     Router::new()
         .merge(
@@ -356,38 +377,44 @@ pub(crate) fn workspace_router(
         .route("/oauth/client-metadata.json", get(oauth::client_metadata))
         // One layer for every check: every layer costs each request a clone of the service
         // below it and a boxed future.
-        .layer(middleware::from_fn(move |request: Request, next: Next| {
-            let (access, draining, origins) = (access.clone(), draining.clone(), origins.clone());
-            async move {
-                // Without an access guard, the dispatcher judged the request already.
-                let sender = match &access {
-                    Some(access) => {
-                        let sender = match origins.judge(&request) {
-                            Ok(sender) => sender,
-                            Err(refusal) => return refusal.into_response(),
-                        };
-                        if let origins::Sender::CorsApp(origin) = &sender
-                            && request.method() == axum::http::Method::OPTIONS
-                        {
-                            return origins::preflight(origin.clone());
+        .layer(middleware::from_fn(
+            move |mut request: Request, next: Next| {
+                let (access, draining, origins) =
+                    (access.clone(), draining.clone(), origins.clone());
+                async move {
+                    // Without an access guard, the dispatcher judged the request already.
+                    let sender = match &access {
+                        Some(access) => {
+                            let sender = match origins.judge(&request) {
+                                Ok(sender) => sender,
+                                Err(refusal) => return refusal.into_response(),
+                            };
+                            if let origins::Sender::CorsApp(origin) = &sender
+                                && request.method() == axum::http::Method::OPTIONS
+                            {
+                                return origins::preflight(origin.clone());
+                            }
+                            if let Some(refusal) = access.refusal(&request, &sender) {
+                                return refusal.into_response();
+                            }
+                            if let Some(holder) = access.key_holder(&request) {
+                                request.extensions_mut().insert(holder);
+                            }
+                            sender
                         }
-                        if let Some(refusal) = access.refusal(&request, &sender) {
-                            return refusal.into_response();
-                        }
-                        sender
+                        None => origins::Sender::Trusted,
+                    };
+                    if request.method() == axum::http::Method::POST && draining.is_draining() {
+                        return shutting_down();
                     }
-                    None => origins::Sender::Trusted,
-                };
-                if request.method() == axum::http::Method::POST && draining.is_draining() {
-                    return shutting_down();
+                    let mut response = next.run(request).await;
+                    if let origins::Sender::CorsApp(origin) = sender {
+                        origins::grant(&mut response, origin);
+                    }
+                    response
                 }
-                let mut response = next.run(request).await;
-                if let origins::Sender::CorsApp(origin) = sender {
-                    origins::grant(&mut response, origin);
-                }
-                response
-            }
-        }))
+            },
+        ))
         .with_state(state)
 }
 
@@ -513,6 +540,7 @@ async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
         version: env!("CARGO_PKG_VERSION"),
         servers: app.hub.status(),
         collisions: app.hub.exposed().collisions().cloned().collect(),
+        renamed: app.hub.exposed().renamed_tools().collect(),
     })
 }
 
@@ -683,6 +711,8 @@ pub struct Gateway {
     tools_view: mcp::ToolsView,
     public_url: Option<url::Url>,
     cors_origins: Vec<WebOrigin>,
+    limits: listener::Limits,
+    app_permissions: Vec<String>,
 }
 
 impl Gateway {
@@ -697,6 +727,8 @@ impl Gateway {
             tools_view: mcp::ToolsView::All,
             public_url: None,
             cors_origins: Vec::new(),
+            limits: listener::Limits::default(),
+            app_permissions: Vec::new(),
         })
     }
 
@@ -705,6 +737,19 @@ impl Gateway {
     /// instead of the listen address.
     pub fn with_public_url(mut self, url: url::Url) -> Self {
         self.public_url = Some(url);
+        self
+    }
+
+    /// Lets MCP Apps views have these of the permissions they ask for (`camera`,
+    /// `microphone`, `geolocation`, `clipboardWrite`); none unless given.
+    pub fn with_app_permissions(mut self, permissions: Vec<String>) -> Self {
+        self.app_permissions = permissions;
+        self
+    }
+
+    /// Takes connections within `limits` (per client address, header and body timeouts).
+    pub fn with_connection_limits(mut self, limits: listener::Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -757,6 +802,7 @@ impl Gateway {
         };
         let origins = BrowserOrigins::new(self.public_url.as_ref(), self.cors_origins);
         let mut parts = RouterParts::new(callback, stop.clone(), self.tools_view, origins);
+        parts.app_permissions = Arc::new(self.app_permissions);
         let (app, workspaces) = match access {
             Access::Users(users) => {
                 parts.users = Some(users.clone());
@@ -765,36 +811,29 @@ impl Gateway {
             }
             access => (workspace_router(shared, Some(access), &parts), None),
         };
-        // Responses go out in several writes (SSE): without TCP_NODELAY, Nagle's algorithm and
-        // the client's delayed ACK hold each one back by up to 40 ms.
-        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
-            }
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let unfinished = match &workspaces {
-                    Some(workspaces) => {
-                        let (local, users) =
-                            tokio::join!(draining.drain(drain), workspaces.drain(drain));
-                        local + users
-                    }
-                    None => draining.drain(drain).await,
-                };
-                if unfinished > 0 {
-                    tracing::warn!(
-                        unfinished,
-                        "requests still in flight after the drain deadline are cut off"
-                    );
+        let shutdown = async move {
+            shutdown.await;
+            let unfinished = match &workspaces {
+                Some(workspaces) => {
+                    let (local, users) =
+                        tokio::join!(draining.drain(drain), workspaces.drain(drain));
+                    local + users
                 }
-                // A request that just finished has its response queued on its stream: give the
-                // streams a moment to flush before closing them.
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                // Long-lived SSE streams would hold the graceful shutdown open.
-                streams.cancel();
-            })
+                None => draining.drain(drain).await,
+            };
+            if unfinished > 0 {
+                tracing::warn!(
+                    unfinished,
+                    "requests still in flight after the drain deadline are cut off"
+                );
+            }
+            // A request that just finished has its response queued on its stream: give the
+            // streams a moment to flush before closing them.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            // Long-lived SSE streams would hold the graceful shutdown open.
+            streams.cancel();
+        };
+        listener::serve(self.listener, app, self.limits, shutdown)
             .await
             .map_err(GatewayError::Serve)
     }

@@ -86,7 +86,16 @@ fn server_view(app: &AppState, def: &ServerDefinition, owners: &Owners) -> Value
         .status()
         .into_iter()
         .find(|status| status.server == def.id);
-    let mut view = serde_json::to_value(def.redacted()).unwrap_or_default();
+    let mut shown = def.redacted();
+    // A member sees what a shared server is, not the values it runs with (they are the
+    // tenant's, and a name does not say which hold credentials).
+    if let Owners::User(own) = owners
+        && !own.contains(&def.id)
+        && !app.hub.store().workspace().manages_tenant()
+    {
+        shown.transport = shown.transport.redacted_for_users();
+    }
+    let mut view = serde_json::to_value(shown).unwrap_or_default();
     if let Some(object) = view.as_object_mut() {
         object.insert(
             "status".into(),

@@ -205,6 +205,8 @@ type LookedUp = (Option<Principal>, Instant);
 struct OpenWorkspace {
     router: Router,
     shared: Arc<crate::mcp::Shared>,
+    /// Ends the workspace's long-lived streams (events, MCP sessions' streams) when it closes.
+    stop: tokio_util::sync::CancellationToken,
     /// Milliseconds since the dispatcher started, at the last request.
     last_used: AtomicU64,
 }
@@ -261,6 +263,7 @@ impl Dispatcher {
                     };
                     if now != seen {
                         dispatcher.forget_keys();
+                        dispatcher.close_workspaces_of_removed_users().await;
                         seen = now;
                     }
                 }
@@ -432,14 +435,52 @@ impl Dispatcher {
             self.local_shared.session_limits(),
             self.parts.tools_view,
         );
-        let router = workspace_router(shared.clone(), None, &self.parts);
+        let mut parts = self.parts.clone();
+        parts.stop = self.parts.stop.child_token();
+        let router = workspace_router(shared.clone(), None, &parts);
         let workspace = Arc::new(OpenWorkspace {
             router,
             shared,
+            stop: parts.stop,
             last_used: AtomicU64::new(self.now_ms()),
         });
         tracing::info!(user = %principal, "opened a workspace");
         Ok(workspace)
+    }
+
+    /// Closes the open workspaces whose user was removed, or whose tenant was: their event
+    /// streams and sessions end and their servers stop at once, rather than running on for a
+    /// user who is gone. (A user whose role changed gets a fresh workspace at their next
+    /// request.)
+    async fn close_workspaces_of_removed_users(&self) {
+        let open: Vec<(TenantId, UserId)> = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for (tenant, user) in open {
+            match self.users.store.user(&tenant, &user).await {
+                Ok(Some(_)) => continue,
+                Ok(None) => {}
+                // The tenant went with its users.
+                Err(switchboard_store::StoreError::Missing(_)) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "cannot check whether a user still exists");
+                    continue;
+                }
+            }
+            let slot = self
+                .open
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&(tenant.clone(), user.clone()));
+            if let Some(workspace) = slot.and_then(|slot| slot.workspace.get().cloned()) {
+                tracing::info!(user = %format!("{tenant}/{user}"), "closing the workspace of a removed user");
+                close(workspace).await;
+            }
+        }
     }
 
     /// Closes, every minute, the workspaces unused for [`Users::idle`] that have no session.
@@ -497,6 +538,7 @@ impl Dispatcher {
 }
 
 async fn close(workspace: Arc<OpenWorkspace>) {
+    workspace.stop.cancel();
     workspace.shared.hub().shutdown().await;
 }
 
@@ -524,8 +566,19 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
     }
     match dispatcher.identify(request.headers()).await {
         Err(refused) => refused,
-        Ok(Caller::Operator) => forward(&dispatcher.local, request).await,
+        Ok(Caller::Operator) => {
+            if let Some(key) = presented_key(request.headers()) {
+                let holder = crate::mcp::conversation::key_holder(&key);
+                request.extensions_mut().insert(holder);
+            }
+            forward(&dispatcher.local, request).await
+        }
         Ok(Caller::User(principal)) => {
+            request
+                .extensions_mut()
+                .insert(crate::mcp::conversation::VerifiedClient(format!(
+                    "user {principal}"
+                )));
             let headers = request.headers_mut();
             match headers.get(USER_HEADER).map(HeaderValue::as_bytes) {
                 Some(named) if named != principal.user.as_str().as_bytes() => {

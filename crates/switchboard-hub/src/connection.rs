@@ -442,7 +442,9 @@ impl ConnectionTask {
                 data,
                 to_caller,
             } => {
-                tracing::info!(target: "switchboard::upstream::log", server = %self.server(), level, logger, %data);
+                // A server's own log messages reach clients and consoles through the events; the
+                // daemon's log takes them at debug only (a server may send thousands a second).
+                tracing::debug!(target: "switchboard::upstream::log", server = %self.server(), level, logger, %data);
                 let _ = self.events.send(HubEvent::Log {
                     server: self.server().clone(),
                     level,

@@ -103,6 +103,17 @@ pub struct ExposedCatalog {
     pub(crate) tool_vectors: std::sync::OnceLock<Vec<std::sync::Arc<[f32]>>>,
 }
 
+/// A tool exposed under another name than its prefixed name, which is not a valid tool name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Renamed {
+    /// The server.
+    pub server: ServerId,
+    /// The server's name for it (escape it before showing it on a terminal).
+    pub original: String,
+    /// The name clients call it by.
+    pub exposed: String,
+}
+
 /// Change counters of the exposed lists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Revisions {
@@ -146,13 +157,16 @@ impl ExposedCatalog {
                     )
                 })
             }),
-        );
+        )
+        // Model APIs take fewer names than MCP: a call may name a tool as they do.
+        .with_aliases(switchboard_core::exposure::model_tool_name);
         let prompts = NameTable::build(
             "prompt",
             contributions.iter().flat_map(|c| {
                 c.catalog.prompts.iter().map(|prompt| {
                     let mut exposed = prompt.clone();
-                    exposed.name = c.prefix.name(&prompt.name);
+                    exposed.name =
+                        switchboard_core::exposure::exposed_tool_name(&c.prefix, &prompt.name);
                     (exposed.name.clone(), entry(c, prompt.name.clone(), exposed))
                 })
             }),
@@ -254,6 +268,23 @@ impl ExposedCatalog {
         })
     }
 
+    /// Tools whose prefixed name would not be a valid tool name (control characters, `..`, too
+    /// long, empty): each server's original name with the name it is exposed by.
+    pub fn renamed_tools(&self) -> impl Iterator<Item = Renamed> + '_ {
+        self.tools.iter().filter_map(|exposed| {
+            let prefix = self
+                .prefixes
+                .iter()
+                .find(|(server, _)| *server == exposed.server)
+                .map(|(_, prefix)| prefix)?;
+            (prefix.name(&exposed.upstream) != exposed.item.name.as_ref()).then(|| Renamed {
+                server: exposed.server.clone(),
+                original: exposed.upstream.clone(),
+                exposed: exposed.item.name.to_string(),
+            })
+        })
+    }
+
     /// Names withheld because more than one server exposes them.
     pub fn collisions(&self) -> impl Iterator<Item = &Collision> {
         self.tools
@@ -348,7 +379,7 @@ pub fn for_models(tool: &Tool) -> bool {
 /// the older flat `_meta["ui/resourceUri"]`) pointing at the prefixed resource.
 fn expose_tool(prefix: &Prefix, tool: &Tool) -> Tool {
     let mut exposed = tool.clone();
-    exposed.name = prefix.name(&tool.name).into();
+    exposed.name = switchboard_core::exposure::exposed_tool_name(prefix, &tool.name).into();
     if let Some(MetaObject(meta)) = exposed.meta.as_mut() {
         if let Some(uri) = meta
             .get_mut("ui")

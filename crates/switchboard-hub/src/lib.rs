@@ -35,7 +35,7 @@ pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_aut
 pub use configure::{ConnectionTest, ImportOutcome};
 pub use event::{ConfigChange, HubEvent, ServerStatus};
 pub use exposed::{
-    ExposeUris, ExposedCatalog, LONG_NAME, Revisions, UnknownResource, for_models,
+    ExposeUris, ExposedCatalog, LONG_NAME, Renamed, Revisions, UnknownResource, for_models,
     long_name_warning, tool_document,
 };
 pub use inspector::TrafficMessage;

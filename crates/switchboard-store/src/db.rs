@@ -90,16 +90,62 @@ macro_rules! on_db {
 }
 pub(crate) use on_db;
 
+/// Makes `path` (a file, or a directory when `mode` has execute bits) its owner's alone: made
+/// with `mode` when it does not exist yet (files), tightened to it when it is looser. Where that
+/// cannot be done, says so and goes on.
+pub(crate) fn keep_private(path: &Path, mode: u32) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let is_dir = mode & 0o100 != 0;
+        if !is_dir && !path.exists() {
+            let made = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(path);
+            if let Err(error) = made
+                && error.kind() != std::io::ErrorKind::AlreadyExists
+            {
+                tracing::warn!(path = %path.display(), %error, "cannot create the file private to its owner");
+            }
+            return;
+        }
+        let Ok(metadata) = std::fs::metadata(path) else {
+            return;
+        };
+        if metadata.permissions().mode() & 0o077 != 0
+            && let Err(error) =
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        {
+            tracing::warn!(
+                path = %path.display(),
+                %error,
+                "others may read this file or directory, and its permissions cannot be narrowed: run chmod {:o} on it",
+                mode
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+}
+
 /// How long a PostgreSQL connection may take to open before the store gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Db {
     /// Opens the SQLite file at `path`, creating it, and applies pending migrations.
     pub(crate) async fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
+        // The file holds every sealed secret: its owner's alone, from its first byte (SQLite
+        // gives its journal files the main file's permissions).
+        keep_private(path, 0o600);
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
+            // What is deleted or overwritten is zeroed, not left in free pages: an old
+            // ciphertext does not outlive a key rotation in the file.
+            .pragma("secure_delete", "ON")
             // Every commit is durable when it returns: a rotated refresh token must be on disk
             // before it is used.
             .synchronous(SqliteSynchronous::Full)
@@ -110,6 +156,11 @@ impl Db {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        for journal in ["-wal", "-shm"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(journal);
+            keep_private(Path::new(&name), 0o600);
+        }
         Ok(Self::Sqlite(pool))
     }
 

@@ -333,6 +333,38 @@ impl Store {
         Ok(resealed)
     }
 
+    /// Rewrites the database so that no old ciphertext stays in it after a rotation: on SQLite
+    /// (whose deleted pages `secure_delete` zeroes) the file is rebuilt with `VACUUM` and the
+    /// write-ahead log emptied; on PostgreSQL the tables that hold secrets are vacuumed (their
+    /// old row versions become free space, which PostgreSQL does not zero). Says which.
+    pub async fn compact(&self) -> Result<&'static str, StoreError> {
+        on_db!(&self.db, pool => {
+            match self.engine() {
+                "sqlite" => {
+                    sqlx::query("VACUUM").execute(pool).await?;
+                    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(pool).await?;
+                }
+                _ => {
+                    sqlx::query(
+                        "VACUUM servers, oauth_grants, oauth_clients, user_server_settings, \
+                         tenant_keys, approved_commands, pending_sign_ins, store_meta",
+                    )
+                    .execute(pool)
+                    .await?;
+                }
+            }
+            Ok::<(), sqlx::Error>(())
+        })?;
+        Ok(match self.engine() {
+            "sqlite" => {
+                "the old ciphertexts were overwritten: the database file was rewritten (SQLite secure_delete and VACUUM)"
+            }
+            _ => {
+                "PostgreSQL keeps the old row versions as free space after VACUUM (which ran) until it reuses it; its own backups and WAL archives keep them longer"
+            }
+        })
+    }
+
     /// Replaces the master key with `new`: every value is first sealed again under its tenant's
     /// data key (so none depends on the master key directly but the keys themselves), then the
     /// data keys, the client registrations and the store's check value are wrapped with `new`,

@@ -609,6 +609,16 @@ impl Store {
                 .await?
                 .into();
         }
+        // A command's arguments carry credentials as often as its environment does
+        // (`--token=...`): sealed too, as one value.
+        if let Some(object) = json.as_object_mut()
+            && let Some(args) = object.remove("args")
+            && args.as_array().is_some_and(|a| !a.is_empty())
+        {
+            let plain = serde_json::to_string(&args).map_err(|e| corrupt(&def.id, e))?;
+            let sealed = self.seal_for(tenant, &args_context(key), &plain).await?;
+            object.insert(SEALED_ARGS.into(), sealed.into());
+        }
         serde_json::to_string(&json).map_err(|e| corrupt(&def.id, e))
     }
 
@@ -666,6 +676,20 @@ impl Store {
                 .unseal_for(&tenant, &url_context(key), &sealed)
                 .await?
                 .into();
+        }
+        if let Some(object) = json.as_object_mut()
+            && let Some(sealed) = object.remove(SEALED_ARGS)
+        {
+            let plain = self
+                .unseal_for(
+                    &tenant,
+                    &args_context(key),
+                    sealed.as_str().unwrap_or_default(),
+                )
+                .await?;
+            let args: serde_json::Value =
+                serde_json::from_str(&plain).map_err(|e| corrupt(&id, e))?;
+            object.insert("args".into(), args);
         }
         let mut transport: TransportSpec =
             serde_json::from_value(json).map_err(|e| corrupt(&id, e))?;
@@ -762,6 +786,13 @@ fn url_context(key: &str) -> String {
     format!("server:{key}/url")
 }
 
+/// Where a stored transport keeps its sealed arguments (rows written before keep `args`).
+const SEALED_ARGS: &str = "args_sealed";
+
+fn args_context(key: &str) -> String {
+    format!("server:{key}/args")
+}
+
 /// The probe cache's key for a URL: its SHA-256, so the cache never holds the URL itself.
 fn target_digest(target: &str) -> String {
     use sha2::Digest;
@@ -790,6 +821,8 @@ fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
         error,
     };
     if dir.is_dir() {
+        // A directory made before (by an older version, or by hand) is tightened too.
+        db::keep_private(dir, 0o700);
         return Ok(());
     }
     let mut builder = std::fs::DirBuilder::new();

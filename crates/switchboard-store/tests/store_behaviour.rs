@@ -107,6 +107,8 @@ on_both_engines!(
     each_tenants_secrets_are_sealed_with_its_own_data_key_and_survive_both_rotations,
     a_users_own_settings_for_a_shared_server_are_theirs_alone_and_sealed,
     a_pending_sign_in_is_sealed_claimed_once_by_any_process_and_only_while_it_lives,
+    a_commands_arguments_are_sealed_and_rows_from_before_still_read,
+    after_a_rotation_no_old_ciphertext_stays_in_the_database,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -1407,4 +1409,98 @@ async fn a_pending_sign_in_is_sealed_claimed_once_by_any_process_and_only_while_
             .is_none(),
         "the user is gone"
     );
+}
+
+/// The data directory and the database file are their owner's alone: made so, and tightened
+/// when an earlier version or a person left them open to others.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_directory_and_database_are_their_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let place = Place::sqlite();
+    let store = place.open().await;
+    store
+        .add_server(&http_server("a", "https://a.test/mcp"))
+        .await
+        .unwrap();
+    store.close().await;
+    let StoreLocation::Sqlite(file) = &place.location else {
+        unreachable!()
+    };
+    assert_eq!(mode(file), 0o600);
+    // Opened up by hand, then opened again: tightened.
+    std::fs::set_permissions(place.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let store = place.open().await;
+    store.close().await;
+    assert_eq!(mode(place.dir.path()), 0o700);
+    assert_eq!(mode(file), 0o600);
+}
+
+/// A command's arguments are sealed like its environment (`--token=...` is as secret); a row
+/// written before, with its arguments in the clear, still reads.
+async fn a_commands_arguments_are_sealed_and_rows_from_before_still_read(place: Place) {
+    let store = place.open().await;
+    let def = ServerDefinition::new(
+        ServerId::new("tool").unwrap(),
+        TransportSpec::stdio(
+            "npx",
+            vec!["server-x".into(), "--token=arg-secret-value".into()],
+            vec![],
+            None,
+        )
+        .unwrap(),
+    );
+    store.add_server(&def).await.unwrap();
+    assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def.clone()));
+    assert!(!place.raw().await.contains("arg-secret-value"));
+
+    // As an earlier release stored it: the arguments in the clear.
+    on_database!(place, |pool| {
+        sqlx::query(
+            "UPDATE servers SET transport_json = '{\"type\":\"stdio\",\"command\":\"npx\",\"args\":[\"old-plain\"],\"env\":[],\"cwd\":null}' WHERE name = 'tool'",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+    });
+    let old = store.get_server(&def.id).await.unwrap().unwrap();
+    let TransportSpec::Stdio { args, .. } = old.transport else {
+        panic!("stdio");
+    };
+    assert_eq!(args, ["old-plain"]);
+}
+
+/// After a key rotation the database holds no old ciphertext: SQLite's file and log are
+/// rewritten (secure_delete, VACUUM); PostgreSQL's tables are vacuumed.
+async fn after_a_rotation_no_old_ciphertext_stays_in_the_database(place: Place) {
+    let store = place.open().await;
+    let def = http_server("notion", "https://mcp.notion.com/mcp");
+    store.add_server(&def).await.unwrap();
+    let before: String = on_database!(place, |pool| {
+        sqlx::query_scalar("SELECT transport_json FROM servers WHERE name = 'notion'")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    });
+    let sealed: String = serde_json::from_str::<serde_json::Value>(&before).unwrap()["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tenant = switchboard_core::TenantId::default_tenant();
+    store.rotate_tenant_key(&tenant).await.unwrap();
+    let said = store.compact().await.unwrap();
+    assert_eq!(store.get_server(&def.id).await.unwrap(), Some(def));
+    match &place.location {
+        StoreLocation::Sqlite(_) => {
+            assert!(said.contains("overwritten"), "{said}");
+            assert!(
+                !place.raw().await.contains(&sealed),
+                "the old ciphertext is gone from the file and its log"
+            );
+        }
+        StoreLocation::Postgres(_) => assert!(said.contains("VACUUM"), "{said}"),
+    }
 }

@@ -21,6 +21,21 @@ pub enum UpstreamError {
         /// The OS error (in the message, so not also a `source`).
         error: std::io::Error,
     },
+    /// A list the server pages through outgrew what one server may hold.
+    #[error(
+        "the server's {what} list grew past what Switchboard holds for one server ({items} items, {} MiB so far; at most {} items and {} MiB): it is not taken",
+        .bytes / (1024 * 1024),
+        crate::upstream::MAX_LIST_ITEMS,
+        crate::upstream::MAX_LIST_BYTES / (1024 * 1024)
+    )]
+    ListTooLarge {
+        /// Which list.
+        what: &'static str,
+        /// Items read so far.
+        items: usize,
+        /// Bytes read so far.
+        bytes: usize,
+    },
     /// The server may not be started or reached as defined (an approved command that is gone,
     /// or a choice it does not allow; an address the network rules refuse).
     #[error("not allowed: {0}")]

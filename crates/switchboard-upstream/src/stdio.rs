@@ -22,6 +22,83 @@ const STDERR_TAIL_LINES: usize = 20;
 /// Longer stderr lines are split.
 const MAX_STDERR_LINE_BYTES: usize = 8 * 1024;
 
+/// Lines of one child's stderr logged at info per window; the rest go to debug and are counted.
+const LOGGED_LINES_PER_WINDOW: u32 = 20;
+/// The window [`LOGGED_LINES_PER_WINDOW`] is counted over.
+const LOG_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How much of a child's stderr the log takes at info: a server that floods its stderr must
+/// not flood the daemon's log (or its disk) with it. Lines beyond the window's share are logged
+/// at debug only, and how many there were is said at info when the window ends.
+#[derive(Debug, Default)]
+struct LogBudget {
+    window: Option<tokio::time::Instant>,
+    logged: u32,
+    held_back: u64,
+}
+
+/// One server's budget, shared by every process it is started as (a connection may start it
+/// more than once, and a crashing one restarts).
+type SharedBudget = Arc<Mutex<LogBudget>>;
+
+fn lock(budget: &SharedBudget) -> std::sync::MutexGuard<'_, LogBudget> {
+    budget.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl LogBudget {
+    /// The budget of server `server`.
+    fn of(server: &str) -> SharedBudget {
+        static BUDGETS: std::sync::LazyLock<
+            Mutex<std::collections::HashMap<String, SharedBudget>>,
+        > = std::sync::LazyLock::new(Mutex::default);
+        BUDGETS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(server.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Whether the next line is logged at info.
+    fn admit(&mut self, server: &str) -> bool {
+        let now = tokio::time::Instant::now();
+        if self.window.is_none_or(|start| now >= start + LOG_WINDOW) {
+            self.say_dropped(server);
+            self.window = Some(now);
+            self.logged = 0;
+        }
+        if self.logged < LOGGED_LINES_PER_WINDOW {
+            self.logged += 1;
+            true
+        } else {
+            self.held_back += 1;
+            false
+        }
+    }
+
+    /// When the window holding back lines ends, if it holds any back.
+    fn window_end(&self) -> Option<tokio::time::Instant> {
+        (self.held_back > 0)
+            .then_some(self.window)
+            .flatten()
+            .map(|start| start + LOG_WINDOW)
+    }
+
+    /// Says at info how many lines were held back, if any.
+    fn say_dropped(&mut self, server: &str) {
+        if self.held_back > 0 {
+            tracing::info!(
+                target: "switchboard::upstream::stderr",
+                server,
+                "{} more lines of its stderr were logged at debug only (at most {LOGGED_LINES_PER_WINDOW} every {} s at info)",
+                self.held_back,
+                LOG_WINDOW.as_secs()
+            );
+            self.held_back = 0;
+        }
+    }
+}
+
 /// The last lines a child wrote to stderr.
 #[derive(Debug, Clone, Default)]
 pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
@@ -111,21 +188,42 @@ pub fn spawn(
             // Read to EOF whatever the bytes are: a child whose stderr pipe fills up blocks.
             let mut reader = BufReader::new(stderr);
             let mut buffer = Vec::new();
+            let budget = LogBudget::of(&server);
             loop {
-                buffer.clear();
-                match (&mut reader)
-                    .take(MAX_STDERR_LINE_BYTES as u64)
-                    .read_until(b'\n', &mut buffer)
-                    .await
-                {
+                let mut limited = (&mut reader).take(MAX_STDERR_LINE_BYTES as u64);
+                let read = limited.read_until(b'\n', &mut buffer);
+                // While lines are held back, say how many once the window ends, even if the
+                // child then falls silent. (A line read in part meanwhile stays in `buffer`.)
+                let window_end = lock(&budget).window_end();
+                let read = match window_end {
+                    Some(end) => tokio::select! {
+                        read = read => read,
+                        () = tokio::time::sleep_until(end) => {
+                            lock(&budget).say_dropped(&server);
+                            continue;
+                        }
+                    },
+                    None => read.await,
+                };
+                match read {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
                         let line = String::from_utf8_lossy(&buffer).trim_end().to_owned();
-                        tracing::info!(target: "switchboard::upstream::stderr", server, "{line}");
+                        let admitted = lock(&budget).admit(&server);
+                        match admitted {
+                            true => {
+                                tracing::info!(target: "switchboard::upstream::stderr", server, "{line}")
+                            }
+                            false => {
+                                tracing::debug!(target: "switchboard::upstream::stderr", server, "{line}")
+                            }
+                        }
                         tail.push(line);
+                        buffer.clear();
                     }
                 }
             }
+            lock(&budget).say_dropped(&server);
         });
     }
     Ok(child)

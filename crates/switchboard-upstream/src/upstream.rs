@@ -40,6 +40,11 @@ pub const MAX_INPUT_ROUNDS: usize = 10;
 const PROGRESS_STRAGGLERS: Duration = Duration::from_millis(10);
 /// Most pages one list may take (a guard against servers that page forever with new cursors).
 pub const MAX_PAGES: usize = 1000;
+/// Most items one list of one server may hold (tools, resources, templates or prompts).
+pub const MAX_LIST_ITEMS: usize = 10_000;
+/// Most bytes one list of one server may hold, as JSON: with four lists, a server holds at most
+/// four times this of the daemon's memory in its catalog, however it pages.
+pub const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 
 /// One progress report for a running call.
 #[derive(Debug, Clone, PartialEq)]
@@ -452,10 +457,12 @@ impl Upstream {
         fetch: F,
     ) -> Result<Vec<T>, UpstreamError>
     where
+        T: serde::Serialize,
         F: Fn(Option<PaginatedRequestParams>) -> Fut,
         Fut: Future<Output = Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
     {
         let mut items = Vec::new();
+        let mut bytes = 0;
         let mut seen = HashSet::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
@@ -466,7 +473,18 @@ impl Upstream {
                 .await
                 .map_err(|_| UpstreamError::Timeout(self.timeouts.request))?
                 .map_err(from_service_error)?;
+            bytes += page
+                .iter()
+                .map(|item| serde_json::to_vec(item).map_or(0, |json| json.len()))
+                .sum::<usize>();
             items.extend(page);
+            if items.len() > MAX_LIST_ITEMS || bytes > MAX_LIST_BYTES {
+                return Err(UpstreamError::ListTooLarge {
+                    what,
+                    items: items.len(),
+                    bytes,
+                });
+            }
             match next {
                 None => return Ok(items),
                 Some(next) if !seen.insert(next.clone()) => {

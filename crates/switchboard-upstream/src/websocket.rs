@@ -4,9 +4,11 @@
 //! tokio-tungstenite, on rmcp's `Transport` trait.
 //!
 //! What a connection may hold is bounded: a message (16 MiB, as an HTTP answer), the messages
-//! waiting for the session (64), and the frames waiting to be written. A server that floods pings
-//! and never reads makes each pong wait in the write buffer; beyond [`MAX_WRITE_BUFFER`] the
-//! connection is dropped rather than grown. In a guarded workspace the address is resolved and
+//! waiting for the session (64), and the frames waiting to be written. Frames are written as
+//! they come (no write buffer to fill first), so a server that floods pings and never reads
+//! leaves at most one pong waiting (tungstenite replaces an unsent pong with the next); with
+//! tungstenite's default buffering every pong waited, and the daemon grew by the megabyte. Beyond
+//! [`MAX_WRITE_BUFFER`] of unwritten frames the connection is dropped. In a guarded workspace the address is resolved and
 //! checked by the network rules before connecting (`plain_http::HttpClients::guarded`).
 
 use std::sync::Arc;

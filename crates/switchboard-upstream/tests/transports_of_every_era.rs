@@ -338,6 +338,30 @@ async fn a_repeated_pagination_cursor_stops_the_listing_with_an_error() {
     connection.session.close().await;
 }
 
+/// A server paging megabytes of tools forever is stopped at the bound on one server's list (a
+/// few pages), not after a thousand pages and gigabytes of memory.
+#[tokio::test]
+async fn a_listing_that_outgrows_one_servers_bound_stops_with_an_error() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    fixture
+        .state
+        .endless_pages_of
+        .store(2 * 1024 * 1024, Ordering::SeqCst);
+    let before = fixture.state.pages_served.load(Ordering::SeqCst);
+    let error = connection.upstream.list_tools().await.unwrap_err();
+    assert!(
+        matches!(error, UpstreamError::ListTooLarge { what: "tools", .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("16 MiB"), "{error}");
+    let pages = fixture.state.pages_served.load(Ordering::SeqCst) - before;
+    assert!(pages <= 9, "{pages} pages read");
+    connection.session.close().await;
+}
+
 #[tokio::test]
 async fn a_tool_error_is_a_result_not_a_failure() {
     let fixture = transports::streamable_http(Era::Legacy).await;

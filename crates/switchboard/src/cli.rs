@@ -330,6 +330,16 @@ pub struct ServeArgs {
     /// `initialize` beyond that is refused with an error saying so.
     #[arg(long, value_name = "N", default_value_t = switchboard_gateway::mcp::DEFAULT_MAX_SESSIONS as u32, value_parser = clap::value_parser!(u32).range(1..), env = "SWITCHBOARD_MAX_SESSIONS")]
     pub max_sessions: u32,
+    /// A permission MCP Apps views may have when they ask for it (repeatable, or
+    /// comma-separated): `camera`, `microphone`, `geolocation`, `clipboardWrite`. Views get none
+    /// unless given here.
+    #[arg(long, value_name = "PERMISSION", env = "SWITCHBOARD_APP_PERMISSIONS", value_delimiter = ',', value_parser = ["camera", "microphone", "geolocation", "clipboardWrite"])]
+    pub app_permission: Vec<String>,
+    /// Most connections one client address may hold at once; more are closed as they come.
+    /// Every connection also must send its request's headers within 10 s and its body within
+    /// 30 s.
+    #[arg(long, value_name = "N", default_value_t = switchboard_gateway::listener::DEFAULT_PER_CLIENT as u32, value_parser = clap::value_parser!(u32).range(1..), env = "SWITCHBOARD_MAX_CONNECTIONS_PER_CLIENT")]
+    pub max_connections_per_client: u32,
     /// Seconds a Streamable HTTP session lives without a request from its client (an open
     /// stream counts as one); then it ends and its client must initialize again.
     #[arg(long, value_name = "SECS", default_value = "300", value_parser = seconds, env = "SWITCHBOARD_SESSION_IDLE")]

@@ -67,7 +67,8 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
     )
     .await?;
     let url = pending.authorization_url.to_string();
-    println!("Sign in to '{id}' at:\n{url}");
+    // The URL is made from the authorization server's metadata: shown, not obeyed.
+    println!("Sign in to '{id}' at:\n{}", crate::render::safe(&url));
     let callback = wait_for_redirect(
         listener,
         &url,

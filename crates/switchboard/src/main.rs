@@ -474,7 +474,12 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
             max: args.max_sessions as usize,
             idle: args.session_idle,
         })
-        .with_tools_view(args.tools.tools);
+        .with_tools_view(args.tools.tools)
+        .with_app_permissions(args.app_permission.clone())
+        .with_connection_limits(switchboard_gateway::listener::Limits {
+            per_client: args.max_connections_per_client as usize,
+            ..Default::default()
+        });
     if let Some(url) = args.public_url {
         gateway = gateway.with_public_url(url);
     }
@@ -1141,7 +1146,7 @@ fn one_line_status(status: &ServerStatus) -> String {
             status
                 .error
                 .as_deref()
-                .map(|e| format!(": {e}"))
+                .map(|e| format!(": {}", render::safe(e)))
                 .unwrap_or_default()
         ),
     }
@@ -1439,7 +1444,10 @@ async fn call_on_hub(
         while let Some(p) = progress_rx.recv().await {
             if show_progress {
                 let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
-                let message = p.message.map(|m| format!(" {m}")).unwrap_or_default();
+                let message = p
+                    .message
+                    .map(|m| format!(" {}", render::safe(&m)))
+                    .unwrap_or_default();
                 eprintln!("progress {}{total}{message}", p.progress);
             }
         }
@@ -1510,10 +1518,18 @@ async fn status(store: Store, json: bool) -> anyhow::Result<i32> {
             )
         );
         for collision in &collisions {
-            println!("warning: {collision}");
+            println!("warning: {}", render::safe(&collision.to_string()));
         }
         for long_name in &long_names {
-            println!("warning: {long_name}");
+            println!("warning: {}", render::safe(long_name));
+        }
+        for renamed in exposed.renamed_tools() {
+            println!(
+                "note: {}'s tool \"{}\" is not a valid tool name; it is exposed as {}",
+                renamed.server,
+                render::safe(&renamed.original),
+                renamed.exposed
+            );
         }
     }
     // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.

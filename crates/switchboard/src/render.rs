@@ -2,8 +2,13 @@
 
 use switchboard_hub::model::{CallToolResult, ContentBlock, ResourceContents};
 
-/// Renders a tool result's content blocks as readable text.
+/// Renders a tool result's content blocks as readable text (safe for the terminal: the text is
+/// the server's).
 pub fn call_result(result: &CallToolResult) -> String {
+    safe_lines(&raw_call_result(result)).into_owned()
+}
+
+fn raw_call_result(result: &CallToolResult) -> String {
     let mut out = Vec::new();
     for block in &result.content {
         out.push(content_block(block));
@@ -61,6 +66,10 @@ fn content_block(block: &ContentBlock) -> String {
 
 /// Renders resource contents: text is shown, binary data is summarised.
 pub fn resource_contents(contents: &ResourceContents) -> String {
+    safe_lines(&raw_resource_contents(contents)).into_owned()
+}
+
+fn raw_resource_contents(contents: &ResourceContents) -> String {
     match contents {
         ResourceContents::TextResourceContents {
             uri,
@@ -95,8 +104,13 @@ pub fn resource_contents(contents: &ResourceContents) -> String {
     }
 }
 
-/// Prints rows as aligned columns.
+/// Prints rows as aligned columns, every cell made safe for the terminal ([`safe`]).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| safe(cell).into_owned()).collect())
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -127,8 +141,17 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// overrides) are shown as `\u{..}` instead of acting on the terminal. Names and descriptions
 /// come from servers and authorization servers, which are not trusted to drive the screen.
 pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
+    escaped(text, |c| c.is_control())
+}
+
+/// [`safe`] for text of several lines (a tool's result): line breaks and tabs stay.
+pub fn safe_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    escaped(text, |c| c.is_control() && !matches!(c, '\n' | '\t'))
+}
+
+fn escaped(text: &str, control: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
     let acts = |c: char| {
-        c.is_control()
+        control(c)
             || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     };
     if !text.chars().any(acts) {

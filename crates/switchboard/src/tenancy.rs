@@ -115,8 +115,9 @@ pub async fn vault_command(store: &Store, command: VaultCommand) -> anyhow::Resu
             let new = switchboard_store::Vault::load_or_create_file(&new_key_file)
                 .with_context(|| format!("the new key in {}", new_key_file.display()))?;
             let resealed = store.rotate_master_key(&new).await?;
+            let compacted = store.compact().await?;
             println!(
-                "Sealed {resealed} again under their tenants' keys, and wrapped those keys with the new master key in {}.",
+                "Sealed {resealed} again under their tenants' keys, and wrapped those keys with the new master key in {}; {compacted}.",
                 new_key_file.display()
             );
             eprintln!(
@@ -126,8 +127,9 @@ pub async fn vault_command(store: &Store, command: VaultCommand) -> anyhow::Resu
         VaultCommand::RotateTenant { tenant } => {
             let tenant = TenantId::new(tenant)?;
             let (version, resealed) = store.rotate_tenant_key(&tenant).await?;
+            let compacted = store.compact().await?;
             println!(
-                "Tenant '{tenant}' has data key version {version}; {resealed} were sealed again with it."
+                "Tenant '{tenant}' has data key version {version}; {resealed} were sealed again with it; {compacted}."
             );
         }
     }

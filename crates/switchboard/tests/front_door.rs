@@ -423,6 +423,19 @@ async fn hostile_requests_get_clear_errors_and_change_nothing() {
         "{body}"
     );
 
+    // JSON, but no JSON-RPC message: an Invalid Request error, as the spec has it (not 415).
+    for shape in [
+        json!({"jsonrpc": "2.0", "id": 1, "meth": "x"}),
+        json!({"jsonrpc": "1.0", "id": 1, "method": "ping"}),
+        json!([1, 2, 3]),
+        json!("ping"),
+    ] {
+        let invalid = post(shape.to_string()).send().await.unwrap();
+        assert_eq!(invalid.status(), 400, "{shape}");
+        let body: serde_json::Value = invalid.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32600, "{shape}: {body}");
+    }
+
     let unknown_session =
         post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string())
             .header("mcp-session-id", "no-such-session")

@@ -100,3 +100,46 @@ async fn a_stdio_server_gets_no_secret_of_the_daemons_and_cannot_read_its_data_d
         "the environment stays fixed without the sandbox too: {unconfined}"
     );
 }
+
+/// A stdio server that writes thousands of lines to its stderr does not write them into the
+/// daemon's log: at most its share reaches it at info, and how many more there were is said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_flooding_its_stderr_does_not_flood_the_daemons_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let fixture = switchboard_fixtures::stdio_fixture_binary();
+    let script = format!(
+        "i=0; while [ $i -lt 3000 ]; do echo \"flood line $i\" >&2; i=$((i+1)); done; exec \"{}\"",
+        fixture.display()
+    );
+    let added = common::switchboard(
+        &data,
+        &["server", "add", "noisy", "--", "sh", "-c", &script],
+    );
+    assert!(added.status.success(), "{}", common::text(&added));
+    let log_path = dir.path().join("daemon.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let port = common::free_port();
+    let _daemon = common::command(&data, &["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    common::await_health(port).await;
+    common::wait_for_state(port, "noisy", "connected").await;
+    let mut said = String::new();
+    for _ in 0..300 {
+        said = std::fs::read_to_string(&log_path).unwrap();
+        if said.contains("more lines of its stderr were logged at debug only") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let logged = said.lines().filter(|l| l.contains("flood line")).count();
+    assert!(logged <= 20, "{logged} flood lines in the log");
+    assert!(logged > 0, "its first lines are logged:\n{said}");
+    assert!(
+        said.contains("more lines of its stderr were logged at debug only"),
+        "the rest are counted:\n{said}"
+    );
+}

@@ -805,6 +805,21 @@ async fn a_user_sets_their_own_credentials_for_a_shared_server_and_only_they_use
         .add_server(&carol, json!({"id": "web", "url": http_upstream.url}))
         .await;
     assert!(whoami(&daemon, &ana, "tool").await.starts_with("shared"));
+    // A member sees what the shared server is, not the values it runs with; its admin does.
+    let (_, anas_view) = daemon
+        .send(Some(&ana), "GET", "/api/servers/tool", None)
+        .await;
+    assert_eq!(
+        anas_view["transport"]["env"][0]["value"], "********",
+        "{anas_view}"
+    );
+    let (_, carols_view) = daemon
+        .send(Some(&carol), "GET", "/api/servers/tool", None)
+        .await;
+    assert_eq!(
+        carols_view["transport"]["env"][0]["value"], "shared",
+        "{carols_view}"
+    );
 
     let (status, view) = daemon
         .send(
@@ -1138,4 +1153,93 @@ async fn members_and_tenant_admins_run_only_the_operators_approved_commands() {
         "the operator's values are not shown: {listed}"
     );
     assert!(!marker.exists(), "a user made the daemon run a command");
+}
+
+/// A user removed with the CLI is gone from the running daemon within its look at the store:
+/// their open event stream ends, their workspace's servers stop (the session at the server is
+/// ended), and their key stops working.
+#[tokio::test]
+async fn a_removed_users_streams_end_and_their_servers_stop() {
+    let upstream = transports::streamable_http(Era::Legacy).await;
+    let daemon = Daemon::start().await;
+    let [ana, ..] = people(&daemon).await;
+    daemon
+        .add_server(&ana, json!({"id": "mine", "url": upstream.url}))
+        .await;
+    daemon.await_connected(&ana, "mine").await;
+    let mut events = daemon
+        .http
+        .get(daemon.url("/api/events"))
+        .bearer_auth(&ana)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let first = events.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("status"));
+    let deletes = || {
+        upstream
+            .state
+            .deletes
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert_eq!(deletes(), 0);
+
+    daemon.cli(&["user", "remove", "acme/ana"]).await;
+    tokio::time::timeout(Duration::from_secs(15), async {
+        while let Ok(Some(_)) = events.chunk().await {}
+    })
+    .await
+    .expect("her event stream ends once the daemon sees she is gone");
+    for _ in 0..200 {
+        if deletes() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(deletes() > 0, "her server's session is ended");
+    let (status, _) = daemon.send(Some(&ana), "GET", "/api/servers", None).await;
+    assert_eq!(status, 401);
+}
+
+/// Each user of a multi-user daemon is their own client for `--client-rate-limit`: one user's
+/// calls use up only their own allowance.
+#[tokio::test]
+async fn each_user_has_their_own_rate_limit() {
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let daemon = Daemon::start_with(&["--client-rate-limit", "2/h"]).await;
+    let [ana, bob, carol, _] = people(&daemon).await;
+    daemon
+        .add_server(&carol, json!({"id": "shared", "url": upstream.url}))
+        .await;
+    daemon.await_connected(&ana, "shared").await;
+    daemon.await_connected(&bob, "shared").await;
+    for id in 1..3 {
+        let answer = echo(&daemon, &ana, id).await;
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+    let refused = echo(&daemon, &ana, 3).await;
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("client user acme/ana"),
+        "{refused}"
+    );
+    let answer = echo(&daemon, &bob, 4).await;
+    assert!(answer["result"].is_object(), "bob has his own: {answer}");
+}
+
+/// `shared__echo` called in `key`'s workspace as a 2026-07-28 request; the JSON-RPC answer.
+async fn echo(daemon: &Daemon, key: &str, id: u64) -> Value {
+    daemon
+        .mcp(
+            Some(key),
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "shared__echo", "arguments": {"message": "hi"},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .await
 }

@@ -120,33 +120,40 @@ pub(crate) fn named_by(parts: Option<&axum::http::request::Parts>) -> Result<Con
     })
 }
 
-/// Who a request comes from, for the per-client rate limit: the user it names, else the API
-/// key it presents (a digest's prefix, never the key), else its MCP session, else `anonymous`;
-/// `stdio` for the client on standard input.
+/// Who a request comes from, as the access checks established it: a user of a multi-user daemon,
+/// or the holder of a checked API key. Only the front door's own checks put it on a request (a
+/// client cannot: it is no header), so a rate limit keyed on it cannot be dodged by naming
+/// someone else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedClient(pub String);
+
+/// The address a request came from (put on every request by the listener).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::IpAddr);
+
+/// Who a request comes from, for the per-client rate limit: the user or key the access checks
+/// verified, else the address it came from, else `anonymous`; `stdio` for the client on standard
+/// input. Never what the request says of itself (`X-Switchboard-User`, a session id, an
+/// unchecked key), which its sender could change on every call.
 pub(crate) fn client_of(parts: Option<&axum::http::request::Parts>) -> String {
     let Some(parts) = parts else {
         return "stdio".to_owned();
     };
-    if let Ok(Conversation {
-        user: Some(user), ..
-    }) = named_by(Some(parts))
-    {
-        return format!("user {user}");
+    if let Some(VerifiedClient(client)) = parts.extensions.get::<VerifiedClient>() {
+        return client.clone();
     }
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(key) = header("authorization").and_then(|v| v.strip_prefix("Bearer ")) {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(key.trim().as_bytes());
-        let prefix: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
-        return format!("api key {prefix}");
-    }
-    match header("mcp-session-id")
-        .map(str::to_owned)
-        .or_else(|| query_param(parts, "sessionId"))
-    {
-        Some(session) => format!("session {session}"),
+    match parts.extensions.get::<ClientAddress>() {
+        Some(ClientAddress(address)) => format!("address {address}"),
         None => "anonymous".to_owned(),
     }
+}
+
+/// How a checked API key names its holder for the rate limit: a digest's prefix, never the key.
+pub(crate) fn key_holder(key: &str) -> VerifiedClient {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.trim().as_bytes());
+    let prefix: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    VerifiedClient(format!("api key {prefix}"))
 }
 
 #[cfg(test)]
@@ -186,25 +193,39 @@ mod tests {
     }
 
     #[test]
-    fn a_client_is_its_user_else_its_key_else_its_session() {
+    fn a_client_is_who_the_access_checks_verified_else_its_address() {
         assert_eq!(client_of(None), "stdio");
-        let user = parts(
+        let mut claimed = parts(
             "/mcp",
-            &[(USER_HEADER, "ana"), ("authorization", "Bearer k")],
+            &[
+                (USER_HEADER, "ana"),
+                ("authorization", "Bearer k"),
+                ("mcp-session-id", "s"),
+            ],
         );
-        assert_eq!(client_of(Some(&user)), "user ana");
-        let keyed = parts("/mcp", &[("authorization", "Bearer secret-key-1")]);
-        let named = client_of(Some(&keyed));
+        assert_eq!(
+            client_of(Some(&claimed)),
+            "anonymous",
+            "a user named, a key not checked and a session are the caller's to choose"
+        );
+        claimed
+            .extensions
+            .insert(ClientAddress("127.0.0.1".parse().unwrap()));
+        assert_eq!(client_of(Some(&claimed)), "address 127.0.0.1");
+        claimed.extensions.insert(key_holder("secret-key-1"));
+        let named = client_of(Some(&claimed));
         assert!(
             named.starts_with("api key ") && !named.contains("secret"),
             "{named}"
         );
-        let other = parts("/mcp", &[("authorization", "Bearer secret-key-2")]);
-        assert_ne!(client_of(Some(&other)), named, "each key its own client");
-        let session = parts("/mcp", &[("mcp-session-id", "s-1")]);
-        assert_eq!(client_of(Some(&session)), "session s-1");
-        let legacy = parts("/message?sessionId=abc", &[]);
-        assert_eq!(client_of(Some(&legacy)), "session abc");
-        assert_eq!(client_of(Some(&parts("/mcp", &[]))), "anonymous");
+        assert_ne!(
+            key_holder("secret-key-2").0,
+            named,
+            "each key its own client"
+        );
+        claimed
+            .extensions
+            .insert(VerifiedClient("user acme/ana".into()));
+        assert_eq!(client_of(Some(&claimed)), "user acme/ana");
     }
 }

@@ -293,10 +293,19 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
-        Err(_) => {
+        Err(error) => {
+            let error = error.into_inner();
+            if error.is::<http_body_util::LengthLimitError>() {
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body exceeds {MAX_BODY_BYTES} bytes\n"),
+                )
+                    .into_response();
+            }
+            // The body stopped coming (the listener's deadline, a dropped connection).
             return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body exceeds {MAX_BODY_BYTES} bytes\n"),
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request body was not received: {error}\n"),
             )
                 .into_response();
         }
@@ -312,6 +321,22 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
     if let Some(response) = direct.await {
         return response;
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let sent_as_json = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    let answer = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    // JSON, sent as JSON, that is no JSON-RPC message: rmcp answers 415, as if the body were not
+    // JSON at all; the spec's answer is an Invalid Request error.
+    if sent_as_json && answer.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Invalid Request: the body is JSON but not a JSON-RPC 2.0 request, notification or response",
+        );
+    }
+    answer
 }
