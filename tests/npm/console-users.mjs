@@ -4,7 +4,9 @@
 // console, is asked for their API key by the page, and sees whose workspace it is. The tenant
 // shares a stdio server (`tool`, whose `whoami` tool says its FIXTURE_MARK) and an
 // OAuth-protected one (`secure`). Ana sets her own FIXTURE_MARK in the server's "My settings"
-// tab and her `whoami` says it while Bob's still says the tenant's; she forgets it again. Ana
+// tab and her `whoami` says it while Bob's still says the tenant's; she forgets it again, and
+// adds a stdio server of her own from the command the operator approved (the page offers no
+// command field to her), with her own value. Ana
 // signs in to `secure` on the real authorization server's pages in the window the console
 // opens; her card turns connected while Bob's still waits for his own sign-in.
 //
@@ -99,6 +101,18 @@ try {
   await ana.waitForFunction(() => document.querySelector("#message").textContent.startsWith("Forgot"));
   seen.forgot = await ana.textContent("#message");
   seen.anaWhoamiAfter = await whoamiUntil(ana, "shared");
+
+  // Her own stdio server: no command of her own to give, she picks the operator's approved
+  // command and gives it her own value.
+  await ana.click("#show-add");
+  seen.anaCommandFieldHidden = await ana.isHidden("#command-field");
+  await ana.fill('#add-form input[name="id"]', "mine");
+  await ana.selectOption('#add-form select[name="approved"]', "fixture");
+  await ana.fill('#approved-choices [data-env="FIXTURE_MARK"]', "anas-own");
+  await ana.click('#add-form button[type="submit"]');
+  await ana.waitForSelector(`${card("mine")} [data-state="connected"]`);
+  await ana.click(`${card("mine")} [data-action="open"]`);
+  seen.anaOwnWhoami = await whoamiUntil(ana, "anas-own");
 
   // Ana signs in to the shared OAuth server as herself.
   await ana.waitForSelector(`${card("secure")} [data-state="needs-auth"]`);

@@ -91,8 +91,49 @@ async function loadMe() {
     return;
   }
   $("#who").hidden = me.workspace !== "user";
-  if (me.workspace === "user") $("#who").textContent = `${me.user} · ${me.tenant} · ${me.role}`;
+  if (me.workspace === "user") {
+    $("#who").textContent = `${me.user} · ${me.tenant} · ${me.role}`;
+    await loadApprovedCommands();
+  }
 }
+
+// ---- approved commands ----
+
+/** The commands the operator approves (`GET /api/commands`): a user's only stdio servers. */
+let approvedCommands = [];
+
+async function loadApprovedCommands() {
+  try {
+    approvedCommands = (await api("GET", "/api/commands")).commands;
+  } catch (error) {
+    say(`Cannot read the approved commands: ${error.message}`, true);
+    return;
+  }
+  // Only the operator defines commands: a user picks one of theirs instead.
+  $("#command-field").hidden = true;
+  $("#approved-field").hidden = false;
+  const select = $('#add-form select[name="approved"]');
+  for (const command of approvedCommands) {
+    const label = command.description ? `${command.name}: ${command.description}` : command.name;
+    select.append(element("option", { value: command.name }, label));
+  }
+}
+
+$('#add-form select[name="approved"]').addEventListener("change", (event) => {
+  const command = approvedCommands.find((c) => c.name === event.target.value);
+  const choices = $("#approved-choices");
+  choices.replaceChildren();
+  choices.hidden = !command;
+  if (!command) return;
+  for (const name of command.user_env) {
+    choices.append(element("label", {}, `${name} `,
+      element("input", { type: "password", "data-env": name, autocomplete: "off" })));
+  }
+  for (const arg of command.user_args) {
+    choices.append(element("label", { class: "inline" },
+      element("input", { type: "checkbox", "data-arg": arg }), arg));
+  }
+});
 
 /** Whether this user may change server `server` (a shared one only as the tenant's admin). */
 function mayChange(server) {
@@ -231,9 +272,17 @@ function entryOf(formElement) {
   const entry = { id: form.get("id").trim() };
   const url = form.get("url").trim();
   const command = form.get("command").trim();
-  if (url && command) return say("Give a URL or a command, not both.", true);
+  const approved = form.get("approved");
+  if (url && (command || approved)) return say("Give a URL or a command, not both.", true);
   if (url) entry.url = url;
-  else if (command) {
+  else if (approved) {
+    entry.approvedCommand = approved;
+    entry.args = [...formElement.querySelectorAll("[data-arg]")].filter((box) => box.checked).map((box) => box.dataset.arg);
+    entry.env = {};
+    for (const input of formElement.querySelectorAll("[data-env]")) {
+      if (input.value) entry.env[input.dataset.env] = input.value;
+    }
+  } else if (command) {
     const [program, ...args] = command.split(/\s+/);
     entry.command = program;
     entry.args = args;
@@ -249,6 +298,8 @@ $("#add-form").addEventListener("submit", async (event) => {
   try {
     await api("POST", "/api/servers", entry);
     event.target.reset();
+    $("#approved-choices").replaceChildren();
+    $("#approved-choices").hidden = true;
     showForm(null);
     say(`Added ${entry.id}.`);
     await loadServers();

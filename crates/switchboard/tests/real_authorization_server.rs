@@ -674,6 +674,17 @@ async fn people_of_one_tenant_use_the_console_each_as_themselves() {
         "a member is not offered changes to a shared server: {seen:#}"
     );
     assert_eq!(seen["settingsKind"], "environment values", "{seen:#}");
+    assert_eq!(
+        seen["anaCommandFieldHidden"], true,
+        "a member is offered approved commands, not a command field: {seen:#}"
+    );
+    assert!(
+        seen["anaOwnWhoami"]
+            .as_str()
+            .unwrap()
+            .starts_with("anas-own"),
+        "{seen:#}"
+    );
     assert!(
         seen["anaWhoami"].as_str().unwrap().starts_with("ana "),
         "{seen:#}"
