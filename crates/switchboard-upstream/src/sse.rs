@@ -6,6 +6,8 @@
 //! has the same guard but keeps it crate-private, so this small piece is ours.)
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,11 +22,14 @@ pub const MAX_SSE_EVENT_BYTES: usize = 16 * 1024 * 1024;
 #[error("an SSE event exceeded {0} bytes")]
 pub struct EventTooLarge(pub usize);
 
+/// The bytes of a stream counted since the parser last gave out an event (or an error): what the
+/// parser may be holding. Counting from the last blank line in the bytes instead trusted the
+/// parser to end its events at the same blank lines, which it does not after some errors
+/// (property testing found an event of 305 bytes passing a bound of 256).
 struct BoundedBytes<S> {
     inner: S,
     max: usize,
-    since_boundary: usize,
-    previous_was_newline: bool,
+    held: Arc<AtomicUsize>,
     failed: bool,
 }
 
@@ -41,20 +46,10 @@ where
         }
         match self.inner.poll_next_unpin(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
-                for &byte in chunk.iter() {
-                    match byte {
-                        b'\n' if self.previous_was_newline => self.since_boundary = 0,
-                        b'\n' => self.previous_was_newline = true,
-                        b'\r' => {}
-                        _ => self.previous_was_newline = false,
-                    }
-                    self.since_boundary += 1;
-                    if self.since_boundary > self.max {
-                        self.failed = true;
-                        return Poll::Ready(Some(Err(std::io::Error::other(EventTooLarge(
-                            self.max,
-                        )))));
-                    }
+                let held = self.held.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+                if held > self.max {
+                    self.failed = true;
+                    return Poll::Ready(Some(Err(std::io::Error::other(EventTooLarge(self.max)))));
                 }
                 Poll::Ready(Some(Ok(chunk)))
             }
@@ -65,7 +60,8 @@ where
     }
 }
 
-/// Parses a byte stream as SSE, failing once one event exceeds `max_event_bytes`.
+/// Parses a byte stream as SSE, failing once what one event may hold grows past
+/// `max_event_bytes`: bytes received since the last event out, or the event's own data.
 pub fn bounded_sse<S, E>(
     bytes: S,
     max_event_bytes: usize,
@@ -74,14 +70,30 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    let held = Arc::new(AtomicUsize::new(0));
     let bounded = BoundedBytes {
         inner: bytes,
         max: max_event_bytes,
-        since_boundary: 0,
-        previous_was_newline: false,
+        held: held.clone(),
         failed: false,
     };
-    SseStream::from_bytes_stream(bounded).boxed()
+    let mut over = false;
+    SseStream::from_bytes_stream(bounded)
+        .map(move |event| {
+            held.store(0, Ordering::Relaxed);
+            match event {
+                Ok(event) if event.data.as_deref().map_or(0, str::len) > max_event_bytes => {
+                    Err(SseError::Body(Box::new(EventTooLarge(max_event_bytes))))
+                }
+                other => other,
+            }
+        })
+        .take_while(move |event| {
+            let go_on = !over;
+            over = over || matches!(event, Err(SseError::Body(_)));
+            std::future::ready(go_on)
+        })
+        .boxed()
 }
 
 #[cfg(test)]

@@ -199,3 +199,22 @@ proptest! {
         }
     }
 }
+
+/// Found by the long run of `sse_in_any_chunks_stays_within_its_bound` (2026-11-27): cut after
+/// its byte 439, these 703 bytes made the SSE parser give out an event of 305 bytes past a bound
+/// of 256 (after a "duplicated id line" error it no longer ended events where the byte counter,
+/// which reset at blank lines, thought they ended).
+#[tokio::test]
+async fn an_event_the_parser_joins_after_an_error_stays_within_the_bound() {
+    let body = include_bytes!("data/sse-split-event.bin");
+    let chunks = vec![
+        Ok::<_, std::io::Error>(Bytes::from_static(&body[..439])),
+        Ok(Bytes::from_static(&body[439..])),
+    ];
+    let events: Vec<_> = sse::bounded_sse(futures::stream::iter(chunks), 256)
+        .collect()
+        .await;
+    for event in events.into_iter().flatten() {
+        assert!(event.data.as_deref().map_or(0, str::len) <= 256);
+    }
+}
