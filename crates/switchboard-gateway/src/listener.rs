@@ -185,10 +185,13 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-/// A request body that must arrive whole before its deadline.
+/// A request body that must arrive whole before its deadline. The timer is set only once the
+/// body keeps its reader waiting: a small body that came with its headers (every MCP request,
+/// nearly) is read without one.
 pub(crate) struct DeadlineBody {
     inner: Body,
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    due: tokio::time::Instant,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     limit: Duration,
 }
 
@@ -197,7 +200,8 @@ impl DeadlineBody {
     pub(crate) fn new(inner: Body, limit: Duration) -> Self {
         Self {
             inner,
-            deadline: Box::pin(tokio::time::sleep(limit)),
+            due: tokio::time::Instant::now() + limit,
+            deadline: None,
             limit,
         }
     }
@@ -215,7 +219,11 @@ impl http_body::Body for DeadlineBody {
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
             return Poll::Ready(frame);
         }
-        match this.deadline.as_mut().poll(cx) {
+        let due = this.due;
+        let deadline = this
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        match deadline.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(format!(
                 "the request body did not arrive within {} s",
                 this.limit.as_secs()
