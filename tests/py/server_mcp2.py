@@ -3,6 +3,7 @@ Switchboard's interop matrix (crates/switchboard/tests/interop_matrix.rs):
 
     python server_mcp2.py <port>     # Streamable HTTP at /mcp: stateless 2026-07-28, and
                                      # sessions for 2025-era clients
+    python server_mcp2.py stdio [S]  # stdio, after sleeping S seconds (a slow start)
 
 The same tools as every interop server (see server_mcp1.py), written the 2.x way: sampling,
 elicitation and roots are resolver dependencies (`Resolve` returning `Sample`, `Elicit`,
@@ -23,7 +24,11 @@ from mcp_types import CreateMessageResult, EmptyResult, ListRootsResult, Samplin
 from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
 from pydantic import BaseModel
 
-port = int(sys.argv[1])
+# `python server_mcp2.py stdio [slow-start-seconds]` serves on stdin/stdout instead, after
+# sleeping that long first, as a server does that imports for seconds on a busy machine (the
+# messages a client sends meanwhile wait in the pipe).
+STDIO = sys.argv[1] == "stdio"
+port = 0 if STDIO else int(sys.argv[1])
 
 mcp = MCPServer("interop-mcp2", log_level="WARNING")
 
@@ -137,4 +142,10 @@ mcp._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequest
 mcp._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
 
 if __name__ == "__main__":
-    mcp.run(transport="streamable-http", host="127.0.0.1", port=port)
+    if STDIO:
+        import time
+
+        time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
+        mcp.run(transport="stdio")
+    else:
+        mcp.run(transport="streamable-http", host="127.0.0.1", port=port)

@@ -227,6 +227,11 @@ pub enum TransportSpec {
     Builtin {
         /// Which one.
         name: String,
+        /// For `human`: its questions wait for a person even while no console is open
+        /// (`builtin:human?wait=always`, for people who answer through the API). By default a
+        /// question nobody is there to see is answered at once that no one is available.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait_always: bool,
     },
 }
 
@@ -246,15 +251,44 @@ pub enum TransportSpecError {
     /// The URL's scheme is not one Switchboard can speak.
     #[error("unsupported URL scheme '{0}': use http, https, ws, wss or builtin")]
     UnsupportedScheme(String),
+    /// The text is an address without a scheme (`example.com/mcp`, `localhost:3000/mcp`).
+    #[error("'{0}' has no scheme: did you mean '{1}'?")]
+    NoScheme(String, String),
     /// A `builtin:` URL named no built-in server.
     #[error("there is no built-in server '{0}': the built-in servers are {list}", list = BUILTIN_SERVERS.join(", "))]
     UnknownBuiltin(String),
+    /// A `builtin:` URL's query was not one a built-in server takes.
+    #[error("a built-in server takes only '?wait=always' or '?wait=console', not '?{0}'")]
+    BuiltinOption(String),
     /// A stdio command was empty.
     #[error("a stdio server needs a command")]
     EmptyCommand,
     /// A configured header is one the transports set themselves.
     #[error("header '{0}' is set by Switchboard itself and cannot be configured")]
     ReservedHeader(String),
+}
+
+/// Whether a parsed "URL" is really a host and port without a scheme: `localhost:3000/mcp`
+/// parses with the scheme `localhost`.
+fn looks_like_host_and_port(parsed: &Url) -> bool {
+    !matches!(parsed.scheme(), "http" | "https" | "ws" | "wss" | "builtin")
+        && parsed.cannot_be_a_base()
+        && parsed.path().starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// Whether text that is no URL reads as an address a scheme would make one of
+/// (`mcp.example.com/mcp`, `localhost/mcp`): no spaces, and a host with a dot, or `localhost`.
+fn looks_like_an_address(text: &str) -> bool {
+    let host = text.split(['/', ':']).next().unwrap_or_default();
+    !text.contains(char::is_whitespace)
+        && (host == "localhost" || (host.contains('.') && !host.starts_with('.')))
+}
+
+/// `address` with the scheme it most likely lacks: `http://` for this machine, else `https://`.
+fn with_scheme(address: &str) -> String {
+    let host = address.split(['/', ':']).next().unwrap_or_default();
+    let local = host == "localhost" || host.starts_with("127.") || host == "[::1]";
+    format!("{}://{address}", if local { "http" } else { "https" })
 }
 
 /// Headers the MCP transports set per request; a configured copy would be sent twice or
@@ -281,8 +315,14 @@ fn is_reserved_header(name: &str) -> bool {
 impl TransportSpec {
     /// Builds an HTTP or WebSocket transport from a URL, by scheme.
     pub fn from_url(url: &str, headers: Vec<NamedValue>) -> Result<Self, TransportSpecError> {
-        let parsed =
-            Url::parse(url).map_err(|e| TransportSpecError::BadUrl(url.into(), e.to_string()))?;
+        let parsed = match Url::parse(url) {
+            Ok(parsed) if !looks_like_host_and_port(&parsed) => parsed,
+            Ok(_) => return Err(TransportSpecError::NoScheme(url.into(), with_scheme(url))),
+            Err(url::ParseError::RelativeUrlWithoutBase) if looks_like_an_address(url) => {
+                return Err(TransportSpecError::NoScheme(url.into(), with_scheme(url)));
+            }
+            Err(e) => return Err(TransportSpecError::BadUrl(url.into(), e.to_string())),
+        };
         if let Some(reserved) = headers.iter().find(|h| is_reserved_header(&h.name)) {
             return Err(TransportSpecError::ReservedHeader(reserved.name.clone()));
         }
@@ -298,10 +338,18 @@ impl TransportSpec {
             }),
             "builtin" => {
                 let name = parsed.path();
-                match BUILTIN_SERVERS.contains(&name) && headers.is_empty() {
-                    true => Ok(Self::Builtin { name: name.into() }),
-                    false => Err(TransportSpecError::UnknownBuiltin(name.into())),
+                if !BUILTIN_SERVERS.contains(&name) || !headers.is_empty() {
+                    return Err(TransportSpecError::UnknownBuiltin(name.into()));
                 }
+                let wait_always = match parsed.query() {
+                    None | Some("" | "wait=console") => false,
+                    Some("wait=always") => true,
+                    Some(other) => return Err(TransportSpecError::BuiltinOption(other.into())),
+                };
+                Ok(Self::Builtin {
+                    name: name.into(),
+                    wait_always,
+                })
             }
             other => Err(TransportSpecError::UnsupportedScheme(other.into())),
         }
@@ -348,7 +396,10 @@ impl TransportSpec {
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
                 .join(" "),
-            Self::Builtin { name } => format!("builtin:{name}"),
+            Self::Builtin { name, wait_always } => match wait_always {
+                true => format!("builtin:{name}?wait=always"),
+                false => format!("builtin:{name}"),
+            },
         }
     }
 
@@ -854,6 +905,32 @@ mod tests {
         assert!(matches!(
             TransportSpec::from_url("not a url", vec![]),
             Err(TransportSpecError::BadUrl(..))
+        ));
+    }
+
+    #[test]
+    fn an_address_without_a_scheme_gets_the_url_it_likely_meant() {
+        for (typed, meant) in [
+            ("mcp.example.com/mcp", "https://mcp.example.com/mcp"),
+            ("localhost:3000/mcp", "http://localhost:3000/mcp"),
+            ("127.0.0.1:8080/mcp", "http://127.0.0.1:8080/mcp"),
+            ("localhost/mcp", "http://localhost/mcp"),
+        ] {
+            let error = TransportSpec::from_url(typed, vec![]).unwrap_err();
+            assert_eq!(
+                error,
+                TransportSpecError::NoScheme(typed.into(), meant.into()),
+                "{typed}"
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("did you mean '{meant}'"))
+            );
+        }
+        assert!(matches!(
+            TransportSpec::from_url("mailto:someone@example.com", vec![]),
+            Err(TransportSpecError::UnsupportedScheme(_))
         ));
     }
 

@@ -26,6 +26,9 @@ use crate::{Action, Answer, Asking, Desk};
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);
 /// The longest a caller may make a question wait.
 const LONGEST_WAIT: Duration = Duration::from_secs(3000);
+/// The answer to a question asked while no console is open (and the server does not wait).
+pub const NOBODY_THERE: &str = "No one is available to answer: no Switchboard console is open. \
+     Go on without this answer, or ask again later.";
 /// How often a waiting call reports progress (when its caller asked for progress), so that
 /// clients which reset their timeout on progress keep waiting.
 const PROGRESS_EVERY: Duration = Duration::from_secs(15);
@@ -35,14 +38,18 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 pub struct HumanServer {
     desk: Desk,
     server: String,
+    wait_always: bool,
 }
 
 impl HumanServer {
-    /// Asks at `desk` on behalf of configured server `server`.
-    pub fn new(desk: Desk, server: impl Into<String>) -> Self {
+    /// Asks at `desk` on behalf of configured server `server`. A question nobody is there to
+    /// see (no console open) is answered at once that no one is available, unless
+    /// `wait_always`: then it waits its time for an answer through the API too.
+    pub fn new(desk: Desk, server: impl Into<String>, wait_always: bool) -> Self {
         Self {
             desk,
             server: server.into(),
+            wait_always,
         }
     }
 
@@ -228,6 +235,11 @@ impl ServerHandler for HumanServer {
                     )
                 })?,
         };
+        if !self.wait_always && !self.desk.attended() {
+            return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                ContentBlock::text(NOBODY_THERE),
+            ])));
+        }
         let asking = Asking::Form {
             message: question,
             schema,
@@ -268,12 +280,17 @@ async fn progress_while_waiting(context: &RequestContext<RoleServer>) -> std::co
 }
 
 impl BuiltinServers for Desk {
-    fn open(&self, server: &ServerId, name: &str) -> Result<tokio::io::DuplexStream, String> {
+    fn open(
+        &self,
+        server: &ServerId,
+        name: &str,
+        wait_always: bool,
+    ) -> Result<tokio::io::DuplexStream, String> {
         if name != "human" {
             return Err(format!("there is no built-in server '{name}'"));
         }
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        let handler = HumanServer::new(self.clone(), server.as_str());
+        let handler = HumanServer::new(self.clone(), server.as_str(), wait_always);
         tokio::spawn(async move {
             let (read, write) = tokio::io::split(theirs);
             match handler.serve((read, write)).await {
@@ -350,7 +367,7 @@ mod tests {
         use rmcp::model::{CallToolRequest, ClientRequest, ProgressToken, RequestMetaObject};
         let desk = Desk::new();
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        let server = HumanServer::new(desk.clone(), "human");
+        let server = HumanServer::new(desk.clone(), "human", true);
         tokio::spawn(async move {
             if let Ok(running) = server.serve(tokio::io::split(theirs)).await {
                 let _ = running.waiting().await;
@@ -389,6 +406,69 @@ mod tests {
             progress.push(report.progress);
         }
         assert_eq!(progress, [1.0, 2.0], "at 15 s and 30 s");
+    }
+
+    /// Calls `confirm` on a fresh human server at `desk`; its result.
+    async fn confirm(desk: &Desk, wait_always: bool) -> CallToolResult {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let server = HumanServer::new(desk.clone(), "human", wait_always);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(tokio::io::split(theirs)).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(tokio::io::split(ours)).await.unwrap();
+        let mut params = CallToolRequestParams::new("confirm");
+        params.arguments = Some(arguments(
+            json!({"question": "Deploy?", "timeout_seconds": 60}),
+        ));
+        client.peer().call_tool(params).await.unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_no_console_open_a_question_is_answered_at_once_unless_the_server_waits() {
+        let desk = Desk::new();
+        let result = confirm(&desk, false).await;
+        assert_eq!(result.is_error, Some(true));
+        assert_eq!(result.content[0].as_text().unwrap().text, NOBODY_THERE);
+        assert!(desk.pending().is_empty(), "nothing was put on the desk");
+
+        // Configured to wait, it waits (and times out) though no console is there.
+        let result = confirm(&desk, true).await;
+        assert!(
+            result.content[0]
+                .as_text()
+                .unwrap()
+                .text
+                .contains("Nobody answered within 60 seconds"),
+            "{result:?}"
+        );
+
+        // With a console there, the question waits for it and is answered.
+        let _console = desk.attend();
+        let answering = {
+            let desk = desk.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Some(question) = desk.pending().first() {
+                        let answer = Answer {
+                            action: Action::Accept,
+                            content: Some(json!({"confirmed": true})),
+                        };
+                        desk.answer(&question.id, answer).unwrap();
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        let result = confirm(&desk, false).await;
+        answering.await.unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        assert_eq!(
+            result.structured_content,
+            Some(json!({"action": "accept", "confirmed": true}))
+        );
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub fn server_everything_entry() -> std::path::PathBuf {
 /// A real `@modelcontextprotocol/server-everything` process for tests; killed on drop.
 pub struct ServerEverything {
     child: std::process::Child,
+    mode: String,
+    port: u16,
     /// Its URL on 127.0.0.1 (`/mcp` for Streamable HTTP, `/sse` for HTTP+SSE).
     pub url: String,
 }
@@ -96,6 +98,29 @@ impl ServerEverything {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        let path = if mode == "sse" { "sse" } else { "mcp" };
+        Self {
+            child: Self::spawn(mode, port),
+            mode: mode.to_owned(),
+            port,
+            url: format!("http://127.0.0.1:{port}/{path}"),
+        }
+    }
+
+    /// Kills it and starts a new process on the same port, as a deployment restarts a server:
+    /// the new one knows none of the old one's sessions.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = Self::spawn(&self.mode, self.port);
+    }
+
+    /// Kills it (and waits until it is gone); [`Self::restart`] starts it again.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn spawn(mode: &str, port: u16) -> std::process::Child {
         let child = std::process::Command::new("node")
             .arg(server_everything_entry())
             .arg(mode)
@@ -104,11 +129,6 @@ impl ServerEverything {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("node starts (Node.js must be installed)");
-        let path = if mode == "sse" { "sse" } else { "mcp" };
-        let server = Self {
-            child,
-            url: format!("http://127.0.0.1:{port}/{path}"),
-        };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
@@ -117,13 +137,12 @@ impl ServerEverything {
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        server
+        child
     }
 }
 
 impl Drop for ServerEverything {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }

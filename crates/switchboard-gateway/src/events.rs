@@ -127,8 +127,16 @@ enum Incoming {
     },
 }
 
+/// How often a console's WebSocket is pinged (browsers answer pings by themselves).
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a console may stay silent (no pong, no message) before it counts as gone: a tab
+/// frozen or closed without a goodbye, a machine asleep, a network gone. Questions are then
+/// no longer held for it.
+const SILENCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(25);
+
 /// Sends each event as a text message until the stream or the socket ends, and takes the
-/// console's answers meanwhile. The console counts as there to answer while this runs.
+/// console's answers meanwhile. The console counts as there to answer while this runs and it
+/// answers the heartbeat's pings.
 async fn forward(
     mut socket: WebSocket,
     events: impl Stream<Item = Value> + Send + 'static,
@@ -136,26 +144,44 @@ async fn forward(
 ) {
     let _present = desk.attend();
     let mut events = std::pin::pin!(events);
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heard = tokio::time::Instant::now();
     loop {
         let reply = tokio::select! {
             next = events.next() => match next {
                 Some(value) => value,
                 None => break,
             },
-            incoming = socket.recv() => match incoming {
-                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
-                Some(Ok(Message::Text(text))) => match take(&desk, &text) {
-                    Some(refusal) => refusal,
-                    None => continue,
-                },
-                Some(Ok(_)) => continue,
+            incoming = socket.recv() => {
+                last_heard = tokio::time::Instant::now();
+                match incoming {
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                    Some(Ok(Message::Text(text))) => match take(&desk, &text) {
+                        Some(refusal) => refusal,
+                        None => continue,
+                    },
+                    Some(Ok(_)) => continue,
+                }
             },
+            _ = heartbeat.tick() => {
+                if last_heard.elapsed() > SILENCE_LIMIT {
+                    tracing::debug!("a console stopped answering its heartbeat; it counts as gone");
+                    return;
+                }
+                match tokio::time::timeout(HEARTBEAT, socket.send(Message::Ping(Default::default()))).await {
+                    Ok(Ok(())) => continue,
+                    _ => return,
+                }
+            }
         };
-        if socket
-            .send(Message::Text(reply.to_string().into()))
-            .await
-            .is_err()
-        {
+        // A console that stops reading is as gone as one that stops answering.
+        let sent = tokio::time::timeout(
+            SILENCE_LIMIT,
+            socket.send(Message::Text(reply.to_string().into())),
+        )
+        .await;
+        if !matches!(sent, Ok(Ok(()))) {
             return;
         }
     }

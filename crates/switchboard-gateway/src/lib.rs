@@ -23,6 +23,7 @@ pub mod mcp;
 mod oauth;
 pub mod origins;
 mod questions;
+mod readiness;
 mod servers;
 mod ui;
 mod workspaces;
@@ -208,7 +209,7 @@ fn digest(key: &str) -> [u8; 32] {
 fn is_public_path(path: &str) -> bool {
     matches!(
         path,
-        "/healthz" | oauth::CALLBACK_PATH | "/oauth/client-metadata.json"
+        "/healthz" | "/readyz" | oauth::CALLBACK_PATH | "/oauth/client-metadata.json"
     ) || ui::PATHS.contains(&path)
         || path.starts_with(apps::VIEW_PATH)
 }
@@ -279,6 +280,7 @@ pub(crate) fn workspace_router(
     let origins = parts.origins.clone();
     let hub = shared.hub().clone();
     let draining = shared.clone();
+    let readiness = readiness::Readiness::new(shared.clone());
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
     let idle = shared.session_limits().idle;
     let door = mcp::http::FrontDoor::new(shared, stop.clone(), idle);
@@ -310,6 +312,13 @@ pub(crate) fn workspace_router(
         .route("/ui/app.js", get(ui::script))
         .route("/ui/app.css", get(ui::style))
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let readiness = readiness.clone();
+                async move { readiness.answer().await }
+            }),
+        )
         .route("/api/status", get(status))
         .route("/api/me", get(servers::me))
         .route("/metrics", get(metrics))
@@ -363,6 +372,7 @@ pub(crate) fn workspace_router(
             post(servers::get_prompt),
         )
         .route("/api/servers/{id}/logout", post(servers::logout))
+        .route("/api/servers/{id}/check", post(servers::check))
         .route(
             "/api/servers/{id}/my-settings",
             get(servers::my_settings)
@@ -467,7 +477,7 @@ pub(crate) fn api_error(status: StatusCode, message: impl ToString) -> Response 
 
 /// The answer to a request that arrives while the daemon shuts down: 503 with a JSON-RPC error,
 /// so MCP clients show a reason and may retry against the next instance.
-fn shutting_down() -> Response {
+pub(crate) fn shutting_down() -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -860,7 +870,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn while_draining_new_requests_get_503_with_a_json_rpc_error_and_health_still_answers() {
+    async fn while_draining_new_requests_get_503_with_a_json_rpc_error_and_only_liveness_answers() {
         use tower::ServiceExt;
         let dir = tempfile::tempdir().unwrap();
         let store = switchboard_store::Store::open(dir.path()).await.unwrap();
@@ -868,6 +878,24 @@ mod tests {
         let shared = mcp::Shared::new(hub);
         let addr: SocketAddr = "127.0.0.1:8750".parse().unwrap();
         let app = router(shared.clone(), addr, Access::loopback(), Default::default());
+        let readiness = |app: Router| async move {
+            let answer = app
+                .oneshot(request("/readyz", &[("host", "127.0.0.1:8750")]))
+                .await
+                .unwrap();
+            let status = answer.status();
+            let body = axum::body::to_bytes(answer.into_body(), 4096)
+                .await
+                .unwrap();
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+            )
+        };
+        assert_eq!(
+            readiness(app.clone()).await,
+            (StatusCode::OK, serde_json::json!({"ready": true}))
+        );
         assert_eq!(
             shared.drain(std::time::Duration::ZERO).await,
             0,
@@ -901,6 +929,12 @@ mod tests {
                 .contains("shutting down")
         );
 
+        let (status, unready) = readiness(app.clone()).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            unready["reason"].as_str().unwrap().contains("draining"),
+            "{unready}"
+        );
         let health = app
             .oneshot(request("/healthz", &[("host", "127.0.0.1:8750")]))
             .await
@@ -941,7 +975,12 @@ mod tests {
                 );
             }
         }
-        for public in ["/healthz", "/oauth/callback", "/oauth/client-metadata.json"] {
+        for public in [
+            "/healthz",
+            "/readyz",
+            "/oauth/callback",
+            "/oauth/client-metadata.json",
+        ] {
             assert_eq!(
                 status(access.refusal(&request(public, &[host]), &trusted)),
                 None,

@@ -504,6 +504,26 @@ pub(crate) async fn call(
     Ok(Sse::new(events).into_response())
 }
 
+/// How long `POST /api/servers/{id}/check` waits for the check (a reconnection included).
+const CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `POST /api/servers/{id}/check`: checks one server now (a connected one is asked whether it
+/// still answers and reconnected when it does not; one waiting to reconnect tries at once) and
+/// shows it as `GET /api/servers/{id}` does once the check is done.
+pub(crate) async fn check(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+    let id = server_id(id)?;
+    let def = app.hub.definition(&id).await?;
+    if !def.enabled {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("server '{id}' is disabled; enable it to connect it"),
+        ));
+    }
+    app.hub.check_now(&id, CHECK_WAIT).await?;
+    let owners = Owners::of(&app).await?;
+    Ok(Json(server_view(&app, &def, &owners)).into_response())
+}
+
 /// `POST /api/servers/{id}/logout`: revokes the server's tokens where it supports that, deletes
 /// them, and restarts it (so it shows that it needs a sign-in).
 pub(crate) async fn logout(State(app): State<AppState>, Path(id): Path<String>) -> Answer {

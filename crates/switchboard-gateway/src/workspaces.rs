@@ -277,6 +277,12 @@ impl Dispatcher {
         Router::new().fallback(dispatch).with_state(self.clone())
     }
 
+    /// Whether `request` is new work a draining daemon refuses (as its workspaces' routes do:
+    /// every POST).
+    fn refuses_new_requests(&self, request: &Request) -> bool {
+        request.method() == axum::http::Method::POST && self.local_shared.is_draining()
+    }
+
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -522,16 +528,22 @@ impl Dispatcher {
 
     /// Drains every open workspace (see [`crate::mcp::Shared::drain`]) and stops their hubs;
     /// returns how many requests had not finished.
+    ///
+    /// New requests are refused from the moment the local workspace drains (see
+    /// [`dispatch_judged`]); the workspaces stay in the map until they are drained, so a request
+    /// that was let in just before finds its workspace draining (and refusing) rather than a
+    /// new one opened behind the drain's back.
     pub(crate) async fn drain(&self, deadline: Duration) -> usize {
         let open: Vec<Arc<OpenWorkspace>> = self
             .open
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .filter_map(|(_, slot)| slot.workspace.get().cloned())
+            .values()
+            .filter_map(|slot| slot.workspace.get().cloned())
             .collect();
         let drains = open.iter().map(|w| w.shared.drain(deadline));
         let unfinished = futures::future::join_all(drains).await.into_iter().sum();
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).clear();
         futures::future::join_all(open.into_iter().map(close)).await;
         unfinished
     }
@@ -563,6 +575,11 @@ async fn dispatch(State(dispatcher): State<Arc<Dispatcher>>, request: Request) -
 async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> Response {
     if is_public_path(request.uri().path()) {
         return forward(&dispatcher.local, request).await;
+    }
+    // A draining daemon takes nothing new, whoever asks (the local workspace's routes refuse
+    // the operator's requests the same way); streams and reads already open finish.
+    if dispatcher.refuses_new_requests(&request) {
+        return crate::shutting_down();
     }
     match dispatcher.identify(request.headers()).await {
         Err(refused) => refused,
@@ -598,6 +615,8 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
             // The key was checked here; the workspace's routes need not see it.
             headers.remove(header::AUTHORIZATION);
             match dispatcher.workspace(&principal).await {
+                // The drain may have begun while the workspace opened.
+                Ok(_) if dispatcher.refuses_new_requests(&request) => crate::shutting_down(),
                 Ok(workspace) => {
                     workspace
                         .last_used

@@ -204,6 +204,14 @@ function serverCard(server) {
   const action = (label, run, attributes = {}) =>
     element("button", { type: "button", ...attributes, onclick: () => run().catch((e) => say(e.message, true)) }, label);
   const actions = [action("Open", () => openDetail(server.id), { "data-action": "open" })];
+  if (server.enabled) {
+    actions.push(action("Check", async () => {
+      const checked = (await api("POST", `/api/servers/${server.id}/check`)).status;
+      const state = checked?.state ?? "starting";
+      say(`${server.id} is ${state}${checked?.error ? `: ${checked.error}` : "."}`, state !== "connected");
+      await loadServers();
+    }, { "data-action": "check" }));
+  }
   if (mayChange(server)) {
     actions.push(action(server.enabled ? "Disable" : "Enable", async () => {
       await api("PATCH", `/api/servers/${server.id}`, { enabled: !server.enabled });
@@ -213,6 +221,10 @@ function serverCard(server) {
   }
   if (server.transport.type === "http" && ["needs-auth", "invalid-token"].includes(state)) {
     actions.push(action("Sign in", () => signIn(server.id), { "data-action": "sign-in", class: "primary" }));
+  } else if (server.transport.type === "http" && status?.needs_scope) {
+    // Asks for the scopes calls were refused for, with those granted before.
+    actions.push(action("Sign in", () => signIn(server.id, status.needs_scope),
+      { "data-action": "sign-in", class: "primary" }));
   }
   if (server.transport.type === "http" && state === "connected") {
     actions.push(action("Sign out", async () => {
@@ -242,11 +254,12 @@ function serverCard(server) {
     element("div", { class: "actions" }, ...actions));
 }
 
-async function signIn(id) {
+async function signIn(id, scope) {
   // Opened before the request, so the browser treats it as the click's window.
   const window_ = window.open("about:blank", "_blank");
   try {
-    const started = await api("POST", `/api/servers/${id}/login`);
+    const more = scope ? `?scope=${encodeURIComponent(scope)}` : "";
+    const started = await api("POST", `/api/servers/${id}/login${more}`);
     if (window_) window_.location = started.authorization_url;
     else location.assign(started.authorization_url);
     say(`Sign in to ${id} in the new window.`);

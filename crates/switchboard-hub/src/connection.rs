@@ -5,6 +5,11 @@
 //! refreshes and checking the server's health, and on failure backs off exponentially with full
 //! jitter (by default below 1 s, doubling to 30 s) before reconnecting. A server that needs
 //! sign-in waits for one instead of retrying.
+//!
+//! A check can be asked for at any time ([`crate::Hub::check_now`], and each tool call that
+//! fails at the transport asks for one): a live server is asked whether it still answers and
+//! reconnected if not, one waiting to reconnect tries at once. Checks asked for while one runs
+//! are answered by it, so however many come, the server sees one at a time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +32,11 @@ const SIGN_IN_ABANDONED: Duration = Duration::from_secs(600);
 
 pub(crate) struct ConnectionTask {
     slot: Arc<ServerSlot>,
+    /// Checks asked for ([`ServerSlot::checks_wanted`]).
+    checks: tokio::sync::watch::Receiver<u64>,
+    /// When the last connection attempt started, so that checks asked for one after another
+    /// cannot make the server's task connect more than once a second.
+    last_attempt: Option<tokio::time::Instant>,
     store: Store,
     options: ConnectOptions,
     auth: Option<Arc<ServerAuth>>,
@@ -65,7 +75,13 @@ impl ConnectionTask {
             }))
         });
         options.auth = auth.clone();
+        options.call_observer = Some(Arc::new(CheckOnFailure {
+            inner: options.call_observer.take(),
+            checks_wanted: slot.checks_wanted.clone(),
+        }));
         Self {
+            checks: slot.checks_wanted.subscribe(),
+            last_attempt: None,
             slot,
             store,
             options,
@@ -83,8 +99,14 @@ impl ConnectionTask {
     /// again.
     async fn wait_for_sign_in(&mut self) -> bool {
         let Some(auth) = self.auth.clone() else {
-            self.slot.stop.cancelled().await;
-            return false;
+            // Nothing here can sign in; checks are answered with the state as it is.
+            let stop = self.slot.stop.clone();
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return false,
+                    Ok(()) = self.checks.changed() => self.settle_checks(),
+                }
+            }
         };
         let mut authorizing_since = None;
         loop {
@@ -92,6 +114,10 @@ impl ConnectionTask {
                 _ = self.slot.stop.cancelled() => return false,
                 event = self.auth_events.recv() => event,
                 _ = tokio::time::sleep(SIGN_IN_POLL) => None,
+                Ok(()) = self.checks.changed() => {
+                    self.settle_checks();
+                    None
+                }
             };
             let state = self.machine.state();
             match event {
@@ -227,12 +253,44 @@ impl ConnectionTask {
         }
     }
 
+    /// Answers every check asked for so far: the state the task is in now is their answer.
+    fn settle_checks(&mut self) {
+        let wanted = *self.checks.borrow_and_update();
+        self.slot
+            .checks_answered
+            .send_if_modified(|answered| std::mem::replace(answered, wanted) != wanted);
+    }
+
+    /// Waits out `delay` before reconnecting, cut short by a check asked for (though never to
+    /// less than [`MIN_ATTEMPT_SPACING`] after the last attempt). False when the task stops.
+    async fn wait_to_reconnect(&mut self, delay: Duration) -> bool {
+        let stop = self.slot.stop.clone();
+        let until = tokio::time::Instant::now() + delay;
+        tokio::select! {
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep_until(until) => return true,
+            changed = self.checks.changed() => {
+                if changed.is_err() {
+                    return true;
+                }
+            }
+        }
+        let earliest = self
+            .last_attempt
+            .map_or(until, |last| (last + MIN_ATTEMPT_SPACING).min(until));
+        tokio::select! {
+            _ = stop.cancelled() => false,
+            _ = tokio::time::sleep_until(earliest) => true,
+        }
+    }
+
     pub(crate) async fn run(mut self) {
         let stop = self.slot.stop.clone();
         let supervision = self.options.supervision.clone();
         let mut backoff = Backoff::from_supervision(&supervision);
         loop {
             self.set_state(ConnectionState::Connecting, None);
+            self.last_attempt = Some(tokio::time::Instant::now());
             let attempt = tokio::select! {
                 _ = stop.cancelled() => break,
                 attempt = self.connect() => attempt,
@@ -258,6 +316,7 @@ impl ConnectionTask {
                     self.set_state(ConnectionState::InvalidToken, Some(failure.to_string()));
                 }
                 self.set_state(ConnectionState::NeedsAuth, Some(failure.to_string()));
+                self.settle_checks();
                 if self.wait_for_sign_in().await {
                     backoff.reset();
                     continue;
@@ -266,11 +325,11 @@ impl ConnectionTask {
             }
             self.set_state(ConnectionState::Error, Some(failure.to_string()));
             self.set_state(ConnectionState::Reconnecting, Some(failure.to_string()));
+            self.settle_checks();
             let delay = backoff.next_delay(rand::random::<f64>());
             tracing::debug!(server = %self.server(), ?delay, "reconnecting after a delay");
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(delay) => {}
+            if !self.wait_to_reconnect(delay).await {
+                break;
             }
         }
         *write(&self.slot.upstream) = None;
@@ -327,6 +386,7 @@ impl ConnectionTask {
         });
         *write(&self.slot.upstream) = Some(upstream.clone());
         self.set_state(ConnectionState::Connected, None);
+        self.settle_checks();
 
         // Ending the session (stop, or a failed health check) closes it from our side.
         let end = self.slot.stop.child_token();
@@ -354,7 +414,8 @@ impl ConnectionTask {
                 Some(event) = self.auth_events.recv() => {
                     if let AuthEvent::MoreScopeNeeded { scope } = &event {
                         tracing::warn!(server = %self.server(), scope, "a call needs more scope; the next sign-in asks for it");
-                        self.slot.status.send_modify(|s| s.needs_scope = Some(scope.clone()));
+                        let needed = scopes_a_token_shows(scope);
+                        self.slot.status.send_modify(|s| s.needs_scope = Some(needed));
                         scope_check = Some(tokio::time::Instant::now() + SIGN_IN_POLL);
                     }
                     self.on_auth_event(event);
@@ -373,6 +434,17 @@ impl ConnectionTask {
                         tracing::warn!(server = %self.server(), %error, "health check failed; reconnecting");
                         unhealthy = Some(UpstreamError::Protocol(format!("the health check failed: {error}")));
                         end.cancel();
+                    }
+                }
+                Ok(()) = self.checks.changed(), if unhealthy.is_none() => {
+                    self.checks.borrow_and_update();
+                    match upstream.health_check().await {
+                        Ok(()) => self.settle_checks(),
+                        Err(error) => {
+                            tracing::warn!(server = %self.server(), %error, "the server did not answer a check; reconnecting");
+                            unhealthy = Some(UpstreamError::Protocol(format!("the server did not answer a check: {error}")));
+                            end.cancel();
+                        }
                     }
                 }
             }
@@ -522,6 +594,41 @@ impl ConnectionTask {
     }
 }
 
+/// `scope` (space-separated) without `offline_access`: it asks for a refresh token, and no
+/// authorization server lists it among the scopes it granted, so a wanted scope that includes
+/// it would never show as granted.
+fn scopes_a_token_shows(scope: &str) -> String {
+    scope
+        .split_whitespace()
+        .filter(|s| *s != "offline_access")
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The least time between two connection attempts that checks asked for bring forward.
+const MIN_ATTEMPT_SPACING: Duration = Duration::from_secs(1);
+
+/// Passes each finished call on to the hub's observer, and asks for a check of the server when
+/// a call failed at the transport (refused, reset, a 5xx, no answer in time): the server's
+/// status then says at once whether it still answers, instead of at the next health check.
+#[derive(Debug)]
+struct CheckOnFailure {
+    inner: Option<Arc<dyn switchboard_upstream::CallObserver>>,
+    checks_wanted: tokio::sync::watch::Sender<u64>,
+}
+
+impl switchboard_upstream::CallObserver for CheckOnFailure {
+    fn finished(&self, call: switchboard_upstream::CallRecord<'_>) {
+        use switchboard_upstream::CallOutcome;
+        if matches!(call.outcome, CallOutcome::Failed | CallOutcome::Timeout) {
+            self.checks_wanted.send_modify(|count| *count += 1);
+        }
+        if let Some(inner) = &self.inner {
+            inner.finished(call);
+        }
+    }
+}
+
 /// When the next health check is due; never when checks are off.
 struct HealthChecks {
     timer: Option<tokio::time::Interval>,
@@ -593,5 +700,19 @@ impl Refresh {
 
     fn is_empty(self) -> bool {
         self == Self::NONE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wanted_scope_leaves_out_offline_access_which_no_grant_lists() {
+        assert_eq!(
+            scopes_a_token_shows("mcp:read offline_access mcp:admin"),
+            "mcp:read mcp:admin"
+        );
+        assert_eq!(scopes_a_token_shows("offline_access"), "");
     }
 }

@@ -126,6 +126,12 @@ pub(crate) struct ServerSlot {
     /// Sign-in progress for the server's task (from its own connections and from sign-ins the
     /// admin API runs).
     pub(crate) auth_events: tokio::sync::mpsc::UnboundedSender<switchboard_oauth::AuthEvent>,
+    /// Checks asked for ([`Hub::check_now`], and calls that failed at the transport): a count
+    /// the connection task follows, so requests that come while one check runs make one more.
+    pub(crate) checks_wanted: watch::Sender<u64>,
+    /// The highest count of [`Self::checks_wanted`] the connection task has answered (by a
+    /// check, or by reaching a state that answers it: connected, reconnecting, needs sign-in).
+    pub(crate) checks_answered: watch::Sender<u64>,
 }
 
 /// A tool [`Hub::search_tools`] found.
@@ -438,6 +444,8 @@ impl Hub {
             catalog: RwLock::new(Arc::new(ServerCatalog::default())),
             stop: CancellationToken::new(),
             auth_events,
+            checks_wanted: watch::channel(0).0,
+            checks_answered: watch::channel(0).0,
         });
         write(&self.servers).insert(slot.definition.id.clone(), slot.clone());
         let auth = match server_auth(&slot.definition, &self.store, &self.oauth).await {
@@ -574,7 +582,8 @@ impl Hub {
         })
     }
 
-    /// Watches the merged catalog; it changes when a server connects, drops or changes a list.
+    /// Watches the merged catalog; it changes when a server is added or removed, or lists
+    /// something new.
     pub fn watch_exposed(&self) -> watch::Receiver<Arc<ExposedCatalog>> {
         self.exposed.subscribe()
     }
@@ -600,15 +609,17 @@ impl Hub {
         });
     }
 
-    /// Rebuilds the merged catalog from the servers that are connected now, and notes each
-    /// server's collisions in its status. The hub does this by itself whenever a server
-    /// changes; call it to be sure a snapshot taken right now is current.
+    /// Rebuilds the merged catalog from every running server's catalog, and notes each
+    /// server's collisions in its status. A server that is not connected right now (reconnecting,
+    /// waiting for a sign-in) keeps its last known catalog in it: its tools stay listed and
+    /// searchable, and a call of one is answered with the server's state and the reason (see
+    /// [`Hub::upstream`]) instead of "unknown tool". The hub does this by itself whenever a
+    /// server changes; call it to be sure a snapshot taken right now is current.
     pub fn rebuild_exposed(&self) {
         let mut slots: Vec<_> = read(&self.servers).values().cloned().collect();
         slots.sort_by(|a, b| a.definition.id.cmp(&b.definition.id));
         let contributions: Vec<_> = slots
             .iter()
-            .filter(|slot| slot.status.borrow().state.is_serving())
             .map(|slot| exposed::Contribution {
                 server: slot.definition.id.clone(),
                 prefix: slot.definition.exposed_prefix(),
@@ -686,6 +697,26 @@ impl Hub {
             }
         })
         .await;
+    }
+
+    /// Checks one server now and returns its status once the check is done (or `limit` has
+    /// passed): a connected server is asked whether it still answers (and reconnected when it
+    /// does not), one waiting to reconnect tries at once, one that needs a sign-in stays so.
+    pub async fn check_now(
+        &self,
+        id: &ServerId,
+        limit: Duration,
+    ) -> Result<ServerStatus, HubError> {
+        let slot = self.slot(id)?;
+        let mut wanted = 0;
+        slot.checks_wanted.send_modify(|count| {
+            *count += 1;
+            wanted = *count;
+        });
+        let mut answered = slot.checks_answered.subscribe();
+        let _ = tokio::time::timeout(limit, answered.wait_for(|done| *done >= wanted)).await;
+        let status = slot.status.borrow().clone();
+        Ok(status)
     }
 
     /// A request handle for a connected server.

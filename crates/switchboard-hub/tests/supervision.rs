@@ -417,3 +417,82 @@ async fn a_restarted_server_is_listed_again() {
     );
     hub.shutdown().await;
 }
+
+/// A call that fails at the transport makes the hub check the server at once: with periodic
+/// health checks off, the status still turns from `connected` to `reconnecting`, with the
+/// reason. The server's tools stay in the merged catalog meanwhile (a call of one is refused
+/// with the server's state and reason, not as an unknown tool), and a check asked for through
+/// `check_now` reconnects without waiting out the backoff (an hour here).
+#[tokio::test]
+async fn a_call_that_fails_at_the_transport_shows_the_server_down_at_once() {
+    for era in [Era::Legacy, Era::Modern] {
+        let mut fixture = transports::streamable_http(era).await;
+        let (hub, _dir) = hub_supervised(switchboard_core::Supervision {
+            health_interval: None,
+            reconnect_initial: Duration::from_secs(3600),
+            reconnect_max: Duration::from_secs(3600),
+            ..Default::default()
+        })
+        .await;
+        hub.start(http("flaky", &fixture.url)).await;
+        eventually(&hub, "flaky", "connected", |s| {
+            s.state == ConnectionState::Connected
+        })
+        .await;
+        hub.rebuild_exposed();
+        assert!(hub.exposed().tools.get("flaky__echo").is_some(), "{era:?}");
+
+        fixture.stop();
+        let failed = hub
+            .upstream(&id("flaky"))
+            .unwrap()
+            .call_tool(
+                "echo",
+                serde_json::json!({"message": "ok"}).as_object().cloned(),
+                &CallContext::default(),
+            )
+            .await;
+        assert!(failed.is_err(), "{era:?}: {failed:?}");
+        eventually(&hub, "flaky", "reconnecting after the failed call", |s| {
+            s.state == ConnectionState::Reconnecting
+                && s.error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("did not answer a check") || e.contains("reach"))
+        })
+        .await;
+
+        hub.rebuild_exposed();
+        assert!(
+            hub.exposed().tools.get("flaky__echo").is_some(),
+            "{era:?}: the last known tools stay listed"
+        );
+        match hub.upstream_for_tool(&id("flaky"), "echo") {
+            Err(HubError::NotConnected {
+                state: ConnectionState::Reconnecting,
+                reason: Some(_),
+                ..
+            }) => {}
+            other => panic!("{era:?}: expected NotConnected with a reason, got {other:?}"),
+        }
+
+        fixture.restart(Duration::ZERO).await;
+        let checked = hub
+            .check_now(&id("flaky"), Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert_eq!(
+            checked.state,
+            ConnectionState::Connected,
+            "{era:?}: {checked:?}"
+        );
+        assert_eq!(echo(&hub, "flaky").await, "ok", "{era:?}");
+
+        // A check of a healthy server answers with it still connected.
+        let checked = hub
+            .check_now(&id("flaky"), Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert_eq!(checked.state, ConnectionState::Connected, "{era:?}");
+        hub.shutdown().await;
+    }
+}

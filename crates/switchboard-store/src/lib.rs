@@ -467,6 +467,12 @@ impl Store {
         Ok(servers)
     }
 
+    /// Whether the database answers a trivial query (for readiness checks).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let _: (i32,) = on_db!(&self.db, pool => sqlx::query_as("SELECT 1").fetch_one(pool).await)?;
+        Ok(())
+    }
+
     /// What the servers, activation layers and users are now (see [`StoreFingerprint`]).
     pub async fn fingerprint(&self) -> Result<StoreFingerprint, StoreError> {
         let groups: Vec<(String, String, i64, i64)> = on_db!(&self.db, pool => sqlx::query_as(

@@ -86,10 +86,13 @@ pub struct ConnectOptions {
 pub trait BuiltinServers: Send + Sync + std::fmt::Debug {
     /// Starts a fresh instance of built-in server `name` for `server`, and returns the client's
     /// end of the byte stream it speaks MCP on (newline-delimited JSON-RPC, as over stdio).
+    /// `wait_always`: see
+    /// [`TransportSpec::Builtin`](switchboard_core::TransportSpec::Builtin).
     fn open(
         &self,
         server: &switchboard_core::ServerId,
         name: &str,
+        wait_always: bool,
     ) -> Result<tokio::io::DuplexStream, String>;
 }
 
@@ -305,13 +308,13 @@ pub async fn connect(
                 "the approved command '{name}' must be read before connecting"
             )));
         }
-        TransportSpec::Builtin { name } => {
+        TransportSpec::Builtin { name, wait_always } => {
             let open = || async {
                 let builtins = options.builtins.as_ref().ok_or_else(|| {
                     UpstreamError::Handshake("built-in servers do not run here".into())
                 })?;
                 let stream = builtins
-                    .open(&def.id, name)
+                    .open(&def.id, name, *wait_always)
                     .map_err(UpstreamError::Handshake)?;
                 let (read, write) = tokio::io::split(stream);
                 Ok(rmcp::transport::async_rw::AsyncRwTransport::<
@@ -378,7 +381,10 @@ fn explain_with_stderr(error: UpstreamError, tail: &StderrTail) -> UpstreamError
 /// Starts a session on a message transport (stdio, WebSocket): `server/discover` with a timeout,
 /// falling back to `initialize`. A server that answers `-32022` listing only `initialize`-era
 /// versions (as rmcp-based legacy servers do) is legacy too; the transport is consumed by the
-/// failed attempt, so a fresh one is opened for `initialize`.
+/// failed attempt, so a fresh one is opened for `initialize`. A server that answered the probe
+/// after the fallback (slow to start, not legacy) and so refused `initialize` is reached on a
+/// fresh transport (a new process, for stdio) with `server/discover` alone, which waits as long
+/// as the connection's own timeout allows: being slow is no error.
 async fn serve_message_transport<T, Open, Fut>(
     handler: UpstreamHandler,
     open: Open,
@@ -394,8 +400,22 @@ where
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
     let probing = LateDiscoverFilter::new(Tapped::new(open().await?, tap.clone()));
+    let answered_late = probing.answered_late();
     match handler.clone().serve_with_lifecycle(probing, auto).await {
         Ok(service) => Ok(service),
+        Err(error) if answered_late.load(std::sync::atomic::Ordering::SeqCst) => {
+            tracing::info!(
+                refused = %error_chain(&error),
+                "the server answered server/discover after the probe gave up; connecting again with server/discover only"
+            );
+            let lifecycle = ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            };
+            handler
+                .serve_with_lifecycle(Tapped::new(open().await?, tap), lifecycle)
+                .await
+                .map_err(handshake_error)
+        }
         Err(error) if only_legacy_versions(&error) => handler
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
             .serve_with_lifecycle(

@@ -205,7 +205,28 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
         ServiceError::InputRequiredRoundsExceeded { max_rounds } => {
             UpstreamError::TooManyInputRounds(max_rounds)
         }
-        ServiceError::TransportSend(e) => UpstreamError::Unreachable(error_chain(&e)),
+        ServiceError::TransportSend(e) => {
+            // The Streamable HTTP client's own failures say what they are: a sign-in that is
+            // needed or was refused (a step-up among them) is no unreachable server.
+            type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<
+                crate::http_client::HttpFailure,
+            >;
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
+            let mut http = None;
+            while let Some(error) = cause {
+                if let Some(found) = error.downcast_ref::<HttpError>() {
+                    http = Some(found);
+                    break;
+                }
+                cause = error.source();
+            }
+            match http.and_then(crate::connect::fatal_http_error) {
+                Some(UpstreamError::Unreachable(_)) | None => {
+                    UpstreamError::Unreachable(error_chain(&e))
+                }
+                Some(meaningful) => meaningful,
+            }
+        }
         other => UpstreamError::Protocol(other.to_string()),
     }
 }

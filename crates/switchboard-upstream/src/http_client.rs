@@ -421,6 +421,19 @@ fn protocol_version_header(headers: &HashMap<HeaderName, HeaderValue>) -> Option
         .cloned()
 }
 
+/// Whether a refusal of a request sent in a session says the server no longer knows the
+/// session besides the spec's 404 (answered before the body is read): the 400 "Bad Request: No
+/// valid session ID provided" that servers built on the TypeScript SDK's examples
+/// (server-everything among them) answer after a restart. Either way the server ran nothing, so the request may be sent again in a new
+/// session (rmcp's worker does that once).
+fn forgot_session(status: StatusCode, body: &[u8]) -> bool {
+    const BODY_PREFIX_CHECKED: usize = 1024;
+    status == StatusCode::BAD_REQUEST
+        && String::from_utf8_lossy(&body[..body.len().min(BODY_PREFIX_CHECKED)])
+            .to_ascii_lowercase()
+            .contains("session")
+}
+
 fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
     matches!(
         message,
@@ -658,6 +671,9 @@ impl StatusAwareHttpClient {
             // to fall back to HTTP+SSE, so it must reach the probe as a status.
             let initialize_refused =
                 is_initialize(&message) && matches!(status.as_u16(), 400 | 404 | 405);
+            if session_id.is_some() && !initialize_refused && forgot_session(status, &body) {
+                return Err(StreamableHttpError::SessionExpired);
+            }
             if is_json
                 && !initialize_refused
                 && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
@@ -706,6 +722,7 @@ impl StatusAwareHttpClient {
                 crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &parsed);
                 Ok(StreamableHttpPostResponse::Json(parsed, new_session))
             }
+            Some(k) if k.starts_with("text/html") => Err(not_mcp_but_a_web_page()),
             other => Err(StreamableHttpError::UnexpectedContentType(
                 other.map(str::to_owned),
             )),
@@ -762,9 +779,19 @@ impl StatusAwareHttpClient {
                 self.tap.clone(),
                 bounded_sse(response.bytes_stream(), max_sse_event_size),
             )),
+            Some(k) if k.starts_with("text/html") => Err(not_mcp_but_a_web_page()),
             other => Err(StreamableHttpError::UnexpectedContentType(other)),
         }
     }
+}
+
+/// What a URL that answers with a web page is told: a person pasted a home or docs page, not
+/// the server's MCP endpoint.
+fn not_mcp_but_a_web_page() -> StreamableHttpError<HttpFailure> {
+    StreamableHttpError::UnexpectedServerResponse(Cow::Borrowed(
+        "the URL answered with an HTML page, not MCP: use the server's MCP endpoint (often a \
+         path such as /mcp or /sse; its documentation names it)",
+    ))
 }
 
 #[cfg(test)]

@@ -5,7 +5,10 @@
 //! start (an `npx` download, say) then answers both, the stale discover first, and rmcp takes
 //! that stale answer as a reply to `initialize` and fails the handshake ("uncorrelated error
 //! response"). This wrapper drops replies to discover requests once `initialize` has been sent,
-//! so the legacy handshake sees only its own reply.
+//! so the legacy handshake sees only its own reply, and notes that a late *answer* came: the
+//! server speaks 2026-07-28 after all. A server that then refuses `initialize` on that
+//! connection (the Python SDK does: "connection is serving the 2026-07-28 protocol") is started
+//! again and reached with `server/discover` alone (see `connect::serve_message_transport`).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +25,7 @@ pub struct LateDiscoverFilter<T> {
     inner: T,
     discover_ids: Arc<Mutex<HashSet<RequestId>>>,
     initialize_sent: Arc<AtomicBool>,
+    answered_late: Arc<AtomicBool>,
 }
 
 impl<T> LateDiscoverFilter<T> {
@@ -31,7 +35,14 @@ impl<T> LateDiscoverFilter<T> {
             inner,
             discover_ids: Arc::default(),
             initialize_sent: Arc::default(),
+            answered_late: Arc::default(),
         }
+    }
+
+    /// Set once a result (not an error) to an abandoned `server/discover` arrived: the server
+    /// speaks 2026-07-28 but was too slow for the probe.
+    pub fn answered_late(&self) -> Arc<AtomicBool> {
+        self.answered_late.clone()
     }
 
     fn is_stale_discover_reply(&self, message: &ServerJsonRpcMessage) -> bool {
@@ -81,6 +92,9 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for LateDiscoverFilter<T> {
             let message = self.inner.receive().await?;
             if self.is_stale_discover_reply(&message) {
                 tracing::debug!("ignored a late reply to an abandoned server/discover probe");
+                if matches!(message, JsonRpcMessage::Response(_)) {
+                    self.answered_late.store(true, Ordering::SeqCst);
+                }
                 continue;
             }
             return Some(message);

@@ -177,3 +177,39 @@ async fn a_refused_websocket_upgrade_keeps_its_status() {
         "{error}"
     );
 }
+
+/// A URL that serves a web page (a product's home page, a docs page pasted by mistake) is
+/// told apart from a broken server: the error says an HTML page answered, not MCP.
+#[tokio::test]
+async fn a_url_serving_a_web_page_says_it_is_no_mcp_endpoint() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serving = tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 64 * 1024];
+                let _ = socket.read(&mut buffer).await;
+                let page = "<!doctype html><html><body>Welcome</body></html>";
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    let error = connect_error(&http(
+        &format!("http://127.0.0.1:{port}/"),
+        Duration::from_secs(5),
+    ))
+    .await;
+    let text = error.to_string();
+    assert!(text.contains("HTML page"), "{text}");
+    assert!(!text.contains("Some("), "no Rust debug text: {text}");
+    serving.abort();
+}

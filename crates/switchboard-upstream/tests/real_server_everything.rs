@@ -151,3 +151,35 @@ async fn server_everything_over_legacy_sse() {
     assert_eq!(connection.detected, Some(DetectedTransport::HttpSse));
     exercise(connection).await;
 }
+
+/// A TypeScript-SDK server that restarts answers the old session id with 400 "No valid session
+/// ID provided" (not the spec's 404). The next call opens a new session and goes through, the
+/// first time it is tried.
+#[tokio::test]
+async fn a_restarted_server_that_forgets_the_session_answers_the_next_call() {
+    let mut server = ServerEverything::start("streamableHttp");
+    let connection = connect(&http(&server.url), None, &ConnectOptions::new("test"))
+        .await
+        .unwrap();
+    let echo = |message: &'static str| {
+        let upstream = connection.upstream.clone();
+        async move {
+            upstream
+                .call_tool(
+                    "echo",
+                    args(serde_json::json!({ "message": message })),
+                    &CallContext::default(),
+                )
+                .await
+        }
+    };
+    echo("before").await.unwrap();
+    server.restart();
+    // The next call comes a moment later, as calls after a deployment's restart do (one sent
+    // in the instant the old process's connections close may meet a closing connection, and a
+    // call that may have been sent is never sent twice).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = echo("after").await.expect("the call after the restart");
+    assert_eq!(after.content[0].as_text().unwrap().text, "Echo: after");
+    connection.session.close().await;
+}

@@ -36,6 +36,34 @@ pub fn parse_json_object(text: &str) -> Result<Map<String, Value>, ArgError> {
     }
 }
 
+/// The arguments `schema` requires that `arguments` lacks, each with its declared type (or
+/// `any`), in the schema's order.
+pub fn missing_required(
+    arguments: &Map<String, Value>,
+    schema: &Map<String, Value>,
+) -> Vec<(String, String)> {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|name| !arguments.contains_key(*name))
+        .map(|name| {
+            let kind = properties
+                .and_then(|p| p.get(name))
+                .and_then(|p| p.get("type"))
+                .map(|t| match t {
+                    Value::String(kind) => kind.clone(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| "any".into());
+            (name.to_owned(), kind)
+        })
+        .collect()
+}
+
 /// Builds an argument object from `key=value` pairs using `schema` for types.
 pub fn from_pairs(
     pairs: &[String],
@@ -94,6 +122,18 @@ fn typed(key: &str, raw: &str, declared: Option<&str>) -> Result<Value, ArgError
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn required_arguments_left_out_are_named_with_their_types() {
+        let schema = json!({"type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "string"}, "c": {}},
+            "required": ["a", "b", "c"]});
+        let given = json!({"b": "x"});
+        assert_eq!(
+            missing_required(given.as_object().unwrap(), schema.as_object().unwrap()),
+            [("a".into(), "number".into()), ("c".into(), "any".into())]
+        );
+    }
 
     #[test]
     fn pairs_follow_the_schema_types() {

@@ -533,6 +533,8 @@ pub enum ServerCommand {
     List(JsonFlag),
     /// Show one server's configuration.
     Show(IdArgs),
+    /// Connect to one server now and show how it is doing (fails unless it connects).
+    Check(IdArgs),
     /// Remove a server.
     Remove(IdArgs),
     /// Enable a server.

@@ -69,7 +69,7 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
     let url = pending.authorization_url.to_string();
     // The URL is made from the authorization server's metadata: shown, not obeyed.
     println!("Sign in to '{id}' at:\n{}", crate::render::safe(&url));
-    let callback = wait_for_redirect(
+    let redirect = wait_for_redirect(
         listener,
         &url,
         &redirect_uri,
@@ -79,16 +79,56 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
         Duration::from_secs(args.timeout),
     )
     .await?;
-    auth.complete_sign_in(&pending, &callback)
-        .await
-        .with_context(|| format!("signing in to '{id}' failed"))?;
+    // The browser's page waits for this, so it says how the sign-in ended (a redirect with a
+    // wrong `iss`, a refused code), not only that the redirect arrived.
+    let finished = auth.complete_sign_in(&pending, &redirect.callback).await;
+    let page = match &finished {
+        Ok(()) => format!("Signed in to '{id}'. You can close this tab."),
+        Err(_) if redirect.callback.error.is_some() => {
+            received_page(id.as_str(), &redirect.callback)
+        }
+        Err(error) => format!(
+            "Signing in to '{id}' failed: {error}. Run `switchboard login {id}` to try again; \
+             you can close this tab."
+        ),
+    };
+    redirect.answer(finished.is_ok(), page).await;
+    finished.with_context(|| format!("signing in to '{id}' failed"))?;
     println!("Signed in to '{id}'.");
     Ok(0)
 }
 
+/// The redirect of a sign-in, whose browser tab waits for [`Redirect::answer`] (or, if that
+/// never comes, is told that the terminal has the outcome).
+struct Redirect {
+    callback: AuthorizationCallback,
+    page: Option<tokio::sync::oneshot::Sender<(bool, String)>>,
+    stop: tokio_util::sync::CancellationToken,
+    serving: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Redirect {
+    /// Shows the waiting tab `page` (with 200 if `succeeded`, else 400) and stops listening
+    /// once it is sent.
+    async fn answer(mut self, succeeded: bool, page: String) {
+        if let Some(tab) = self.page.take() {
+            let _ = tab.send((succeeded, page));
+        }
+        self.stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.serving).await;
+    }
+}
+
+impl Drop for Redirect {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 /// Opens the authorization request `url` in the browser (when `open_browser`; the caller
 /// printed it), serves `redirect_uri` on `listener`, and returns the first redirect carrying
-/// `state`, within `timeout`. Used by `login` and by a command's step-up ([`BrowserAuthorizer`]).
+/// `state`, within `timeout`; its tab waits for [`Redirect::answer`]. Used by `login` and by a
+/// command's step-up ([`BrowserAuthorizer`]).
 async fn wait_for_redirect(
     listener: tokio::net::TcpListener,
     url: &str,
@@ -97,8 +137,8 @@ async fn wait_for_redirect(
     server: &str,
     open_browser: bool,
     timeout: Duration,
-) -> anyhow::Result<AuthorizationCallback> {
-    let (tx, mut rx) = mpsc::channel::<AuthorizationCallback>(1);
+) -> anyhow::Result<Redirect> {
+    let (tx, mut rx) = mpsc::channel::<Arrived>(1);
     let router = axum::Router::new()
         .route(redirect_uri.path(), axum::routing::get(callback))
         .with_state(CallbackState {
@@ -119,16 +159,33 @@ async fn wait_for_redirect(
         eprintln!("(could not open a browser: {error}; open the URL above yourself)");
     }
     let received = tokio::time::timeout(timeout, rx.recv()).await;
-    stop.cancel();
-    let _ = serving.await;
     match received {
-        Ok(Some(callback)) => Ok(callback),
-        _ => bail!(
-            "no sign-in redirect arrived within {} s; run `switchboard login {server}` again",
-            timeout.as_secs()
-        ),
+        Ok(Some((callback, page))) => Ok(Redirect {
+            callback,
+            page: Some(page),
+            stop,
+            serving,
+        }),
+        _ => {
+            stop.cancel();
+            let _ = serving.await;
+            bail!(
+                "no sign-in redirect arrived within {} s; run `switchboard login {server}` again",
+                timeout.as_secs()
+            )
+        }
     }
 }
+
+/// A redirect of this login, and where its tab waits for the page to show.
+type Arrived = (
+    AuthorizationCallback,
+    tokio::sync::oneshot::Sender<(bool, String)>,
+);
+
+/// How long a redirect's tab waits for the sign-in's outcome before it is told to look at the
+/// terminal.
+const OUTCOME_WAIT: Duration = Duration::from_secs(60);
 
 /// `text` as a redirect URI `switchboard login` can listen at: `http` on a loopback address
 /// with an explicit port.
@@ -216,7 +273,9 @@ impl switchboard_oauth::Authorizer for BrowserAuthorizer {
                 "'{}' needs more permissions for this; grant them at:\n{url}",
                 self.server
             );
-            wait_for_redirect(
+            // The tab is told the redirect arrived: the sign-in goes on in the command, which
+            // says how it ended.
+            let redirect = wait_for_redirect(
                 listener,
                 url.as_str(),
                 &self.redirect_uri,
@@ -226,7 +285,11 @@ impl switchboard_oauth::Authorizer for BrowserAuthorizer {
                 self.timeout,
             )
             .await
-            .map_err(failed)
+            .map_err(failed)?;
+            let callback = redirect.callback.clone();
+            let page = received_page(&self.server, &callback);
+            redirect.answer(callback.error.is_none(), page).await;
+            Ok(callback)
         })
     }
 }
@@ -235,7 +298,7 @@ impl switchboard_oauth::Authorizer for BrowserAuthorizer {
 struct CallbackState {
     expected_state: String,
     server: String,
-    deliver: mpsc::Sender<AuthorizationCallback>,
+    deliver: mpsc::Sender<Arrived>,
 }
 
 /// The redirect target. Only a redirect carrying this login's `state` is taken; anything else
@@ -251,13 +314,31 @@ async fn callback(
             "This sign-in link does not belong to the login in progress.",
         );
     }
-    let page = received_page(&state.server, &callback);
-    let _ = state.deliver.try_send(callback);
-    callback_page(StatusCode::OK, &page)
+    let (tab, outcome) = tokio::sync::oneshot::channel();
+    if state.deliver.try_send((callback, tab)).is_err() {
+        return callback_page(
+            StatusCode::CONFLICT,
+            "This sign-in's redirect arrived already; its first tab says how it ended.",
+        );
+    }
+    match tokio::time::timeout(OUTCOME_WAIT, outcome).await {
+        Ok(Ok((true, page))) => callback_page(StatusCode::OK, &page),
+        Ok(Ok((false, page))) => callback_page(StatusCode::BAD_REQUEST, &page),
+        _ => callback_page(
+            StatusCode::OK,
+            &format!(
+                "Switchboard received the sign-in for '{}'; the terminal says how it ended. You \
+                 can close this tab.",
+                state.server
+            ),
+        ),
+    }
 }
 
-/// What the browser is told once the redirect of this login arrived: the truth when the
-/// authorization server refused (the user denied access, say), since the CLI ends with that too.
+/// What the browser is told once the redirect of a sign-in arrived, when the tab does not wait
+/// for the code's exchange (a command's step-up): the truth when the authorization server
+/// refused (the user denied access, say), since the command ends with that too; otherwise that
+/// the terminal has the outcome.
 fn received_page(server: &str, callback: &AuthorizationCallback) -> String {
     match &callback.error {
         Some(error) => {
@@ -272,7 +353,10 @@ fn received_page(server: &str, callback: &AuthorizationCallback) -> String {
                  close this tab."
             )
         }
-        None => format!("Switchboard received the sign-in for '{server}'. You can close this tab."),
+        None => format!(
+            "Switchboard received the sign-in for '{server}'; the terminal says whether it \
+             succeeded. You can close this tab."
+        ),
     }
 }
 

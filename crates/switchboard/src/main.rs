@@ -206,7 +206,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Resources(args) => list_resources(store, args).await,
         Command::Prompts(args) => list_prompts(store, args).await,
         Command::Call(args) => call(store, args).await,
-        Command::Status(flag) => status(store, flag.json).await,
+        Command::Status(flag) => status(store, None, flag.json).await,
         Command::Catalog(flag) => show_catalog(flag.json),
         Command::Login(args) => login::login(&store, args).await,
         Command::Logout(args) => login::logout(&store, args).await,
@@ -655,6 +655,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
             }
             Ok(0)
         }
+        ServerCommand::Check(args) => status(store.clone(), Some(&args.id), args.json).await,
         ServerCommand::Show(args) => {
             let id = parse_id(&args.id)?;
             let def = store
@@ -1076,10 +1077,18 @@ async fn connected_hub_with(
     let definitions = match only {
         Some(id) => {
             let id = parse_id(id)?;
-            let def = store
-                .get_server(&id)
-                .await?
-                .with_context(|| format!("no server with id '{id}'"))?;
+            let Some(def) = store.get_server(&id).await? else {
+                let ids: Vec<String> = store
+                    .list_servers()
+                    .await?
+                    .into_iter()
+                    .map(|d| d.id.to_string())
+                    .collect();
+                bail!(
+                    "no server with id '{id}'{}",
+                    did_you_mean(id.as_str(), ids.iter().map(String::as_str))
+                );
+            };
             if !def.enabled {
                 bail!("server '{id}' is disabled; enable it with `switchboard server enable {id}`");
             }
@@ -1427,16 +1436,37 @@ async fn call_on_hub(
     let id = parse_id(server)?;
     let upstream = hub.upstream_for_tool(&id, tool)?;
     let catalog = hub.catalog(&id)?;
-    let schema = catalog
+    let Some(schema) = catalog
         .tools
         .iter()
         .find(|t| t.name == tool)
         .map(|t| (*t.input_schema).clone())
-        .with_context(|| format!("server '{id}' has no tool '{tool}'"))?;
+    else {
+        bail!(
+            "server '{id}' has no tool '{tool}'{}",
+            did_you_mean(tool, catalog.tools.iter().map(|t| t.name.as_ref()))
+        );
+    };
     let arguments = match &args.args {
         Some(text) => args::parse_json_object(text)?,
         None => args::from_pairs(&args.arg, &schema)?,
     };
+    let missing = args::missing_required(&arguments, &schema);
+    if !missing.is_empty() {
+        bail!(
+            "{id}/{tool} needs {}: pass {}",
+            missing
+                .iter()
+                .map(|(name, kind)| format!("'{name}' ({kind})"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            missing
+                .iter()
+                .map(|(name, _)| format!("--arg {name}=..."))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
     let (progress_tx, mut progress_rx) =
         tokio::sync::mpsc::unbounded_channel::<switchboard_upstream::Progress>();
     let show_progress = std::io::stderr().is_terminal();
@@ -1475,8 +1505,22 @@ async fn call_on_hub(
     result.with_context(|| format!("calling {id}/{tool}"))
 }
 
-async fn status(store: Store, json: bool) -> anyhow::Result<i32> {
-    let hub = connected_hub(store, None).await?;
+/// ` (did you mean 'x'?)` for the name among `known` closest to `wanted`, if one is close;
+/// empty otherwise.
+fn did_you_mean<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> String {
+    const CLOSE_ENOUGH: f64 = 0.7;
+    known
+        .map(|name| (strsim::jaro_winkler(wanted, name), name))
+        .filter(|(score, _)| *score >= CLOSE_ENOUGH)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, name)| format!(" (did you mean '{}'?)", render::safe(name)))
+        .unwrap_or_default()
+}
+
+/// Connects every enabled server (or only `only`) and shows how each one is doing; fails unless
+/// all are connected.
+async fn status(store: Store, only: Option<&str>, json: bool) -> anyhow::Result<i32> {
+    let hub = connected_hub(store, only).await?;
     hub.rebuild_exposed();
     let statuses = hub.status();
     let exposed = hub.exposed();

@@ -1206,3 +1206,158 @@ async fn a_question_the_calling_client_cannot_answer_goes_to_a_person_at_the_con
         .join("\n");
     assert!(text.contains("- Name: Grace Hopper"), "{answered:#}");
 }
+
+/// `POST /api/servers/{id}/check` asks a server whether it still answers: a stopped
+/// server-everything shows `reconnecting` with the reason in the check's own answer, and a call
+/// of its tool through `/mcp` meanwhile names the server and its state (the tool stays listed,
+/// it is not "unknown"); once the server is back, a check answers with it connected. A disabled
+/// server is not checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_check_reconnects_at_once_and_says_how_it_is() {
+    let mut server = switchboard_fixtures::ServerEverything::start("streamableHttp");
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (status, _) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "everything", "url": server.url})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    daemon.wait_for_state("everything", "connected").await;
+    let (status, checked) = daemon
+        .send("POST", "/api/servers/everything/check", None)
+        .await;
+    assert_eq!(status, 200, "{checked}");
+    assert_eq!(checked["status"]["state"], "connected", "{checked}");
+
+    server.stop();
+    let (status, checked) = daemon
+        .send("POST", "/api/servers/everything/check", None)
+        .await;
+    assert_eq!(status, 200, "{checked}");
+    assert_ne!(checked["status"]["state"], "connected", "{checked}");
+    assert!(
+        checked["status"]["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "the check says why: {checked}"
+    );
+
+    let (_, listed) = daemon.send("GET", "/api/tools", None).await;
+    assert!(
+        listed.to_string().contains("everything__echo"),
+        "the down server's tools stay listed: {listed}"
+    );
+    let refused = common::call_through_daemon(daemon.port, 1, "everything__echo").await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("everything") && message.contains("not connected"),
+        "{refused}"
+    );
+    assert!(!message.contains("unknown tool"), "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["server"], "everything",
+        "{refused}"
+    );
+    assert!(refused["error"]["data"]["state"].is_string(), "{refused}");
+
+    server.restart();
+    let mut state = Value::Null;
+    for _ in 0..10 {
+        let (_, checked) = daemon
+            .send("POST", "/api/servers/everything/check", None)
+            .await;
+        state = checked["status"]["state"].clone();
+        if state == "connected" {
+            break;
+        }
+    }
+    assert_eq!(state, "connected");
+    let answer = common::call_through_daemon(daemon.port, 2, "everything__echo").await;
+    assert_eq!(text_of(&answer["result"]), "Echo: hi", "{answer}");
+
+    let (status, _) = daemon
+        .send(
+            "PATCH",
+            "/api/servers/everything",
+            Some(json!({"enabled": false})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, refused) = daemon
+        .send("POST", "/api/servers/everything/check", None)
+        .await;
+    assert_eq!(status, 409, "{refused}");
+}
+
+/// The value of the sample `name` (labels included) in OpenMetrics `text`.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+}
+
+/// A `human` question nobody is there to see is answered at once that no one is available
+/// (not after its 300 s), unless the server is `builtin:human?wait=always`; a console that
+/// stops answering its WebSocket's heartbeat (here: one that never reads again) stops counting
+/// as there within the silence limit, and questions are again answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_nobody_is_there_to_see_is_answered_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    for (id, url) in [
+        ("human", "builtin:human"),
+        ("patient", "builtin:human?wait=always"),
+    ] {
+        let (status, answer) = daemon
+            .send("POST", "/api/servers", Some(json!({"id": id, "url": url})))
+            .await;
+        assert_eq!(status, 201, "{answer}");
+        daemon.wait_for_state(id, "connected").await;
+    }
+    let confirm = |server: &'static str| {
+        let path = format!("/api/servers/{server}/tools/confirm/call");
+        let daemon = &daemon;
+        async move {
+            let body = json!({"arguments": {"question": "Deploy?", "timeout_seconds": 2}});
+            let (status, result) = daemon.send("POST", &path, Some(body)).await;
+            assert_eq!(status, 200, "{result}");
+            text_of(&result)
+        }
+    };
+    assert!(
+        confirm("human")
+            .await
+            .starts_with("No one is available to answer"),
+        "answered at once with no console open"
+    );
+    assert_eq!(
+        confirm("patient").await,
+        "Nobody answered within 2 seconds.",
+        "a server configured to wait waits"
+    );
+
+    let mut console = Console::open(daemon.port).await;
+    assert_eq!(console.next().await["questions"], json!([]));
+    assert_eq!(
+        metric(&daemon.metrics().await, "switchboard_consoles_answering"),
+        Some(1.0)
+    );
+    // The console never reads again, so it answers no ping.
+    let mut gone = false;
+    for _ in 0..120 {
+        if metric(&daemon.metrics().await, "switchboard_consoles_answering") == Some(0.0) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(gone, "a silent console stops counting within 60 s");
+    assert!(
+        confirm("human")
+            .await
+            .starts_with("No one is available to answer")
+    );
+    drop(console);
+}

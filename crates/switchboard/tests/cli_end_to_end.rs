@@ -280,6 +280,30 @@ fn tools_are_listed_and_called_with_typed_arguments() {
 
     let unknown = switchboard(dir.path(), &["call", "fixture/nope"]);
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("has no tool 'nope'"));
+    for (target, suggestion) in [
+        ("fixture/ehco", "has no tool 'ehco' (did you mean 'echo'?)"),
+        (
+            "fixtur/echo",
+            "no server with id 'fixtur' (did you mean 'fixture'?)",
+        ),
+    ] {
+        let mistyped = switchboard(dir.path(), &["call", target, "--arg", "message=x"]);
+        let said = String::from_utf8_lossy(&mistyped.stderr);
+        assert!(said.contains(suggestion), "{said}");
+    }
+    let incomplete = switchboard(dir.path(), &["call", "fixture/add", "--arg", "a=1"]);
+    assert_eq!(incomplete.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&incomplete.stderr);
+    assert!(
+        said.contains("fixture/add needs 'b' (number): pass --arg b=..."),
+        "named from the schema before calling: {said}"
+    );
+    let no_scheme = switchboard(dir.path(), &["server", "add", "web", "localhost:3000/mcp"]);
+    let said = String::from_utf8_lossy(&no_scheme.stderr);
+    assert!(
+        said.contains("did you mean 'http://localhost:3000/mcp'"),
+        "{said}"
+    );
     let bad_arg = switchboard(dir.path(), &["call", "fixture/add", "--arg", "a=two"]);
     assert!(String::from_utf8_lossy(&bad_arg.stderr).contains("must be a number"));
 

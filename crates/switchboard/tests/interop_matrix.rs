@@ -529,3 +529,27 @@ async fn every_sdk_client_reaches_every_sdk_server_through_every_front_door() {
         failures.join("\n")
     );
 }
+
+/// A Python-SDK server slow to start (11 s, past the 10 s that rmcp's `server/discover` probe
+/// waits) answers the probe late, then refuses the `initialize` sent meanwhile ("connection is
+/// serving the 2026-07-28 protocol"). Switchboard starts it again and connects with
+/// `server/discover` alone: `server check` shows it connected at 2026-07-28, not in error.
+#[tokio::test]
+async fn a_python_server_slow_to_start_connects_instead_of_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = python("v2").display().to_string();
+    let server = script("py", "server_mcp2.py");
+    let added = common::run(
+        dir.path(),
+        &[
+            "server", "add", "slow", "--", &python, &server, "stdio", "11",
+        ],
+    )
+    .await;
+    assert!(added.status.success(), "{}", common::text(&added));
+    let checked = common::run(dir.path(), &["server", "check", "slow", "--json"]).await;
+    assert!(checked.status.success(), "{}", common::text(&checked));
+    let status: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    assert_eq!(status[0]["state"], "connected", "{status}");
+    assert_eq!(status[0]["protocol_version"], "2026-07-28", "{status}");
+}

@@ -199,6 +199,10 @@ async fn the_daemon_shows_the_scope_a_call_needs_and_its_login_asks_for_it() {
         said.contains("admin") && said.contains("switchboard login protected"),
         "{refused}"
     );
+    assert!(
+        !said.contains("cannot reach"),
+        "a refusal for scope is no unreachable server: {refused}"
+    );
     let status = server_status(port, "protected").await.unwrap();
     assert_eq!(status["state"], "connected", "{status}");
     let needed = status["needs_scope"]
@@ -206,6 +210,10 @@ async fn the_daemon_shows_the_scope_a_call_needs_and_its_login_asks_for_it() {
         .unwrap_or_default()
         .to_owned();
     assert!(needed.split(' ').any(|s| s == "admin"), "{status}");
+    assert!(
+        !needed.split(' ').any(|s| s == "offline_access"),
+        "no grant lists offline_access, so it is not shown as wanted: {status}"
+    );
 
     let url = start_daemon_login(port, "protected").await;
     let asked = url::Url::parse(&url)
@@ -622,4 +630,46 @@ async fn a_machine_client_gets_its_own_tokens_without_anyone_signing_in() {
         fixture.auth.authorizations.lock().unwrap().is_empty(),
         "nobody signed in"
     );
+}
+
+/// A redirect with this login's `state` but another issuer's `iss` (RFC 9207) is refused, and
+/// the browser's page says the sign-in failed (400), not that it was received; the login exits
+/// with the reason and stores nothing.
+#[tokio::test]
+async fn a_redirect_from_another_issuer_is_refused_and_the_page_says_so() {
+    let fixture = protected(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+    let (child, url) = start_login(dir.path(), "protected").await;
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let answer = no_redirects.get(&url).send().await.unwrap();
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    let mut redirect = url::Url::parse(&location).unwrap();
+    let kept: Vec<(String, String)> = redirect
+        .query_pairs()
+        .filter(|(name, _)| name != "iss")
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect();
+    redirect
+        .query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
+        .append_pair("iss", "https://evil.example");
+    let page = reqwest::get(redirect.as_str()).await.unwrap();
+    assert_eq!(page.status(), reqwest::StatusCode::BAD_REQUEST);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("failed") && !page.contains("received"),
+        "{page}"
+    );
+    let output = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!output.status.success(), "{}", text(&output));
+    let called = call_echo(dir.path(), "protected").await;
+    assert!(!called.status.success(), "no tokens were stored");
 }

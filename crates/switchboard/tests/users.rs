@@ -12,14 +12,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use switchboard_fixtures::oauth::OpenIdProvider;
-use switchboard_fixtures::{Era, transports};
+use switchboard_fixtures::{Era, RunningFixture, transports};
 
 const OPERATOR_KEY: &str = "operator-key-0123456789abcdef";
 
 /// A daemon with users, and a way to speak to it as each of them.
 struct Daemon {
     dir: tempfile::TempDir,
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     base: String,
     http: reqwest::Client,
 }
@@ -51,7 +51,7 @@ impl Daemon {
             .unwrap();
         let daemon = Self {
             dir,
-            _child: child,
+            child,
             base: format!("http://{listen}"),
             http: reqwest::Client::new(),
         };
@@ -1206,14 +1206,8 @@ async fn a_removed_users_streams_end_and_their_servers_stop() {
 /// calls use up only their own allowance.
 #[tokio::test]
 async fn each_user_has_their_own_rate_limit() {
-    let upstream = transports::streamable_http(Era::Modern).await;
-    let daemon = Daemon::start_with(&["--client-rate-limit", "2/h"]).await;
-    let [ana, bob, carol, _] = people(&daemon).await;
-    daemon
-        .add_server(&carol, json!({"id": "shared", "url": upstream.url}))
-        .await;
-    daemon.await_connected(&ana, "shared").await;
-    daemon.await_connected(&bob, "shared").await;
+    let (_upstream, daemon, [ana, bob]) =
+        shared_by_ana_and_bob(&["--client-rate-limit", "2/h"]).await;
     for id in 1..3 {
         let answer = echo(&daemon, &ana, id).await;
         assert!(answer["result"].is_object(), "{answer}");
@@ -1231,6 +1225,20 @@ async fn each_user_has_their_own_rate_limit() {
     assert!(answer["result"].is_object(), "bob has his own: {answer}");
 }
 
+/// A daemon with `options`, and the fixture `shared` (2026-07-28) that acme's admin shared,
+/// connected for ana and bob; their keys.
+async fn shared_by_ana_and_bob(options: &[&str]) -> (RunningFixture, Daemon, [String; 2]) {
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let daemon = Daemon::start_with(options).await;
+    let [ana, bob, carol, _] = people(&daemon).await;
+    daemon
+        .add_server(&carol, json!({"id": "shared", "url": upstream.url}))
+        .await;
+    daemon.await_connected(&ana, "shared").await;
+    daemon.await_connected(&bob, "shared").await;
+    (upstream, daemon, [ana, bob])
+}
+
 /// `shared__echo` called in `key`'s workspace as a 2026-07-28 request; the JSON-RPC answer.
 async fn echo(daemon: &Daemon, key: &str, id: u64) -> Value {
     daemon
@@ -1242,4 +1250,108 @@ async fn echo(daemon: &Daemon, key: &str, id: u64) -> Value {
                           "io.modelcontextprotocol/clientCapabilities": {}}}}),
         )
         .await
+}
+
+/// A draining multi-user daemon takes no new request from anyone, a user's included, and
+/// finishes every request it started (a user's call running at the upstream when SIGTERM
+/// came is answered); `/readyz` says it is draining, while `/healthz` still answers.
+#[tokio::test]
+async fn a_draining_daemon_refuses_every_new_request_and_finishes_started_ones() {
+    let (upstream, daemon, [ana, bob]) = shared_by_ana_and_bob(&["--drain-timeout", "30"]).await;
+    assert_eq!(
+        daemon.send(None, "GET", "/readyz", None).await,
+        (200, json!({"ready": true}))
+    );
+
+    let slow = {
+        let (http, url, key) = (daemon.http.clone(), daemon.url("/mcp"), ana.clone());
+        tokio::spawn(async move {
+            let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "shared__slow", "arguments": {"ms": 3000, "quiet": true},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}});
+            let response = http
+                .post(url)
+                .bearer_auth(key)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "shared__slow")
+                .json(&call)
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    for _ in 0..200 {
+        if upstream.state.last_call_id.lock().unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        upstream.state.last_call_id.lock().unwrap().is_some(),
+        "the slow call reached the upstream"
+    );
+    let pid = daemon.child.id().expect("running").to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    // Draining: readiness says so; new requests of the users and of the operator are refused
+    // before anything runs.
+    let mut unready = None;
+    for _ in 0..200 {
+        let (status, answer) = daemon.send(None, "GET", "/readyz", None).await;
+        if status == 503 {
+            unready = Some(answer);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let unready = unready.expect("/readyz turns 503 while draining");
+    assert!(
+        unready["reason"].as_str().unwrap().contains("draining"),
+        "{unready}"
+    );
+    let (health, _) = daemon.send(None, "GET", "/healthz", None).await;
+    assert_eq!(health, 200, "liveness stays");
+    let echoes_before = upstream.state.last_call_id.lock().unwrap().clone();
+    for key in [ana.as_str(), bob.as_str(), OPERATOR_KEY] {
+        let (status, answer) = daemon
+            .send(
+                Some(key),
+                "POST",
+                "/mcp",
+                Some(
+                    json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+                    "name": "shared__echo", "arguments": {"message": "late"},
+                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                              "io.modelcontextprotocol/clientCapabilities": {}}}}),
+                ),
+            )
+            .await;
+        assert_eq!(status, 503, "{answer}");
+        assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    }
+    assert_eq!(
+        *upstream.state.last_call_id.lock().unwrap(),
+        echoes_before,
+        "no refused call reached the upstream"
+    );
+
+    let (status, body) = tokio::time::timeout(Duration::from_secs(30), slow)
+        .await
+        .expect("the started call ends within the drain")
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"done\""),
+        "the started call was answered: {body}"
+    );
 }

@@ -273,6 +273,33 @@ pub(crate) fn rate_limited(error: switchboard_hub::HubError) -> ErrorData {
     ErrorData::new(ErrorCode(RATE_LIMITED), error.to_string(), data)
 }
 
+/// A request the hub could not route to its server, as the client is told: a server that is
+/// not connected right now (reconnecting, waiting for a sign-in) is named with its state and
+/// the reason (also as `data`), so the client knows the tool exists and may be tried again; a
+/// tool that is off is the caller's mistake.
+pub(crate) fn not_routed(error: switchboard_hub::HubError) -> ErrorData {
+    use switchboard_hub::HubError;
+    match &error {
+        HubError::NotConnected {
+            server,
+            state,
+            reason,
+        } => ErrorData::internal_error(
+            error.to_string(),
+            Some(serde_json::json!({
+                "server": server,
+                "state": state,
+                "reason": reason,
+            })),
+        ),
+        HubError::RateLimited { .. } => rate_limited(error),
+        HubError::ToolDisabled { .. }
+        | HubError::UnknownServer(_)
+        | HubError::CallerRefused { .. } => ErrorData::invalid_params(error.to_string(), None),
+        _ => ErrorData::internal_error(error.to_string(), None),
+    }
+}
+
 /// Whether `tool` is off for the conversation of a request (in `session`, if it has one), or
 /// the request names its conversation wrongly: either way the full path answers it.
 fn off_for_request(
@@ -354,9 +381,7 @@ impl AggregateServer {
     }
 
     fn upstream(&self, server: &ServerId) -> Result<Upstream, ErrorData> {
-        self.hub()
-            .upstream(server)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        self.hub().upstream(server).map_err(not_routed)
     }
 
     fn log_level(&self) -> Option<LoggingLevel> {
@@ -1008,7 +1033,7 @@ impl ServerHandler for AggregateServer {
         let upstream = self
             .hub()
             .upstream_for_tool(&server, &tool.upstream)
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            .map_err(not_routed)?;
         let name = tool.upstream.clone();
         let arguments = request.arguments.take();
         let patience = upstream.timeouts().tool_call;
