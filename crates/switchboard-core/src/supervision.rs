@@ -23,6 +23,10 @@ pub struct Supervision {
     /// 2026-07-28 servers); `None` turns checks off. A check that fails or goes unanswered for
     /// the server's request timeout ends the session, and the server reconnects.
     pub health_interval: Option<Duration>,
+    /// How many connection attempts in a row may fail before a server rests in `error` until
+    /// someone asks for it again (a check, a change of its definition, a restart); `None`
+    /// (the default) retries for as long as the daemon runs.
+    pub max_reconnect_attempts: Option<u32>,
     /// Most requests in flight to one server at once.
     pub max_concurrent_calls: usize,
     /// Most requests waiting for one of those slots; beyond this a request is refused at once
@@ -37,6 +41,7 @@ impl Default for Supervision {
             reconnect_max: Duration::from_secs(30),
             stable_session: Duration::from_secs(30),
             health_interval: Some(Duration::from_secs(30)),
+            max_reconnect_attempts: None,
             max_concurrent_calls: 64,
             max_queued_calls: 256,
         }

@@ -284,6 +284,15 @@ impl ConnectionTask {
         }
     }
 
+    /// Waits in `error` until a check is asked for (true: connect again) or the task stops.
+    async fn rest_until_checked(&mut self) -> bool {
+        let stop = self.slot.stop.clone();
+        tokio::select! {
+            _ = stop.cancelled() => false,
+            changed = self.checks.changed() => changed.is_ok(),
+        }
+    }
+
     pub(crate) async fn run(mut self) {
         let stop = self.slot.stop.clone();
         let supervision = self.options.supervision.clone();
@@ -324,6 +333,24 @@ impl ConnectionTask {
                 break;
             }
             self.set_state(ConnectionState::Error, Some(failure.to_string()));
+            let failures = self.slot.status.borrow().failures;
+            if supervision
+                .max_reconnect_attempts
+                .is_some_and(|most| failures >= most)
+            {
+                let reason = format!(
+                    "{failure}; gave up after {failures} attempts in a row (check the server to try again)"
+                );
+                tracing::warn!(server = %self.server(), failures, "giving up reconnecting until asked");
+                self.slot.status.send_modify(|s| s.error = Some(reason));
+                self.settle_checks();
+                if !self.rest_until_checked().await {
+                    break;
+                }
+                self.slot.status.send_modify(|s| s.failures = 0);
+                backoff.reset();
+                continue;
+            }
             self.set_state(ConnectionState::Reconnecting, Some(failure.to_string()));
             self.settle_checks();
             let delay = backoff.next_delay(rand::random::<f64>());
@@ -434,6 +461,14 @@ impl ConnectionTask {
                         tracing::warn!(server = %self.server(), %error, "health check failed; reconnecting");
                         unhealthy = Some(UpstreamError::Protocol(format!("the health check failed: {error}")));
                         end.cancel();
+                    } else if upstream.is_stateless() {
+                        // A stateless server keeps no session that would tell of its restart,
+                        // and one that announces no list changes tells nothing at all: its
+                        // lists are read again at each check (an unchanged catalog changes
+                        // nothing downstream).
+                        if let Err(error) = self.refresh_catalog(&upstream, Refresh::ALL).await {
+                            tracing::warn!(server = %self.server(), %error, "reading the lists again failed; keeping the previous ones");
+                        }
                     }
                 }
                 Ok(()) = self.checks.changed(), if unhealthy.is_none() => {
@@ -500,7 +535,7 @@ impl ConnectionTask {
             UpstreamEvent::ToolsChanged => Refresh::TOOLS,
             UpstreamEvent::ResourcesChanged => Refresh::RESOURCES,
             UpstreamEvent::PromptsChanged => Refresh::PROMPTS,
-            UpstreamEvent::SessionRestarted => Refresh::ALL,
+            UpstreamEvent::SessionRestarted | UpstreamEvent::ListenReopened => Refresh::ALL,
             UpstreamEvent::ResourceUpdated(uri) => {
                 let _ = self.events.send(HubEvent::ResourceUpdated {
                     server: self.server().clone(),
@@ -552,6 +587,9 @@ impl ConnectionTask {
         }
         if what.prompts {
             catalog.prompts = self.tolerate("prompts", upstream.list_prompts().await)?;
+        }
+        if catalog == *previous {
+            return Ok(());
         }
         self.slot.status.send_modify(|status| {
             status.tools = catalog.tools.len();

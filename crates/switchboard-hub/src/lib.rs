@@ -102,7 +102,7 @@ pub enum HubError {
 }
 
 /// What a server currently offers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerCatalog {
     /// Tools, minus those the user disabled.
     pub tools: Vec<Tool>,

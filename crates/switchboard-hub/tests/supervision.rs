@@ -496,3 +496,72 @@ async fn a_call_that_fails_at_the_transport_shows_the_server_down_at_once() {
         hub.shutdown().await;
     }
 }
+
+/// A stateless (2026-07-28) server that restarts with another catalog keeps no session that
+/// would tell: its lists are read again (at the next health check, or when its listen stream is
+/// opened again), so the new tool is listed.
+#[tokio::test]
+async fn a_restarted_stateless_server_is_listed_again() {
+    let (hub, _dir) = hub_supervised(switchboard_core::Supervision {
+        health_interval: Some(Duration::from_millis(300)),
+        ..Default::default()
+    })
+    .await;
+    let mut fixture = transports::streamable_http(Era::Modern).await;
+    hub.start(http("stateless", &fixture.url)).await;
+    eventually(&hub, "stateless", "connected", |s| {
+        s.state == ConnectionState::Connected && s.protocol_version.as_deref() == Some("2026-07-28")
+    })
+    .await;
+    let before = hub.catalog(&id("stateless")).unwrap().tools.len();
+    assert!(before > 0);
+    fixture
+        .state
+        .extra_tool
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    fixture.restart(Duration::from_millis(50)).await;
+    eventually(&hub, "stateless", "one more tool", |s| {
+        s.tools == before + 1
+    })
+    .await;
+    assert!(
+        hub.catalog(&id("stateless"))
+            .unwrap()
+            .tools
+            .iter()
+            .any(|t| t.name == "late")
+    );
+    hub.shutdown().await;
+}
+
+/// With a limit on reconnect attempts, a server that keeps failing rests in `error` saying it
+/// gave up, until a check asks for it again; then it connects.
+#[tokio::test]
+async fn a_server_past_its_reconnect_attempts_rests_in_error_until_checked() {
+    let mut fixture = transports::streamable_http(Era::Modern).await;
+    fixture.stop();
+    let (hub, _dir) = hub_supervised(switchboard_core::Supervision {
+        reconnect_initial: Duration::from_millis(50),
+        reconnect_max: Duration::from_millis(100),
+        max_reconnect_attempts: Some(2),
+        ..Default::default()
+    })
+    .await;
+    hub.start(http("gone", &fixture.url)).await;
+    eventually(&hub, "gone", "resting in error", |s| {
+        s.state == ConnectionState::Error
+            && s.error
+                .as_deref()
+                .is_some_and(|e| e.contains("gave up after 2 attempts"))
+    })
+    .await;
+    assert_eq!(hub.status()[0].failures, 2, "no third attempt");
+
+    fixture.restart(Duration::ZERO).await;
+    let checked = hub
+        .check_now(&id("gone"), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(checked.state, ConnectionState::Connected, "{checked:?}");
+    hub.shutdown().await;
+}

@@ -787,12 +787,18 @@ fn spawn_change_listener(
         // subscribed resources opens a stream with the new filter at once, and only then lets
         // the old one go, so that no update falls between the two.
         let mut backoff = Duration::from_secs(1);
+        let mut dropped_before = false;
         while !peer.is_transport_closed() {
             let mut refused = false;
             let uris = subscribed.borrow_and_update().clone();
             match peer.listen(filter_for(&uris)).await {
                 Ok(mut subscription) => {
                     backoff = Duration::from_secs(1);
+                    if std::mem::replace(&mut dropped_before, true)
+                        && events.send(UpstreamEvent::ListenReopened).is_err()
+                    {
+                        return;
+                    }
                     listening.send_replace(crate::upstream::Listening {
                         covering: uris,
                         refused: Default::default(),

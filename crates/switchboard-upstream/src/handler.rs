@@ -76,6 +76,10 @@ pub enum UpstreamEvent {
     /// one: what the server offers may have changed, and the new session holds none of the old
     /// one's subscriptions.
     SessionRestarted,
+    /// A stateless server's `subscriptions/listen` stream was opened again after it dropped:
+    /// changes may have gone unannounced meanwhile (the server may have restarted), so its
+    /// lists are read again.
+    ListenReopened,
     /// A log message.
     Log {
         /// RFC 5424 level.

@@ -311,6 +311,11 @@ pub struct ServeArgs {
     /// The most seconds between reconnect attempts.
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = seconds, env = "SWITCHBOARD_RECONNECT_MAX")]
     pub reconnect_max: std::time::Duration,
+    /// After this many failed connection attempts in a row, a server rests in `error` until
+    /// it is checked (`switchboard server check`, the console, the API), changed or the daemon
+    /// restarts. Without it, servers are retried for as long as the daemon runs.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), env = "SWITCHBOARD_RECONNECT_ATTEMPTS")]
+    pub reconnect_attempts: Option<u32>,
     /// Seconds between health checks of each connected server (`ping`, or `server/discover`
     /// for stateless servers); 0 turns them off.
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = seconds, env = "SWITCHBOARD_HEALTH_INTERVAL")]
@@ -414,6 +419,7 @@ impl ServeArgs {
             reconnect_initial: self.reconnect_initial,
             reconnect_max: self.reconnect_max,
             health_interval: Some(self.health_interval).filter(|i| !i.is_zero()),
+            max_reconnect_attempts: self.reconnect_attempts,
             max_concurrent_calls: self.max_concurrent_calls as usize,
             max_queued_calls: self.max_queued_calls as usize,
             ..Default::default()
