@@ -14,6 +14,7 @@ pub mod exposure;
 pub mod network;
 pub mod policy;
 pub mod rate_limit;
+pub mod retry;
 pub mod search;
 pub mod server;
 pub mod state;
@@ -26,6 +27,7 @@ pub use approved::{ApprovalError, ApprovedCommand};
 pub use error::{ErrorSource, RetryClass};
 pub use policy::{Caller, CallerRefused, ToolPolicies};
 pub use rate_limit::RateLimit;
+pub use retry::RetryPreset;
 pub use server::{
     DetectedTransport, NamedValue, OAuthClient, OAuthGrant, ServerDefinition, ServerId,
     ServerIdError, TaskMode, Timeouts, TransportSpec,

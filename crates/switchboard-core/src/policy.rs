@@ -91,6 +91,17 @@ pub struct ToolPolicies {
     /// The rate limit of calls to one tool; a tool not listed has none of its own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rate_limits: BTreeMap<String, crate::RateLimit>,
+    /// How requests that are safe to repeat are retried after a transient failure.
+    #[serde(default, skip_serializing_if = "is_default_retries")]
+    pub retries: crate::RetryPreset,
+    /// Tools whose calls may be sent again after a transient failure although the server
+    /// annotates them neither `readOnlyHint` nor `idempotentHint`.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub safe_to_retry: BTreeSet<String>,
+}
+
+fn is_default_retries(preset: &crate::RetryPreset) -> bool {
+    *preset == crate::RetryPreset::default()
 }
 
 /// Why a call is refused by a tool's policy.
@@ -115,6 +126,8 @@ impl ToolPolicies {
             && self.allowed_callers.is_empty()
             && self.server_rate_limit.is_none()
             && self.rate_limits.is_empty()
+            && is_default_retries(&self.retries)
+            && self.safe_to_retry.is_empty()
     }
 
     /// Whether `caller` may call `tool`.

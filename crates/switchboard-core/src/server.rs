@@ -699,6 +699,17 @@ fn enabled_by_default() -> bool {
 }
 
 impl ServerDefinition {
+    /// Whether `other` reaches the server as this does (transport, timeouts, OAuth client):
+    /// a definition that differs only elsewhere (names, description, prefix, tool settings,
+    /// policies, task modes, rate limits) applies to a running connection without reconnecting.
+    pub fn connects_like(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.enabled == other.enabled
+            && self.transport == other.transport
+            && self.timeouts == other.timeouts
+            && self.oauth_client == other.oauth_client
+    }
+
     /// A definition with defaults for everything but the id and transport.
     pub fn new(id: ServerId, transport: TransportSpec) -> Self {
         let mut timeouts = Timeouts::default();

@@ -27,6 +27,9 @@ pub struct ToolSettings {
     pub allowed_callers: Option<BTreeSet<Caller>>,
     /// Its own rate limit, if it has one.
     pub rate_limit: Option<RateLimit>,
+    /// Whether its calls may be sent again after a transient failure although the server does
+    /// not annotate it `readOnlyHint` or `idempotentHint`.
+    pub safe_to_retry: bool,
 }
 
 /// A change to one tool's settings; what is `None` stays as it is.
@@ -48,6 +51,9 @@ pub struct ToolSettingsChange {
     /// `Some(None)` (JSON `null`): no limit of its own; `Some(Some(limit))`: this one.
     #[serde(default, deserialize_with = "present")]
     pub rate_limit: Option<Option<RateLimit>>,
+    /// Name it safe to send again after a transient failure, or not.
+    #[serde(default)]
+    pub safe_to_retry: Option<bool>,
 }
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`); for
@@ -76,6 +82,7 @@ impl ServerDefinition {
             task_mode: self.task_mode(tool),
             allowed_callers: self.policies.allowed_callers.get(tool).cloned(),
             rate_limit: self.policies.rate_limits.get(tool).copied(),
+            safe_to_retry: self.policies.safe_to_retry.contains(tool),
         }
     }
 
@@ -122,6 +129,15 @@ impl ServerDefinition {
             }
             Some(None) => {
                 self.policies.rate_limits.remove(tool);
+            }
+            None => {}
+        }
+        match change.safe_to_retry {
+            Some(true) => {
+                self.policies.safe_to_retry.insert(tool.to_owned());
+            }
+            Some(false) => {
+                self.policies.safe_to_retry.remove(tool);
             }
             None => {}
         }

@@ -248,6 +248,8 @@ pub(crate) struct ServerChange {
     /// The limit of calls to all its tools together; `null` for none.
     #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
     rate_limit: Option<Option<switchboard_core::RateLimit>>,
+    /// How requests safe to repeat are retried: `off`, `quick` or `standard`.
+    retries: Option<switchboard_core::RetryPreset>,
 }
 
 /// `PATCH /api/servers/{id}`.
@@ -278,6 +280,9 @@ pub(crate) async fn change(
             }
             if let Some(limit) = change.rate_limit {
                 def.policies.server_rate_limit = limit;
+            }
+            if let Some(retries) = change.retries {
+                def.policies.retries = retries;
             }
             Ok(())
         })
@@ -445,10 +450,13 @@ pub(crate) async fn call(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("text/event-stream"));
+    let repeatable = app.hub.call_repeatable(&id, &tool);
     if !streams {
-        let result = upstream
-            .call_tool(&tool, call.arguments, &CallContext::default())
-            .await?;
+        let context = CallContext {
+            repeatable,
+            ..Default::default()
+        };
+        let result = upstream.call_tool(&tool, call.arguments, &context).await?;
         return Ok(Json(result).into_response());
     }
     let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
@@ -456,6 +464,7 @@ pub(crate) async fn call(
     let context = CallContext {
         progress: Some(progress),
         cancel: cancel.clone(),
+        repeatable,
         ..Default::default()
     };
     let (events, received) = tokio::sync::mpsc::unbounded_channel::<Event>();

@@ -217,7 +217,7 @@ impl ConnectionTask {
     }
 
     fn server(&self) -> &switchboard_core::ServerId {
-        &self.slot.definition.id
+        &self.slot.id
     }
 
     /// Moves the state machine and publishes the change. An illegal edge is a bug in this task:
@@ -366,9 +366,9 @@ impl ConnectionTask {
     }
 
     async fn connect(&self) -> Result<Connection, UpstreamError> {
-        let def = &self.slot.definition;
+        let def = self.slot.definition();
         let target = def.transport.target();
-        let ready = crate::configure::ready_to_connect(&self.store, def).await?;
+        let ready = crate::configure::ready_to_connect(&self.store, &def).await?;
         let cached = match self.store.cached_probe(&def.id, &target).await {
             Ok(probe) => probe.map(|p| p.detected),
             Err(error) => {
@@ -571,7 +571,7 @@ impl ConnectionTask {
     ) -> Result<(), UpstreamError> {
         let previous = crate::read(&self.slot.catalog).clone();
         let mut catalog = ServerCatalog::clone(&previous);
-        let def = &self.slot.definition;
+        let def = self.slot.definition();
         if what.tools {
             (catalog.tools, catalog.disabled_tools) = self
                 .tolerate("tools", upstream.list_tools().await)?

@@ -98,8 +98,12 @@ impl ServerStatus {
 pub enum ConfigChange {
     /// Added or enabled: started.
     Started,
-    /// Its definition changed: restarted with the new one.
+    /// Its connection changed (URL, command, headers, credentials, timeouts): restarted
+    /// with the new definition.
     Restarted,
+    /// Something else changed (names, tool settings, policies, task modes, rate limits):
+    /// applied to the running connection, whose calls go on.
+    Changed,
     /// Removed or disabled: stopped.
     Stopped,
 }

@@ -118,7 +118,11 @@ pub struct ServerCatalog {
 
 /// Shared state of one server, written by its task, read by everyone.
 pub(crate) struct ServerSlot {
-    pub(crate) definition: ServerDefinition,
+    /// The server's id (never changes for a slot).
+    pub(crate) id: ServerId,
+    /// Its definition: swapped in place by a change that keeps the connection (names, tool
+    /// settings, policies, task modes); a change of the connection starts a new slot.
+    definition: RwLock<Arc<ServerDefinition>>,
     pub(crate) status: watch::Sender<ServerStatus>,
     pub(crate) upstream: RwLock<Option<Upstream>>,
     pub(crate) catalog: RwLock<Arc<ServerCatalog>>,
@@ -132,6 +136,29 @@ pub(crate) struct ServerSlot {
     /// The highest count of [`Self::checks_wanted`] the connection task has answered (by a
     /// check, or by reaching a state that answers it: connected, reconnecting, needs sign-in).
     pub(crate) checks_answered: watch::Sender<u64>,
+}
+
+impl ServerSlot {
+    /// Its definition now.
+    pub(crate) fn definition(&self) -> Arc<ServerDefinition> {
+        read(&self.definition).clone()
+    }
+}
+
+/// How long a server whose connection changed lets the requests it is running finish before
+/// it is started again with the new definition.
+const DRAIN_BEFORE_RESTART: Duration = Duration::from_secs(10);
+
+/// Waits (at most `limit`) until `slot`'s connection runs no request.
+async fn calls_finished(slot: &ServerSlot, limit: Duration) {
+    const LOOK_EVERY: Duration = Duration::from_millis(20);
+    let Some(upstream) = read(&slot.upstream).clone() else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    while upstream.requests_running() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(LOOK_EVERY).await;
+    }
 }
 
 /// A tool [`Hub::search_tools`] found.
@@ -396,9 +423,9 @@ impl Hub {
             .filter(|def| def.enabled)
             .map(|def| (def.id.clone(), def))
             .collect();
-        let running: HashMap<ServerId, ServerDefinition> = read(&self.servers)
+        let running: HashMap<ServerId, Arc<ServerSlot>> = read(&self.servers)
             .iter()
-            .map(|(id, slot)| (id.clone(), slot.definition.clone()))
+            .map(|(id, slot)| (id.clone(), slot.clone()))
             .collect();
         for id in running.keys().filter(|id| !stored.contains_key(*id)) {
             tracing::info!(server = %id, "removed or disabled in the store: stopping it");
@@ -408,10 +435,16 @@ impl Hub {
             self.announce_configured(id, ConfigChange::Stopped);
         }
         for (id, def) in stored {
-            match running.get(&id) {
-                Some(current) if *current == def => {}
-                Some(_) => {
-                    tracing::info!(server = %id, "changed in the store: restarting it");
+            match running.get(&id).map(|slot| (slot, slot.definition())) {
+                Some((_, current)) if *current == def => {}
+                Some((slot, current)) if current.connects_like(&def) => {
+                    tracing::info!(server = %id, "changed in the store: applying it to the running connection");
+                    self.apply_in_place(slot, def);
+                    self.announce_configured(&id, ConfigChange::Changed);
+                }
+                Some((slot, _)) => {
+                    tracing::info!(server = %id, "its connection changed in the store: restarting it");
+                    calls_finished(slot, DRAIN_BEFORE_RESTART).await;
                     self.start(def).await;
                     self.announce_configured(&id, ConfigChange::Restarted);
                 }
@@ -423,6 +456,38 @@ impl Hub {
             }
         }
         Ok(())
+    }
+
+    /// Swaps in `def` (which reaches the server as the running one does) without touching the
+    /// connection, so calls in flight go on: the catalog is split again by the tools it turns
+    /// off, and names, descriptions, policies, task modes and rate limits apply to the next
+    /// request.
+    fn apply_in_place(&self, slot: &ServerSlot, def: ServerDefinition) {
+        let catalog = read(&slot.catalog).clone();
+        let (tools, disabled_tools) = catalog
+            .tools
+            .iter()
+            .chain(&catalog.disabled_tools)
+            .cloned()
+            .partition(|tool| def.tool_enabled(&tool.name));
+        let catalog = ServerCatalog {
+            tools,
+            disabled_tools,
+            ..ServerCatalog::clone(&catalog)
+        };
+        slot.status.send_modify(|status| {
+            status.display_name = def.display_name.clone();
+            status.prefix = def.exposed_prefix().to_string();
+            status.tools = catalog.tools.len();
+        });
+        *write(&slot.catalog) = Arc::new(catalog);
+        if let Some(upstream) = read(&slot.upstream).as_ref() {
+            upstream.set_retries(def.policies.retries);
+        }
+        *write(&slot.definition) = Arc::new(def);
+        let _ = self.events.send(HubEvent::CatalogChanged {
+            server: slot.id.clone(),
+        });
     }
 
     fn announce_configured(&self, server: &ServerId, change: ConfigChange) {
@@ -439,7 +504,8 @@ impl Hub {
         let (auth_events, auth_events_rx) = tokio::sync::mpsc::unbounded_channel();
         let slot = Arc::new(ServerSlot {
             status: watch::channel(ServerStatus::new(&definition)).0,
-            definition,
+            id: definition.id.clone(),
+            definition: RwLock::new(Arc::new(definition)),
             upstream: RwLock::new(None),
             catalog: RwLock::new(Arc::new(ServerCatalog::default())),
             stop: CancellationToken::new(),
@@ -447,23 +513,23 @@ impl Hub {
             checks_wanted: watch::channel(0).0,
             checks_answered: watch::channel(0).0,
         });
-        write(&self.servers).insert(slot.definition.id.clone(), slot.clone());
-        let auth = match server_auth(&slot.definition, &self.store, &self.oauth).await {
+        write(&self.servers).insert(slot.id.clone(), slot.clone());
+        let auth = match server_auth(&slot.definition(), &self.store, &self.oauth).await {
             Ok(auth) => auth,
             Err(error) => {
                 // The connection then meets the server's challenge as a server with no
                 // sign-in, and says it needs one.
-                tracing::warn!(server = %slot.definition.id, %error, "cannot read where this server's tokens are kept");
+                tracing::warn!(server = %slot.id, %error, "cannot read where this server's tokens are kept");
                 None
             }
         };
         let mut options = self.options.clone();
         options.input_fallback = Some(Arc::new(PeopleResponder::new(
             self.desk.clone(),
-            slot.definition.id.as_str(),
+            slot.id.as_str(),
             options.input_policy,
         )));
-        options.message_tap = Some(self.inspector.tap(&slot.definition.id));
+        options.message_tap = Some(self.inspector.tap(&slot.id));
         let task = connection::ConnectionTask::new(
             slot,
             self.store.clone(),
@@ -617,21 +683,21 @@ impl Hub {
     /// server changes; call it to be sure a snapshot taken right now is current.
     pub fn rebuild_exposed(&self) {
         let mut slots: Vec<_> = read(&self.servers).values().cloned().collect();
-        slots.sort_by(|a, b| a.definition.id.cmp(&b.definition.id));
+        slots.sort_by(|a, b| a.id.cmp(&b.id));
         let contributions: Vec<_> = slots
             .iter()
             .map(|slot| exposed::Contribution {
-                server: slot.definition.id.clone(),
-                prefix: slot.definition.exposed_prefix(),
+                server: slot.id.clone(),
+                prefix: slot.definition().exposed_prefix(),
                 catalog: read(&slot.catalog).clone(),
-                description: slot.definition.description.clone(),
+                description: slot.definition().description.clone(),
             })
             .collect();
         let catalog = ExposedCatalog::build(&contributions);
         for slot in &slots {
             let mine: Vec<_> = catalog
                 .collisions()
-                .filter(|c| c.servers.contains(&slot.definition.id))
+                .filter(|c| c.servers.contains(&slot.id))
                 .cloned()
                 .collect();
             slot.status.send_if_modified(|status| {
@@ -736,7 +802,7 @@ impl Hub {
     /// A request handle for calling `tool` on `id`, refusing tools the user disabled.
     pub fn upstream_for_tool(&self, id: &ServerId, tool: &str) -> Result<Upstream, HubError> {
         let slot = self.slot(id)?;
-        if !slot.definition.tool_enabled(tool) {
+        if !slot.definition().tool_enabled(tool) {
             return Err(HubError::ToolDisabled {
                 server: id.clone(),
                 tool: tool.to_owned(),
@@ -749,7 +815,7 @@ impl Hub {
     /// them (the server's configuration; optional for a server the hub does not know).
     pub fn task_mode(&self, id: &ServerId, tool: &str) -> switchboard_core::TaskMode {
         self.slot(id)
-            .map(|slot| slot.definition.task_mode(tool))
+            .map(|slot| slot.definition().task_mode(tool))
             .unwrap_or_default()
     }
 
@@ -762,7 +828,7 @@ impl Hub {
     ) -> Result<(), HubError> {
         match self.slot(id) {
             Ok(slot) => slot
-                .definition
+                .definition()
                 .policies
                 .check_caller(tool, caller)
                 .map_err(|refused| HubError::CallerRefused {
@@ -776,27 +842,51 @@ impl Hub {
     /// What the server is for, as its user described it (empty if unknown).
     pub fn description(&self, id: &ServerId) -> String {
         self.slot(id)
-            .map(|slot| slot.definition.description.clone())
+            .map(|slot| slot.definition().description.clone())
             .unwrap_or_default()
     }
 
     /// The server's per-tool policies (none for a server the hub does not know).
     pub fn policies(&self, id: &ServerId) -> switchboard_core::ToolPolicies {
         self.slot(id)
-            .map(|slot| slot.definition.policies.clone())
+            .map(|slot| slot.definition().policies.clone())
             .unwrap_or_default()
     }
 
     /// Whether the server's upstream tool `tool` names the callers allowed to call it.
     pub fn restricts_callers(&self, id: &ServerId, tool: &str) -> bool {
-        self.slot(id)
-            .is_ok_and(|slot| slot.definition.policies.allowed_callers.contains_key(tool))
+        self.slot(id).is_ok_and(|slot| {
+            slot.definition()
+                .policies
+                .allowed_callers
+                .contains_key(tool)
+        })
+    }
+
+    /// Whether a call of the server's upstream tool `tool` may be sent again after a transient
+    /// failure: the server annotates it `readOnlyHint` or `idempotentHint`, or the server's
+    /// settings name it safe to retry.
+    pub fn call_repeatable(&self, id: &ServerId, tool: &str) -> bool {
+        let Ok(slot) = self.slot(id) else {
+            return false;
+        };
+        if slot.definition().policies.safe_to_retry.contains(tool) {
+            return true;
+        }
+        read(&slot.catalog)
+            .tools
+            .iter()
+            .find(|t| t.name == tool)
+            .and_then(|t| t.annotations.as_ref())
+            .is_some_and(|hints| {
+                hints.read_only_hint == Some(true) || hints.idempotent_hint == Some(true)
+            })
     }
 
     /// Whether the server's upstream tool `tool` is pinned: the deferred view lists it.
     pub fn is_pinned(&self, id: &ServerId, tool: &str) -> bool {
         self.slot(id)
-            .is_ok_and(|slot| slot.definition.policies.pinned.contains(tool))
+            .is_ok_and(|slot| slot.definition().policies.pinned.contains(tool))
     }
 
     /// The server's current catalog (empty until connected).

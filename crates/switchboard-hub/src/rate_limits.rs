@@ -125,7 +125,8 @@ impl Hub {
         let Ok(slot) = self.slot(server) else {
             return Ok(());
         };
-        let policies = &slot.definition.policies;
+        let definition = slot.definition();
+        let policies = &definition.policies;
         if let Some(limit) = policies.server_rate_limit
             && let Err(not_until) = self.rate_limits.bucket(server, None, limit).check()
         {

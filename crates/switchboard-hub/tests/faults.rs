@@ -49,18 +49,35 @@ const ROUTES: [(Era, Path); 4] = [
 ];
 
 async fn echo(hub: &Hub, server: &str, message: &str, path: Path) -> Result<String, String> {
+    echo_with(hub, server, message, path, false).await
+}
+
+/// [`echo`], sent again after a transient failure when `repeatable`.
+async fn echo_with(
+    hub: &Hub,
+    server: &str,
+    message: &str,
+    path: Path,
+    repeatable: bool,
+) -> Result<String, String> {
     let upstream = hub
         .upstream(&ServerId::new(server).unwrap())
         .map_err(|e| e.to_string())?;
     let arguments = serde_json::json!({"message": message}).as_object().cloned();
     let call = async {
         match path {
-            Path::Session => upstream
-                .call_tool("echo", arguments, &CallContext::default())
-                .await
-                .map(|result| result.content[0].as_text().unwrap().text.clone())
-                .map_err(|error| error_text(&error)),
-            Path::Direct => echo_directly(&upstream, arguments).await,
+            Path::Session => {
+                let context = CallContext {
+                    repeatable,
+                    ..Default::default()
+                };
+                upstream
+                    .call_tool("echo", arguments, &context)
+                    .await
+                    .map(|result| result.content[0].as_text().unwrap().text.clone())
+                    .map_err(|error| error_text(&error))
+            }
+            Path::Direct => echo_directly(&upstream, arguments, repeatable).await,
         }
     };
     match tokio::time::timeout(TIMEOUT + HUNG, call).await {
@@ -76,6 +93,7 @@ async fn echo(hub: &Hub, server: &str, message: &str, path: Path) -> Result<Stri
 async fn echo_directly(
     upstream: &Upstream,
     arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    repeatable: bool,
 ) -> Result<String, String> {
     use futures::StreamExt;
     use switchboard_upstream::rmcp_model::{JsonRpcMessage, ServerResult};
@@ -98,6 +116,7 @@ async fn echo_directly(
             std::sync::Arc::new(InputPolicy::Decline),
             Default::default(),
             None,
+            repeatable,
         )
         .await
         .map_err(|error| error_text(&error))?;
@@ -487,6 +506,60 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
             }
         }
         recovers(&hub, Fault::Status(503), era, path).await;
+        hub.shutdown().await;
+    }
+}
+
+/// A transient failure (a 503) of a call that is safe to repeat (its tool named safe to retry)
+/// is retried and answered; the same failure of a call that is not fails it, and the call was
+/// sent once (the next one, the fault spent, is answered); with retries off nothing is retried.
+/// Every era, both ways a call goes.
+#[tokio::test(flavor = "multi_thread")]
+async fn transient_failures_are_retried_only_for_calls_safe_to_repeat() {
+    for (era, path) in ROUTES {
+        let fixture = transports::streamable_http(era).await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let hub = Hub::new(store, ConnectOptions::new("test"));
+        let mut def = server("flaky", &fixture.url);
+        def.policies.safe_to_retry.insert("echo".into());
+        hub.put_definition(def, false).await.unwrap();
+        wait_connected(&hub, "flaky").await;
+        let flaky = ServerId::new("flaky").unwrap();
+        let repeatable = hub.call_repeatable(&flaky, "echo");
+        assert!(repeatable, "named safe to retry");
+
+        fixture.state.arm(Fault::Status(503), 1);
+        assert_eq!(
+            echo_with(&hub, "flaky", "again", path, repeatable).await,
+            Ok("again".to_owned()),
+            "{era:?} {path:?}: retried after the 503"
+        );
+
+        fixture.state.arm(Fault::Status(503), 1);
+        let refused = echo_with(&hub, "flaky", "once", path, false).await;
+        assert!(
+            refused.as_ref().is_err_and(|e| e.contains("503")),
+            "{era:?} {path:?}: {refused:?}"
+        );
+        assert_eq!(
+            echo(&hub, "flaky", "next", path).await,
+            Ok("next".to_owned()),
+            "{era:?} {path:?}: the refused call took the one 503"
+        );
+
+        hub.change_definition(&flaky, |def| {
+            def.policies.retries = switchboard_core::RetryPreset::Off;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        fixture.state.arm(Fault::Status(503), 1);
+        let refused = echo_with(&hub, "flaky", "off", path, repeatable).await;
+        assert!(
+            refused.as_ref().is_err_and(|e| e.contains("503")),
+            "{era:?} {path:?}: retries off: {refused:?}"
+        );
         hub.shutdown().await;
     }
 }

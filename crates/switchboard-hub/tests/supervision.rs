@@ -565,3 +565,109 @@ async fn a_server_past_its_reconnect_attempts_rests_in_error_until_checked() {
     assert_eq!(checked.state, ConnectionState::Connected, "{checked:?}");
     hub.shutdown().await;
 }
+
+/// A 700 ms call of `server`'s `slow` tool, under way at the server when this returns.
+async fn slow_call_under_way(
+    hub: &Hub,
+    server: &str,
+) -> tokio::task::JoinHandle<
+    Result<switchboard_upstream::rmcp_model::CallToolResult, switchboard_upstream::UpstreamError>,
+> {
+    let upstream = hub.upstream(&id(server)).unwrap();
+    let call = tokio::spawn(async move {
+        upstream
+            .call_tool(
+                "slow",
+                serde_json::json!({"ms": 700, "quiet": true})
+                    .as_object()
+                    .cloned(),
+                &CallContext::default(),
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    call
+}
+
+/// Settings that do not touch the connection (a tool turned off, a pin, the prefix) apply to
+/// the running connection: a call in flight finishes, the server's state never changes, and the
+/// catalog follows at once. A change of the connection (here its timeouts) starts it again,
+/// once the call it is running has finished.
+#[tokio::test]
+async fn settings_apply_without_reconnecting_and_calls_in_flight_finish() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let (hub, _dir) = hub().await;
+    hub.put_definition(http("steady", &fixture.url), false)
+        .await
+        .unwrap();
+    eventually(&hub, "steady", "connected", |s| {
+        s.state == ConnectionState::Connected
+    })
+    .await;
+    let mut events = hub.subscribe();
+    let in_flight = slow_call_under_way(&hub, "steady").await;
+    hub.change_definition(&id("steady"), |def| {
+        def.disabled_tools.insert("echo".into());
+        def.policies.pinned.insert("add".into());
+        def.prefix = Some("st".into());
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let catalog = hub.catalog(&id("steady")).unwrap();
+    assert!(!catalog.tools.iter().any(|t| t.name == "echo"));
+    assert!(catalog.disabled_tools.iter().any(|t| t.name == "echo"));
+    assert!(hub.is_pinned(&id("steady"), "add"));
+    hub.rebuild_exposed();
+    assert!(hub.exposed().tools.get("st__add").is_some());
+    assert!(hub.exposed().tools.get("st__echo").is_none());
+    let finished = in_flight
+        .await
+        .unwrap()
+        .expect("the call in flight finishes");
+    assert_eq!(finished.content[0].as_text().unwrap().text, "done");
+
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        seen.push(event);
+    }
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, HubEvent::StateChanged { .. })),
+        "the connection was left alone: {seen:?}"
+    );
+    assert!(seen.iter().any(|e| matches!(
+        e,
+        HubEvent::Configured {
+            change: switchboard_hub::ConfigChange::Changed,
+            ..
+        }
+    )));
+
+    // A change of the connection lets the call in flight finish first.
+    let in_flight = slow_call_under_way(&hub, "steady").await;
+    hub.change_definition(&id("steady"), |def| {
+        def.timeouts.request = Duration::from_secs(5);
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let finished = in_flight
+        .await
+        .unwrap()
+        .expect("drained before the restart");
+    assert_eq!(finished.content[0].as_text().unwrap().text, "done");
+    let mut restarted = false;
+    while let Ok(event) = events.try_recv() {
+        restarted |= matches!(
+            event,
+            HubEvent::Configured {
+                change: switchboard_hub::ConfigChange::Restarted,
+                ..
+            }
+        );
+    }
+    assert!(restarted, "a change of the connection starts it again");
+    hub.shutdown().await;
+}

@@ -348,6 +348,7 @@ pub async fn connect(
     )
     .with_direct(direct)
     .with_call_observer(options.call_observer.clone());
+    upstream.set_retries(def.policies.retries);
     if upstream.is_stateless() {
         spawn_change_listener(&upstream, service.peer().clone(), events_tx);
     }

@@ -154,6 +154,24 @@ impl Classified for UpstreamError {
 }
 
 impl UpstreamError {
+    /// Whether the same request may well succeed if sent again shortly: the server could not
+    /// be reached, a proxy or the server said it is briefly unavailable (429, 502, 503, 504),
+    /// no answer came in time, or its request slots were full. Sending again is for requests
+    /// that are safe to repeat only (see `switchboard_core::retry`).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Unreachable(_)
+                | Self::Timeout(_)
+                | Self::Busy { .. }
+                | Self::StayedBusy(_)
+                | Self::HttpStatus {
+                    status: 429 | 502 | 503 | 504,
+                    ..
+                }
+        )
+    }
+
     /// Whether this error means the connection itself is gone (so the hub should reconnect).
     pub fn is_connection_lost(&self) -> bool {
         matches!(

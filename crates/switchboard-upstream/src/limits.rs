@@ -44,6 +44,12 @@ impl CallLimiter {
         }
     }
 
+    /// How many requests hold a slot now.
+    pub(crate) fn running(&self) -> usize {
+        self.max_running
+            .saturating_sub(self.slots.available_permits())
+    }
+
     /// A slot for one request, waiting at most `wait` for one to free up. The slot is held
     /// until the permit is dropped.
     pub(crate) async fn acquire(

@@ -91,6 +91,10 @@ pub struct CallContext {
     /// with the caller's answers; it goes with the first request. Only a stateless server
     /// issues them: any other server's request is refused as with an unknown state.
     pub request_state: Option<String>,
+    /// Whether a `tools/call` may be sent again after a transient failure: its tool is
+    /// annotated `readOnlyHint` or `idempotentHint`, or configured safe to retry. Lists,
+    /// reads and prompts are always repeatable.
+    pub repeatable: bool,
 }
 
 /// What a stateless server's `subscriptions/listen` stream covers.
@@ -125,6 +129,9 @@ pub struct Upstream {
     direct: Option<DirectRoute>,
     /// Who hears how each tool call ended.
     calls: Option<CallWatch>,
+    /// How requests safe to repeat are retried (the server's setting, which may change while
+    /// the session lives).
+    retries: Arc<std::sync::RwLock<switchboard_core::RetryPreset>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -157,6 +164,48 @@ impl Upstream {
             limiter,
             direct: None,
             calls: None,
+            retries: Arc::default(),
+        }
+    }
+
+    /// Retries requests that are safe to repeat as `preset` says, from now on.
+    pub fn set_retries(&self, preset: switchboard_core::RetryPreset) {
+        *self.retries.write().unwrap_or_else(|e| e.into_inner()) = preset;
+    }
+
+    fn retry_preset(&self) -> switchboard_core::RetryPreset {
+        *self.retries.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `attempt`, and when it fails transiently (see [`UpstreamError::is_transient`]) and
+    /// the request is `repeatable`, runs it again as the server's retry preset says. A request
+    /// that is not repeatable is sent once. Cancelling `cancel` ends the wait between tries.
+    async fn retrying<T, F, Fut>(
+        &self,
+        repeatable: bool,
+        cancel: &CancellationToken,
+        attempt: F,
+    ) -> Result<T, UpstreamError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, UpstreamError>>,
+    {
+        let preset = self.retry_preset();
+        let tries = if repeatable { preset.tries() } else { 1 };
+        let mut failed = 0;
+        loop {
+            match attempt().await {
+                Err(error) if failed + 1 < tries && error.is_transient() => {
+                    failed += 1;
+                    let delay = preset.delay_after(failed, rand::random::<f64>());
+                    tracing::debug!(server = %self.server, %error, ?delay, "a transient failure; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
+                    }
+                }
+                outcome => return outcome,
+            }
         }
     }
 
@@ -200,27 +249,37 @@ impl Upstream {
     /// is not reached directly. A caller that resumes streams itself passes its `polling`: a
     /// stream the server ends early is then resumed at the caller's pace (see
     /// [`crate::direct::CallerPolling`]).
+    #[allow(clippy::too_many_arguments)]
     pub async fn call_tool_direct(
         &self,
         request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
         input: std::sync::Arc<dyn crate::relay::InputResponder>,
         cancelled: tokio_util::sync::CancellationToken,
         polling: Option<crate::direct::CallerPolling>,
+        repeatable: bool,
     ) -> Result<DirectReply, UpstreamError> {
         let Some(direct) = &self.direct else {
             return Err(UpstreamError::Unsupported("direct calls"));
         };
         let timeout = self.timeouts.tool_call;
+        // An error comes back only before any of the server's answer did (a reply that has
+        // begun is a reply), so a repeatable call may be sent again.
+        let send = || {
+            direct.call_tool(
+                request.clone(),
+                &self.limiter,
+                timeout,
+                input.clone(),
+                cancelled.clone(),
+                polling.clone(),
+            )
+        };
         let Some(calls) = &self.calls else {
-            return direct
-                .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
-                .await;
+            return self.retrying(repeatable, &cancelled, send).await;
         };
         let started = Instant::now();
         let tool = request.request.params.name.to_string();
-        let reply = direct
-            .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
-            .await;
+        let reply = self.retrying(repeatable, &cancelled, send).await;
         match reply {
             Ok(DirectReply::Message(message)) => {
                 calls.report(&tool, observe::outcome_of_message(&message), started);
@@ -235,6 +294,11 @@ impl Upstream {
                 Err(error)
             }
         }
+    }
+
+    /// How many requests to the server are running now (health checks not counted).
+    pub fn requests_running(&self) -> usize {
+        self.limiter.running()
     }
 
     /// Checks that the server still answers: `server/discover` for a stateless 2026-07-28
@@ -451,10 +515,27 @@ impl Upstream {
         .await
     }
 
+    /// A whole list, read again from its first page after a transient failure.
     async fn paginate<T, F, Fut>(
         &self,
         what: &'static str,
         fetch: F,
+    ) -> Result<Vec<T>, UpstreamError>
+    where
+        T: serde::Serialize,
+        F: Fn(Option<PaginatedRequestParams>) -> Fut,
+        Fut: Future<Output = Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
+    {
+        self.retrying(true, &CancellationToken::new(), || {
+            self.paginate_once(what, &fetch)
+        })
+        .await
+    }
+
+    async fn paginate_once<T, F, Fut>(
+        &self,
+        what: &'static str,
+        fetch: &F,
     ) -> Result<Vec<T>, UpstreamError>
     where
         T: serde::Serialize,
@@ -511,20 +592,22 @@ impl Upstream {
         let timeout = self.timeouts.tool_call;
         let started = Instant::now();
         let result = self
-            .with_input_rounds(
-                params,
-                |p| ClientRequest::CallToolRequest(Request::new(p)),
-                |p, responses, state| {
-                    p.input_responses = responses;
-                    p.request_state = state;
-                },
-                |result| match result {
-                    ServerResult::CallToolResult(r) => Some(r),
-                    _ => None,
-                },
-                timeout,
-                context,
-            )
+            .retrying(context.repeatable, &context.cancel, || {
+                self.with_input_rounds(
+                    params.clone(),
+                    |p| ClientRequest::CallToolRequest(Request::new(p)),
+                    |p, responses, state| {
+                        p.input_responses = responses;
+                        p.request_state = state;
+                    },
+                    |result| match result {
+                        ServerResult::CallToolResult(r) => Some(r),
+                        _ => None,
+                    },
+                    timeout,
+                    context,
+                )
+            })
             .await;
         if let Some(calls) = &self.calls {
             calls.report(name, CallOutcome::of(&result), started);
@@ -538,20 +621,22 @@ impl Upstream {
         uri: &str,
         context: &CallContext,
     ) -> Result<ReadResourceResult, UpstreamError> {
-        self.with_input_rounds(
-            ReadResourceRequestParams::new(uri.to_owned()),
-            |p| ClientRequest::ReadResourceRequest(Request::new(p)),
-            |p, responses, state| {
-                p.input_responses = responses;
-                p.request_state = state;
-            },
-            |result| match result {
-                ServerResult::ReadResourceResult(r) => Some(r),
-                _ => None,
-            },
-            self.timeouts.request,
-            context,
-        )
+        self.retrying(true, &context.cancel, || {
+            self.with_input_rounds(
+                ReadResourceRequestParams::new(uri.to_owned()),
+                |p| ClientRequest::ReadResourceRequest(Request::new(p)),
+                |p, responses, state| {
+                    p.input_responses = responses;
+                    p.request_state = state;
+                },
+                |result| match result {
+                    ServerResult::ReadResourceResult(r) => Some(r),
+                    _ => None,
+                },
+                self.timeouts.request,
+                context,
+            )
+        })
         .await
     }
 
@@ -564,27 +649,33 @@ impl Upstream {
     ) -> Result<GetPromptResult, UpstreamError> {
         let mut params = GetPromptRequestParams::new(name.to_owned());
         params.arguments = arguments;
-        self.with_input_rounds(
-            params,
-            |p| ClientRequest::GetPromptRequest(Request::new(p)),
-            |p, responses, state| {
-                p.input_responses = responses;
-                p.request_state = state;
-            },
-            |result| match result {
-                ServerResult::GetPromptResult(r) => Some(r),
-                _ => None,
-            },
-            self.timeouts.request,
-            context,
-        )
+        self.retrying(true, &context.cancel, || {
+            self.with_input_rounds(
+                params.clone(),
+                |p| ClientRequest::GetPromptRequest(Request::new(p)),
+                |p, responses, state| {
+                    p.input_responses = responses;
+                    p.request_state = state;
+                },
+                |result| match result {
+                    ServerResult::GetPromptResult(r) => Some(r),
+                    _ => None,
+                },
+                self.timeouts.request,
+                context,
+            )
+        })
         .await
     }
 
-    /// Sends any other request (completion, subscriptions, log level) and returns its result.
+    /// Sends any other request (completion, subscriptions, log level) and returns its result;
+    /// each may be repeated (completions read, the others set what is set already).
     pub async fn request(&self, request: ClientRequest) -> Result<ServerResult, UpstreamError> {
-        self.send(request, self.timeouts.request, &CallContext::default())
-            .await
+        let context = CallContext::default();
+        self.retrying(true, &context.cancel, || {
+            self.send(request.clone(), self.timeouts.request, &context)
+        })
+        .await
     }
 
     /// Sends one request, answering `input_required` results by the input policy and retrying

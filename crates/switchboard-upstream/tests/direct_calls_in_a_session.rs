@@ -58,6 +58,7 @@ async fn send_cancellable(
             input,
             cancelled,
             None,
+            false,
         )
         .await
         .expect("the call is sent")

@@ -567,6 +567,11 @@ pub enum ServerCommand {
     /// Limit calls to a server (no tools named) or to each of some of its tools:
     /// `--limit 10/s` (or `600/min`, `1000/h`, with an optional burst: `10/s:40`), or `--none`.
     SetRateLimit(RateLimitArgs),
+    /// How the server's requests that are safe to repeat (lists, reads, prompts, calls of
+    /// tools annotated read-only or idempotent) are sent again after a transient failure:
+    /// `off`, `quick` (2 tries, 1 s; the default) or `standard` (3 tries, 1 s doubling).
+    /// `--safe TOOL` counts a tool's calls as safe to repeat too; `--not-safe TOOL` no longer.
+    SetRetries(RetriesArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
 }
@@ -746,6 +751,22 @@ pub struct RateLimitArgs {
     pub none: bool,
     /// Upstream tool names, each limited on its own; none: the whole server.
     pub tools: Vec<String>,
+}
+
+/// Options of `server set-retries`.
+#[derive(Debug, Args)]
+pub struct RetriesArgs {
+    /// The server's id.
+    pub id: String,
+    /// `off`, `quick` or `standard`.
+    pub preset: switchboard_core::RetryPreset,
+    /// An upstream tool whose calls may be sent again (repeatable).
+    #[arg(long = "safe", value_name = "TOOL")]
+    pub safe: Vec<String>,
+    /// An upstream tool whose calls are no longer sent again unless the server annotates it
+    /// read-only or idempotent (repeatable).
+    #[arg(long = "not-safe", value_name = "TOOL")]
+    pub not_safe: Vec<String>,
 }
 
 /// Options of `server set-task-mode`.

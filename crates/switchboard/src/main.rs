@@ -696,6 +696,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::Unpin(args) => pin_tools(store, args, false).await,
         ServerCommand::SetCallers(args) => set_callers(store, args).await,
         ServerCommand::SetRateLimit(args) => set_rate_limit(store, args).await,
+        ServerCommand::SetRetries(args) => set_retries(store, args).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
 }
@@ -837,6 +838,37 @@ async fn set_rate_limit(store: &Store, args: cli::RateLimitArgs) -> anyhow::Resu
         Some(limit) => println!("{what} are now limited to {limit}. {DAEMON_PICKS_IT_UP}"),
         None => println!("{what} are no longer limited. {DAEMON_PICKS_IT_UP}"),
     }
+    Ok(0)
+}
+
+async fn set_retries(store: &Store, args: cli::RetriesArgs) -> anyhow::Result<i32> {
+    let (id, mut def) = configured_server(store, &args.id).await?;
+    def.policies.retries = args.preset;
+    for (tools, safe) in [(&args.safe, true), (&args.not_safe, false)] {
+        let change = ToolSettingsChange {
+            safe_to_retry: Some(safe),
+            ..Default::default()
+        };
+        for tool in tools {
+            def.change_tool(tool, &change);
+        }
+    }
+    store.put_server(&def).await?;
+    let safe = &def.policies.safe_to_retry;
+    println!(
+        "Requests to {id} that are safe to repeat are retried: {} ({} tries at most){}. \
+         {DAEMON_PICKS_IT_UP}",
+        args.preset.as_str(),
+        args.preset.tries(),
+        if safe.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; calls of {} count as safe",
+                safe.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+        }
+    );
     Ok(0)
 }
 
@@ -1496,6 +1528,7 @@ async fn call_on_hub(
             &CallContext {
                 progress: Some(progress_tx),
                 cancel,
+                repeatable: hub.call_repeatable(&id, tool),
                 ..Default::default()
             },
         )

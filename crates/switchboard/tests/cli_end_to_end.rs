@@ -298,6 +298,33 @@ fn tools_are_listed_and_called_with_typed_arguments() {
         said.contains("fixture/add needs 'b' (number): pass --arg b=..."),
         "named from the schema before calling: {said}"
     );
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "set-retries",
+            "fixture",
+            "standard",
+            "--safe",
+            "echo",
+        ],
+    ));
+    let shown = json(&switchboard(
+        dir.path(),
+        &["server", "show", "fixture", "--json"],
+    ));
+    assert_eq!(shown["policies"]["retries"], "standard", "{shown}");
+    assert_eq!(
+        shown["policies"]["safe_to_retry"],
+        serde_json::json!(["echo"]),
+        "{shown}"
+    );
+    let refused = switchboard(dir.path(), &["server", "set-retries", "fixture", "often"]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no retry preset"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     let no_scheme = switchboard(dir.path(), &["server", "add", "web", "localhost:3000/mcp"]);
     let said = String::from_utf8_lossy(&no_scheme.stderr);
     assert!(

@@ -457,9 +457,12 @@ async fn relay(
     let id = request.id.clone();
     let cancel = cancelled.clone();
     let passed = polling.clone();
+    let repeatable = shared
+        .hub
+        .call_repeatable(&server, &request.request.params.name);
     let sent = async move {
         upstream
-            .call_tool_direct(request, input, cancel, passed)
+            .call_tool_direct(request, input, cancel, passed, repeatable)
             .await
     };
     let relayed = Relayed {

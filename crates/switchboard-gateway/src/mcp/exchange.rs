@@ -242,6 +242,7 @@ impl Exchange {
             client_capabilities: Some(call_capabilities),
             input_responses,
             request_state,
+            repeatable: false,
         };
         let upstream = work(call);
         // One future forwards progress and then the result, so the last reports are never

@@ -1052,7 +1052,9 @@ impl ServerHandler for AggregateServer {
             _ if !takes_tasks => TaskMode::Forbidden,
             mode => mode,
         };
-        let work = move |call: switchboard_upstream::CallContext| {
+        let repeatable = self.hub().call_repeatable(&server, &name);
+        let work = move |mut call: switchboard_upstream::CallContext| {
+            call.repeatable = repeatable;
             async move {
                 upstream
                     .call_tool(&name, arguments, &call)
