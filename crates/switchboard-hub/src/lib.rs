@@ -870,17 +870,27 @@ impl Hub {
         let Ok(slot) = self.slot(id) else {
             return false;
         };
-        if slot.definition().policies.safe_to_retry.contains(tool) {
-            return true;
-        }
-        read(&slot.catalog)
+        let annotations = read(&slot.catalog)
             .tools
             .iter()
             .find(|t| t.name == tool)
-            .and_then(|t| t.annotations.as_ref())
-            .is_some_and(|hints| {
-                hints.read_only_hint == Some(true) || hints.idempotent_hint == Some(true)
-            })
+            .and_then(|t| t.annotations.clone());
+        self.repeatable(id, tool, annotations.as_ref())
+    }
+
+    /// [`Hub::call_repeatable`] for a caller that holds the tool's annotations (as the server
+    /// lists them) already.
+    pub fn repeatable(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        annotations: Option<&model::ToolAnnotations>,
+    ) -> bool {
+        annotations.is_some_and(|hints| {
+            hints.read_only_hint == Some(true) || hints.idempotent_hint == Some(true)
+        }) || self
+            .slot(id)
+            .is_ok_and(|slot| slot.definition().policies.safe_to_retry.contains(tool))
     }
 
     /// Whether the server's upstream tool `tool` is pinned: the deferred view lists it.

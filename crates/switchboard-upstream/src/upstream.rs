@@ -262,24 +262,35 @@ impl Upstream {
             return Err(UpstreamError::Unsupported("direct calls"));
         };
         let timeout = self.timeouts.tool_call;
-        // An error comes back only before any of the server's answer did (a reply that has
-        // begun is a reply), so a repeatable call may be sent again.
-        let send = || {
-            direct.call_tool(
-                request.clone(),
-                &self.limiter,
-                timeout,
-                input.clone(),
-                cancelled.clone(),
-                polling.clone(),
-            )
-        };
-        let Some(calls) = &self.calls else {
-            return self.retrying(repeatable, &cancelled, send).await;
-        };
         let started = Instant::now();
-        let tool = request.request.params.name.to_string();
-        let reply = self.retrying(repeatable, &cancelled, send).await;
+        let tool = self
+            .calls
+            .is_some()
+            .then(|| request.request.params.name.to_string());
+        // An error comes back only before any of the server's answer did (a reply that has
+        // begun is a reply), so a repeatable call may be sent again. Only then is the request
+        // copied: the commonest call is relayed as it came.
+        let reply = if repeatable {
+            let cancel = cancelled.clone();
+            let send = || {
+                direct.call_tool(
+                    request.clone(),
+                    &self.limiter,
+                    timeout,
+                    input.clone(),
+                    cancelled.clone(),
+                    polling.clone(),
+                )
+            };
+            self.retrying(true, &cancel, send).await
+        } else {
+            direct
+                .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
+                .await
+        };
+        let (Some(calls), Some(tool)) = (&self.calls, tool) else {
+            return reply;
+        };
         match reply {
             Ok(DirectReply::Message(message)) => {
                 calls.report(&tool, observe::outcome_of_message(&message), started);

@@ -160,6 +160,7 @@ async fn stateless_call(
         asking: None,
         session: None,
         caller_polls: false,
+        repeatable: repeatable(shared, tool),
     };
     relay(shared, stop, catalog, call).await
 }
@@ -291,6 +292,7 @@ async fn session_call(
         // SEP-1699 is 2025-11-25's: older clients are not expected to come back for a stream
         // that ends early, so for them the server's early end stays hidden.
         caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
+        repeatable: repeatable(shared, tool),
     };
     relay(shared, stop, catalog, call).await
 }
@@ -416,6 +418,18 @@ struct Call {
     /// server ends the call's stream before its response, the client's stream ends too, and the
     /// server's is resumed when the client comes back ([`switchboard_upstream::CallerPolling`]).
     caller_polls: bool,
+    /// The call may be sent again after a transient failure ([`Hub::repeatable`]).
+    repeatable: bool,
+}
+
+/// Whether a call of `tool` may be sent again after a transient failure.
+fn repeatable(
+    shared: &Shared,
+    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+) -> bool {
+    shared
+        .hub
+        .repeatable(&tool.server, &tool.upstream, tool.item.annotations.as_ref())
 }
 
 /// Sends `call` and answers the client with what comes back; `None` when nothing was sent
@@ -436,6 +450,7 @@ async fn relay(
         asking,
         session,
         caller_polls,
+        repeatable,
     } = call;
     tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
     shared.subscribing.settled(&server).await;
@@ -457,9 +472,6 @@ async fn relay(
     let id = request.id.clone();
     let cancel = cancelled.clone();
     let passed = polling.clone();
-    let repeatable = shared
-        .hub
-        .call_repeatable(&server, &request.request.params.name);
     let sent = async move {
         upstream
             .call_tool_direct(request, input, cancel, passed, repeatable)
