@@ -785,6 +785,33 @@ impl Hub {
         Ok(status)
     }
 
+    /// [`Hub::upstream_for_tool`] (or [`Hub::upstream`], without a tool) for a request that
+    /// would rather wait a moment than fail: a server that is reconnecting (or connecting) is
+    /// asked to try now, and the request waits for that attempt, at most `limit`. A server
+    /// that restarted is then used again as soon as it answers, not after the backoff its
+    /// failed attempts built up.
+    pub async fn upstream_soon(
+        &self,
+        id: &ServerId,
+        tool: Option<&str>,
+        limit: Duration,
+    ) -> Result<Upstream, HubError> {
+        let now = || match tool {
+            Some(tool) => self.upstream_for_tool(id, tool),
+            None => self.upstream(id),
+        };
+        match now() {
+            Err(HubError::NotConnected {
+                state: ConnectionState::Reconnecting | ConnectionState::Connecting,
+                ..
+            }) => {
+                self.check_now(id, limit).await?;
+                now()
+            }
+            other => other,
+        }
+    }
+
     /// A request handle for a connected server.
     pub fn upstream(&self, id: &ServerId) -> Result<Upstream, HubError> {
         let slot = self.slot(id)?;

@@ -421,8 +421,8 @@ async fn a_restarted_server_is_listed_again() {
 /// A call that fails at the transport makes the hub check the server at once: with periodic
 /// health checks off, the status still turns from `connected` to `reconnecting`, with the
 /// reason. The server's tools stay in the merged catalog meanwhile (a call of one is refused
-/// with the server's state and reason, not as an unknown tool), and a check asked for through
-/// `check_now` reconnects without waiting out the backoff (an hour here).
+/// with the server's state and reason, not as an unknown tool), and the next request once it is
+/// back (`upstream_soon`) reconnects it without waiting out the backoff (an hour here).
 #[tokio::test]
 async fn a_call_that_fails_at_the_transport_shows_the_server_down_at_once() {
     for era in [Era::Legacy, Era::Modern] {
@@ -475,16 +475,13 @@ async fn a_call_that_fails_at_the_transport_shows_the_server_down_at_once() {
             other => panic!("{era:?}: expected NotConnected with a reason, got {other:?}"),
         }
 
+        // Back up, the server is used again by the next request, which asks for an attempt
+        // and waits for it rather than for the hour's backoff.
         fixture.restart(Duration::ZERO).await;
-        let checked = hub
-            .check_now(&id("flaky"), Duration::from_secs(20))
+        assert!(hub.upstream_for_tool(&id("flaky"), "echo").is_err());
+        hub.upstream_soon(&id("flaky"), Some("echo"), Duration::from_secs(20))
             .await
-            .unwrap();
-        assert_eq!(
-            checked.state,
-            ConnectionState::Connected,
-            "{era:?}: {checked:?}"
-        );
+            .unwrap_or_else(|e| panic!("{era:?}: {e}"));
         assert_eq!(echo(&hub, "flaky").await, "ok", "{era:?}");
 
         // A check of a healthy server answers with it still connected.

@@ -255,6 +255,9 @@ fn session_conversation(
     Ok(named)
 }
 
+/// How long a request for a server that is reconnecting waits for the attempt it asks for.
+const WAIT_FOR_RECONNECT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The JSON-RPC error code of a call a rate limit refused (implementation-defined server
 /// error range; 429 in spirit).
 pub const RATE_LIMITED: i32 = -32029;
@@ -382,6 +385,19 @@ impl AggregateServer {
 
     fn upstream(&self, server: &ServerId) -> Result<Upstream, ErrorData> {
         self.hub().upstream(server).map_err(not_routed)
+    }
+
+    /// The server's handle for a request (of `tool`, for a call), waiting a moment for one
+    /// that is reconnecting ([`Hub::upstream_soon`]).
+    async fn upstream_soon(
+        &self,
+        server: &ServerId,
+        tool: Option<&str>,
+    ) -> Result<Upstream, ErrorData> {
+        self.hub()
+            .upstream_soon(server, tool, WAIT_FOR_RECONNECT)
+            .await
+            .map_err(not_routed)
     }
 
     fn log_level(&self) -> Option<LoggingLevel> {
@@ -1030,10 +1046,7 @@ impl ServerHandler for AggregateServer {
             })
             .map_err(rate_limited)?;
         self.shared.subscribing.settled(&server).await;
-        let upstream = self
-            .hub()
-            .upstream_for_tool(&server, &tool.upstream)
-            .map_err(not_routed)?;
+        let upstream = self.upstream_soon(&server, Some(&tool.upstream)).await?;
         let name = tool.upstream.clone();
         let arguments = request.arguments.take();
         let patience = upstream.timeouts().tool_call;
@@ -1177,7 +1190,7 @@ impl ServerHandler for AggregateServer {
         };
         let server = prompt.server.clone();
         self.shared.subscribing.settled(&server).await;
-        let upstream = self.upstream(&server)?;
+        let upstream = self.upstream_soon(&server, None).await?;
         let name = prompt.upstream.clone();
         let arguments = request.arguments.take();
         let patience = upstream.timeouts().request;
@@ -1258,7 +1271,7 @@ impl ServerHandler for AggregateServer {
             )
         })?;
         self.shared.subscribing.settled(&server).await;
-        let upstream = self.upstream(&server)?;
+        let upstream = self.upstream_soon(&server, None).await?;
         let patience = upstream.timeouts().request;
         let outcome = self
             .exchange(
@@ -1403,7 +1416,7 @@ impl ServerHandler for AggregateServer {
         };
         let params: CompleteRequestParams = serde_json::from_value(params)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let upstream = self.upstream(&server)?;
+        let upstream = self.upstream_soon(&server, None).await?;
         if upstream.capabilities().completions.is_none() {
             return Ok(CompleteResult::default());
         }
