@@ -15,6 +15,7 @@
 
 pub mod chaos;
 pub mod conformance;
+pub mod cuttable;
 pub mod oauth;
 pub mod postgres;
 mod server;

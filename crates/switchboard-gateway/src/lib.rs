@@ -187,10 +187,19 @@ impl IntoResponse for Refusal {
                 "an API key is required: Authorization: Bearer <key>\n",
             )
                 .into_response(),
+            // JSON-RPC's shape, so MCP clients show the reason (an admin API client reads
+            // `error.message`).
             Self::Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 [(header::RETRY_AFTER, "5")],
-                "credentials cannot be checked right now; try again shortly\n",
+                axum::Json(serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": null,
+                    "error": {
+                        "code": -32000,
+                        "message": "credentials cannot be checked right now (the store does not answer); try again shortly",
+                    },
+                })),
             )
                 .into_response(),
         }
@@ -466,6 +475,7 @@ pub(crate) fn store_status(error: &switchboard_hub::StoreError) -> StatusCode {
         StoreError::NotFound(_) | StoreError::Missing(_) => StatusCode::NOT_FOUND,
         StoreError::AlreadyExists(_) | StoreError::Exists(_) => StatusCode::CONFLICT,
         StoreError::SharedServer(_) | StoreError::Forbidden(_) => StatusCode::FORBIDDEN,
+        error if error.is_unavailable() => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -197,6 +197,10 @@ enum Caller {
 const KEY_CACHE_TTL: Duration = Duration::from_secs(10);
 /// The most API keys remembered; beyond it the memory is cleared.
 const KEY_CACHE_MAX: usize = 10_000;
+/// How long a key looked up before waits for the store before its last answer is used.
+const STALE_KEY_PATIENCE: Duration = Duration::from_secs(2);
+/// After the store failed a lookup, how long keys looked up before skip it altogether.
+const STORE_DOWN_FOR: Duration = Duration::from_secs(5);
 
 /// Who an API key (by digest) named when it was looked up, if anyone, and when.
 type LookedUp = (Option<Principal>, Instant);
@@ -231,6 +235,8 @@ pub(crate) struct Dispatcher {
     keys: Mutex<HashMap<[u8; 32], LookedUp>>,
     /// Users the identity provider vouched for who are in the store already.
     recorded: Mutex<std::collections::HashSet<(TenantId, UserId)>>,
+    /// When a key lookup last found the store not answering (cleared when it answers).
+    store_down_since: Mutex<Option<Instant>>,
     started: Instant,
 }
 
@@ -249,6 +255,7 @@ impl Dispatcher {
             open: Mutex::default(),
             keys: Mutex::default(),
             recorded: Mutex::default(),
+            store_down_since: Mutex::default(),
             started: Instant::now(),
         });
         tokio::spawn(dispatcher.clone().close_idle_workspaces());
@@ -283,6 +290,31 @@ impl Dispatcher {
         request.method() == axum::http::Method::POST && self.local_shared.is_draining()
     }
 
+    /// Whether a key lookup failed lately (see [`STORE_DOWN_FOR`]).
+    fn store_known_down(&self) -> bool {
+        self.store_down_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|since| since.elapsed() < STORE_DOWN_FOR)
+    }
+
+    fn store_failed(&self) {
+        let mut since = self
+            .store_down_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if since.is_none_or(|at| at.elapsed() >= STORE_DOWN_FOR) {
+            *since = Some(Instant::now());
+        }
+    }
+
+    fn store_answered(&self) {
+        *self
+            .store_down_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -301,24 +333,51 @@ impl Dispatcher {
         {
             return self.identify_token(provider, claims, &key).await;
         }
-        let cached = {
+        let (cached, stale) = {
             let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-            keys.get(&digest)
-                .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
-                .map(|(principal, _)| principal.clone())
+            match keys.get(&digest) {
+                Some((principal, at)) if at.elapsed() < KEY_CACHE_TTL => {
+                    (Some(principal.clone()), None)
+                }
+                Some((principal, _)) => (None, Some(principal.clone())),
+                None => (None, None),
+            }
         };
         let principal = match cached {
             Some(principal) => principal,
             None => {
-                let found =
-                    self.users
-                        .store
-                        .principal_for_api_key(&key)
-                        .await
-                        .map_err(|error| {
+                // While the store does not answer, a key looked up before keeps its answer (a
+                // revocation cannot be read then either): its users' workspaces go on serving
+                // from memory. Such a key waits for the store briefly, and not at all while it
+                // is known to be down.
+                let lookup = self.users.store.principal_for_api_key(&key);
+                let looked_up = match &stale {
+                    Some(_) if self.store_known_down() => None,
+                    Some(_) => tokio::time::timeout(STALE_KEY_PATIENCE, lookup).await.ok(),
+                    None => Some(lookup.await),
+                };
+                let found = match (looked_up, stale) {
+                    (Some(Ok(found)), _) => {
+                        self.store_answered();
+                        found
+                    }
+                    (failed, Some(stale)) => {
+                        if let Some(Err(error)) = failed {
+                            tracing::warn!(%error, "cannot look up an API key; using its last answer");
+                        }
+                        self.store_failed();
+                        return stale
+                            .map(Caller::User)
+                            .ok_or_else(|| Refusal::NoApiKey.into_response());
+                    }
+                    (failed, None) => {
+                        if let Some(Err(error)) = failed {
                             tracing::warn!(%error, "cannot look up an API key");
-                            Refusal::Unavailable.into_response()
-                        })?;
+                        }
+                        self.store_failed();
+                        return Err(Refusal::Unavailable.into_response());
+                    }
+                };
                 let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
                 if keys.len() >= KEY_CACHE_MAX {
                     keys.clear();
@@ -392,9 +451,16 @@ impl Dispatcher {
         Ok(Caller::User(principal))
     }
 
-    /// Forgets every looked-up key (the users or keys changed).
+    /// Stops believing every looked-up key (the users or keys changed): each is looked up again
+    /// at its next request. The last answers are kept for a store that does not answer then.
     fn forget_keys(&self) {
-        self.keys.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let expired = Instant::now().checked_sub(KEY_CACHE_TTL);
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        match expired {
+            Some(expired) => keys.values_mut().for_each(|(_, at)| *at = expired),
+            None => keys.clear(),
+        }
+        drop(keys);
         self.recorded
             .lock()
             .unwrap_or_else(|e| e.into_inner())

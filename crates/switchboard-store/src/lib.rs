@@ -94,6 +94,22 @@ pub enum StoreError {
     OtherVaultKey,
 }
 
+impl StoreError {
+    /// Whether the database could not be reached (refused, reset, no connection free in time):
+    /// the request may succeed later, and nothing was written.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Self::Database(
+                sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::Io(_)
+                    | sqlx::Error::Tls(_)
+            )
+        )
+    }
+}
+
 /// A cached era-probe result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedProbe {

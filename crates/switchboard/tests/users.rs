@@ -19,6 +19,8 @@ const OPERATOR_KEY: &str = "operator-key-0123456789abcdef";
 /// A daemon with users, and a way to speak to it as each of them.
 struct Daemon {
     dir: tempfile::TempDir,
+    /// The store the daemon and its CLI use, when not the data directory's SQLite file.
+    store: Option<String>,
     child: tokio::process::Child,
     base: String,
     http: reqwest::Client,
@@ -49,8 +51,14 @@ impl Daemon {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        let store = options
+            .iter()
+            .position(|option| *option == "--store")
+            .and_then(|at| options.get(at + 1))
+            .map(|url| url.to_string());
         let daemon = Self {
             dir,
+            store,
             child,
             base: format!("http://{listen}"),
             http: reqwest::Client::new(),
@@ -70,7 +78,12 @@ impl Daemon {
 
     /// `switchboard <args>` on the daemon's store; its standard output.
     async fn cli(&self, args: &[&str]) -> String {
-        cli(self.dir.path(), args).await
+        let mut all: Vec<&str> = Vec::new();
+        if let Some(store) = &self.store {
+            all.extend(["--store", store.as_str()]);
+        }
+        all.extend_from_slice(args);
+        cli(self.dir.path(), &all).await
     }
 
     /// A user's API key, made by the CLI.
@@ -1354,4 +1367,101 @@ async fn a_draining_daemon_refuses_every_new_request_and_finishes_started_ones()
         body.contains("\"done\""),
         "the started call was answered: {body}"
     );
+}
+
+/// PostgreSQL going away under a `--users` daemon (a relay to it cut): users whose keys were
+/// looked up before go on calling their open workspaces' servers from memory, quickly; a key
+/// never seen gets a JSON-RPC error (503), an admin write 503, `/readyz` 503 with the reason;
+/// once the store is back, everything works again.
+#[tokio::test]
+async fn with_the_store_gone_open_workspaces_keep_serving_and_errors_say_why() {
+    let postgres = switchboard_fixtures::postgres::TestPostgres::shared();
+    let relay = switchboard_fixtures::cuttable::CuttableRelay::to(
+        format!("127.0.0.1:{}", postgres.port()).parse().unwrap(),
+    )
+    .await;
+    let database = postgres.database();
+    let through_relay = database.replacen(
+        &format!(":{}/", postgres.port()),
+        &format!(":{}/", relay.port),
+        1,
+    );
+    let (_upstream, daemon, [ana, bob]) =
+        shared_by_ana_and_bob(&["--store", &through_relay, "--store-check", "3600"]).await;
+    let dan = {
+        daemon.cli(&["user", "add", "acme/dan"]).await;
+        daemon.key_of("acme/dan").await
+    };
+    // Adding dan changed the users: the daemon forgot the keys it had looked up (a revoked key
+    // stops working at once). Ana's and Bob's are looked up again by their calls.
+    for (id, key) in [(1, &ana), (11, &bob)] {
+        let answer = echo(&daemon, key, id).await;
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+
+    relay.cut();
+    // Past the keys' cache lifetime: the next request of each must do without the store.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    for (id, key) in [(2, &ana), (3, &bob), (4, &ana)] {
+        let started = std::time::Instant::now();
+        let answer = echo(&daemon, key, id).await;
+        assert!(answer["result"].is_object(), "{answer}");
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "answered without waiting out the store's connect timeout"
+        );
+    }
+    let (status, refused) = daemon
+        .send(
+            Some(&dan),
+            "POST",
+            "/mcp",
+            Some(
+                json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("store"),
+        "{refused}"
+    );
+    let (status, answer) = daemon
+        .send(
+            Some(OPERATOR_KEY),
+            "PATCH",
+            "/api/servers/shared",
+            Some(json!({"description": "x"})),
+        )
+        .await;
+    assert_eq!(status, 503, "{answer}");
+    let (status, ready) = daemon.send(None, "GET", "/readyz", None).await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["reason"], "the store does not answer");
+
+    relay.restore().await;
+    let mut back = false;
+    for _ in 0..100 {
+        if daemon.send(None, "GET", "/readyz", None).await.0 == 200 {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(back, "ready again once the store answers");
+    let answer = daemon
+        .mcp(
+            Some(&dan),
+            json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .await;
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
 }
