@@ -573,10 +573,8 @@ impl ConnectionTask {
         let mut catalog = ServerCatalog::clone(&previous);
         let def = self.slot.definition();
         if what.tools {
-            (catalog.tools, catalog.disabled_tools) = self
-                .tolerate("tools", upstream.list_tools().await)?
-                .into_iter()
-                .partition(|tool| def.tool_enabled(&tool.name));
+            let listed = self.tolerate("tools", upstream.list_tools().await)?;
+            catalog.set_tools(listed, &def);
         }
         if what.resources {
             catalog.resources = self.tolerate("resources", upstream.list_resources().await)?;

@@ -116,6 +116,20 @@ pub struct ServerCatalog {
     pub prompts: Vec<Prompt>,
 }
 
+impl ServerCatalog {
+    /// Takes the tools the server `listed`, split into those `def` exposes and those it turns
+    /// off.
+    pub(crate) fn set_tools(
+        &mut self,
+        listed: impl IntoIterator<Item = Tool>,
+        def: &ServerDefinition,
+    ) {
+        (self.tools, self.disabled_tools) = listed
+            .into_iter()
+            .partition(|tool| def.tool_enabled(&tool.name));
+    }
+}
+
 /// Shared state of one server, written by its task, read by everyone.
 pub(crate) struct ServerSlot {
     /// The server's id (never changes for a slot).
@@ -463,18 +477,11 @@ impl Hub {
     /// off, and names, descriptions, policies, task modes and rate limits apply to the next
     /// request.
     fn apply_in_place(&self, slot: &ServerSlot, def: ServerDefinition) {
-        let catalog = read(&slot.catalog).clone();
-        let (tools, disabled_tools) = catalog
-            .tools
-            .iter()
-            .chain(&catalog.disabled_tools)
-            .cloned()
-            .partition(|tool| def.tool_enabled(&tool.name));
-        let catalog = ServerCatalog {
-            tools,
-            disabled_tools,
-            ..ServerCatalog::clone(&catalog)
-        };
+        let mut catalog = ServerCatalog::clone(&read(&slot.catalog));
+        let listed = std::mem::take(&mut catalog.tools)
+            .into_iter()
+            .chain(std::mem::take(&mut catalog.disabled_tools));
+        catalog.set_tools(listed, &def);
         slot.status.send_modify(|status| {
             status.display_name = def.display_name.clone();
             status.prefix = def.exposed_prefix().to_string();

@@ -313,6 +313,11 @@ async fn each_user_sees_and_uses_only_their_tenants_shared_servers_and_their_own
         .send(Some(&gus), "DELETE", "/api/servers/shared", None)
         .await;
     assert_eq!(status, 404);
+    // Nor check it: a check reaches only the servers of the caller's own workspace.
+    let (status, _) = daemon
+        .send(Some(&gus), "POST", "/api/servers/shared/check", None)
+        .await;
+    assert_eq!(status, 404);
 
     // Their MCP endpoints serve their own servers' tools, and calls reach them.
     for key in [&ana, &bob] {
@@ -1252,16 +1257,18 @@ async fn shared_by_ana_and_bob(options: &[&str]) -> (RunningFixture, Daemon, [St
     (upstream, daemon, [ana, bob])
 }
 
+/// A 2026-07-28 request: `params` with the per-request `_meta` a stateless client sends.
+fn stateless(id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}});
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
 /// `shared__echo` called in `key`'s workspace as a 2026-07-28 request; the JSON-RPC answer.
 async fn echo(daemon: &Daemon, key: &str, id: u64) -> Value {
+    let call = json!({"name": "shared__echo", "arguments": {"message": "hi"}});
     daemon
-        .mcp(
-            Some(key),
-            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-                "name": "shared__echo", "arguments": {"message": "hi"},
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
-        )
+        .mcp(Some(key), stateless(id, "tools/call", call))
         .await
 }
 
@@ -1341,12 +1348,11 @@ async fn a_draining_daemon_refuses_every_new_request_and_finishes_started_ones()
                 Some(key),
                 "POST",
                 "/mcp",
-                Some(
-                    json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
-                    "name": "shared__echo", "arguments": {"message": "late"},
-                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                              "io.modelcontextprotocol/clientCapabilities": {}}}}),
-                ),
+                Some(stateless(
+                    8,
+                    "tools/call",
+                    json!({"name": "shared__echo", "arguments": {"message": "late"}}),
+                )),
             )
             .await;
         assert_eq!(status, 503, "{answer}");
@@ -1416,11 +1422,7 @@ async fn with_the_store_gone_open_workspaces_keep_serving_and_errors_say_why() {
             Some(&dan),
             "POST",
             "/mcp",
-            Some(
-                json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
-            ),
+            Some(stateless(5, "tools/list", json!({}))),
         )
         .await;
     assert_eq!(status, 503, "{refused}");
@@ -1456,12 +1458,7 @@ async fn with_the_store_gone_open_workspaces_keep_serving_and_errors_say_why() {
     }
     assert!(back, "ready again once the store answers");
     let answer = daemon
-        .mcp(
-            Some(&dan),
-            json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}}}),
-        )
+        .mcp(Some(&dan), stateless(6, "tools/list", json!({})))
         .await;
     assert!(answer["result"]["tools"].is_array(), "{answer}");
 }
