@@ -20,10 +20,16 @@
 #      passing).
 # The server side runs `conformance server --requirements REVISION` against Switchboard's /mcp,
 # with one upstream added as its only server (empty prefix, so the names are the suite's own):
-# switchboard-conformance-everything speaking every revision (Switchboard reaches it statelessly,
-# 2026-07-28) for both revisions; the same fixture limited to legacy sessions for 2025-11-25; and
+# switchboard-conformance-everything speaking every revision (pinned to its stateless face, so
+# legacy scenarios cross the eras) for both revisions; the same fixture limited to legacy sessions for 2025-11-25; and
 # tests/npm/conformance-upstream.mjs, a server on the official TypeScript SDK (sessions), for
-# 2025-11-25 (it needs `npm ci --prefix tests/npm`, which scripts/test runs first). conformance-check.mjs (server) holds every scenario to the checks listed in
+# 2025-11-25 (it needs `npm ci --prefix tests/npm`, which scripts/test runs first). The same
+# TypeScript SDK server with --dual-era also has a stateless 2026-07-28 face that offers less than
+# its sessions (the reference server's shape): there, both revisions' scenarios run at once,
+# directly against the server and through Switchboard with default settings, and
+# conformance-compare.mjs requires every scenario that passes directly to pass through
+# Switchboard (each client era is served over a link of its own era). conformance-check.mjs
+# (server) holds every scenario of the other runs to the checks listed in
 # conformance-expected-server.mjs, with no FAILURE or WARNING, the tasks extension's scenarios
 # included (Switchboard runs the tasks); only the one the suite itself skips is reported and not
 # held.
@@ -202,11 +208,56 @@ start_upstream() {
     all-revisions) "$FIXTURE" --port "$2" ;;
     legacy-only) "$FIXTURE" --port "$2" --legacy-only ;;
     ts-sdk) node "$TS_UPSTREAM" --port "$2" ;;
+    ts-sdk-dual-era) node "$TS_UPSTREAM" --port "$2" --dual-era ;;
     *) die "unknown upstream configuration $1" ;;
   esac
 }
 # upstream name:revisions the suite tests through it (those asked for on the command line).
-SERVER_CONFIGS=("all-revisions:2025-11-25 2026-07-28" "legacy-only:2025-11-25" "ts-sdk:2025-11-25")
+SERVER_CONFIGS=("all-revisions:2025-11-25 2026-07-28" "legacy-only:2025-11-25" "ts-sdk:2025-11-25"
+  "ts-sdk-dual-era:2025-11-25 2026-07-28")
+# Configurations held by comparison with the upstream alone rather than by the expected checks.
+COMPARED_CONFIGS=" ts-sdk-dual-era "
+
+# compare_eras <upstream> <fixture port> <serve port> <revisions...>: every revision's scenarios
+# directly against the upstream, then through Switchboard, all revisions at once each time;
+# conformance-compare.mjs holds that nothing passing directly fails through Switchboard.
+compare_eras() {
+  local upstream="$1" fixture_port="$2" serve_port="$3"; shift 3
+  local rev where port pids=()
+  for where in direct through; do
+    port="$fixture_port"; [ "$where" = through ] && port="$serve_port"
+    pids=()
+    for rev in "$@"; do
+      local out="$WORK/conformance-server-$upstream-$rev-$where"
+      rm -rf "$out" "$out.log"; mkdir -p "$out"
+      echo "=== conformance server --requirements $rev, $where (upstream: $upstream; log: $out.log) ==="
+      harness "$RUN_LIMIT" server --url "http://127.0.0.1:$port/mcp" --requirements "$rev" -o "$out" \
+        >"$out.log" 2>&1 &
+      pids+=($!)
+    done
+    # The harness exits non-zero when a scenario fails, which the upstream's own face may do:
+    # the comparison below is what holds this configuration.
+    for pid in "${pids[@]}"; do wait "$pid" || true; done
+  done
+  for rev in "$@"; do
+    local base="$WORK/conformance-server-$upstream-$rev"
+    set +e
+    local compare_out
+    compare_out="$("$NODE22" "$CI_DIR/conformance-compare.mjs" "$base-direct" "$base-through" "$upstream-$rev" 2>&1)"
+    local compare_rc=$?
+    set -e
+    printf '%s\n' "$compare_out"
+    local last
+    last="$(printf '%s\n' "$compare_out" | tail -n 1)"
+    if [[ ! "$last" =~ ^conformance-compare-$upstream-$rev:\ [0-9]+\ passed,\ [0-9]+\ failed$ ]]; then
+      echo "conformance compare $upstream $rev: FAILED: the comparison did not produce its summary line"
+      last="conformance-compare-$upstream-$rev: 0 passed, 1 failed"
+      compare_rc=1
+    fi
+    SUMMARY+=("$last (scenarios passing directly that pass through Switchboard)")
+    [ "$compare_rc" -eq 0 ] || FAILED_REVS+=("compare-$rev-$upstream")
+  done
+}
 for config in "${SERVER_CONFIGS[@]}"; do
   IFS=: read -r upstream server_revs <<<"$config"
   data="$WORK/server-data-$upstream"
@@ -217,7 +268,13 @@ for config in "${SERVER_CONFIGS[@]}"; do
   echo "=== switchboard serve on 127.0.0.1:$serve_port, upstream: $upstream ==="
   start_upstream "$upstream" "$fixture_port" 2>"$WORK/server-fixture-$upstream.log" &
   PIDS+=($!)
-  "$SWITCHBOARD" --data-dir "$data" server add everything "http://127.0.0.1:$fixture_port/mcp" --prefix '' \
+  # The fixture speaking every revision is pinned to its stateless face, so legacy scenarios
+  # cross the eras (sampling and elicitation arrive as input_required and are asked of the
+  # legacy client); unpinned, Switchboard would serve them over a session of their own era, as
+  # the dual-era configuration holds.
+  pin=()
+  [ "$upstream" = all-revisions ] && pin=(--transport stateless)
+  "$SWITCHBOARD" --data-dir "$data" server add everything "http://127.0.0.1:$fixture_port/mcp" --prefix '' "${pin[@]}" \
     || die "switchboard server add failed"
   # The tasks extension's fixtures as the suite lists them: Switchboard runs their calls as tasks
   # itself, and which tools must always be tasks (or never) is its operator's to say.
@@ -235,6 +292,15 @@ for config in "${SERVER_CONFIGS[@]}"; do
       SUMMARY+=("conformance-server-$rev: 0 passed, 1 failed (upstream: $upstream)")
       FAILED_REVS+=("server-$rev-$upstream")
     done
+    continue
+  fi
+  if [[ "$COMPARED_CONFIGS" == *" $upstream "* ]]; then
+    wanted=()
+    for rev in $server_revs; do
+      [[ " ${REVISIONS[*]} " == *" $rev "* ]] && wanted+=("$rev")
+    done
+    [ "${#wanted[@]}" -eq 0 ] || compare_eras "$upstream" "$fixture_port" "$serve_port" "${wanted[@]}"
+    stop_all
     continue
   fi
   for rev in $server_revs; do

@@ -6,7 +6,17 @@
 // server to the suite's client, subscriptions, completions, resumption) is held to the suite
 // with the TypeScript SDK's server on the other side, not only with our Rust fixture.
 //
-//   node conformance-upstream.mjs --port <port>      (listens on 127.0.0.1 only)
+//   node conformance-upstream.mjs --port <port> [--dual-era]     (listens on 127.0.0.1 only)
+//
+// With --dual-era it also has a stateless 2026-07-28 face, bolted on the way the conformance
+// repository's reference server (examples/servers/typescript/everything-server.ts) bolts one on
+// a TypeScript SDK v1 server: each stateless request is dispatched to a fresh `Server` over an
+// in-memory client that declares no capabilities, so that face offers less than the sessions
+// do. It declares no resource subscriptions, logging or completions, and its tools cannot ask
+// for sampling or elicitation (the SDK refuses the request: the in-memory client cannot take
+// it). .ci/conformance.sh runs the suite's server scenarios of both revisions against it directly
+// and through Switchboard and requires every scenario that passes directly to pass through
+// Switchboard too (.ci/conformance-compare.mjs).
 //
 // Written for Switchboard's tests (the conformance repository's own reference server is not
 // published to any registry CI can reach); it follows the suite's documented fixture surface.
@@ -16,6 +26,8 @@
 // server's stream (SEP-1699 through a proxy; the SDK keeps the answer in its event store).
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import {
@@ -32,6 +44,7 @@ import {
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
+  ResultSchema,
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
@@ -39,6 +52,7 @@ import {
 
 const portFlag = process.argv.indexOf("--port");
 const port = Number(portFlag > 0 ? process.argv[portFlag + 1] : 0);
+const DUAL_ERA = process.argv.includes("--dual-era");
 /** The `retry` announced on every SSE stream, in milliseconds. */
 const RETRY_MS = 500;
 const LOGGER = "conformance-test-server";
@@ -322,6 +336,121 @@ async function readJson(request) {
   return body ? JSON.parse(body) : undefined;
 }
 
+
+// --- the stateless 2026-07-28 face (--dual-era) ------------------------------------------------
+const STATELESS_VERSION = "2026-07-28";
+const META_VERSION = "io.modelcontextprotocol/protocolVersion";
+const LEGACY_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/** What the stateless face serves; anything else is -32601 there. */
+const STATELESS_METHODS = new Set([
+  "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
+  "prompts/list", "prompts/get", "ping",
+]);
+const CACHEABLE = new Set(["server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"]);
+
+/** Whether a session-less POST is 2026-07-28 traffic (per-request `_meta`, or a non-legacy
+ *  version header) rather than a legacy client's `initialize`. */
+function isStatelessRequest(request, body) {
+  if (!DUAL_ERA || request.headers["mcp-session-id"] || !body || Array.isArray(body)) return false;
+  const header = request.headers["mcp-protocol-version"];
+  const meta = body.params?._meta;
+  return meta?.[META_VERSION] !== undefined || (header !== undefined && !LEGACY_VERSIONS.includes(header));
+}
+
+const statelessError = (response, status, id, code, message, data) =>
+  response.writeHead(status, { "content-type": "application/json" })
+    .end(JSON.stringify({ jsonrpc: "2.0", id, error: { code, message, ...(data ? { data } : {}) } }));
+
+/** Completes a stateless result as 2026-07-28 wants it (`resultType`, cache hints). */
+function statelessResult(method, result) {
+  result.resultType ??= "complete";
+  if (CACHEABLE.has(method)) {
+    result.ttlMs ??= 0;
+    result.cacheScope ??= "private";
+  }
+  return result;
+}
+
+/** Open `subscriptions/listen` streams; this face announces no list changes, so they only stay open. */
+const listenStreams = new Set();
+
+async function serveStateless(request, response, body) {
+  const id = body.id ?? null;
+  const method = body.method;
+  const params = body.params ?? {};
+  const meta = params._meta ?? {};
+  const header = request.headers["mcp-protocol-version"];
+  if (!header) return statelessError(response, 400, id, -32020, "Missing MCP-Protocol-Version header");
+  if (!meta[META_VERSION] || !meta["io.modelcontextprotocol/clientCapabilities"]) {
+    return statelessError(response, 400, id, -32602, "Invalid params: missing _meta or required fields");
+  }
+  if (header !== meta[META_VERSION]) return statelessError(response, 400, id, -32020, "Mismatched MCP-Protocol-Version header");
+  if (meta[META_VERSION] !== STATELESS_VERSION) {
+    return statelessError(response, 400, id, -32022, "UnsupportedProtocolVersionError",
+      { supported: [STATELESS_VERSION], requested: String(meta[META_VERSION]) });
+  }
+  if (body.id === undefined) {
+    response.writeHead(202).end();
+    return;
+  }
+  if (method === "server/discover") {
+    const result = statelessResult(method, {
+      supportedVersions: [STATELESS_VERSION],
+      capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: {} },
+      _meta: { "io.modelcontextprotocol/serverInfo": { name: "switchboard-ts-sdk-dual-era-stateless", version: "1.0.0" } },
+    });
+    response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, result }));
+    return;
+  }
+  if (method === "subscriptions/listen") {
+    const wanted = params.notifications ?? {};
+    response.writeHead(200, { "content-type": "application/json", "cache-control": "no-cache" });
+    response.write(JSON.stringify({ jsonrpc: "2.0", method: "notifications/subscriptions/acknowledged", params: {
+      _meta: { "io.modelcontextprotocol/subscriptionId": String(id) },
+      notifications: {
+        ...(wanted.toolsListChanged === true ? { toolsListChanged: true } : {}),
+        ...(wanted.promptsListChanged === true ? { promptsListChanged: true } : {}),
+      },
+    } }) + "\n");
+    listenStreams.add(response);
+    response.on("close", () => listenStreams.delete(response));
+    return;
+  }
+  if (!STATELESS_METHODS.has(method)) {
+    return statelessError(response, 200, id, -32601, `Method not found on the stateless face: ${method}`);
+  }
+  // A fresh server per request, reached over an in-memory client that declares nothing: its
+  // tools' sampling and elicitation requests are refused by the SDK, as the reference server's are.
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  const server = sessionServer({ closeSSEStream() {} });
+  const client = new Client({ name: "stateless-dispatch", version: "1.0.0" }, { capabilities: {} });
+  const progress = [];
+  const token = meta.progressToken;
+  try {
+    await server.connect(serverSide);
+    await client.connect(clientSide);
+    const { _meta: _ignored, ...rest } = params;
+    const onprogress = token === undefined ? undefined : (p) =>
+      progress.push({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, ...p } });
+    const result = await client.request({ method, params: rest }, ResultSchema, { onprogress });
+    const answer = { jsonrpc: "2.0", id, result: statelessResult(method, result) };
+    if (progress.length === 0) {
+      response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
+    } else {
+      response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      for (const message of [...progress, answer]) response.write(`data: ${JSON.stringify(message)}\n\n`);
+      response.end();
+    }
+  } catch (error) {
+    const code = typeof error?.code === "number" ? error.code : ErrorCode.InternalError;
+    const message = String(error?.message ?? error).replace(/^(MCP error -?\d+: )+/, "");
+    statelessError(response, 200, id, code, message, error?.data);
+  } finally {
+    await client.close().catch(() => {});
+    await server.close().catch(() => {});
+  }
+}
+
 const http = createServer(async (request, response) => {
   try {
     if (new URL(request.url, "http://127.0.0.1").pathname !== "/mcp") {
@@ -330,13 +459,21 @@ const http = createServer(async (request, response) => {
     }
     const sessionId = request.headers["mcp-session-id"];
     const body = request.method === "POST" ? await readJson(request) : undefined;
+    if (request.method === "POST" && isStatelessRequest(request, body)) {
+      await serveStateless(request, response, body);
+      return;
+    }
     let transport = sessionId ? transports.get(sessionId) : undefined;
     if (!transport && !sessionId && request.method === "POST" && isInitializeRequest(body)) {
       transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         eventStore: store,
         retryInterval: RETRY_MS,
-        onsessioninitialized: (id) => transports.set(id, transport),
+        onsessioninitialized: (id) => {
+          transports.set(id, transport);
+          // Tests count the sessions opened from here.
+          console.error(`session opened: ${id}`);
+        },
       });
       transport.onclose = () => transport.sessionId && transports.delete(transport.sessionId);
       await sessionServer(transport).connect(transport);
@@ -357,5 +494,5 @@ const http = createServer(async (request, response) => {
   }
 });
 http.listen(port, "127.0.0.1", () => {
-  console.error(`conformance upstream (TypeScript SDK) on http://127.0.0.1:${http.address().port}/mcp`);
+  console.error(`conformance upstream (TypeScript SDK${DUAL_ERA ? ", dual-era" : ""}) on http://127.0.0.1:${http.address().port}/mcp`);
 });

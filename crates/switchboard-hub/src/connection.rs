@@ -414,6 +414,13 @@ impl ConnectionTask {
         *write(&self.slot.upstream) = Some(upstream.clone());
         self.set_state(ConnectionState::Connected, None);
         self.settle_checks();
+        // A server that speaks both eras gets a session link for session-era clients when the
+        // first of them asks ([`crate::era_link`]); it ends with this session.
+        let link = self.slot.sessions_link.clone();
+        link.close();
+        let mut link_wanted = link.demand();
+        let (link_events_tx, mut link_events) = mpsc::unbounded_channel();
+        let link_stop = self.slot.stop.child_token();
 
         // Ending the session (stop, or a failed health check) closes it from our side.
         let end = self.slot.stop.child_token();
@@ -434,6 +441,19 @@ impl ConnectionTask {
             tokio::select! {
                 _ = &mut closed => break,
                 Some(event) = events.recv() => self.on_events(&upstream, event, &mut events).await,
+                Some(event) = link_events.recv() => self.on_events(&upstream, event, &mut link_events).await,
+                Ok(()) = link_wanted.changed() => {
+                    link_wanted.borrow_and_update();
+                    if crate::era_link::may_have_sessions(&self.slot.definition(), &upstream) {
+                        tokio::spawn(crate::era_link::run(link.clone(), crate::era_link::Opener {
+                            definition: self.slot.definition(),
+                            store: self.store.clone(),
+                            options: self.options.clone(),
+                            events: link_events_tx.clone(),
+                            stop: link_stop.clone(),
+                        }));
+                    }
+                }
                 _ = sleep_until_some(scope_check) => {
                     scope_check = self.check_needed_scope().await
                         .then(|| tokio::time::Instant::now() + SIGN_IN_POLL);
@@ -485,6 +505,8 @@ impl ConnectionTask {
             }
         }
         *write(&self.slot.upstream) = None;
+        link_stop.cancel();
+        link.close();
         if let Some(error) = unhealthy {
             return error;
         }

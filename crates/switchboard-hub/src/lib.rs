@@ -11,6 +11,7 @@ mod activation;
 mod auth;
 mod configure;
 mod connection;
+mod era_link;
 mod event;
 mod exposed;
 mod inspector;
@@ -33,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 pub use activation::{ActivationError, ConversationLayers, Scope};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use configure::{ConnectionTest, ImportOutcome};
+pub use era_link::ClientEra;
 pub use event::{ConfigChange, HubEvent, ServerStatus};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Renamed, Revisions, UnknownResource, for_models,
@@ -150,6 +152,9 @@ pub(crate) struct ServerSlot {
     /// The highest count of [`Self::checks_wanted`] the connection task has answered (by a
     /// check, or by reaching a state that answers it: connected, reconnecting, needs sign-in).
     pub(crate) checks_answered: watch::Sender<u64>,
+    /// The session link of a server that speaks both eras, for session-era clients
+    /// ([`era_link`]).
+    pub(crate) sessions_link: Arc<era_link::SessionsLink>,
 }
 
 impl ServerSlot {
@@ -170,7 +175,8 @@ async fn calls_finished(slot: &ServerSlot, limit: Duration) {
         return;
     };
     let deadline = tokio::time::Instant::now() + limit;
-    while upstream.requests_running() > 0 && tokio::time::Instant::now() < deadline {
+    let running = || upstream.requests_running() + slot.sessions_link.requests_running();
+    while running() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(LOOK_EVERY).await;
     }
 }
@@ -519,6 +525,7 @@ impl Hub {
             auth_events,
             checks_wanted: watch::channel(0).0,
             checks_answered: watch::channel(0).0,
+            sessions_link: Arc::default(),
         });
         write(&self.servers).insert(slot.id.clone(), slot.clone());
         let auth = match server_auth(&slot.definition(), &self.store, &self.oauth).await {
@@ -817,6 +824,64 @@ impl Hub {
             }
             other => other,
         }
+    }
+
+    /// [`Hub::upstream_soon`] for a request of a client of `era`: a session-era client's request
+    /// for a server that speaks both eras goes over the server's session link, opened now if
+    /// need be (within `limit`), so the client gets the session face it would get directly
+    /// ([`era_link`]). Where there is no such link, the main one serves, bridging eras.
+    pub async fn upstream_for_client(
+        &self,
+        id: &ServerId,
+        tool: Option<&str>,
+        era: ClientEra,
+        limit: Duration,
+    ) -> Result<Upstream, HubError> {
+        let main = self.upstream_soon(id, tool, limit).await?;
+        if era == ClientEra::Stateless {
+            return Ok(main);
+        }
+        let slot = self.slot(id)?;
+        if !era_link::may_have_sessions(&slot.definition(), &main) {
+            return Ok(main);
+        }
+        Ok(slot.sessions_link.get(limit).await.unwrap_or(main))
+    }
+
+    /// The session link of a server that speaks both eras, when one is open now (nothing is
+    /// opened or waited for; see [`Hub::upstream_for_client`]).
+    pub fn open_sessions_link(&self, id: &ServerId) -> Option<Upstream> {
+        self.slot(id).ok()?.sessions_link.open()
+    }
+
+    /// The handle for subscribing to (and unsubscribing from) `id`'s resources on behalf of a
+    /// client of `era`: the link that declares resource subscriptions, where the server has two
+    /// and only one does, so a subscription and its end always go over the same link.
+    pub async fn upstream_for_subscriptions(
+        &self,
+        id: &ServerId,
+        era: ClientEra,
+        limit: Duration,
+    ) -> Result<Upstream, HubError> {
+        let main = self.upstream(id)?;
+        let subscribes = |upstream: &Upstream| {
+            upstream
+                .capabilities()
+                .resources
+                .is_some_and(|resources| resources.subscribe == Some(true))
+        };
+        if subscribes(&main) {
+            return Ok(main);
+        }
+        let slot = self.slot(id)?;
+        if !era_link::may_have_sessions(&slot.definition(), &main) {
+            return Ok(main);
+        }
+        let link = match era {
+            ClientEra::Sessions => slot.sessions_link.get(limit).await,
+            ClientEra::Stateless => slot.sessions_link.open(),
+        };
+        Ok(link.filter(subscribes).unwrap_or(main))
     }
 
     /// A request handle for a connected server.

@@ -169,6 +169,12 @@ const LINGER_EVENTS: usize = 16;
 const MAX_LINGERING: usize = 64;
 
 impl DirectRoute {
+    /// Whether the server gave this connection a session id (a route to a stateless server,
+    /// or to one that answers `initialize` without a session, holds none).
+    pub(crate) fn holds_session_id(&self) -> bool {
+        self.session.is_some() && self.client.session_in_use().is_some()
+    }
+
     /// The route to a stateless (2026-07-28) server.
     pub(crate) fn stateless(client: StatusAwareHttpClient, url: url::Url) -> Self {
         Self {

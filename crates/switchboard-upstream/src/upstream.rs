@@ -233,6 +233,16 @@ impl Upstream {
         self.direct.is_some()
     }
 
+    /// Whether the server gave this Streamable HTTP connection a session id. A server that
+    /// answers `initialize` without one serves each request on its own, and cannot ask the
+    /// client anything mid-call on some SDKs (the TypeScript SDK v2's fallback for 2025-era
+    /// clients).
+    pub fn holds_session_id(&self) -> bool {
+        self.direct
+            .as_ref()
+            .is_some_and(crate::direct::DirectRoute::holds_session_id)
+    }
+
     /// Whether this server keeps sessions (`initialize`d, 2025-03-26 .. 2025-11-25) rather
     /// than answering each request on its own.
     pub fn has_sessions(&self) -> bool {

@@ -6,6 +6,8 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::switchboard;
@@ -2060,31 +2062,178 @@ async fn roots_asked_on_the_servers_get_stream_reach_the_client_whose_call_it_is
 }
 
 /// The TypeScript SDK server of the conformance runs (`tests/npm/conformance-upstream.mjs`),
-/// on a free loopback port; stopped when dropped.
-async fn typescript_sdk_server() -> (tokio::process::Child, String) {
+/// on a free loopback port (with `--dual-era`, with its stateless face too); stopped when
+/// dropped.
+struct TypeScriptSdkServer {
+    _child: tokio::process::Child,
+    url: String,
+    /// The sessions opened at it, as it reports them on stderr.
+    sessions: Arc<AtomicUsize>,
+}
+
+async fn typescript_sdk_server(dual_era: bool) -> TypeScriptSdkServer {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let script = switchboard_fixtures::repository_root().join("tests/npm/conformance-upstream.mjs");
-    let child = tokio::process::Command::new("node")
+    let mut child = tokio::process::Command::new("node")
         .arg(script)
         .args(["--port", &port.to_string()])
-        .stderr(std::process::Stdio::null())
+        .args(dual_era.then_some("--dual-era"))
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("node runs");
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let stderr = child.stderr.take().expect("piped");
+    let counted = sessions.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.starts_with("session opened:") {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
     for _ in 0..200 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
         {
-            return (child, format!("http://127.0.0.1:{port}/mcp"));
+            return TypeScriptSdkServer {
+                _child: child,
+                url: format!("http://127.0.0.1:{port}/mcp"),
+                sessions,
+            };
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the TypeScript SDK server did not listen within 20 s (npm ci --prefix tests/npm?)");
+}
+
+/// A server that speaks both eras, whose stateless face offers less than its sessions (the
+/// conformance reference server's shape, here on the TypeScript SDK), serves each client over
+/// a link of the client's own era: 2026-07-28 clients over the stateless link Switchboard keeps
+/// (no `initialize` is sent for them), session-era clients over one session Switchboard opens
+/// when the first of them asks. Those get what only the sessions offer (resource subscriptions,
+/// log messages), as they would directly.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_client_era_is_served_over_a_link_of_its_own_era() {
+    let server = typescript_sdk_server(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["ts", &server.url]);
+    let (daemon, status) = Daemon::start(dir.path(), 1).await;
+    let url = daemon.mcp_url();
+    assert_eq!(
+        status["servers"][0]["detected_transport"], "streamable_http_stateless",
+        "{status:#}"
+    );
+
+    let (_, answer) = tools_call_2026(
+        &url,
+        json!({"name": "ts__test_simple_text", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert!(
+        answer["result"]["content"][0]["text"].is_string(),
+        "{answer}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        server.sessions.load(Ordering::SeqCst),
+        0,
+        "no session is opened for a 2026-07-28 client"
+    );
+
+    let session = open_session(&url, json!({})).await;
+    let listed = send_in_session(
+        &url,
+        &session,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "resources/list"}),
+    )
+    .await;
+    let listed = answer_to(listed, 2).await.pop().unwrap();
+    let watched = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .find(|uri| uri.ends_with("watched-resource"))
+        .unwrap_or_else(|| panic!("{listed}"))
+        .to_owned();
+    let subscribe = json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe",
+        "params": {"uri": watched}});
+    let subscribed = answer_to(send_in_session(&url, &session, &subscribe).await, 3)
+        .await
+        .pop()
+        .unwrap();
+    assert!(
+        subscribed["result"].is_object(),
+        "the session face takes subscriptions: {subscribed}"
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "ts__test_tool_with_logging", "arguments": {}}});
+    let messages = answer_to(send_in_session(&url, &session, &call).await, 4).await;
+    let logged: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| &m["params"]["data"])
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed"
+        ],
+        "{messages:?}"
+    );
+    assert_eq!(server.sessions.load(Ordering::SeqCst), 1);
+
+    // Another session-era client shares the link; 2026-07-28 clients keep theirs.
+    let other = open_session(&url, json!({})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "ts__test_simple_text", "arguments": {}}});
+    let answered = answer_to(send_in_session(&url, &other, &call).await, 5)
+        .await
+        .pop()
+        .unwrap();
+    assert!(answered["result"]["content"].is_array(), "{answered}");
+    let (_, answer) = tools_call_2026(
+        &url,
+        json!({"name": "ts__test_simple_text", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert!(answer["result"]["content"].is_array(), "{answer}");
+    assert_eq!(server.sessions.load(Ordering::SeqCst), 1);
+}
+
+/// A session-era client of a server that speaks 2026-07-28 only is bridged over the stateless
+/// link: the session Switchboard asks for is refused, and the client's call is answered all
+/// the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_client_of_a_stateless_only_server_is_bridged() {
+    let (daemon, _fixture, _dir) =
+        serving(transports::streamable_http(Era::Modern).await, "m", &[]).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({})).await;
+    for id in [2, 3] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "m__echo", "arguments": {"message": "hi"}}});
+        let answered = answer_to(send_in_session(&url, &session, &call).await, id)
+            .await
+            .pop()
+            .unwrap();
+        assert_eq!(
+            answered["result"]["content"][0]["text"], "hi",
+            "call {id}: {answered}"
+        );
+    }
 }
 
 /// The SSE events of `body`: each event's fields, by name (`data` joined by lines).
@@ -2118,9 +2267,9 @@ fn sse_events(body: &str) -> Vec<std::collections::HashMap<String, String>> {
 /// client, which is not expected to come back, gets the answer on the stream it opened.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_stream_the_server_ends_early_ends_early_for_clients_that_come_back() {
-    let (_server, server_url) = typescript_sdk_server().await;
+    let server = typescript_sdk_server(false).await;
     let dir = tempfile::tempdir().unwrap();
-    add(dir.path(), &["ts", &server_url, "--transport", "sessions"]);
+    add(dir.path(), &["ts", &server.url, "--transport", "sessions"]);
     let (daemon, _) = Daemon::start(dir.path(), 1).await;
     let url = daemon.mcp_url();
     let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {

@@ -255,11 +255,19 @@ async fn session_call(
     {
         return None;
     }
+    // A server that speaks both eras serves a session's calls over its session link, once
+    // open (the full path opens it).
     let upstream = shared
         .hub
         .upstream_for_tool(&tool.server, &tool.upstream)
-        .ok()
-        .filter(|upstream| upstream.calls_directly() && upstream.has_sessions())?;
+        .ok()?;
+    let upstream = if upstream.has_sessions() {
+        upstream
+    } else {
+        shared.hub.open_sessions_link(&tool.server)?
+    };
+    let upstream =
+        Some(upstream).filter(|upstream| upstream.calls_directly() && upstream.has_sessions())?;
     if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id) {
         return Some(json(Era::Session, refused));
     }

@@ -22,6 +22,16 @@ pub(crate) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
+/// The era of the client behind `context`, so its requests go over a link of its own era
+/// ([`switchboard_hub::ClientEra`]).
+pub(crate) fn era(context: &RequestContext<RoleServer>) -> switchboard_hub::ClientEra {
+    if is_modern(context) {
+        switchboard_hub::ClientEra::Stateless
+    } else {
+        switchboard_hub::ClientEra::Sessions
+    }
+}
+
 /// Refuses an input request the client did not declare the capability for.
 pub(crate) fn supports(
     capabilities: &ClientCapabilities,

@@ -383,19 +383,17 @@ impl AggregateServer {
         self.hub().exposed()
     }
 
-    fn upstream(&self, server: &ServerId) -> Result<Upstream, ErrorData> {
-        self.hub().upstream(server).map_err(not_routed)
-    }
-
-    /// The server's handle for a request (of `tool`, for a call), waiting a moment for one
-    /// that is reconnecting ([`Hub::upstream_soon`]).
+    /// The server's handle for a request (of `tool`, for a call) of the client behind
+    /// `context`: over a link of the client's own era where the server has two, and waiting a
+    /// moment for a server that is reconnecting ([`Hub::upstream_for_client`]).
     async fn upstream_soon(
         &self,
         server: &ServerId,
         tool: Option<&str>,
+        context: &RequestContext<RoleServer>,
     ) -> Result<Upstream, ErrorData> {
         self.hub()
-            .upstream_soon(server, tool, WAIT_FOR_RECONNECT)
+            .upstream_for_client(server, tool, downstream::era(context), WAIT_FOR_RECONNECT)
             .await
             .map_err(not_routed)
     }
@@ -708,7 +706,14 @@ impl AggregateServer {
         });
     }
 
-    async fn forward_subscription(&self, uri: &str, subscribe: bool) -> Result<(), ErrorData> {
+    /// Subscribes to (or unsubscribes from) `uri` at its server on behalf of a client of `era`,
+    /// the first subscriber subscribing and the last one's end unsubscribing.
+    async fn forward_subscription(
+        &self,
+        uri: &str,
+        subscribe: bool,
+        era: switchboard_hub::ClientEra,
+    ) -> Result<(), ErrorData> {
         let _changing = self.shared.subscription_changes.lock().await;
         let (server, upstream_uri) = self
             .catalog()
@@ -733,13 +738,32 @@ impl AggregateServer {
         if !first_or_last {
             return Ok(());
         }
-        let upstream = self.upstream(&server)?;
-        let changed = if subscribe {
-            upstream.subscribe_resource(&upstream_uri).await
-        } else {
-            upstream.unsubscribe_resource(&upstream_uri).await
+        let changed = match self
+            .hub()
+            .upstream_for_subscriptions(&server, era, WAIT_FOR_RECONNECT)
+            .await
+        {
+            Ok(upstream) if subscribe => upstream
+                .subscribe_resource(&upstream_uri)
+                .await
+                .map_err(|e| upstream_error(&server, e)),
+            Ok(upstream) => upstream
+                .unsubscribe_resource(&upstream_uri)
+                .await
+                .map_err(|e| upstream_error(&server, e)),
+            Err(error) => Err(not_routed(error)),
         };
-        changed.map_err(|e| upstream_error(&server, e))
+        if changed.is_err() && subscribe {
+            // Not subscribed after all: the next subscriber tries again.
+            let mut subscribers = lock(&self.shared.subscribers);
+            if let Some(count) = subscribers.get_mut(&key) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    subscribers.remove(&key);
+                }
+            }
+        }
+        changed
     }
 }
 
@@ -1046,7 +1070,9 @@ impl ServerHandler for AggregateServer {
             })
             .map_err(rate_limited)?;
         self.shared.subscribing.settled(&server).await;
-        let upstream = self.upstream_soon(&server, Some(&tool.upstream)).await?;
+        let upstream = self
+            .upstream_soon(&server, Some(&tool.upstream), &context)
+            .await?;
         let name = tool.upstream.clone();
         let arguments = request.arguments.take();
         let patience = upstream.timeouts().tool_call;
@@ -1190,7 +1216,7 @@ impl ServerHandler for AggregateServer {
         };
         let server = prompt.server.clone();
         self.shared.subscribing.settled(&server).await;
-        let upstream = self.upstream_soon(&server, None).await?;
+        let upstream = self.upstream_soon(&server, None, &context).await?;
         let name = prompt.upstream.clone();
         let arguments = request.arguments.take();
         let patience = upstream.timeouts().request;
@@ -1271,7 +1297,7 @@ impl ServerHandler for AggregateServer {
             )
         })?;
         self.shared.subscribing.settled(&server).await;
-        let upstream = self.upstream_soon(&server, None).await?;
+        let upstream = self.upstream_soon(&server, None, &context).await?;
         let patience = upstream.timeouts().request;
         let outcome = self
             .exchange(
@@ -1315,7 +1341,8 @@ impl ServerHandler for AggregateServer {
         if lock(&self.session.subscribed).contains(&request.uri) {
             return Ok(());
         }
-        self.forward_subscription(&request.uri, true).await?;
+        self.forward_subscription(&request.uri, true, switchboard_hub::ClientEra::Sessions)
+            .await?;
         lock(&self.session.subscribed).insert(request.uri);
         Ok(())
     }
@@ -1327,7 +1354,8 @@ impl ServerHandler for AggregateServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         if lock(&self.session.subscribed).remove(&request.uri) {
-            self.forward_subscription(&request.uri, false).await?;
+            self.forward_subscription(&request.uri, false, switchboard_hub::ClientEra::Sessions)
+                .await?;
         }
         Ok(())
     }
@@ -1375,14 +1403,20 @@ impl ServerHandler for AggregateServer {
         };
         let mut subscribed = Vec::new();
         for uri in resources {
-            if self.forward_subscription(&uri, true).await.is_ok() {
+            if self
+                .forward_subscription(&uri, true, switchboard_hub::ClientEra::Stateless)
+                .await
+                .is_ok()
+            {
                 subscribed.push(uri);
             }
         }
         drop(underway);
         let outcome = self.listen_until_cancelled(&context, events).await;
         for uri in subscribed {
-            let _ = self.forward_subscription(&uri, false).await;
+            let _ = self
+                .forward_subscription(&uri, false, switchboard_hub::ClientEra::Stateless)
+                .await;
         }
         outcome
     }
@@ -1390,7 +1424,7 @@ impl ServerHandler for AggregateServer {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let catalog = self.catalog();
         let mut params = serde_json::to_value(&request)
@@ -1416,7 +1450,7 @@ impl ServerHandler for AggregateServer {
         };
         let params: CompleteRequestParams = serde_json::from_value(params)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let upstream = self.upstream_soon(&server, None).await?;
+        let upstream = self.upstream_soon(&server, None, &context).await?;
         if upstream.capabilities().completions.is_none() {
             return Ok(CompleteResult::default());
         }
@@ -1444,13 +1478,14 @@ impl ServerHandler for AggregateServer {
         *lock(&self.session.log_level) = Some(request.level);
         // Servers filter at the source: pass the level on to every server that logs.
         for server in self.hub().server_ids() {
-            if let Ok(upstream) = self.hub().upstream(&server)
-                && upstream.capabilities().logging.is_some()
-            {
-                let params = SetLevelRequestParams::new(request.level);
-                let _ = upstream
-                    .request(ClientRequest::SetLevelRequest(Request::new(params)))
-                    .await;
+            let links = self.hub().upstream(&server).ok().into_iter();
+            for upstream in links.chain(self.hub().open_sessions_link(&server)) {
+                if upstream.capabilities().logging.is_some() {
+                    let params = SetLevelRequestParams::new(request.level);
+                    let _ = upstream
+                        .request(ClientRequest::SetLevelRequest(Request::new(params)))
+                        .await;
+                }
             }
         }
         Ok(())
