@@ -460,6 +460,14 @@ impl SessionCall {
                 None,
             ))),
         };
+        // Whose roots the server was given, once the caller answers (see
+        // `InFlight::hand_roots_to`).
+        let roots_of = matches!(input, Some(Ok(InputRequest::ListRoots(_)))).then(|| {
+            (
+                self.client.in_flight().clone(),
+                self.input.client().map(str::to_owned),
+            )
+        });
         let answer = match input {
             None => None,
             Some(Ok(input)) => Some(self.input.answer(None, input)),
@@ -472,6 +480,9 @@ impl SessionCall {
                 None => Ok(serde_json::json!({})),
                 Some(answer) => answer.await,
             };
+            if let (Ok(_), Some((in_flight, client))) = (&answer, roots_of) {
+                in_flight.roots_given_by(client.as_deref());
+            }
             let reply = match answer {
                 Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
                 Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),

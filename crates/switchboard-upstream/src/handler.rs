@@ -279,7 +279,11 @@ impl UpstreamHandler {
                 None => self.fallback.clone(),
             };
         let responder = crate::relay::chosen(&responder, &self.fallback, &request);
+        let is_roots = matches!(request, InputRequest::ListRoots(_));
         let answer = responder.answer(None, request).await?;
+        if is_roots {
+            self.in_flight.roots_given_by(responder.client());
+        }
         serde_json::from_value(answer).map_err(|e| {
             ErrorData::internal_error(format!("the client's answer is malformed: {e}"), None)
         })

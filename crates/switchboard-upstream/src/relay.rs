@@ -172,7 +172,34 @@ struct Call {
 pub struct InFlight {
     calls: Arc<Mutex<Vec<Call>>>,
     undelivered: Arc<Undelivered>,
+    roots: Arc<RootsGiven>,
 }
+
+/// Whose roots the server was last given: the client whose responder answered its latest
+/// `roots/list`. Servers keep the roots they were given (server-everything does, per session),
+/// and every client of Switchboard shares the one session, so before a call of another client
+/// the server is told the roots changed ([`InFlight::hand_roots_to`]).
+struct RootsGiven {
+    client: tokio::sync::watch::Sender<Option<String>>,
+    /// Whether the server asked again the last time it was told: one that did not is not
+    /// waited for again.
+    asks_again: std::sync::atomic::AtomicBool,
+    /// Numbers the registrations that take the server's `roots/list` while a call waits.
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Default for RootsGiven {
+    fn default() -> Self {
+        Self {
+            client: tokio::sync::watch::channel(None).0,
+            asks_again: std::sync::atomic::AtomicBool::new(true),
+            next: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+/// How long a call waits for a server told that the roots changed to ask its client for them.
+const ROOTS_ASKED_AGAIN: Duration = Duration::from_secs(1);
 
 /// Tagged log and progress notifications on their way through rmcp to the handler, by request,
 /// and the calls being sent whose caller is not yet listening for them.
@@ -378,6 +405,63 @@ impl InFlight {
         if !wait_until(&self.undelivered.delivered, DELIVERY_LIMIT, done).await {
             tracing::debug!(?id, "a call's notifications were not all delivered");
             self.counts().remove(id);
+        }
+    }
+
+    /// Notes that the server was given the roots of `client` (of the responder that answered
+    /// its `roots/list`; `None` for a fixed policy's answer).
+    pub(crate) fn roots_given_by(&self, client: Option<&str>) {
+        self.roots.client.send_if_modified(|given| {
+            let changed = given.as_deref() != client;
+            if changed {
+                *given = client.map(str::to_owned);
+            }
+            changed
+        });
+    }
+
+    /// Whether the server holds the roots of a client other than `client`.
+    pub(crate) fn roots_held_by_another(&self, client: &str) -> bool {
+        self.roots
+            .client
+            .borrow()
+            .as_deref()
+            .is_some_and(|given| given != client)
+    }
+
+    /// Before a request of `responder`'s client to a server holding another client's roots:
+    /// `tell` the server the roots changed (`notifications/roots/list_changed`) and wait (at
+    /// most [`ROOTS_ASKED_AGAIN`]) for it to ask, the question going to `responder` meanwhile.
+    /// A server that does not ask again is told from then on, but not waited for.
+    pub(crate) async fn hand_roots_to<F>(&self, responder: &Arc<dyn InputResponder>, tell: F)
+    where
+        F: Future<Output = bool>,
+    {
+        use std::sync::atomic::Ordering;
+        let Some(client) = responder.client() else {
+            return;
+        };
+        let roots = InputRequest::ListRoots(rmcp::model::RequestNoParam::default());
+        if !self.roots_held_by_another(client) || !responder.takes(&roots) {
+            return;
+        }
+        let number = self.roots.next.fetch_add(1, Ordering::Relaxed);
+        let _asking = self.register(
+            RequestId::String(format!("switchboard-roots-{number}").into()),
+            responder.clone(),
+            CancellationToken::new(),
+        );
+        let mut given = self.roots.client.subscribe();
+        if !tell.await || !self.roots.asks_again.load(Ordering::Relaxed) {
+            return;
+        }
+        let asked = tokio::time::timeout(
+            ROOTS_ASKED_AGAIN,
+            given.wait_for(|given| given.as_deref() == Some(client)),
+        )
+        .await;
+        if asked.is_err() {
+            self.roots.asks_again.store(false, Ordering::Relaxed);
         }
     }
 
@@ -628,6 +712,67 @@ mod tests {
         ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
             Box::pin(async { Ok(serde_json::Value::Null) })
         }
+    }
+
+    /// A responder of one client (`client()` names it).
+    struct ClientNamed(&'static str);
+    impl InputResponder for ClientNamed {
+        fn answer(
+            &self,
+            _key: Option<&str>,
+            _request: InputRequest,
+        ) -> BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
+            Box::pin(async { Ok(serde_json::json!({"roots": []})) })
+        }
+        fn client(&self) -> Option<&str> {
+            Some(self.0)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_holding_another_clients_roots_is_told_and_asks_the_caller() {
+        let in_flight = InFlight::default();
+        let b: Arc<dyn InputResponder> = Arc::new(ClientNamed("b"));
+        let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tell = |in_flight: InFlight| {
+            let told = told.clone();
+            async move {
+                told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // The server asks at once: its question reaches the waiting caller's responder.
+                let asking = in_flight.find(None).expect("the caller takes the question");
+                in_flight.roots_given_by(asking.client());
+                true
+            }
+        };
+        // Nobody's roots given yet: nothing to tell.
+        in_flight.hand_roots_to(&b, tell(in_flight.clone())).await;
+        assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        in_flight.roots_given_by(Some("a"));
+        assert!(in_flight.roots_held_by_another("b"));
+        in_flight.hand_roots_to(&b, tell(in_flight.clone())).await;
+        assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(!in_flight.roots_held_by_another("b"), "b's roots given");
+        assert!(
+            in_flight.find(None).is_none(),
+            "the waiting registration is gone"
+        );
+        // The same client again: nothing to tell.
+        in_flight.hand_roots_to(&b, tell(in_flight.clone())).await;
+        assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_does_not_ask_again_is_not_waited_for_twice() {
+        let in_flight = InFlight::default();
+        let b: Arc<dyn InputResponder> = Arc::new(ClientNamed("b"));
+        in_flight.roots_given_by(Some("a"));
+        let started = tokio::time::Instant::now();
+        in_flight.hand_roots_to(&b, async { true }).await;
+        assert_eq!(started.elapsed(), ROOTS_ASKED_AGAIN, "waited once");
+        let started = tokio::time::Instant::now();
+        in_flight.hand_roots_to(&b, async { true }).await;
+        assert_eq!(started.elapsed(), Duration::ZERO, "told, not waited for");
     }
 
     #[test]

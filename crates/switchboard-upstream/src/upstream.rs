@@ -233,6 +233,12 @@ impl Upstream {
         self.direct.is_some()
     }
 
+    /// Whether the server holds the roots of a client other than `client` (it asked another
+    /// client for them last); a request of `client` on the full path tells it they changed.
+    pub fn roots_held_by_another(&self, client: &str) -> bool {
+        self.in_flight.roots_held_by_another(client)
+    }
+
     /// Whether the server gave this Streamable HTTP connection a session id. A server that
     /// answers `initialize` without one serves each request on its own, and cannot ask the
     /// client anything mid-call on some SDKs (the TypeScript SDK v2's fallback for 2025-era
@@ -817,6 +823,17 @@ impl Upstream {
             slot = self.limiter.acquire(timeout) => slot?,
             _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
         };
+        // A session server that keeps the roots it was given holds another client's, perhaps:
+        // it is told they changed, and asks this caller (see `InFlight::hand_roots_to`).
+        if let Some(responder) = &context.responder
+            && self.has_sessions()
+        {
+            let tell = async { self.peer.notify_roots_list_changed().await.is_ok() };
+            tokio::select! {
+                () = self.in_flight.hand_roots_to(responder, tell) => {}
+                _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
+            }
+        }
         // The server may answer before this caller listens for the call's messages; they wait
         // until it does (see `relay`).
         let setting_up = self.in_flight.setting_up();

@@ -565,6 +565,56 @@ async fn the_typescript_sdk_client_lists_calls_gets_progress_and_cancels() {
     }
 }
 
+/// One client's roots are not another's: server-everything keeps the roots it asked for per
+/// session, and Switchboard's clients share its one session, so before a call of another client
+/// Switchboard tells it the roots changed and lets it ask that client. Two official-SDK clients
+/// with roots of their own, taking turns calling `get-roots-list`, each see their own, with
+/// server-everything over stdio and over Streamable HTTP with sessions.
+#[tokio::test]
+async fn each_client_is_answered_with_its_own_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["everything", "--", "node", &everything()]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let over_http = switchboard_fixtures::ServerEverything::start("streamableHttp");
+    let http_dir = tempfile::tempdir().unwrap();
+    add(http_dir.path(), &["everything", &over_http.url]);
+    let (http_daemon, _) = Daemon::start(http_dir.path(), 1).await;
+    let script = switchboard_fixtures::repository_root().join("tests/npm/roots-clients.mjs");
+    for url in [daemon.mcp_url(), http_daemon.mcp_url()] {
+        let output = tokio::time::timeout(
+            Duration::from_secs(90),
+            tokio::process::Command::new("node")
+                .arg(&script)
+                .args([url.as_str(), "everything__get-roots-list"])
+                .output(),
+        )
+        .await
+        .expect("the clients finish within 90 s")
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{url}: exit {:?}\n{stdout}\n{}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let calls: Vec<Value> =
+            serde_json::from_str(stdout.trim()).expect("the clients print JSON");
+        assert_eq!(calls.len(), 4, "{stdout}");
+        for call in &calls {
+            let (mine, theirs) = match call["client"].as_str() {
+                Some("a") => ("file:///roots/a", "file:///roots/b"),
+                _ => ("file:///roots/b", "file:///roots/a"),
+            };
+            let text = call["text"].as_str().unwrap_or_default();
+            assert!(
+                text.contains(mine) && !text.contains(theirs),
+                "{url}: {call}\nall: {stdout}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn http_sse_clients_of_2024_get_the_same_server_at_sse() {
     let dir = tempfile::tempdir().unwrap();

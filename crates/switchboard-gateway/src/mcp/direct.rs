@@ -266,8 +266,12 @@ async fn session_call(
     } else {
         shared.hub.open_sessions_link(&tool.server)?
     };
-    let upstream =
-        Some(upstream).filter(|upstream| upstream.calls_directly() && upstream.has_sessions())?;
+    // A server holding another client's roots is told they changed on the full path first.
+    let upstream = Some(upstream).filter(|upstream| {
+        upstream.calls_directly()
+            && upstream.has_sessions()
+            && !upstream.roots_held_by_another(session)
+    })?;
     if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id) {
         return Some(json(Era::Session, refused));
     }

@@ -96,8 +96,10 @@ impl InputResponder for DownstreamResponder {
         let _ = self.steps.send(Step::Log(message));
     }
 
+    /// A legacy client's session; a 2026-07-28 request is a client of its own, whose answers
+    /// hold for that request only (so a server keeps nothing of it).
     fn client(&self) -> Option<&str> {
-        Some(&self.client)
+        self.peer.as_ref().map(|_| self.client.as_str())
     }
 
     /// The client answers what it declared it can; the rest may go to the connection's
