@@ -16,6 +16,7 @@
 pub mod chaos;
 pub mod conformance;
 pub mod cuttable;
+pub mod nginx;
 pub mod oauth;
 pub mod postgres;
 mod server;

@@ -14,6 +14,7 @@ mod changes;
 pub mod credentials;
 mod db;
 pub mod keys;
+mod sessions;
 mod settings;
 pub mod tenancy;
 pub mod vault;

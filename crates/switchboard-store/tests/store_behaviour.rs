@@ -109,6 +109,7 @@ on_both_engines!(
     a_pending_sign_in_is_sealed_claimed_once_by_any_process_and_only_while_it_lives,
     a_commands_arguments_are_sealed_and_rows_from_before_still_read,
     after_a_rotation_no_old_ciphertext_stays_in_the_database,
+    an_mcp_session_is_found_only_in_its_workspace_until_ended_or_quiet,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -654,6 +655,68 @@ async fn acme(place: &Place) -> (Store, Store, Store, Store) {
 
 fn ids(servers: &[ServerDefinition]) -> Vec<String> {
     servers.iter().map(|def| def.id.to_string()).collect()
+}
+
+/// A kept MCP session is found again (by any process on the store) in the workspace that opened
+/// it and in no other, until its client ends it, or no replica has heard its client for its
+/// idle time; one a replica heard lately outlives another replica finding it quiet.
+async fn an_mcp_session_is_found_only_in_its_workspace_until_ended_or_quiet(place: Place) {
+    let (local, ana, bob, _) = acme(&place).await;
+    ana.put_mcp_session("s-ana", r#"{"initialize_params":{}}"#)
+        .await
+        .unwrap();
+    local.put_mcp_session("s-local", "{}").await.unwrap();
+    let reopened =
+        place
+            .open()
+            .await
+            .for_workspace(principal("acme", "ana", switchboard_core::Role::Member));
+    assert_eq!(
+        reopened.mcp_session("s-ana").await.unwrap().as_deref(),
+        Some(r#"{"initialize_params":{}}"#)
+    );
+    assert_eq!(
+        bob.mcp_session("s-ana").await.unwrap(),
+        None,
+        "another user's"
+    );
+    assert_eq!(
+        local.mcp_session("s-ana").await.unwrap(),
+        None,
+        "a user's, not the operator's"
+    );
+    assert_eq!(ana.mcp_session("s-local").await.unwrap(), None);
+    bob.remove_mcp_session("s-ana").await.unwrap();
+    assert!(
+        ana.mcp_session("s-ana").await.unwrap().is_some(),
+        "bob cannot end it"
+    );
+
+    // Heard just now: another replica finding it quiet for a minute leaves it.
+    ana.heard_mcp_sessions(&["s-ana".to_owned()]).await.unwrap();
+    ana.remove_mcp_session_quiet_for("s-ana", 60_000)
+        .await
+        .unwrap();
+    assert!(ana.mcp_session("s-ana").await.unwrap().is_some());
+    assert_eq!(
+        local.forget_mcp_sessions_quiet_for(60_000).await.unwrap(),
+        0
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(
+        local.forget_mcp_sessions_quiet_for(10).await.unwrap(),
+        2,
+        "quiet for 10 ms"
+    );
+    assert_eq!(ana.mcp_session("s-ana").await.unwrap(), None);
+
+    ana.put_mcp_session("s-ana", "{}").await.unwrap();
+    ana.remove_mcp_session("s-ana").await.unwrap();
+    assert_eq!(
+        ana.mcp_session("s-ana").await.unwrap(),
+        None,
+        "ended by its client"
+    );
 }
 
 async fn each_workspace_sees_its_tenants_shared_servers_and_its_own_only(place: Place) {

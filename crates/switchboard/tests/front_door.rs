@@ -1517,6 +1517,28 @@ async fn sessions_whose_clients_went_quiet_end_even_while_notifications_flow() {
     drop(stream);
 }
 
+/// On the embedded store, a daemon restarted (killed, even) keeps its clients' sessions: the
+/// next request in a session opened before is answered, with no new `initialize`.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_go_on_after_the_daemon_restarts() {
+    let fixture = transports::conformance_http(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["test", &fixture.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let session = open_session(&daemon.mcp_url(), json!({})).await;
+    drop(daemon);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test__test_simple_text", "arguments": {}}});
+    let response = send_in_session(&daemon.mcp_url(), &session, &call).await;
+    assert_eq!(response.status(), 200);
+    let answer = answer_to(response, 2).await.pop().unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "This is a simple text response for testing.",
+        "{answer}"
+    );
+}
+
 /// A legacy client's `initialize` (declaring `capabilities`) and `notifications/initialized`
 /// at `url`; returns the session.
 async fn open_session(url: &str, capabilities: Value) -> String {

@@ -234,32 +234,128 @@ async fn initialize(port: u16) -> String {
     session
 }
 
-/// A session lives in the replica that opened it. Another replica refuses it with 404, the
-/// answer on which the protocol tells a client to initialize again, and a new session there
-/// works; stateless requests need no such thing.
+/// A `tools/call` of `echo__echo` with `message` in `session` at the replica on `port`; the
+/// HTTP status and the text answered (empty when none).
+async fn echo_in_session(port: u16, session: &str, id: u64, message: &str) -> (u16, String) {
+    let response = post_legacy(
+        port,
+        Some(session),
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo__echo", "arguments": {"message": message}}}),
+    )
+    .await;
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap_or_default();
+    let text = body
+        .lines()
+        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|answer| answer["id"] == id)
+        .and_then(|answer| {
+            answer["result"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    (status, text)
+}
+
+/// A session outlives the replica that opened it: a request naming it at another replica is
+/// answered there (that replica takes the session over from the store: no 404, no new
+/// `initialize`), and once the first replica is killed the session goes on at a third. A DELETE
+/// ends it; stateless requests need none of this.
 #[tokio::test]
-async fn a_legacy_session_is_refused_by_another_replica_with_404_and_reopens_there() {
-    let replicas = Replicas::start(2).await;
-    let [first, second] = replicas.ports()[..] else {
+async fn a_legacy_session_goes_on_at_another_replica_and_outlives_its_own() {
+    let upstream = transports::streamable_http(Era::Legacy).await;
+    let mut replicas = Replicas::start(3).await;
+    replicas
+        .cli(&["server", "add", "echo", &upstream.url])
+        .await;
+    for port in replicas.ports() {
+        wait_for_state(port, "echo", "connected").await;
+    }
+    let [first, second, third] = replicas.ports()[..] else {
         unreachable!()
     };
     let session = initialize(first).await;
-    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
-    let at_home = post_legacy(first, Some(&session), list.clone()).await;
-    assert!(at_home.status().is_success(), "{}", at_home.status());
-    let elsewhere = post_legacy(second, Some(&session), list.clone()).await;
-    assert_eq!(elsewhere.status(), 404);
-    assert!(
-        elsewhere
-            .text()
-            .await
-            .unwrap()
-            .contains("Session not found"),
-        "the refusal says why"
+    assert_eq!(
+        echo_in_session(first, &session, 1, "at home").await,
+        (200, "at home".to_owned())
     );
-    let reopened = initialize(second).await;
-    let listed = post_legacy(second, Some(&reopened), list).await;
-    assert!(listed.status().is_success(), "{}", listed.status());
+    assert_eq!(
+        echo_in_session(second, &session, 2, "elsewhere").await,
+        (200, "elsewhere".to_owned()),
+        "another replica takes the session over"
+    );
+    replicas.kill(first).await;
+    assert_eq!(
+        echo_in_session(third, &session, 3, "after its replica died").await,
+        (200, "after its replica died".to_owned())
+    );
+    let ended = reqwest::Client::new()
+        .delete(format!("http://127.0.0.1:{third}/mcp"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let (status, _) = echo_in_session(third, &session, 4, "ended").await;
+    assert_eq!(status, 404, "an ended session is not taken over again");
+    // A session id nobody opened is refused, as before.
+    let (status, _) = echo_in_session(second, "made-up-session", 5, "no").await;
+    assert_eq!(status, 404);
+}
+
+/// Three replicas behind nginx hashing `Mcp-Session-Id` (the `initialize` carries none, so it
+/// lands on one replica and the session's later requests on another): every one of 30 sessions
+/// works, and goes on working when a replica is killed between calls.
+#[tokio::test]
+async fn sessions_work_behind_nginx_hashing_the_session_id_and_survive_a_killed_replica() {
+    const SESSIONS: usize = 30;
+    let upstream = transports::streamable_http(Era::Legacy).await;
+    let mut replicas = Replicas::start(3).await;
+    replicas
+        .cli(&["server", "add", "echo", &upstream.url])
+        .await;
+    for port in replicas.ports() {
+        wait_for_state(port, "echo", "connected").await;
+    }
+    let servers: String = replicas
+        .ports()
+        .iter()
+        .map(|port| format!("server 127.0.0.1:{port} max_fails=1 fail_timeout=30s;\n"))
+        .collect();
+    let nginx = switchboard_fixtures::nginx::Nginx::balancing(&format!(
+        "hash $http_mcp_session_id consistent;\n{servers}"
+    ))
+    .await;
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        sessions.push(initialize(nginx.port).await);
+    }
+    let mut failed = Vec::new();
+    for round in 0..3u64 {
+        if round == 2 {
+            let victim = replicas.ports()[1];
+            replicas.kill(victim).await;
+        }
+        for (n, session) in sessions.iter().enumerate() {
+            let message = format!("session {n} round {round}");
+            let answer =
+                echo_in_session(nginx.port, session, round * 100 + n as u64, &message).await;
+            if answer != (200, message.clone()) {
+                failed.push(format!("{message}: {answer:?}"));
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} calls failed: {failed:#?}\nnginx: {}",
+        failed.len(),
+        3 * SESSIONS,
+        nginx.error_log()
+    );
 }
 
 /// How one attempt of a call at a replica went.

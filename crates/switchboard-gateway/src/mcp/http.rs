@@ -4,6 +4,13 @@
 //! 2026-07-28 `_meta` are answered statelessly, `initialize` opens a legacy session (with its
 //! GET stream, resumable SSE and DELETE). Host and Origin are checked by the router's
 //! DNS-rebinding guard before a request gets here, so rmcp's own host list is left open.
+//!
+//! A session outlives the replica (or the process) that opened it: what its client's
+//! `initialize` said is kept in the store ([`StoredSessions`], rmcp's `SessionStore`), and a
+//! replica that gets a request naming a session it does not hold loads that and replays the
+//! handshake (rmcp's restore), so the client goes on with no 404 and no new `initialize`. A
+//! balancer may so send a session's requests anywhere (a hash of `Mcp-Session-Id`, which the
+//! `initialize` lacks, included); the session moves at most once per change of replica.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,6 +24,9 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -40,16 +50,63 @@ pub fn service(
     let shared = door.shared.clone();
     // A request answered by one message gets it as plain JSON; one that streams progress or
     // asks for input first gets SSE. JSON spares each plain call an SSE stream and its task.
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_json_response(true)
         .with_allowed_hosts(Vec::<String>::new())
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(stop);
+    config.session_store = Some(Arc::new(StoredSessions {
+        store: shared.hub().store().clone(),
+    }));
     StreamableHttpService::new(
         move || Ok(AggregateServer::new(shared.clone())),
         door.sessions.clone(),
         config,
     )
+}
+
+/// Sessions kept in the store, so another replica can take one over ([`Store::put_mcp_session`]).
+/// The store handle is the workspace's: a session is found only in the workspace it was opened
+/// in, so another user naming its id gets 404.
+struct StoredSessions {
+    store: switchboard_store::Store,
+}
+
+/// Largest `initialize` kept for a session (its params as JSON); a session whose client said
+/// more is not kept, and lives only in the replica that opened it.
+const MAX_STORED_SESSION_BYTES: usize = 64 * 1024;
+
+#[async_trait::async_trait]
+impl SessionStore for StoredSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(json) = self.store.mcp_session(session_id).await? else {
+            return Ok(None);
+        };
+        match serde_json::from_str(&json) {
+            Ok(state) => Ok(Some(state)),
+            Err(error) => {
+                tracing::warn!(session = session_id, %error, "a stored session does not decode; its client must initialize again");
+                Ok(None)
+            }
+        }
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let json = serde_json::to_string(state)?;
+        if json.len() > MAX_STORED_SESSION_BYTES {
+            tracing::info!(
+                session = session_id,
+                bytes = json.len(),
+                "a session's initialize is too large to keep; it lives in this replica only"
+            );
+            return Ok(());
+        }
+        Ok(self.store.put_mcp_session(session_id, &json).await?)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        Ok(self.store.remove_mcp_session(session_id).await?)
+    }
 }
 
 /// How long a Streamable HTTP session lives without a request from its client, by default.
@@ -91,11 +148,27 @@ impl FrontDoor {
     /// sessions served at once), and calls on the short path do not. Here only the client's
     /// requests and open streams count.
     async fn end_idle_sessions(self, idle: Duration) {
+        let store = self.shared.hub().store().clone();
+        let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
         let mut ticks = tokio::time::interval((idle / 4).max(Duration::from_millis(50)));
+        let mut last_tick = Instant::now();
         loop {
             tokio::select! {
                 _ = ticks.tick() => {}
                 () = self.stop.cancelled() => return,
+            }
+            // The sessions heard since the last look are marked seen in the store, so no
+            // replica forgets a session another one serves; sessions no replica heard for
+            // `idle` are forgotten there.
+            let heard = self.activity.heard_since(last_tick);
+            last_tick = Instant::now();
+            if !heard.is_empty()
+                && let Err(error) = store.heard_mcp_sessions(&heard).await
+            {
+                tracing::debug!(%error, "cannot mark sessions seen in the store");
+            }
+            if let Err(error) = store.forget_mcp_sessions_quiet_for(idle_ms).await {
+                tracing::debug!(%error, "cannot forget quiet sessions in the store");
             }
             let live: HashSet<String> = self
                 .sessions
@@ -108,6 +181,9 @@ impl FrontDoor {
             for id in self.activity.idle(&live, idle) {
                 tracing::debug!(session = %id, "ending a session whose client went quiet");
                 let _ = self.sessions.close_session(&id.as_str().into()).await;
+                if let Err(error) = store.remove_mcp_session_quiet_for(&id, idle_ms).await {
+                    tracing::debug!(session = %id, %error, "cannot forget a quiet session in the store");
+                }
             }
         }
     }
@@ -142,6 +218,19 @@ impl SessionActivity {
         if let Some(activity) = self.lock().get_mut(id) {
             activity.last = Instant::now();
         }
+    }
+
+    fn is_tracked(&self, id: &str) -> bool {
+        self.lock().contains_key(id)
+    }
+
+    /// The sessions whose clients were heard since `when`.
+    fn heard_since(&self, when: Instant) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, activity)| activity.last >= when || activity.streams > 0)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Counts a stream of `id` as open until the guard is dropped.
@@ -212,13 +301,40 @@ pub async fn track_sessions(
     let response = next.run(request).await;
     match &session {
         None => {
-            if let Some(id) = response
+            let Some(id) = response
                 .headers()
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
-            {
-                door.activity.opened(id);
+                .map(str::to_owned)
+            else {
+                return response;
+            };
+            // rmcp keeps a session in the store as soon as it answered `initialize`, refused
+            // or not; a refused one (the limit of sessions) must not be taken over later.
+            let (parts, body) = response.into_parts();
+            let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+                return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            };
+            // The answer is JSON or one SSE event; either way one message.
+            let refused = !parts.status.is_success()
+                || String::from_utf8_lossy(&bytes)
+                    .lines()
+                    .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+                    .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+                    .any(|message| message.get("error").is_some());
+            if refused {
+                if let Err(error) = door.shared.hub().store().remove_mcp_session(&id).await {
+                    tracing::warn!(session = %id, %error, "cannot forget a refused session in the store");
+                }
+            } else {
+                door.activity.opened(&id);
             }
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        // A session taken over from another replica (rmcp restored it from the store) is
+        // tracked from its first answered request here.
+        Some(id) if response.status().is_success() && !door.activity.is_tracked(id) => {
+            door.activity.opened(id);
             response
         }
         Some(_) if response.status().is_success() && is_event_stream(&response) => {
@@ -240,6 +356,13 @@ async fn end_session(door: &FrontDoor, id: Option<&str>, request: Request, next:
     if let Some(id) = id
         && !door.sessions.sessions.read().await.contains_key(id)
     {
+        // Held by another replica, or by one that stopped: ended here for all of them.
+        let store = door.shared.hub().store();
+        if let Ok(Some(_)) = store.mcp_session(id).await
+            && store.remove_mcp_session(id).await.is_ok()
+        {
+            return StatusCode::NO_CONTENT.into_response();
+        }
         return jsonrpc_error(
             StatusCode::NOT_FOUND,
             -32600,
