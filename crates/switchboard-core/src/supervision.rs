@@ -27,6 +27,10 @@ pub struct Supervision {
     /// someone asks for it again (a check, a change of its definition, a restart); `None`
     /// (the default) retries for as long as the daemon runs.
     pub max_reconnect_attempts: Option<u32>,
+    /// Whether a server whose last catalog is known connects only when a request first needs
+    /// it (`serve --lazy`), its last catalog served meanwhile. A server with none connects at
+    /// once, to learn it.
+    pub connect_on_first_use: bool,
     /// Most requests in flight to one server at once.
     pub max_concurrent_calls: usize,
     /// Most requests waiting for one of those slots; beyond this a request is refused at once
@@ -42,6 +46,7 @@ impl Default for Supervision {
             stable_session: Duration::from_secs(30),
             health_interval: Some(Duration::from_secs(30)),
             max_reconnect_attempts: None,
+            connect_on_first_use: false,
             max_concurrent_calls: 64,
             max_queued_calls: 256,
         }

@@ -297,6 +297,21 @@ impl ConnectionTask {
         let stop = self.slot.stop.clone();
         let supervision = self.options.supervision.clone();
         let mut backoff = Backoff::from_supervision(&supervision);
+        // `serve --lazy`: a server whose last catalog is known (and served) connects when a
+        // request first needs it (`Hub::upstream_soon` asks for a check).
+        let known = *crate::read(&self.slot.catalog).as_ref() != ServerCatalog::default();
+        if supervision.connect_on_first_use && known {
+            self.slot
+                .status
+                .send_modify(|status| status.connects_on_first_use = true);
+            let asked = self.rest_until_checked().await;
+            self.slot
+                .status
+                .send_modify(|status| status.connects_on_first_use = false);
+            if !asked {
+                return;
+            }
+        }
         loop {
             self.set_state(ConnectionState::Connecting, None);
             self.last_attempt = Some(tokio::time::Instant::now());
@@ -617,6 +632,7 @@ impl ConnectionTask {
             status.resource_templates = catalog.resource_templates.len();
             status.prompts = catalog.prompts.len();
         });
+        crate::last_known::save(&self.store, &def, &catalog);
         *write(&self.slot.catalog) = Arc::new(catalog);
         let _ = self.events.send(HubEvent::CatalogChanged {
             server: self.server().clone(),

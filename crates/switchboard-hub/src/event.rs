@@ -46,6 +46,10 @@ pub struct ServerStatus {
     pub prompts: usize,
     /// Consecutive failed attempts since the last success.
     pub failures: u32,
+    /// Not connected yet, by choice (`serve --lazy`): the first request that needs the server
+    /// connects it; its last known catalog is served meanwhile.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub connects_on_first_use: bool,
     /// The prefix of its exposed names (empty: names unchanged).
     pub prefix: String,
     /// Names it shares with other servers, withheld from the merged catalog.
@@ -73,6 +77,7 @@ impl ServerStatus {
             resource_templates: 0,
             prompts: 0,
             failures: 0,
+            connects_on_first_use: false,
             prefix: def.exposed_prefix().to_string(),
             collisions: Vec::new(),
             since_ms: now_ms(),
@@ -87,6 +92,7 @@ impl ServerStatus {
             | ConnectionState::NeedsAuth
             | ConnectionState::InvalidToken => true,
             ConnectionState::Error | ConnectionState::Reconnecting => self.failures > 0,
+            ConnectionState::Disconnected => self.connects_on_first_use,
             _ => false,
         }
     }

@@ -15,6 +15,7 @@ mod era_link;
 mod event;
 mod exposed;
 mod inspector;
+mod last_known;
 mod metrics;
 mod rate_limits;
 mod semantic;
@@ -527,7 +528,21 @@ impl Hub {
             checks_answered: watch::channel(0).0,
             sessions_link: Arc::default(),
         });
+        // Its tools are listed (and searchable) from the start: the last catalog it listed,
+        // until it lists one now.
+        if let Some(catalog) = last_known::load(&self.store, &slot.definition()).await {
+            slot.status.send_modify(|status| {
+                status.tools = catalog.tools.len();
+                status.resources = catalog.resources.len();
+                status.resource_templates = catalog.resource_templates.len();
+                status.prompts = catalog.prompts.len();
+            });
+            *write(&slot.catalog) = Arc::new(catalog);
+        }
         write(&self.servers).insert(slot.id.clone(), slot.clone());
+        let _ = self.events.send(HubEvent::CatalogChanged {
+            server: slot.id.clone(),
+        });
         let auth = match server_auth(&slot.definition(), &self.store, &self.oauth).await {
             Ok(auth) => auth,
             Err(error) => {
@@ -814,11 +829,22 @@ impl Hub {
             Some(tool) => self.upstream_for_tool(id, tool),
             None => self.upstream(id),
         };
+        let waiting_for_use = || {
+            self.slot(id)
+                .is_ok_and(|slot| slot.status.borrow().connects_on_first_use)
+        };
         match now() {
             Err(HubError::NotConnected {
                 state: ConnectionState::Reconnecting | ConnectionState::Connecting,
                 ..
             }) => {
+                self.check_now(id, limit).await?;
+                now()
+            }
+            Err(HubError::NotConnected {
+                state: ConnectionState::Disconnected,
+                ..
+            }) if waiting_for_use() => {
                 self.check_now(id, limit).await?;
                 now()
             }

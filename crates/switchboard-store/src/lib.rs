@@ -609,6 +609,41 @@ impl Store {
         Ok(())
     }
 
+    /// The last catalog this workspace stored for server `id` (JSON, as [`Store::put_catalog`]
+    /// took it) and when it was listed (ms since the epoch).
+    pub async fn catalog(&self, id: &ServerId) -> Result<Option<(String, i64)>, StoreError> {
+        let Some(row) = self.stored_row(id).await? else {
+            return Ok(None);
+        };
+        Ok(on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT catalog_json, listed_at_ms FROM server_catalogs
+             WHERE server_id = $1 AND workspace = $2",
+        )
+        .bind(&row.key)
+        .bind(self.workspace_key())
+        .fetch_optional(pool)
+        .await)?)
+    }
+
+    /// Keeps `catalog_json`, what server `id` listed just now (to this workspace), as its last
+    /// known catalog.
+    pub async fn put_catalog(&self, id: &ServerId, catalog_json: &str) -> Result<(), StoreError> {
+        let key = self.row_key(id).await?;
+        on_db!(&self.db, pool => sqlx::query(
+            "INSERT INTO server_catalogs (server_id, workspace, catalog_json, listed_at_ms)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT(server_id, workspace) DO UPDATE SET catalog_json = $3, listed_at_ms = $4",
+        )
+        .bind(&key)
+        .bind(self.workspace_key())
+        .bind(catalog_json)
+        .bind(now_ms())
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
+        Ok(())
+    }
+
     /// The transport as stored: every header and env value sealed, and the URL sealed, with
     /// `tenant`'s data key.
     pub(crate) async fn seal_transport(

@@ -10,8 +10,9 @@ use crate::db::on_db;
 use crate::{Store, StoreError, now_ms};
 
 impl Store {
-    /// The key of this handle's workspace in the sessions table.
-    fn session_workspace(&self) -> String {
+    /// The key of this handle's workspace in the tables kept per workspace (sessions,
+    /// catalogs): `local`, or `<tenant>/<user>`.
+    pub(crate) fn workspace_key(&self) -> String {
         match &*self.workspace {
             Workspace::Local => "local".to_owned(),
             Workspace::User(principal) => format!("{}/{}", principal.tenant, principal.user),
@@ -21,7 +22,7 @@ impl Store {
     /// Records session `id`, opened in this workspace, with what its client's `initialize`
     /// said (`state_json`).
     pub async fn put_mcp_session(&self, id: &str, state_json: &str) -> Result<(), StoreError> {
-        let workspace = self.session_workspace();
+        let workspace = self.workspace_key();
         let now = now_ms();
         on_db!(&self.db, pool => sqlx::query(
             "INSERT INTO mcp_sessions (id, workspace, state_json, created_at_ms, seen_at_ms)
@@ -43,7 +44,7 @@ impl Store {
     /// What session `id`'s client said at `initialize`, if the session was opened in this
     /// workspace and not ended since.
     pub async fn mcp_session(&self, id: &str) -> Result<Option<String>, StoreError> {
-        let workspace = self.session_workspace();
+        let workspace = self.workspace_key();
         let row: Option<(String,)> = on_db!(&self.db, pool => sqlx::query_as(
             "SELECT state_json FROM mcp_sessions WHERE id = $1 AND workspace = $2",
         )
@@ -56,7 +57,7 @@ impl Store {
 
     /// Notes that this replica heard the clients of sessions `ids` (of this workspace) just now.
     pub async fn heard_mcp_sessions(&self, ids: &[String]) -> Result<(), StoreError> {
-        let workspace = self.session_workspace();
+        let workspace = self.workspace_key();
         let now = now_ms();
         for id in ids {
             on_db!(&self.db, pool => sqlx::query(
@@ -84,7 +85,7 @@ impl Store {
         id: &str,
         quiet_ms: i64,
     ) -> Result<(), StoreError> {
-        let workspace = self.session_workspace();
+        let workspace = self.workspace_key();
         let before = now_ms().saturating_sub(quiet_ms);
         on_db!(&self.db, pool => sqlx::query(
             "DELETE FROM mcp_sessions WHERE id = $1 AND workspace = $2 AND seen_at_ms <= $3",

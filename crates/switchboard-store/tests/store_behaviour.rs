@@ -110,6 +110,7 @@ on_both_engines!(
     a_commands_arguments_are_sealed_and_rows_from_before_still_read,
     after_a_rotation_no_old_ciphertext_stays_in_the_database,
     an_mcp_session_is_found_only_in_its_workspace_until_ended_or_quiet,
+    a_servers_last_known_catalog_is_each_workspaces_own,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -655,6 +656,42 @@ async fn acme(place: &Place) -> (Store, Store, Store, Store) {
 
 fn ids(servers: &[ServerDefinition]) -> Vec<String> {
     servers.iter().map(|def| def.id.to_string()).collect()
+}
+
+/// A server's last known catalog is kept per workspace: each user of a shared server reads
+/// back what their own connection listed, never another's; it goes with its server.
+async fn a_servers_last_known_catalog_is_each_workspaces_own(place: Place) {
+    let (_local, ana, bob, carol) = acme(&place).await;
+    let github = http_server("github", "https://github.test/mcp");
+    carol.add_server(&github).await.unwrap();
+    assert_eq!(ana.catalog(&github.id).await.unwrap(), None);
+    ana.put_catalog(&github.id, r#"{"tools":["ana's"]}"#)
+        .await
+        .unwrap();
+    bob.put_catalog(&github.id, r#"{"tools":["bob's"]}"#)
+        .await
+        .unwrap();
+    ana.put_catalog(&github.id, r#"{"tools":["ana's, later"]}"#)
+        .await
+        .unwrap();
+    let (anas, listed_at) = ana.catalog(&github.id).await.unwrap().unwrap();
+    assert_eq!(anas, r#"{"tools":["ana's, later"]}"#);
+    assert!(listed_at > 0);
+    assert_eq!(
+        bob.catalog(&github.id).await.unwrap().unwrap().0,
+        r#"{"tools":["bob's"]}"#
+    );
+    assert_eq!(
+        carol.catalog(&github.id).await.unwrap(),
+        None,
+        "carol listed none"
+    );
+    carol.remove_server(&github.id).await.unwrap();
+    assert_eq!(
+        ana.catalog(&github.id).await.unwrap(),
+        None,
+        "gone with its server"
+    );
 }
 
 /// A kept MCP session is found again (by any process on the store) in the workspace that opened

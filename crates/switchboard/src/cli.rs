@@ -316,6 +316,10 @@ pub struct ServeArgs {
     /// restarts. Without it, servers are retried for as long as the daemon runs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), env = "SWITCHBOARD_RECONNECT_ATTEMPTS")]
     pub reconnect_attempts: Option<u32>,
+    /// Connect each server only when a request first needs it, serving its last known tools
+    /// (kept in the store) meanwhile; a server never listed before connects at once.
+    #[arg(long, env = "SWITCHBOARD_LAZY")]
+    pub lazy: bool,
     /// Seconds between health checks of each connected server (`ping`, or `server/discover`
     /// for stateless servers); 0 turns them off.
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = seconds, env = "SWITCHBOARD_HEALTH_INTERVAL")]
@@ -420,6 +424,7 @@ impl ServeArgs {
             reconnect_max: self.reconnect_max,
             health_interval: Some(self.health_interval).filter(|i| !i.is_zero()),
             max_reconnect_attempts: self.reconnect_attempts,
+            connect_on_first_use: self.lazy,
             max_concurrent_calls: self.max_concurrent_calls as usize,
             max_queued_calls: self.max_queued_calls as usize,
             ..Default::default()

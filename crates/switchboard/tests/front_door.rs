@@ -1539,6 +1539,105 @@ async fn sessions_go_on_after_the_daemon_restarts() {
     );
 }
 
+/// The exposed names of the tools a 2026-07-28 client lists at `url`.
+async fn tools_listed_2026(url: &str) -> Vec<String> {
+    request_2026(url, "tools/list", "", json!({}), false).await["result"]["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A server's last known catalog is kept in the store: a daemon started while the server is
+/// down lists and finds its tools (a call says the server is down, naming it and its state),
+/// and `serve --lazy` serves them without connecting until a request needs the server (no
+/// session is opened at it before).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_last_known_tools_are_served_while_it_is_down_and_until_first_use() {
+    let server = typescript_sdk_server(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["ts", &server.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    assert!(
+        tools_listed_2026(&daemon.mcp_url())
+            .await
+            .contains(&"ts__test_simple_text".to_owned())
+    );
+    drop(daemon);
+
+    let opened = server.sessions.load(Ordering::SeqCst);
+    let (daemon, status) = Daemon::start_with(dir.path(), 0, &["--lazy"]).await;
+    assert_eq!(status["servers"][0]["state"], "disconnected", "{status:#}");
+    assert_eq!(
+        status["servers"][0]["connects_on_first_use"], true,
+        "{status:#}"
+    );
+    assert!(
+        status["servers"][0]["tools"].as_u64().unwrap() > 10,
+        "{status:#}"
+    );
+    let listed = tools_listed_2026(&daemon.mcp_url()).await;
+    assert!(
+        listed.contains(&"ts__test_simple_text".to_owned()),
+        "{listed:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        server.sessions.load(Ordering::SeqCst),
+        opened,
+        "not connected for a list"
+    );
+    let (_, answer) = tools_call_2026(
+        &daemon.mcp_url(),
+        json!({"name": "ts__test_simple_text", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "This is a simple text response for testing.",
+        "the first call connects the server: {answer}"
+    );
+    assert_eq!(server.sessions.load(Ordering::SeqCst), opened + 1);
+    drop(daemon);
+
+    drop(server);
+    let (daemon, _) = Daemon::start(dir.path(), 0).await;
+    let listed = tools_listed_2026(&daemon.mcp_url()).await;
+    assert!(
+        listed.contains(&"ts__test_simple_text".to_owned()),
+        "{listed:?}"
+    );
+    let found: Value = reqwest::get(format!(
+        "{}/api/tools/search?q=simple%20text%20response&limit=3",
+        daemon.base
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert!(
+        found["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|tool| tool["name"] == "ts__test_simple_text"),
+        "{found}"
+    );
+    let (_, refused) = tools_call_2026(
+        &daemon.mcp_url(),
+        json!({"name": "ts__test_simple_text", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(refused["error"]["data"]["server"], "ts", "{refused}");
+    assert!(refused["error"]["data"]["state"].is_string(), "{refused}");
+}
+
 /// A legacy client's `initialize` (declaring `capabilities`) and `notifications/initialized`
 /// at `url`; returns the session.
 async fn open_session(url: &str, capabilities: Value) -> String {
