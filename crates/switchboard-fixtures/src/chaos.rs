@@ -62,6 +62,11 @@ pub enum Fault {
     Oversized,
     /// 404 for the request's session, as when a server forgot it.
     ExpireSession,
+    /// 429 Too Many Requests with `Retry-After` in seconds.
+    TooManyRequests {
+        /// The `Retry-After` value, in seconds.
+        retry_after_secs: u64,
+    },
     /// 401 with a Bearer `invalid_token` challenge: the server no longer accepts the token the
     /// request carried (revoked or expired early), in the middle of a session.
     RejectToken,
@@ -186,6 +191,11 @@ impl Fault {
             Fault::Status(code) => Response::builder()
                 .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
                 .body(Body::from("the fixture fails on purpose"))
+                .unwrap_or_default(),
+            Fault::TooManyRequests { retry_after_secs } => Response::builder()
+                .status(StatusCode::TOO_MANY_REQUESTS)
+                .header(header::RETRY_AFTER, retry_after_secs.to_string())
+                .body(Body::from("slow down"))
                 .unwrap_or_default(),
             Fault::Drip => sse(Box::pin(futures::stream::unfold((), |()| async {
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -641,8 +641,8 @@ impl ConnectionTask {
     }
 
     /// A server that answers one list with an error (many declare `resources` but do not
-    /// implement templates) keeps its other lists; only a lost connection or a timeout fails the
-    /// refresh.
+    /// implement templates) keeps its other lists; only a lost connection or a transient failure
+    /// (a timeout, 429, 502/503/504) fails the refresh.
     fn tolerate<T>(
         &self,
         what: &str,
@@ -650,11 +650,9 @@ impl ConnectionTask {
     ) -> Result<Vec<T>, UpstreamError> {
         match listed {
             Ok(items) => Ok(items),
-            Err(error)
-                if error.is_connection_lost() || matches!(error, UpstreamError::Timeout(_)) =>
-            {
-                Err(error)
-            }
+            // A failure that says nothing of the list (the connection, a timeout, a 429 or a
+            // 5xx for a moment) keeps the previous catalog rather than showing none.
+            Err(error) if error.is_connection_lost() || error.is_transient() => Err(error),
             // Method not found: the server simply has none of these (common for templates).
             Err(UpstreamError::Rpc { code: -32601, .. }) => {
                 tracing::debug!(server = %self.server(), "the server does not list {what}");

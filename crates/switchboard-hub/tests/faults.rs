@@ -510,6 +510,62 @@ async fn every_fault_fails_only_its_calls_clearly_and_the_server_recovers() {
     }
 }
 
+/// A 429 with `Retry-After` is kept to: a call safe to repeat is sent again no sooner than the
+/// server asked (2 s, where the preset alone would wait about 1 s), and a server asking for
+/// longer than a call is held (60 s) gets its refusal passed on at once, saying how long it
+/// asked for, the call sent once. Every era, both ways a call goes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_is_retried_no_sooner_than_its_retry_after_says() {
+    for (era, path) in ROUTES {
+        let fixture = transports::streamable_http(era).await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let hub = Hub::new(store, ConnectOptions::new("test"));
+        let mut def = server("busy", &fixture.url);
+        def.policies.safe_to_retry.insert("echo".into());
+        hub.put_definition(def, false).await.unwrap();
+        wait_connected(&hub, "busy").await;
+
+        fixture.state.arm(
+            Fault::TooManyRequests {
+                retry_after_secs: 2,
+            },
+            1,
+        );
+        let started = std::time::Instant::now();
+        assert_eq!(
+            echo_with(&hub, "busy", "later", path, true).await,
+            Ok("later".to_owned()),
+            "{era:?} {path:?}"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_secs(2),
+            "{era:?} {path:?}: sent again after {:?}",
+            started.elapsed()
+        );
+
+        fixture.state.arm(
+            Fault::TooManyRequests {
+                retry_after_secs: 60,
+            },
+            1,
+        );
+        let refused = echo_with(&hub, "busy", "much later", path, true).await;
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("429") && e.contains("retried after 60 s")),
+            "{era:?} {path:?}: {refused:?}"
+        );
+        assert_eq!(
+            echo(&hub, "busy", "next", path).await,
+            Ok("next".to_owned()),
+            "{era:?} {path:?}: the refused call was sent once"
+        );
+        hub.shutdown().await;
+    }
+}
+
 /// A transient failure (a 503) of a call that is safe to repeat (its tool named safe to retry)
 /// is retried and answered; the same failure of a call that is not fails it, and the call was
 /// sent once (the next one, the fault spent, is answered); with retries off nothing is retried.

@@ -265,6 +265,7 @@ pub async fn connect(
                         Some(status) => UpstreamError::HttpStatus {
                             status,
                             detail: String::new(),
+                            retry_after: None,
                         },
                         None => match e {
                             crate::websocket::WebSocketError::Refused(reason) => {
@@ -677,12 +678,15 @@ async fn try_sessions(
                         status: 400 | 404 | 405,
                         ..
                     }) => Ok(Step::NotThis(failure.to_string())),
-                    StreamableHttpError::Client(HttpFailure::Status { status, excerpt }) => {
-                        Err(UpstreamError::HttpStatus {
-                            status: *status,
-                            detail: excerpt.clone(),
-                        })
-                    }
+                    StreamableHttpError::Client(HttpFailure::Status {
+                        status,
+                        excerpt,
+                        retry_after,
+                    }) => Err(UpstreamError::HttpStatus {
+                        status: *status,
+                        detail: excerpt.clone(),
+                        retry_after: *retry_after,
+                    }),
                     other => Err(UpstreamError::Handshake(other.to_string())),
                 }
             }

@@ -850,12 +850,15 @@ fn http_error(error: StreamableHttpError<HttpFailure>) -> UpstreamError {
         return fatal;
     }
     match error {
-        StreamableHttpError::Client(HttpFailure::Status { status, excerpt }) => {
-            UpstreamError::HttpStatus {
-                status,
-                detail: excerpt,
-            }
-        }
+        StreamableHttpError::Client(HttpFailure::Status {
+            status,
+            excerpt,
+            retry_after,
+        }) => UpstreamError::HttpStatus {
+            status,
+            detail: excerpt,
+            retry_after,
+        },
         other => UpstreamError::Protocol(other.to_string()),
     }
 }

@@ -41,12 +41,14 @@ pub enum UpstreamError {
     #[error("not allowed: {0}")]
     NotAllowed(String),
     /// The server answered with an HTTP status that ends the attempt.
-    #[error("the server answered HTTP {status}{}", detail_suffix(.detail))]
+    #[error("the server answered HTTP {status}{}{}", detail_suffix(.detail), retry_suffix(.retry_after))]
     HttpStatus {
         /// The status code.
         status: u16,
         /// A short excerpt of the body, if any.
         detail: String,
+        /// How long the server asked to be left alone (`Retry-After`).
+        retry_after: Option<std::time::Duration>,
     },
     /// The server requires signing in (HTTP 401) and there are no usable credentials.
     #[error("the server requires authorization: {0}")]
@@ -125,6 +127,13 @@ fn detail_suffix(detail: &str) -> String {
     }
 }
 
+fn retry_suffix(retry_after: &Option<std::time::Duration>) -> String {
+    match retry_after {
+        Some(wait) => format!(" (it asks to be retried after {} s)", wait.as_secs()),
+        None => String::new(),
+    }
+}
+
 impl Classified for UpstreamError {
     fn source_kind(&self) -> ErrorSource {
         match self {
@@ -170,6 +179,15 @@ impl UpstreamError {
                     ..
                 }
         )
+    }
+
+    /// How long the server asked to be left alone before the request is sent again
+    /// (`Retry-After` on a 429 or 503).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::HttpStatus { retry_after, .. } => *retry_after,
+            _ => None,
+        }
     }
 
     /// Whether this error means the connection itself is gone (so the hub should reconnect).
@@ -237,6 +255,22 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
                     break;
                 }
                 cause = error.source();
+            }
+            // A transient status (429, 502, 503, 504) is told as such, with how long the
+            // server asked to wait.
+            if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::Client(
+                crate::http_client::HttpFailure::Status {
+                    status: status @ (429 | 502 | 503 | 504),
+                    excerpt,
+                    retry_after,
+                },
+            )) = http
+            {
+                return UpstreamError::HttpStatus {
+                    status: *status,
+                    detail: excerpt.clone(),
+                    retry_after: *retry_after,
+                };
             }
             match http.and_then(crate::connect::fatal_http_error) {
                 Some(UpstreamError::Unreachable(_)) | None => {

@@ -38,6 +38,27 @@ pub const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 const ERROR_EXCERPT_CHARS: usize = 200;
 
+/// How long a 429 or 503 answer asks the client to wait (`Retry-After`: seconds, or an HTTP
+/// date); `None` for other statuses and for a value that is neither.
+pub(crate) fn retry_after(response: &reqwest::Response) -> Option<std::time::Duration> {
+    if !matches!(response.status().as_u16(), 429 | 503) {
+        return None;
+    }
+    let value = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    match value.parse::<u64>() {
+        Ok(seconds) => Some(std::time::Duration::from_secs(seconds)),
+        Err(_) => httpdate::parse_http_date(value).ok().map(|when| {
+            when.duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+        }),
+    }
+}
+
 /// A failure this client reports with its HTTP status intact.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpFailure {
@@ -58,6 +79,8 @@ pub enum HttpFailure {
         status: u16,
         /// The start of the body, for the user.
         excerpt: String,
+        /// How long the server asked to be left alone (`Retry-After`, on a 429 or 503).
+        retry_after: Option<std::time::Duration>,
     },
 }
 
@@ -553,6 +576,7 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             Err(failure(HttpFailure::Status {
                 status: status.as_u16(),
                 excerpt: String::new(),
+                retry_after: retry_after(&response),
             }))
         }
     }
@@ -662,6 +686,7 @@ impl StatusAwareHttpClient {
         let is_json = kind.as_deref().is_some_and(|k| k.starts_with(JSON));
         if !status.is_success() {
             let moved = redirect_target(&response);
+            let wait = retry_after(&response);
             let body = read_bounded(response, MAX_ERROR_BODY_BYTES)
                 .await
                 .unwrap_or_default();
@@ -691,6 +716,7 @@ impl StatusAwareHttpClient {
             return Err(failure(HttpFailure::Status {
                 status: status.as_u16(),
                 excerpt: moved.unwrap_or_else(|| self.http.quote(kind.as_deref(), &body)),
+                retry_after: wait,
             }));
         }
         match kind.as_deref() {
@@ -772,6 +798,7 @@ impl StatusAwareHttpClient {
             return Err(failure(HttpFailure::Status {
                 status: status.as_u16(),
                 excerpt: redirect_target(&response).unwrap_or_default(),
+                retry_after: retry_after(&response),
             }));
         }
         match content_type(&response) {

@@ -36,6 +36,9 @@ pub const UNKNOWN_REQUEST_STATE: &str =
 
 /// Most `input_required` rounds one request may take before Switchboard gives up.
 pub const MAX_INPUT_ROUNDS: usize = 10;
+/// The longest `Retry-After` a request safe to repeat is held for; a server asking for longer
+/// gets its error passed on at once, saying how long it asked for, so the client decides.
+pub const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How long a call that wants progress waits after its response for reports still in flight.
 const PROGRESS_STRAGGLERS: Duration = Duration::from_millis(10);
 /// Most pages one list may take (a guard against servers that page forever with new cursors).
@@ -197,7 +200,13 @@ impl Upstream {
             match attempt().await {
                 Err(error) if failed + 1 < tries && error.is_transient() => {
                     failed += 1;
-                    let delay = preset.delay_after(failed, rand::random::<f64>());
+                    // The server's `Retry-After` is kept to; one asking for longer than a
+                    // request should be held is answered at once, with its wait in the error.
+                    let delay = match error.retry_after() {
+                        Some(wait) if wait > LONGEST_RETRY_AFTER => return Err(error),
+                        Some(wait) => wait,
+                        None => preset.delay_after(failed, rand::random::<f64>()),
+                    };
                     tracing::debug!(server = %self.server, %error, ?delay, "a transient failure; trying again");
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
