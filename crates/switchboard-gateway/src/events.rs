@@ -4,7 +4,8 @@
 //! The first object is a `status` snapshot (every server's status, as `/api/status` has it, and
 //! the questions waiting for a person), taken after subscribing, so no change falls between the
 //! snapshot and the events that follow. Then every hub event (`state_changed`, `configured`,
-//! `tool_called`, `catalog_changed`, `resource_updated`, `activation_changed`, `log`, ...) and
+//! `tool_called`, `catalog_changed`, `scope_needed`, `resource_updated`, `activation_changed`,
+//! `log`, ...) and
 //! every desk event (`question_asked`, `question_ended`), each an object with its `type`. A
 //! console too slow to keep up gets `{"type": "lagged", "missed": N}` and should read
 //! `/api/status` again. SSE events are named by their `type`. Both streams end when the daemon

@@ -798,6 +798,7 @@ function logActivity(event) {
     configured: (e) => `${e.server}: ${e.change}`,
     tool_called: (e) => `${e.server}/${e.tool}: ${e.outcome} in ${e.elapsed_ms.toFixed(1)} ms`,
     catalog_changed: (e) => `${e.server}: catalog changed`,
+    scope_needed: (e) => `${e.server}: ${e.scope ? `needs scope ${e.scope}` : "scope granted"}`,
     lagged: (e) => `missed ${e.missed} events`,
     question_asked: (e) => `${e.question.server}${e.question.tool ? `/${e.question.tool}` : ""}: ${e.question.kind} question ${e.question.id}`,
     question_ended: (e) => `${e.server}: question ${e.id} ${e.ending.replace("_", " ")}`,
@@ -1062,7 +1063,7 @@ function handle(event) {
     if (card) card.textContent = event.error;
     else say(event.error, true);
   }
-  if (["status", "configured", "state_changed", "catalog_changed", "lagged"].includes(event.type)) reloadSoon();
+  if (["status", "configured", "state_changed", "catalog_changed", "scope_needed", "lagged"].includes(event.type)) reloadSoon();
   if (event.type === "catalog_changed" && event.server === selected) loadDetail();
 }
 

@@ -211,6 +211,10 @@ impl ConnectionTask {
         {
             tracing::info!(server = %self.server(), scope = needed, "the scope a call needed is granted");
             self.slot.status.send_modify(|s| s.needs_scope = None);
+            let _ = self.events.send(HubEvent::ScopeNeeded {
+                server: self.server().clone(),
+                scope: None,
+            });
             return false;
         }
         true
@@ -477,7 +481,11 @@ impl ConnectionTask {
                     if let AuthEvent::MoreScopeNeeded { scope } = &event {
                         tracing::warn!(server = %self.server(), scope, "a call needs more scope; the next sign-in asks for it");
                         let needed = scopes_a_token_shows(scope);
-                        self.slot.status.send_modify(|s| s.needs_scope = Some(needed));
+                        self.slot.status.send_modify(|s| s.needs_scope = Some(needed.clone()));
+                        let _ = self.events.send(HubEvent::ScopeNeeded {
+                            server: self.server().clone(),
+                            scope: Some(needed),
+                        });
                         scope_check = Some(tokio::time::Instant::now() + SIGN_IN_POLL);
                     }
                     self.on_auth_event(event);

@@ -149,6 +149,15 @@ pub enum HubEvent {
         /// How long it took, in milliseconds.
         elapsed_ms: f64,
     },
+    /// A call was refused for lack of scope (`scope`: what the next sign-in asks for), or a
+    /// sign-in granted it (`scope` absent): the server's `needs_scope` changed.
+    ScopeNeeded {
+        /// The server.
+        server: ServerId,
+        /// The scopes wanted, space-separated; absent once granted.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+    },
     /// A server's tools, resources or prompts changed.
     CatalogChanged {
         /// The server.

@@ -175,6 +175,78 @@ async fn a_call_that_needs_more_scope_is_granted_it_by_the_next_login() {
     );
 }
 
+/// A person grants the scope a call was refused for from the web console (headless Chromium:
+/// `tests/npm/console-scope.mjs`): the server's card says `needs scope` and offers Sign in, which
+/// asks the authorization server for that scope with those granted before, the window it opens
+/// comes back to the daemon's callback page, the card stops asking, and the call works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_grants_the_scope_a_call_needs_from_the_console() {
+    let npm = common::npm_dir(&["playwright-core"]);
+    let fixture = protected(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    add_server(dir.path(), "protected", &fixture).await;
+    login(dir.path(), "protected").await;
+    let (_daemon, port) = spawn_daemon(dir.path());
+    wait_for_state(port, "protected", "connected").await;
+    *fixture.auth.tools_call_scope.lock().unwrap() = "admin".into();
+    let refused = call_through_daemon(port, 1, "protected__echo").await;
+    assert!(refused.to_string().contains("admin"), "{refused}");
+    let granted_before = fixture
+        .auth
+        .authorizations
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .flatten()
+        .unwrap_or_default();
+
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node")
+            .arg(npm.join("console-scope.mjs"))
+            .arg(format!("http://127.0.0.1:{port}"))
+            .arg("protected")
+            .env("CHROMIUM", common::chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser finishes within 120 s")
+    .unwrap();
+    assert!(output.status.success(), "the browser: {}", text(&output));
+    let seen: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    assert!(
+        seen["before"].as_str().unwrap().contains("needs scope: ")
+            && seen["before"].as_str().unwrap().contains("admin"),
+        "{seen:#}"
+    );
+    assert!(
+        !seen["after"].as_str().unwrap().contains("needs scope"),
+        "{seen:#}"
+    );
+    assert_eq!(seen["problems"], serde_json::json!([]), "{seen:#}");
+    let asked = fixture
+        .auth
+        .authorizations
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .flatten()
+        .unwrap_or_default();
+    assert!(asked.split(' ').any(|s| s == "admin"), "{asked}");
+    for scope in granted_before.split(' ').filter(|s| !s.is_empty()) {
+        assert!(
+            asked.split(' ').any(|s| s == scope),
+            "{asked} lacks {scope}"
+        );
+    }
+    let works = call_through_daemon(port, 2, "protected__echo").await;
+    assert_eq!(works["result"]["content"][0]["text"], "hi", "{works}");
+}
+
 /// The daemon, with nobody at hand, meets a call that needs more scope: the call's answer says
 /// what is missing and how to grant it, the server stays connected (its other calls go on) and
 /// its status names the scope; a sign-in through the admin API asks for it with the scopes
