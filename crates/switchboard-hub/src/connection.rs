@@ -430,16 +430,17 @@ impl ConnectionTask {
             status.server_info = upstream.server_description();
             status.failures = 0;
         });
+        // A server that speaks both eras gets a session link for session-era clients when the
+        // first of them asks ([`crate::era_link`]); it ends with this session. Its demand is
+        // followed before the session is handed out, so no request's ask is missed.
+        let link = self.slot.sessions_link.clone();
+        let mut link_wanted = link.demand();
+        let link_generation = link.start_over();
+        let (link_events_tx, mut link_events) = mpsc::unbounded_channel();
+        let link_stop = self.slot.stop.child_token();
         *write(&self.slot.upstream) = Some(upstream.clone());
         self.set_state(ConnectionState::Connected, None);
         self.settle_checks();
-        // A server that speaks both eras gets a session link for session-era clients when the
-        // first of them asks ([`crate::era_link`]); it ends with this session.
-        let link = self.slot.sessions_link.clone();
-        link.close();
-        let mut link_wanted = link.demand();
-        let (link_events_tx, mut link_events) = mpsc::unbounded_channel();
-        let link_stop = self.slot.stop.child_token();
 
         // Ending the session (stop, or a failed health check) closes it from our side.
         let end = self.slot.stop.child_token();
@@ -470,6 +471,7 @@ impl ConnectionTask {
                             options: self.options.clone(),
                             events: link_events_tx.clone(),
                             stop: link_stop.clone(),
+                            generation: link_generation,
                         }));
                     }
                 }
@@ -500,11 +502,14 @@ impl ConnectionTask {
                 }
                 _ = sleep_until_some(signed_out) => end.cancel(),
                 _ = health.due() => {
-                    if let Err(error) = upstream.health_check().await {
+                    let checked = upstream.health_check().await;
+                    if let Err(error) = &checked
+                        && is_down(error)
+                    {
                         tracing::warn!(server = %self.server(), %error, "health check failed; reconnecting");
                         unhealthy = Some(UpstreamError::Protocol(format!("the health check failed: {error}")));
                         end.cancel();
-                    } else if upstream.is_stateless() {
+                    } else if checked.is_ok() && upstream.is_stateless() {
                         // A stateless server keeps no session that would tell of its restart,
                         // and one that announces no list changes tells nothing at all: its
                         // lists are read again at each check (an unchanged catalog changes
@@ -518,6 +523,8 @@ impl ConnectionTask {
                     self.checks.borrow_and_update();
                     match upstream.health_check().await {
                         Ok(()) => self.settle_checks(),
+                        // Busy (429), not down: it answered.
+                        Err(error) if !is_down(&error) => self.settle_checks(),
                         Err(error) => {
                             tracing::warn!(server = %self.server(), %error, "the server did not answer a check; reconnecting");
                             unhealthy = Some(UpstreamError::Protocol(format!("the server did not answer a check: {error}")));
@@ -529,7 +536,7 @@ impl ConnectionTask {
         }
         *write(&self.slot.upstream) = None;
         link_stop.cancel();
-        link.close();
+        link.start_over();
         if let Some(error) = unhealthy {
             return error;
         }
@@ -640,7 +647,7 @@ impl ConnectionTask {
             status.resource_templates = catalog.resource_templates.len();
             status.prompts = catalog.prompts.len();
         });
-        crate::last_known::save(&self.store, &def, &catalog);
+        crate::last_known::save(&self.store, &def, &catalog, &self.slot.catalog_writes);
         *write(&self.slot.catalog) = Arc::new(catalog);
         let _ = self.events.send(HubEvent::CatalogChanged {
             server: self.server().clone(),
@@ -683,6 +690,12 @@ fn scopes_a_token_shows(scope: &str) -> String {
         .filter(|s| *s != "offline_access")
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Whether a failed health check means the server is down. One that answers 429 (or asks to
+/// be left alone a while) is up and busy: reconnecting would only add to its load.
+fn is_down(error: &UpstreamError) -> bool {
+    !matches!(error, UpstreamError::HttpStatus { status: 429, .. }) && error.retry_after().is_none()
 }
 
 /// The least time between two connection attempts that checks asked for bring forward.

@@ -57,9 +57,10 @@ pub(crate) enum LinkState {
     Refused { until: Instant },
 }
 
-/// A server's session link: its state, and the demand the connection task follows.
+/// A server's session link: its state (with the generation of the main link it belongs to),
+/// and the demand the connection task follows.
 pub(crate) struct SessionsLink {
-    state: watch::Sender<LinkState>,
+    state: watch::Sender<(u64, LinkState)>,
     /// Counts requests for a link; the connection task opens one when it changes.
     wanted: watch::Sender<u64>,
 }
@@ -67,7 +68,7 @@ pub(crate) struct SessionsLink {
 impl Default for SessionsLink {
     fn default() -> Self {
         Self {
-            state: watch::channel(LinkState::Closed).0,
+            state: watch::channel((0, LinkState::Closed)).0,
             wanted: watch::channel(0).0,
         }
     }
@@ -76,7 +77,7 @@ impl Default for SessionsLink {
 impl SessionsLink {
     /// The open link, if any, without asking for one.
     pub(crate) fn open(&self) -> Option<Upstream> {
-        match &*self.state.borrow() {
+        match &self.state.borrow().1 {
             LinkState::Open(upstream) => Some(Upstream::clone(upstream)),
             _ => None,
         }
@@ -88,13 +89,13 @@ impl SessionsLink {
         let deadline = Instant::now() + limit;
         let mut changes = self.state.subscribe();
         loop {
-            let state = changes.borrow_and_update().clone();
+            let state = changes.borrow_and_update().1.clone();
             match state {
                 LinkState::Open(upstream) => return Some(*upstream),
                 LinkState::Refused { until } if Instant::now() < until => return None,
                 LinkState::Closed | LinkState::Refused { .. } => {
                     // One request asks; those that come meanwhile wait for the same link.
-                    let asked = self.state.send_if_modified(|state| {
+                    let asked = self.state.send_if_modified(|(_, state)| {
                         let ask = match state {
                             LinkState::Closed => true,
                             LinkState::Refused { until } => Instant::now() >= *until,
@@ -124,15 +125,19 @@ impl SessionsLink {
         self.wanted.subscribe()
     }
 
-    /// Forgets the link (the main one ended, or the link itself did).
-    pub(crate) fn close(&self) {
-        self.state.send_if_modified(|state| {
-            let changed = !matches!(state, LinkState::Closed | LinkState::Refused { .. });
-            if changed {
+    /// Starts over for a main link that just connected, or ended: forgets the link (a
+    /// refusal is kept), and returns the generation a link opened from now on belongs to. A
+    /// link of an earlier generation can no longer change the state.
+    pub(crate) fn start_over(&self) -> u64 {
+        let mut generation = 0;
+        self.state.send_modify(|(current, state)| {
+            *current += 1;
+            generation = *current;
+            if !matches!(state, LinkState::Refused { .. }) {
                 *state = LinkState::Closed;
             }
-            changed
         });
+        generation
     }
 
     /// The number of requests running over the open link.
@@ -141,8 +146,15 @@ impl SessionsLink {
             .map_or(0, |upstream| upstream.requests_running())
     }
 
-    fn set(&self, state: LinkState) {
-        self.state.send_replace(state);
+    /// Sets the state, if the link of `generation` is still the one wanted.
+    fn set(&self, generation: u64, state: LinkState) {
+        self.state.send_if_modified(|(current, now)| {
+            let ours = *current == generation;
+            if ours {
+                *now = state;
+            }
+            ours
+        });
     }
 }
 
@@ -165,18 +177,24 @@ pub(crate) struct Opener {
     pub(crate) events: mpsc::UnboundedSender<UpstreamEvent>,
     /// Ends the link (the main link ended, or the server stops).
     pub(crate) stop: CancellationToken,
+    /// The generation of the main link it belongs to ([`SessionsLink::start_over`]).
+    pub(crate) generation: u64,
 }
 
 /// Opens the session link of `link`'s server and keeps it until it ends or `opener.stop` fires.
 pub(crate) async fn run(link: Arc<SessionsLink>, opener: Opener) {
     let server = opener.definition.id.clone();
+    let generation = opener.generation;
     let ready = match crate::configure::ready_to_connect(&opener.store, &opener.definition).await {
         Ok(ready) => ready.into_owned(),
         Err(error) => {
             tracing::warn!(%server, %error, "cannot open a session link");
-            link.set(LinkState::Refused {
-                until: Instant::now() + REFUSED_FOR,
-            });
+            link.set(
+                generation,
+                LinkState::Refused {
+                    until: Instant::now() + REFUSED_FOR,
+                },
+            );
             return;
         }
     };
@@ -186,7 +204,7 @@ pub(crate) async fn run(link: Arc<SessionsLink>, opener: Opener) {
     }
     let connected = tokio::select! {
         _ = opener.stop.cancelled() => {
-            link.close();
+            link.set(generation, LinkState::Closed);
             return;
         }
         connected = switchboard_upstream::connect(&pinned, None, &opener.options) => connected,
@@ -195,9 +213,12 @@ pub(crate) async fn run(link: Arc<SessionsLink>, opener: Opener) {
         Ok(connection) => connection,
         Err(error) => {
             tracing::info!(%server, %error, "the server offers no session to session-era clients; they are served over its stateless link");
-            link.set(LinkState::Refused {
-                until: Instant::now() + REFUSED_FOR,
-            });
+            link.set(
+                generation,
+                LinkState::Refused {
+                    until: Instant::now() + REFUSED_FOR,
+                },
+            );
             return;
         }
     };
@@ -207,15 +228,18 @@ pub(crate) async fn run(link: Arc<SessionsLink>, opener: Opener) {
         // anything mid-call: the stateless link, bridged, gives those clients more.
         tracing::info!(%server, "the server answers session-era clients without a session; they are served over its stateless link");
         connection.session.close().await;
-        link.set(LinkState::Refused {
-            until: Instant::now() + REFUSED_FOR,
-        });
+        link.set(
+            generation,
+            LinkState::Refused {
+                until: Instant::now() + REFUSED_FOR,
+            },
+        );
         return;
     }
     tracing::info!(%server, version = ?connection.upstream.protocol_version(), "opened a session link for session-era clients");
     let upstream = connection.upstream;
     let mut events = connection.events;
-    link.set(LinkState::Open(Box::new(upstream.clone())));
+    link.set(generation, LinkState::Open(Box::new(upstream.clone())));
     let closed = connection
         .session
         .run_until_closed(opener.stop.clone().cancelled_owned());
@@ -235,5 +259,5 @@ pub(crate) async fn run(link: Arc<SessionsLink>, opener: Opener) {
             }
         }
     }
-    link.close();
+    link.set(generation, LinkState::Closed);
 }

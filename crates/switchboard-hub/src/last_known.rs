@@ -54,9 +54,24 @@ pub(crate) async fn load(store: &Store, def: &ServerDefinition) -> Option<Server
     Some(catalog)
 }
 
+/// The order of one server's catalog writes, so an older catalog never overwrites a newer one
+/// (each write runs in a task of its own).
+#[derive(Default)]
+pub(crate) struct Writes {
+    /// Numbers the catalogs handed to [`save`].
+    next: std::sync::atomic::AtomicU64,
+    /// The number of the newest catalog written.
+    written: tokio::sync::Mutex<u64>,
+}
+
 /// Keeps `catalog` as `def`'s server's last known one, in a task of its own (the connection
 /// task does not wait for the store).
-pub(crate) fn save(store: &Store, def: &ServerDefinition, catalog: &ServerCatalog) {
+pub(crate) fn save(
+    store: &Store,
+    def: &ServerDefinition,
+    catalog: &ServerCatalog,
+    writes: &std::sync::Arc<Writes>,
+) {
     let kept = Kept {
         tools: catalog
             .tools
@@ -79,10 +94,21 @@ pub(crate) fn save(store: &Store, def: &ServerDefinition, catalog: &ServerCatalo
         tracing::info!(server = %def.id, bytes = json.len(), "the server's catalog is too large to keep");
         return;
     }
-    let (store, id) = (store.clone(), def.id.clone());
+    let (store, id, writes) = (store.clone(), def.id.clone(), writes.clone());
+    let number = writes
+        .next
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        + 1;
     tokio::spawn(async move {
-        if let Err(error) = store.put_catalog(&id, &json).await {
-            tracing::debug!(server = %id, %error, "cannot keep the server's catalog");
+        let mut written = writes.written.lock().await;
+        if *written > number {
+            return;
+        }
+        match store.put_catalog(&id, &json).await {
+            Ok(()) => *written = number,
+            Err(error) => {
+                tracing::debug!(server = %id, %error, "cannot keep the server's catalog")
+            }
         }
     });
 }

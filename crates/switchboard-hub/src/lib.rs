@@ -156,6 +156,8 @@ pub(crate) struct ServerSlot {
     /// The session link of a server that speaks both eras, for session-era clients
     /// ([`era_link`]).
     pub(crate) sessions_link: Arc<era_link::SessionsLink>,
+    /// The order of its catalog's writes to the store ([`last_known`]).
+    pub(crate) catalog_writes: Arc<last_known::Writes>,
 }
 
 impl ServerSlot {
@@ -527,6 +529,7 @@ impl Hub {
             checks_wanted: watch::channel(0).0,
             checks_answered: watch::channel(0).0,
             sessions_link: Arc::default(),
+            catalog_writes: Arc::default(),
         });
         // Its tools are listed (and searchable) from the start: the last catalog it listed,
         // until it lists one now.
@@ -889,7 +892,7 @@ impl Hub {
         era: ClientEra,
         limit: Duration,
     ) -> Result<Upstream, HubError> {
-        let main = self.upstream(id)?;
+        let main = self.upstream_soon(id, None, limit).await?;
         let subscribes = |upstream: &Upstream| {
             upstream
                 .capabilities()

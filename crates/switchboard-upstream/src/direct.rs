@@ -463,6 +463,7 @@ impl SessionCall {
         // Whose roots the server was given, once the caller answers (see
         // `InFlight::hand_roots_to`).
         let roots_of = matches!(input, Some(Ok(InputRequest::ListRoots(_)))).then(|| {
+            self.client.in_flight().roots_asked();
             (
                 self.client.in_flight().clone(),
                 self.input.client().map(str::to_owned),

@@ -261,23 +261,38 @@ impl UpstreamHandler {
         let (params, tagged) = untag(params);
         let related = tagged.or_else(|| take_related(context_meta));
         let request = wrap(params);
-        let responder: std::sync::Arc<dyn InputResponder> =
-            match self.in_flight.find_when_set_up(related.as_ref()).await {
-                Some(responder) => responder,
-                // As a proxy Switchboard has no roots of its own: a server that asks when no
-                // client's call can be told apart (at connect time, or with calls of several
-                // clients in flight on an untagged stream) is told so, rather than given an
-                // invented empty list.
-                None if self.relay && matches!(request, InputRequest::ListRoots(_)) => {
-                    return Err(ErrorData::internal_error(
-                        "Switchboard relays roots/list to the client whose call the server is \
+        // A roots request no call is named in goes to the client a call is waiting to hand the
+        // roots to, if any (see `InFlight::hand_roots_to`).
+        let handing_over = match &request {
+            InputRequest::ListRoots(_) => {
+                self.in_flight.roots_asked();
+                related
+                    .is_none()
+                    .then(|| self.in_flight.roots_handed_to())
+                    .flatten()
+            }
+            _ => None,
+        };
+        let found = match handing_over {
+            Some(responder) => Some(responder),
+            None => self.in_flight.find_when_set_up(related.as_ref()).await,
+        };
+        let responder: std::sync::Arc<dyn InputResponder> = match found {
+            Some(responder) => responder,
+            // As a proxy Switchboard has no roots of its own: a server that asks when no
+            // client's call can be told apart (at connect time, or with calls of several
+            // clients in flight on an untagged stream) is told so, rather than given an
+            // invented empty list.
+            None if self.relay && matches!(request, InputRequest::ListRoots(_)) => {
+                return Err(ErrorData::internal_error(
+                    "Switchboard relays roots/list to the client whose call the server is \
                          working on, and cannot tell which call this request belongs to (none \
                          is in flight, or calls of several clients are)",
-                        None,
-                    ));
-                }
-                None => self.fallback.clone(),
-            };
+                    None,
+                ));
+            }
+            None => self.fallback.clone(),
+        };
         let responder = crate::relay::chosen(&responder, &self.fallback, &request);
         let is_roots = matches!(request, InputRequest::ListRoots(_));
         let answer = responder.answer(None, request).await?;

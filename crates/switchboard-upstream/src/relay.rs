@@ -180,23 +180,38 @@ pub struct InFlight {
 /// and every client of Switchboard shares the one session, so before a call of another client
 /// the server is told the roots changed ([`InFlight::hand_roots_to`]).
 struct RootsGiven {
-    client: tokio::sync::watch::Sender<Option<String>>,
+    client: tokio::sync::watch::Sender<GivenTo>,
     /// Whether the server asked again the last time it was told: one that did not is not
-    /// waited for again.
+    /// waited for again, until it asks for roots again.
     asks_again: std::sync::atomic::AtomicBool,
     /// Numbers the registrations that take the server's `roots/list` while a call waits.
     next: std::sync::atomic::AtomicU64,
 }
 
+/// Whose roots a server was last given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum GivenTo {
+    /// None yet.
+    Nobody,
+    /// An answer no client's session stands behind (a 2026-07-28 request's, a fixed policy's):
+    /// another than any client's.
+    Anonymous,
+    /// The client of this key's roots.
+    Client(String),
+}
+
 impl Default for RootsGiven {
     fn default() -> Self {
         Self {
-            client: tokio::sync::watch::channel(None).0,
+            client: tokio::sync::watch::channel(GivenTo::Nobody).0,
             asks_again: std::sync::atomic::AtomicBool::new(true),
             next: std::sync::atomic::AtomicU64::new(0),
         }
     }
 }
+
+/// The prefix of the ids under which calls wait for the server to ask for roots.
+const ROOTS_HANDOFF: &str = "switchboard-roots-";
 
 /// How long a call waits for a server told that the roots changed to ask its client for them.
 const ROOTS_ASKED_AGAIN: Duration = Duration::from_secs(1);
@@ -411,22 +426,44 @@ impl InFlight {
     /// Notes that the server was given the roots of `client` (of the responder that answered
     /// its `roots/list`; `None` for a fixed policy's answer).
     pub(crate) fn roots_given_by(&self, client: Option<&str>) {
+        let now = match client {
+            Some(client) => GivenTo::Client(client.to_owned()),
+            None => GivenTo::Anonymous,
+        };
         self.roots.client.send_if_modified(|given| {
-            let changed = given.as_deref() != client;
+            let changed = *given != now;
             if changed {
-                *given = client.map(str::to_owned);
+                *given = now;
             }
             changed
         });
     }
 
-    /// Whether the server holds the roots of a client other than `client`.
-    pub(crate) fn roots_held_by_another(&self, client: &str) -> bool {
+    /// The responder of the latest call waiting for the server to ask for its client's roots
+    /// ([`InFlight::hand_roots_to`]): a roots request no call is named in goes there, even
+    /// while calls of other clients are in flight.
+    pub(crate) fn roots_handed_to(&self) -> Option<Arc<dyn InputResponder>> {
+        self.lock()
+            .iter()
+            .rev()
+            .find(|call| matches!(&call.id, RequestId::String(id) if id.starts_with(ROOTS_HANDOFF)))
+            .map(|call| call.responder.clone())
+    }
+
+    /// Notes that the server asked for roots: one that asks is waited for again.
+    pub(crate) fn roots_asked(&self) {
         self.roots
-            .client
-            .borrow()
-            .as_deref()
-            .is_some_and(|given| given != client)
+            .asks_again
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the server holds roots that are not `client`'s.
+    pub(crate) fn roots_held_by_another(&self, client: &str) -> bool {
+        match &*self.roots.client.borrow() {
+            GivenTo::Nobody => false,
+            GivenTo::Anonymous => true,
+            GivenTo::Client(given) => given != client,
+        }
     }
 
     /// Before a request of `responder`'s client to a server holding another client's roots:
@@ -447,7 +484,7 @@ impl InFlight {
         }
         let number = self.roots.next.fetch_add(1, Ordering::Relaxed);
         let _asking = self.register(
-            RequestId::String(format!("switchboard-roots-{number}").into()),
+            RequestId::String(format!("{ROOTS_HANDOFF}{number}").into()),
             responder.clone(),
             CancellationToken::new(),
         );
@@ -457,7 +494,7 @@ impl InFlight {
         }
         let asked = tokio::time::timeout(
             ROOTS_ASKED_AGAIN,
-            given.wait_for(|given| given.as_deref() == Some(client)),
+            given.wait_for(|given| matches!(given, GivenTo::Client(c) if c == client)),
         )
         .await;
         if asked.is_err() {
@@ -738,12 +775,21 @@ mod tests {
             let told = told.clone();
             async move {
                 told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                // The server asks at once: its question reaches the waiting caller's responder.
-                let asking = in_flight.find(None).expect("the caller takes the question");
+                // The server asks at once: its question reaches the waiting caller's responder,
+                // though a call of another client is in flight too.
+                assert!(in_flight.find(None).is_none(), "two clients' calls");
+                let asking = in_flight
+                    .roots_handed_to()
+                    .expect("the caller takes the question");
                 in_flight.roots_given_by(asking.client());
                 true
             }
         };
+        let _long_call_of_a = in_flight.register(
+            RequestId::Number(9),
+            Arc::new(ClientNamed("a")),
+            Default::default(),
+        );
         // Nobody's roots given yet: nothing to tell.
         in_flight.hand_roots_to(&b, tell(in_flight.clone())).await;
         assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 0);
@@ -754,7 +800,7 @@ mod tests {
         assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert!(!in_flight.roots_held_by_another("b"), "b's roots given");
         assert!(
-            in_flight.find(None).is_none(),
+            in_flight.roots_handed_to().is_none(),
             "the waiting registration is gone"
         );
         // The same client again: nothing to tell.
@@ -773,6 +819,22 @@ mod tests {
         let started = tokio::time::Instant::now();
         in_flight.hand_roots_to(&b, async { true }).await;
         assert_eq!(started.elapsed(), Duration::ZERO, "told, not waited for");
+        // Once it asks for roots again, it is waited for again.
+        in_flight.roots_asked();
+        let started = tokio::time::Instant::now();
+        in_flight.hand_roots_to(&b, async { true }).await;
+        assert_eq!(started.elapsed(), ROOTS_ASKED_AGAIN);
+    }
+
+    #[test]
+    fn roots_no_client_stands_behind_are_anothers_for_every_client() {
+        let in_flight = InFlight::default();
+        assert!(!in_flight.roots_held_by_another("a"), "none given");
+        in_flight.roots_given_by(None);
+        assert!(in_flight.roots_held_by_another("a"));
+        in_flight.roots_given_by(Some("a"));
+        assert!(!in_flight.roots_held_by_another("a"));
+        assert!(in_flight.roots_held_by_another("b"));
     }
 
     #[test]

@@ -837,7 +837,13 @@ impl Upstream {
         if let Some(responder) = &context.responder
             && self.has_sessions()
         {
-            let tell = async { self.peer.notify_roots_list_changed().await.is_ok() };
+            let tell = async {
+                let told = tokio::time::timeout(
+                    self.timeouts.notification,
+                    self.peer.notify_roots_list_changed(),
+                );
+                matches!(told.await, Ok(Ok(())))
+            };
             tokio::select! {
                 () = self.in_flight.hand_roots_to(responder, tell) => {}
                 _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),

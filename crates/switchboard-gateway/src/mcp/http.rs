@@ -331,14 +331,27 @@ pub async fn track_sessions(
             }
             Response::from_parts(parts, Body::from(bytes))
         }
-        // A session taken over from another replica (rmcp restored it from the store) is
-        // tracked from its first answered request here.
-        Some(id) if response.status().is_success() && !door.activity.is_tracked(id) => {
-            door.activity.opened(id);
-            response
-        }
-        Some(_) if response.status().is_success() && is_event_stream(&response) => {
-            let guard = answering;
+        Some(id) => {
+            // A session taken over from another replica (rmcp restored it from the store) is
+            // tracked from its first request here, answered or not, so that it ends when its
+            // client goes quiet like any other.
+            if !door.activity.is_tracked(id)
+                && door
+                    .sessions
+                    .sessions
+                    .read()
+                    .await
+                    .contains_key(id.as_str())
+            {
+                door.activity.opened(id);
+            }
+            if !(response.status().is_success() && is_event_stream(&response)) {
+                return response;
+            }
+            // Its stream counts as activity until it ends (taken again: the session may have
+            // been tracked only now).
+            drop(answering);
+            let guard = door.activity.streaming(id);
             let (parts, body) = response.into_parts();
             let body = body.into_data_stream().map(move |chunk| {
                 let _open = &guard;
@@ -346,7 +359,6 @@ pub async fn track_sessions(
             });
             Response::from_parts(parts, Body::from_stream(body))
         }
-        Some(_) => response,
     }
 }
 
