@@ -112,3 +112,62 @@ pub(crate) fn save(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use switchboard_core::{ServerId, TransportSpec};
+
+    use super::*;
+
+    fn tool(description: &str) -> Tool {
+        serde_json::from_value(serde_json::json!({
+            "name": "t", "description": description, "inputSchema": {"type": "object"}
+        }))
+        .unwrap()
+    }
+
+    /// What is kept comes back split by the definition; a catalog past the bound (an upstream
+    /// server decides its size) is not kept, and the last one kept stays.
+    #[tokio::test]
+    async fn a_catalog_is_kept_and_loaded_but_never_one_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let def = ServerDefinition::new(
+            ServerId::new("s").unwrap(),
+            TransportSpec::from_url("http://127.0.0.1:9/mcp", vec![]).unwrap(),
+        );
+        store.add_server(&def).await.unwrap();
+        let writes = Arc::new(Writes::default());
+        let description = |catalog: Option<ServerCatalog>| {
+            catalog.and_then(|c| c.tools.first().and_then(|t| t.description.clone()))
+        };
+
+        let small = ServerCatalog {
+            tools: vec![tool("small")],
+            ..ServerCatalog::default()
+        };
+        save(&store, &def, &small, &writes);
+        let mut loaded = None;
+        for _ in 0..100 {
+            loaded = description(load(&store, &def).await);
+            if loaded.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(loaded.as_deref(), Some("small"));
+
+        let huge = ServerCatalog {
+            tools: vec![tool(&"x".repeat(MAX_STORED_CATALOG_BYTES))],
+            ..ServerCatalog::default()
+        };
+        save(&store, &def, &huge, &writes);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(
+            description(load(&store, &def).await).as_deref(),
+            Some("small")
+        );
+    }
+}

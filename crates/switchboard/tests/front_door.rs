@@ -538,24 +538,7 @@ async fn the_typescript_sdk_client_lists_calls_gets_progress_and_cancels() {
         ],
         vec!["http".to_owned(), http_daemon.mcp_url()],
     ] {
-        let output = tokio::time::timeout(
-            Duration::from_secs(90),
-            tokio::process::Command::new("node")
-                .arg(&script)
-                .args(&target)
-                .output(),
-        )
-        .await
-        .expect("the SDK client finishes within 90 s")
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "{target:?}: exit {:?}\n{stdout}\n{}",
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let report: Value = serde_json::from_str(stdout.trim()).expect("the client prints JSON");
+        let report = node_json(&script, &target[..]).await;
         assert_eq!(report["protocolVersion"], "2025-11-25", "{target:?}");
         assert!(report["tools"].as_u64().unwrap() > 10, "{report}");
         assert_eq!(report["echo"], "Echo: hi", "{report}");
@@ -563,6 +546,29 @@ async fn the_typescript_sdk_client_lists_calls_gets_progress_and_cancels() {
         assert_eq!(report["cancelled"], true, "{report}");
         assert_eq!(report["elicited"], true, "{report}");
     }
+}
+
+/// Runs `node <script> <args>` (an official SDK client of tests/npm, within 90 s), checks it
+/// succeeded, and returns the one JSON value it prints.
+async fn node_json<S: AsRef<std::ffi::OsStr>>(script: &Path, args: &[S]) -> Value {
+    let output = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new("node")
+            .arg(script)
+            .args(args)
+            .output(),
+    )
+    .await
+    .expect("the client finishes within 90 s")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{script:?}: exit {:?}\n{stdout}\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("the client prints JSON")
 }
 
 /// One client's roots are not another's: server-everything keeps the roots it asked for per
@@ -581,27 +587,11 @@ async fn each_client_is_answered_with_its_own_roots() {
     let (http_daemon, _) = Daemon::start(http_dir.path(), 1).await;
     let script = switchboard_fixtures::repository_root().join("tests/npm/roots-clients.mjs");
     for url in [daemon.mcp_url(), http_daemon.mcp_url()] {
-        let output = tokio::time::timeout(
-            Duration::from_secs(90),
-            tokio::process::Command::new("node")
-                .arg(&script)
-                .args([url.as_str(), "everything__get-roots-list"])
-                .output(),
-        )
-        .await
-        .expect("the clients finish within 90 s")
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "{url}: exit {:?}\n{stdout}\n{}",
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let calls: Vec<Value> =
-            serde_json::from_str(stdout.trim()).expect("the clients print JSON");
+        let printed = node_json(&script, &[url.as_str(), "everything__get-roots-list"]).await;
+        let stdout = printed.to_string();
+        let calls = printed.as_array().expect("a list of calls");
         assert_eq!(calls.len(), 4, "{stdout}");
-        for call in &calls {
+        for call in calls {
             let (mine, theirs) = match call["client"].as_str() {
                 Some("a") => ("file:///roots/a", "file:///roots/b"),
                 _ => ("file:///roots/b", "file:///roots/a"),
