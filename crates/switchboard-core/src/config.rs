@@ -1,4 +1,5 @@
-//! Reading server declarations from the files users already have.
+//! Reading server declarations from the files users already have, and writing them back
+//! ([`export`]).
 //!
 //! Two formats are understood, with one entry shape between them:
 //! - the `mcpServers` JSON of Claude Desktop and Cursor (`{"mcpServers": {...}}`) and VS Code's
@@ -31,6 +32,9 @@ pub enum ConfigError {
         "no server list found: expected an \"mcpServers\" or \"servers\" object (or [servers.<id>] tables in TOML)"
     )]
     NoServers,
+    /// The servers could not be written in the format asked for.
+    #[error("cannot write the servers: {0}")]
+    Write(String),
 }
 
 /// What an import found: the servers it can add, and the entries it skipped with why.
@@ -264,9 +268,182 @@ fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinitio
     Ok(def)
 }
 
+/// The file formats [`export`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Switchboard's TOML file: `[servers.<id>]` tables.
+    Toml,
+    /// An `mcpServers` JSON document, as Claude Desktop and Cursor keep theirs.
+    Json,
+}
+
+/// Writes `servers` as a file [`parse_any`] reads back into the same definitions (what the
+/// file format can say: transport, values, names, description, enabled, disabled tools,
+/// timeouts). Secret values (and URL passwords) are written only with `secrets`; otherwise each
+/// is a `${NAME}` placeholder, which an import refuses with a reason rather than storing a
+/// false value.
+pub fn export(
+    servers: &[ServerDefinition],
+    format: ExportFormat,
+    secrets: bool,
+) -> Result<String, ConfigError> {
+    let entries: serde_json::Map<String, serde_json::Value> = servers
+        .iter()
+        .map(|def| (def.id.to_string(), export_entry(def, secrets)))
+        .collect();
+    Ok(match format {
+        ExportFormat::Json => {
+            serde_json::to_string_pretty(&serde_json::json!({"mcpServers": entries}))? + "\n"
+        }
+        ExportFormat::Toml => {
+            let value: toml::Value =
+                serde_json::from_value(serde_json::json!({"servers": entries}))?;
+            toml::to_string_pretty(&value).map_err(|e| ConfigError::Write(e.to_string()))?
+        }
+    })
+}
+
+fn export_entry(def: &ServerDefinition, secrets: bool) -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    let mut entry = Map::new();
+    // Plain values, and secret ones apart (so they stay secret when read back).
+    let values = |values: &[NamedValue]| {
+        let (mut plain, mut secret) = (Map::new(), Map::new());
+        for value in values {
+            let shown = match (value.secret, secrets) {
+                (true, false) => format!("${{{}}}", value.name),
+                _ => value.value.clone(),
+            };
+            // A value whose name says it is secret is read back as one from the plain map.
+            let guessed = NamedValue::guess(value.name.clone(), String::new()).secret;
+            let into = if value.secret && !guessed {
+                &mut secret
+            } else {
+                &mut plain
+            };
+            into.insert(value.name.clone(), Value::String(shown));
+        }
+        (plain, secret)
+    };
+    let put_values = |entry: &mut Map<String, Value>, named: &[NamedValue], key: &str| {
+        let (plain, secret) = values(named);
+        let secret_key = format!("secret{}{}", key[..1].to_ascii_uppercase(), &key[1..]);
+        if !plain.is_empty() {
+            entry.insert(key.to_owned(), Value::Object(plain));
+        }
+        if !secret.is_empty() {
+            entry.insert(secret_key, Value::Object(secret));
+        }
+    };
+    match &def.transport {
+        TransportSpec::Http { url, headers, .. } | TransportSpec::WebSocket { url, headers } => {
+            let mut url = url.clone();
+            if url.password().is_some() && !secrets {
+                let _ = url.set_password(Some("${PASSWORD}"));
+            }
+            entry.insert("url".into(), json!(url.as_str()));
+            put_values(&mut entry, headers, "headers");
+        }
+        TransportSpec::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            entry.insert("command".into(), json!(command));
+            if !args.is_empty() {
+                entry.insert("args".into(), json!(args));
+            }
+            put_values(&mut entry, env, "env");
+            if let Some(cwd) = cwd {
+                entry.insert("cwd".into(), json!(cwd));
+            }
+        }
+        TransportSpec::Approved { name, args, env } => {
+            entry.insert("approvedCommand".into(), json!(name));
+            if !args.is_empty() {
+                entry.insert("args".into(), json!(args));
+            }
+            put_values(&mut entry, env, "env");
+        }
+        TransportSpec::Builtin { .. } => {
+            entry.insert("url".into(), json!(def.transport.display_target()));
+        }
+    }
+    if def.display_name != def.id.as_str() {
+        entry.insert("displayName".into(), json!(def.display_name));
+    }
+    if !def.description.is_empty() {
+        entry.insert("description".into(), json!(def.description));
+    }
+    if !def.enabled {
+        entry.insert("disabled".into(), json!(true));
+    }
+    if !def.disabled_tools.is_empty() {
+        entry.insert("disabledTools".into(), json!(def.disabled_tools));
+    }
+    let defaults = ServerDefinition::new(def.id.clone(), def.transport.clone()).timeouts;
+    if def.timeouts != defaults {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        entry.insert(
+            "timeouts".into(),
+            json!({
+                "request_ms": ms(def.timeouts.request),
+                "notification_ms": ms(def.timeouts.notification),
+                "tool_call_ms": ms(def.timeouts.tool_call),
+            }),
+        );
+    }
+    Value::Object(entry)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `export` writes, `import` reads back into the same definitions, in both formats;
+    /// without `secrets`, secret values are placeholders an import refuses with a reason.
+    #[test]
+    fn exported_servers_import_back_the_same_and_secrets_stay_out_unless_asked() {
+        let report = parse_toml(
+            r#"
+            [servers.everything]
+            command = "npx"
+            args = ["-y", "@modelcontextprotocol/server-everything", "a b"]
+            env = { MODE = "x" }
+            secretEnv = { TOKEN = "s3cret" }
+            cwd = "/srv"
+            description = "The reference server"
+            disabledTools = ["zip"]
+            timeouts = { request_ms = 1000, tool_call_ms = 9000 }
+
+            [servers.remote]
+            url = "https://user:pw@mcp.example.test/mcp"
+            headers = { "X-Team" = "blue", Authorization = "Bearer t0ken" }
+            displayName = "Remote"
+            disabled = true
+
+            [servers.human]
+            url = "builtin:human?wait=always"
+            "#,
+        )
+        .unwrap();
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        for format in [ExportFormat::Toml, ExportFormat::Json] {
+            let written = export(&report.servers, format, true).unwrap();
+            let again = parse_any(&written).unwrap();
+            assert!(again.skipped.is_empty(), "{written}");
+            assert_eq!(again.servers, report.servers, "{written}");
+
+            let masked = export(&report.servers, format, false).unwrap();
+            for secret in ["s3cret", "t0ken", ":pw@"] {
+                assert!(!masked.contains(secret), "{masked}");
+            }
+            let refused = parse_any(&masked).unwrap();
+            let skipped: Vec<&str> = refused.skipped.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(skipped, ["everything", "remote"], "{masked}");
+        }
+    }
 
     #[test]
     fn a_built_in_server_from_a_file_keeps_its_long_tool_call_limit() {

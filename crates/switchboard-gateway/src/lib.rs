@@ -41,8 +41,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use axum::{Json, Router};
-use serde::Serialize;
-use switchboard_hub::{Hub, ServerStatus};
+use switchboard_hub::Hub;
 
 /// Errors from serving.
 #[derive(Debug, thiserror::Error)]
@@ -58,19 +57,6 @@ pub enum GatewayError {
     /// The server failed while running.
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
-}
-
-/// The body of `GET /api/status`.
-#[derive(Debug, Serialize)]
-pub struct StatusResponse {
-    /// Switchboard's version.
-    pub version: &'static str,
-    /// Every server.
-    pub servers: Vec<ServerStatus>,
-    /// Names more than one server exposes, withheld from the aggregated MCP server.
-    pub collisions: Vec<switchboard_core::exposure::Collision>,
-    /// Tools exposed under another name than their server's, which is not a valid tool name.
-    pub renamed: Vec<switchboard_hub::Renamed>,
 }
 
 /// What every route shares.
@@ -555,13 +541,8 @@ fn request_is_local(headers: &HeaderMap) -> bool {
         .is_some_and(is_loopback_host)
 }
 
-async fn status(State(app): State<AppState>) -> Json<StatusResponse> {
-    Json(StatusResponse {
-        version: env!("CARGO_PKG_VERSION"),
-        servers: app.hub.status(),
-        collisions: app.hub.exposed().collisions().cloned().collect(),
-        renamed: app.hub.exposed().renamed_tools().collect(),
-    })
+async fn status(State(app): State<AppState>) -> Json<switchboard_hub::StatusReport> {
+    Json(app.hub.status_report())
 }
 
 /// `GET /metrics`: Prometheus' text format (see [`Hub::metrics`]).

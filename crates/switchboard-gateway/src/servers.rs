@@ -343,6 +343,7 @@ pub(crate) async fn tools(State(app): State<AppState>, Path(id): Path<String>) -
                 "title": tool.title,
                 "description": tool.description,
                 "input_schema": tool.input_schema,
+                "output_schema": tool.output_schema,
                 "annotations": tool.annotations,
                 "_meta": tool.meta,
                 "settings": def.tool_settings(&tool.name),

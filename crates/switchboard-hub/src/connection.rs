@@ -540,7 +540,7 @@ impl ConnectionTask {
         if let Some(error) = unhealthy {
             return error;
         }
-        let last_words = stderr.and_then(|tail| tail.last_line());
+        let last_words = stderr.and_then(|tail| tail.reason());
         match last_words {
             Some(line) => UpstreamError::ProcessExited {
                 last_output: Some(line),

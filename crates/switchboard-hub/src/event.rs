@@ -5,6 +5,22 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use switchboard_core::{ConnectionState, ServerDefinition, ServerId};
 
+/// Every server's status and what the merged names need, as `switchboard status` and
+/// `GET /api/status` show them.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    /// Switchboard's version.
+    pub version: &'static str,
+    /// Every server, ordered by id.
+    pub servers: Vec<ServerStatus>,
+    /// Names more than one server exposes, withheld from the aggregated MCP server.
+    pub collisions: Vec<switchboard_core::exposure::Collision>,
+    /// Tools exposed under another name than their server's, which is not a valid tool name.
+    pub renamed: Vec<crate::Renamed>,
+    /// What to do about the names, in words, one line each ([`crate::name_advice`]).
+    pub advice: Vec<String>,
+}
+
 /// The current status of one server, as `switchboard status` and `/api/status` show it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ServerStatus {

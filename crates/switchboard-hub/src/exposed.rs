@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use switchboard_core::ServerId;
-use switchboard_core::exposure::{Collision, Exposed, NameTable, Prefix};
+use switchboard_core::exposure::{Collision, Exposed, NameTable, Prefix, SEPARATOR};
 use switchboard_upstream::rmcp_model::{
     CallToolResult, ContentBlock, GetPromptResult, MetaObject, Prompt, PromptMessage,
     ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Tool,
@@ -21,14 +21,117 @@ use crate::ServerCatalog;
 /// OpenAI's API and clients built on it (Cursor among them) refuse names over 64.
 pub const LONG_NAME: usize = 64;
 
-/// A warning for the exposed tool `name` of `server`, which is longer than [`LONG_NAME`].
-pub fn long_name_warning(server: &ServerId, name: &str) -> String {
-    format!(
-        "tool '{name}' of {server} is {} characters long; some clients (OpenAI's API, Cursor) \
-         refuse names over {LONG_NAME}: a shorter prefix helps (`switchboard server set-prefix \
-         {server} <short>`)",
-        name.chars().count()
-    )
+/// Advice on the exposed names, one line per thing to do: each set of servers whose names
+/// collide (with a `set-prefix` command that ends it, never one naming a prefix already in use),
+/// and each server with tool names over [`LONG_NAME`] characters that a shorter prefix would bring
+/// under it (a name too long without any prefix gets none: a prefix cannot help it). Names are
+/// the servers' own: escape them before showing them on a terminal.
+pub fn name_advice(catalog: &ExposedCatalog) -> Vec<String> {
+    let mut advice = collision_advice(catalog.collisions(), catalog.prefixes());
+    advice.extend(long_name_advice(catalog));
+    advice
+}
+
+fn collision_advice<'a>(
+    collisions: impl Iterator<Item = &'a Collision>,
+    prefixes: &[(ServerId, Prefix)],
+) -> Vec<String> {
+    let mut groups: Vec<(&[ServerId], Vec<&Collision>)> = Vec::new();
+    for collision in collisions {
+        match groups
+            .iter_mut()
+            .find(|(servers, _)| *servers == collision.servers)
+        {
+            Some((_, members)) => members.push(collision),
+            None => groups.push((&collision.servers, vec![collision])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(servers, members)| {
+            const EXAMPLES: usize = 3;
+            let mut named: Vec<String> = members
+                .iter()
+                .take(EXAMPLES)
+                .map(|c| format!("{} '{}'", c.kind, c.name))
+                .collect();
+            if members.len() > EXAMPLES {
+                named.push(format!("{} more", members.len() - EXAMPLES));
+            }
+            let ids: Vec<&str> = servers.iter().map(ServerId::as_str).collect();
+            let (what, verb, pronoun) = match members.len() {
+                1 => (named.join(""), "is", "it is"),
+                n => (
+                    format!("{n} names ({})", named.join(", ")),
+                    "are",
+                    "they are",
+                ),
+            };
+            format!(
+                "{what} {verb} exposed by {}; {pronoun} hidden until one of them gets a prefix of \
+                 its own: `switchboard server set-prefix {}`",
+                ids.join(" and "),
+                prefix_command(servers, prefixes)
+            )
+        })
+        .collect()
+}
+
+/// `<server> <prefix>` for a server of `servers` and a prefix no server has: its own id when
+/// that is free (ids are unique, so only a prefix someone set can take it).
+fn prefix_command(servers: &[ServerId], prefixes: &[(ServerId, Prefix)]) -> String {
+    let taken = |candidate: &str| prefixes.iter().any(|(_, p)| p.as_str() == candidate);
+    servers
+        .iter()
+        .rev()
+        .find(|id| !taken(id.as_str()))
+        .map(|id| format!("{id} {id}"))
+        .unwrap_or_else(|| {
+            let last = servers.last().map(ServerId::as_str).unwrap_or("<server>");
+            format!("{last} <a prefix no server has>")
+        })
+}
+
+fn long_name_advice(catalog: &ExposedCatalog) -> Vec<String> {
+    let mut by_server: Vec<(&ServerId, Vec<(&str, usize)>)> = Vec::new();
+    for tool in catalog.tools.iter() {
+        let name = tool.item.name.as_ref();
+        let unprefixed = switchboard_core::exposure::valid_tool_name(&tool.upstream)
+            .chars()
+            .count();
+        // Only where a prefix can help: the server's own name fits.
+        if name.chars().count() <= LONG_NAME || unprefixed > LONG_NAME {
+            continue;
+        }
+        match by_server
+            .iter_mut()
+            .find(|(server, _)| **server == tool.server)
+        {
+            Some((_, names)) => names.push((name, unprefixed)),
+            None => by_server.push((&tool.server, vec![(name, unprefixed)])),
+        }
+    }
+    by_server
+        .into_iter()
+        .map(|(server, names)| {
+            let longest = names.iter().map(|(_, len)| *len).max().unwrap_or_default();
+            let room = LONG_NAME.saturating_sub(longest + SEPARATOR.len());
+            let fits = if room == 0 {
+                "no prefix (`\"\"`) fits them".to_owned()
+            } else {
+                format!("a prefix of at most {room} characters (or none, `\"\"`) fits them")
+            };
+            let (first, _) = names[0];
+            let count = match names.len() {
+                1 => format!("tool '{first}' of {server} is"),
+                n => format!("{n} tool names of {server} (such as '{first}') are"),
+            };
+            format!(
+                "{count} over {LONG_NAME} characters, which some clients (OpenAI's API, Cursor) \
+                 refuse; {fits}: `switchboard server set-prefix {server} <short>`"
+            )
+        })
+        .collect()
 }
 
 /// The search index's view of an exposed tool: its names, title, description, the names and
@@ -260,14 +363,6 @@ impl ExposedCatalog {
         self
     }
 
-    /// Exposed tool names longer than [`LONG_NAME`] characters, with their servers.
-    pub fn long_tool_names(&self) -> impl Iterator<Item = (&ServerId, &str)> {
-        self.tools.iter().filter_map(|exposed| {
-            let name = exposed.item.name.as_ref();
-            (name.chars().count() > LONG_NAME).then_some((&exposed.server, name))
-        })
-    }
-
     /// Tools whose prefixed name would not be a valid tool name (control characters, `..`, too
     /// long, empty): each server's original name with the name it is exposed by.
     pub fn renamed_tools(&self) -> impl Iterator<Item = Renamed> + '_ {
@@ -494,6 +589,61 @@ mod tests {
         let mut tool = Tool::new(name.to_owned(), "", Arc::new(Default::default()));
         tool.meta = meta.map(|m| serde_json::from_value(m).unwrap());
         tool
+    }
+
+    /// Two servers sharing a prefix and many names get one line of advice, naming a command
+    /// that ends the collision (never the prefix a server already has); a long name gets
+    /// advice only where a shorter prefix brings it under the limit.
+    #[test]
+    fn name_advice_is_one_working_line_per_thing_to_do() {
+        let many = |names: &[&str]| ServerCatalog {
+            tools: names.iter().map(|n| tool(n, None)).collect(),
+            ..Default::default()
+        };
+        let names = ["echo", "add", "sum", "env", "zip"];
+        let catalog = ExposedCatalog::build(&[
+            contribution("everything", "everything", many(&names)),
+            contribution("second", "everything", many(&names)),
+        ]);
+        let advice = name_advice(&catalog);
+        assert_eq!(advice.len(), 1, "{advice:?}");
+        assert!(
+            advice[0].starts_with("5 names (tool 'everything__add', ")
+                && advice[0].contains("2 more)")
+                && advice[0].ends_with("`switchboard server set-prefix second second`"),
+            "{}",
+            advice[0]
+        );
+        // Every id is some server's prefix: no id is offered.
+        let taken = ExposedCatalog::build(&[
+            contribution("a", "b", many(&["x"])),
+            contribution("b", "b", many(&["x"])),
+        ]);
+        let advice = name_advice(&taken);
+        assert_eq!(
+            advice,
+            [
+                "tool 'b__x' is exposed by a and b; it is hidden until one of them gets a prefix of \
+              its own: `switchboard server set-prefix a a`"
+            ]
+        );
+
+        let fits = "a".repeat(60);
+        let too_long_anyway = "b".repeat(70);
+        let long = ExposedCatalog::build(&[contribution(
+            "long-server-name",
+            "long-server-name",
+            many(&[&fits, &too_long_anyway, "short"]),
+        )]);
+        let advice = name_advice(&long);
+        assert_eq!(advice.len(), 1, "{advice:?}");
+        assert!(
+            advice[0].starts_with(&format!(
+                "tool 'long-server-name__{fits}' of long-server-name"
+            )) && advice[0].contains("a prefix of at most 2 characters"),
+            "{}",
+            advice[0]
+        );
     }
 
     #[test]

@@ -36,10 +36,10 @@ pub use activation::{ActivationError, ConversationLayers, Scope};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use configure::{ConnectionTest, ImportOutcome};
 pub use era_link::ClientEra;
-pub use event::{ConfigChange, HubEvent, ServerStatus};
+pub use event::{ConfigChange, HubEvent, ServerStatus, StatusReport};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Renamed, Revisions, UnknownResource, for_models,
-    long_name_warning, tool_document,
+    name_advice, tool_document,
 };
 pub use inspector::TrafficMessage;
 pub use rate_limits::Limited;
@@ -185,7 +185,7 @@ async fn calls_finished(slot: &ServerSlot, limit: Duration) {
 }
 
 /// A tool [`Hub::search_tools`] found.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FoundTool {
     /// Its exposed name, as clients call it.
     pub name: String,
@@ -739,10 +739,15 @@ impl Hub {
             });
         }
         self.exposed.send_modify(|current| {
-            // Said once, when a long name appears.
-            for (server, name) in catalog.long_tool_names() {
-                if current.tools.get(name).is_none() {
-                    tracing::warn!("{}", long_name_warning(server, name));
+            // Said once, when it first applies.
+            let before = name_advice(current);
+            for advice in name_advice(&catalog) {
+                if !before.contains(&advice) {
+                    let printable: String = advice
+                        .chars()
+                        .map(|c| if c.is_control() { '?' } else { c })
+                        .collect();
+                    tracing::warn!("{printable}");
                 }
             }
             *current = Arc::new(catalog.succeeding(current));
@@ -774,6 +779,18 @@ impl Hub {
             .collect();
         all.sort_by(|a, b| a.server.cmp(&b.server));
         all
+    }
+
+    /// Every server's status with the merged names' collisions, renamings and advice.
+    pub fn status_report(&self) -> StatusReport {
+        let exposed = self.exposed();
+        StatusReport {
+            version: env!("CARGO_PKG_VERSION"),
+            servers: self.status(),
+            collisions: exposed.collisions().cloned().collect(),
+            renamed: exposed.renamed_tools().collect(),
+            advice: name_advice(&exposed),
+        }
     }
 
     /// Waits until every server has left the connecting states (connected, failed or needing

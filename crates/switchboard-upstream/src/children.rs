@@ -60,6 +60,10 @@ pub struct ChildPolicy {
     pub pass_env: Vec<String>,
     /// What children may not reach.
     pub sandbox: ChildSandbox,
+    /// Stop a child (SIGTERM to its process group) as soon as its session is closed, rather
+    /// than giving it rmcp's 3 s to exit once its stdin closes: for one-shot commands, whose
+    /// user waits for the process to end.
+    pub stop_at_once: bool,
 }
 
 impl ChildPolicy {

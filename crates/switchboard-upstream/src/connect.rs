@@ -15,6 +15,7 @@
 //! message transports: rmcp's `Auto` lifecycle sends `server/discover` with a timeout and falls back
 //! to `initialize`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::client::progress::ProgressDispatcher;
@@ -155,6 +156,9 @@ pub struct Connection {
 /// The running session behind a [`Connection`].
 pub struct Session {
     service: Service,
+    /// The process group of a stdio child to stop at once on close
+    /// ([`crate::ChildPolicy::stop_at_once`]).
+    stop_at_once: Option<Arc<std::sync::atomic::AtomicU32>>,
 }
 
 impl Session {
@@ -162,12 +166,14 @@ impl Session {
     /// in the latter case the session is closed gracefully (DELETE, stdin close, signals).
     pub async fn run_until_closed(self, shutdown: impl Future<Output = ()>) -> QuitReason {
         let stop = self.service.cancellation_token();
+        let stop_at_once = self.stop_at_once.clone();
         let waiting = self.service.waiting();
         tokio::pin!(waiting);
         tokio::select! {
             reason = &mut waiting => reason.unwrap_or(QuitReason::Closed),
             () = shutdown => {
                 stop.cancel();
+                stop_child_soon(stop_at_once);
                 // Closing may need the server (a DELETE behind a request it never answered):
                 // a server that hangs does not get to hang its supervisor too.
                 tokio::time::timeout(CLOSE_LIMIT, waiting)
@@ -181,9 +187,35 @@ impl Session {
 
     /// Closes the session gracefully and waits for it to end.
     pub async fn close(mut self) {
+        stop_child_soon(self.stop_at_once.clone());
         let _ = self.service.close().await;
     }
 }
+
+/// Asks a stdio child to stop soon, when its policy says so (`group` holds its process group):
+/// once its stdin has been closed and it had [`STOP_GRACE`] to exit by itself. The child is
+/// not reaped until rmcp's wait for it ends, so the group id still names it meanwhile.
+fn stop_child_soon(group: Option<Arc<std::sync::atomic::AtomicU32>>) {
+    #[cfg(unix)]
+    if let Some(group) = group {
+        tokio::spawn(async move {
+            tokio::time::sleep(STOP_GRACE).await;
+            let group = group.load(std::sync::atomic::Ordering::Acquire);
+            if let Ok(group) = libc::pid_t::try_from(group)
+                && group > 0
+            {
+                // SAFETY: kill(2) with a negative pid signals that process group; it touches
+                // no memory of ours.
+                unsafe {
+                    libc::kill(-group, libc::SIGTERM);
+                }
+            }
+        });
+    }
+}
+
+/// How long a child stopped at once may take to exit by itself after its stdin closes.
+const STOP_GRACE: Duration = Duration::from_millis(200);
 
 /// How long closing a session may take before it is abandoned.
 const CLOSE_LIMIT: Duration = Duration::from_secs(5);
@@ -208,6 +240,7 @@ pub async fn connect(
     );
     let handshake = def.timeouts.request;
     let mut direct = None;
+    let mut stop_at_once = None;
     let (service, detected, stderr) = match &def.transport {
         TransportSpec::Http {
             url,
@@ -295,13 +328,23 @@ pub async fn connect(
                 env,
                 cwd: cwd.as_deref(),
             };
-            let open = || async { stdio::spawn(def.id.as_str(), child, &options.children, &tail) };
+            let group = Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let open = || async {
+                let spawned = stdio::spawn(def.id.as_str(), child, &options.children, &tail)?;
+                // The child leads a process group of its own.
+                group.store(
+                    spawned.id().unwrap_or_default(),
+                    std::sync::atomic::Ordering::Release,
+                );
+                Ok(spawned)
+            };
             let service = within(
                 handshake + AUTO_DISCOVER_ALLOWANCE,
                 serve_message_transport(handler, open, options.message_tap.clone()),
             )
             .await
             .map_err(|e| explain_with_stderr(e, &tail))?;
+            stop_at_once = options.children.stop_at_once.then_some(group);
             (service, None, Some(tail))
         }
         TransportSpec::Approved { name, .. } => {
@@ -358,7 +401,10 @@ pub async fn connect(
         events,
         detected,
         stderr,
-        session: Session { service },
+        session: Session {
+            service,
+            stop_at_once,
+        },
     })
 }
 
@@ -372,7 +418,7 @@ async fn within<T>(
 }
 
 fn explain_with_stderr(error: UpstreamError, tail: &StderrTail) -> UpstreamError {
-    match (error, tail.last_line()) {
+    match (error, tail.reason()) {
         (UpstreamError::Handshake(text), Some(line)) => {
             UpstreamError::Handshake(format!("{text}; the process said: {line}"))
         }

@@ -122,12 +122,29 @@ impl StderrTail {
             .collect()
     }
 
-    /// The last non-empty line, for error messages.
-    pub fn last_line(&self) -> Option<String> {
-        self.lines()
-            .into_iter()
-            .rev()
-            .find(|l| !l.trim().is_empty())
+    /// The line that says best why the process failed, for error messages: npm's first
+    /// `npm error` line that says what went wrong (not its `code`, nor its closing "A complete
+    /// log of this run can be found in ..."), else the last non-empty line (where Python's
+    /// traceback and most programs put the reason).
+    pub fn reason(&self) -> Option<String> {
+        let lines = self.lines();
+        let npm_reason = lines.iter().find(|line| {
+            let Some(said) = ["npm error ", "npm ERR! "]
+                .iter()
+                .find_map(|prefix| line.trim_start().strip_prefix(prefix))
+            else {
+                return false;
+            };
+            let said = said.trim();
+            !said.is_empty()
+                && !said.starts_with("code ")
+                && !said.starts_with("errno ")
+                && !said.starts_with("A complete log of this run")
+                && !said.starts_with("Log files were not written")
+        });
+        npm_reason
+            .or_else(|| lines.iter().rev().find(|l| !l.trim().is_empty()))
+            .cloned()
     }
 }
 
@@ -227,4 +244,39 @@ pub fn spawn(
         });
     }
     Ok(child)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_npm_gives_is_its_first_telling_error_line() {
+        let tail = StderrTail::default();
+        for line in [
+            "npm error code E404",
+            "npm error 404 Not Found - GET https://registry.npmjs.org/@acme%2fnope - Not found",
+            "npm error 404",
+            "npm error A complete log of this run can be found in: /root/.npm/_logs/x.log",
+        ] {
+            tail.push(line.into());
+        }
+        assert_eq!(
+            tail.reason().unwrap(),
+            "npm error 404 Not Found - GET https://registry.npmjs.org/@acme%2fnope - Not found"
+        );
+        let python = StderrTail::default();
+        for line in [
+            "Traceback (most recent call last):",
+            "  File \"/srv/errors.py\", line 1, in <module>",
+            "ModuleNotFoundError: No module named 'mcp'",
+            "",
+        ] {
+            python.push(line.into());
+        }
+        assert_eq!(
+            python.reason().unwrap(),
+            "ModuleNotFoundError: No module named 'mcp'"
+        );
+    }
 }

@@ -66,6 +66,16 @@ pub struct Cli {
     )]
     pub child_sandbox: switchboard_upstream::SandboxMode,
 
+    /// The running daemon to send reads, calls and `stdio` through (its URL, such as
+    /// `http://127.0.0.1:8750`). By default the CLI uses the daemon serving this data directory
+    /// when one runs, and starts the servers itself when none does.
+    #[arg(long, global = true, env = "SWITCHBOARD_DAEMON", value_name = "URL")]
+    pub daemon: Option<url::Url>,
+
+    /// Start the servers in this process even when a daemon serves this data directory.
+    #[arg(long, global = true, conflicts_with = "daemon")]
+    pub standalone: bool,
+
     /// Log more (repeat for more detail). `RUST_LOG` overrides this.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -90,9 +100,9 @@ pub enum Command {
     /// List the tools of connected servers.
     Tools(ListArgs),
     /// List the resources and resource templates of connected servers.
-    Resources(ListArgs),
+    Resources(ResourcesArgs),
     /// List the prompts of connected servers.
-    Prompts(ListArgs),
+    Prompts(PromptsArgs),
     /// Find tools among those of every connected server: ranked exposed names with scores.
     Search(SearchArgs),
     /// Call a tool: `switchboard call <server>/<tool>`.
@@ -106,6 +116,16 @@ pub enum Command {
     Logout(LogoutArgs),
     /// Show the built-in catalog of well-known remote servers.
     Catalog(JsonFlag),
+    /// Write every configured server as a file `server import` (or `--config`) reads back:
+    /// Switchboard's TOML, or with `--json` an `mcpServers` document. Secret values are
+    /// `${NAME}` placeholders unless `--secrets` asks for them.
+    Export(ExportArgs),
+    /// Print a completion script for a shell: `switchboard completions bash > ...` (also zsh,
+    /// fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Approve the commands tenants and members may run as stdio servers (`serve --users`):
     /// nobody but the operator defines what runs on this host.
     #[command(subcommand)]
@@ -461,6 +481,71 @@ pub struct ListArgs {
     pub json: bool,
 }
 
+/// `resources`: list them, or read one.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ResourcesArgs {
+    /// Read one instead of listing.
+    #[command(subcommand)]
+    pub read: Option<ResourcesCommand>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `resources` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ResourcesCommand {
+    /// Read a resource: `resources read <server> <uri>` (a listed URI or a template's, filled in).
+    Read {
+        /// The server's id.
+        server: String,
+        /// The resource's URI, as the server lists it.
+        uri: String,
+        /// Print the server's result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `prompts`: list them, or get one.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct PromptsArgs {
+    /// Get one instead of listing.
+    #[command(subcommand)]
+    pub get: Option<PromptsCommand>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `prompts` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PromptsCommand {
+    /// Get a prompt's messages: `prompts get <server>/<prompt> --arg name=value`.
+    Get {
+        /// `<server>/<prompt>`.
+        target: String,
+        /// One argument as `name=value` (repeatable).
+        #[arg(long = "arg", value_name = "NAME=VALUE")]
+        arg: Vec<String>,
+        /// Print the server's result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Options of `export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write an `mcpServers` JSON document instead of TOML.
+    #[arg(long)]
+    pub json: bool,
+    /// Write secret values (tokens, keys, URL passwords) as they are; without it they are
+    /// placeholders, and the file is safe to share.
+    #[arg(long)]
+    pub secrets: bool,
+}
+
 /// Options of `stdio`.
 #[derive(Debug, Args)]
 pub struct StdioArgs {
@@ -546,6 +631,9 @@ pub enum ServerCommand {
     Show(IdArgs),
     /// Connect to one server now and show how it is doing (fails unless it connects).
     Check(IdArgs),
+    /// Try a server's definition: connect as the daemon would, list what it offers, and close
+    /// (nothing is kept running; fails unless it connects).
+    Test(IdArgs),
     /// Remove a server.
     Remove(IdArgs),
     /// Enable a server.
@@ -645,6 +733,10 @@ pub struct AddArgs {
     /// Add it disabled.
     #[arg(long)]
     pub disabled: bool,
+    /// Try the definition first (as `server test` does) and add it only if it connects or
+    /// wants an OAuth sign-in.
+    #[arg(long)]
+    pub test: bool,
     /// The prefix of its tools, prompts and resource URIs in Switchboard's own MCP server
     /// (`{prefix}__{name}`); the server id by default, `''` for names unchanged.
     #[arg(long)]

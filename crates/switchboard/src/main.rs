@@ -6,8 +6,11 @@
 //! every code path to upstream servers.
 
 mod args;
+mod bridge;
 mod cli;
+mod daemon;
 mod login;
+mod reach;
 mod render;
 mod tenancy;
 
@@ -25,7 +28,7 @@ use switchboard_core::{
 };
 use switchboard_hub::{Hub, ServerStatus};
 use switchboard_store::{Store, StoreLocation};
-use switchboard_upstream::{CallContext, ConnectOptions};
+use switchboard_upstream::ConnectOptions;
 use tokio_util::sync::CancellationToken;
 
 use cli::{AddArgs, CallArgs, Cli, Command, ImportArgs, ListArgs, ServerCommand};
@@ -164,6 +167,8 @@ fn child_policy(
     switchboard_upstream::ChildPolicy {
         pass_env: cli.child_env.clone(),
         sandbox: switchboard_upstream::ChildSandbox::hiding(hidden, cli.child_sandbox),
+        // A one-shot command's user waits for its children to end.
+        stop_at_once: !matches!(cli.command, Command::Serve(_) | Command::Stdio(_)),
     }
 }
 
@@ -197,17 +202,74 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     if let Some(path) = &cli.config {
         apply_config_file(&store, path).await?;
     }
+    let daemon = match uses_servers(&cli.command) && !cli.standalone {
+        true => daemon::Daemon::find(cli.daemon.as_ref(), &dir, &location.to_string()).await?,
+        false => None,
+    };
+    if let Some(daemon) = &daemon {
+        eprintln!(
+            "Through the daemon at {} (--standalone starts the servers here instead).",
+            daemon.url()
+        );
+    }
+    let only = |id: &str| Some(id.to_owned());
     match cli.command {
-        Command::Serve(args) => serve(store, *args).await,
-        Command::Stdio(args) => stdio(store, args).await,
+        Command::Serve(args) => serve(store, *args, &dir, &location).await,
+        Command::Stdio(args) => match daemon {
+            Some(daemon) => stdio_through(&daemon, args).await,
+            None => stdio(store, args).await,
+        },
+        Command::Server(ServerCommand::Check(args)) => {
+            let reach = reach_for(daemon, store, only(&args.id)).await?;
+            status(reach, Some(&args.id), args.json).await
+        }
         Command::Server(command) => server_command(&store, command).await,
-        Command::Tools(args) => list_tools(store, args).await,
-        Command::Search(args) => search_tools(store, args).await,
-        Command::Resources(args) => list_resources(store, args).await,
-        Command::Prompts(args) => list_prompts(store, args).await,
-        Command::Call(args) => call(store, args).await,
-        Command::Status(flag) => status(store, None, flag.json).await,
+        Command::Tools(args) => {
+            let reach = reach_for(daemon, store, args.server.clone()).await?;
+            list_tools(reach, args).await
+        }
+        Command::Search(args) => search_tools(daemon, store, args).await,
+        Command::Resources(args) => match args.read {
+            Some(cli::ResourcesCommand::Read { server, uri, json }) => {
+                let reach = reach_for(daemon, store, only(&server)).await?;
+                read_resource(reach, &server, &uri, json).await
+            }
+            None => {
+                let reach = reach_for(daemon, store, args.list.server.clone()).await?;
+                list_resources(reach, args.list).await
+            }
+        },
+        Command::Prompts(args) => match args.get {
+            Some(cli::PromptsCommand::Get { target, arg, json }) => {
+                let (server, prompt) = split_target(&target, "<server>/<prompt>")?;
+                let reach = reach_for(daemon, store, only(server)).await?;
+                get_prompt(reach, server, prompt, &arg, json).await
+            }
+            None => {
+                let reach = reach_for(daemon, store, args.list.server.clone()).await?;
+                list_prompts(reach, args.list).await
+            }
+        },
+        Command::Call(args) => call(daemon, store, args).await,
+        Command::Status(flag) => {
+            status(reach_for(daemon, store, None).await?, None, flag.json).await
+        }
         Command::Catalog(flag) => show_catalog(flag.json),
+        Command::Export(args) => {
+            let servers = store.list_servers().await?;
+            let format = match args.json {
+                true => config::ExportFormat::Json,
+                false => config::ExportFormat::Toml,
+            };
+            print!("{}", config::export(&servers, format, args.secrets)?);
+            Ok(0)
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "switchboard", &mut std::io::stdout());
+            Ok(0)
+        }
         Command::Login(args) => login::login(&store, args).await,
         Command::Logout(args) => login::logout(&store, args).await,
         Command::Commands(command) => approved_commands(&store, command).await,
@@ -215,6 +277,41 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::User(command) => tenancy::user_command(&store, command).await,
         Command::Vault(command) => tenancy::vault_command(&store, command).await,
     }
+}
+
+/// Whether `command` reads from or calls servers, and so goes through a running daemon.
+fn uses_servers(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Stdio(_)
+            | Command::Tools(_)
+            | Command::Search(_)
+            | Command::Resources(_)
+            | Command::Prompts(_)
+            | Command::Call(_)
+            | Command::Status(_)
+            | Command::Server(ServerCommand::Check(_))
+    )
+}
+
+/// The daemon when one is used, else the enabled servers (or only `only`) started here.
+async fn reach_for(
+    daemon: Option<daemon::Daemon>,
+    store: Store,
+    only: Option<String>,
+) -> anyhow::Result<reach::Reach> {
+    Ok(match daemon {
+        Some(daemon) => reach::Reach::Daemon(daemon),
+        None => reach::Reach::Here(connected_hub(store, only.as_deref()).await?),
+    })
+}
+
+/// `<server>/<name>` split in two, or an error showing `shape`.
+fn split_target<'a>(target: &'a str, shape: &str) -> anyhow::Result<(&'a str, &'a str)> {
+    target
+        .split_once('/')
+        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+        .with_context(|| format!("the target must be {shape}"))
 }
 
 async fn apply_config_file(store: &Store, path: &std::path::Path) -> anyhow::Result<()> {
@@ -395,7 +492,27 @@ async fn stdio(store: Store, args: cli::StdioArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
+/// `switchboard stdio` in front of the running daemon: a bridge from stdin/stdout to its `/mcp`.
+async fn stdio_through(daemon: &daemon::Daemon, args: cli::StdioArgs) -> anyhow::Result<i32> {
+    if args.search_model.search_model.is_some() {
+        eprintln!(
+            "The daemon ranks searches with its own --search-model; this one applies with --standalone."
+        );
+    }
+    let view = match args.tools.tools {
+        switchboard_gateway::mcp::ToolsView::All => "tools=all",
+        switchboard_gateway::mcp::ToolsView::Deferred => "tools=deferred",
+    };
+    bridge::run(daemon, Some(view)).await?;
+    Ok(0)
+}
+
+async fn serve(
+    store: Store,
+    args: cli::ServeArgs,
+    dir: &std::path::Path,
+    location: &StoreLocation,
+) -> anyhow::Result<i32> {
     let listen = args.listen;
     let mut oauth = switchboard_hub::OAuthOptions::from_env();
     let supervision = args.supervision();
@@ -486,7 +603,22 @@ async fn serve(store: Store, args: cli::ServeArgs) -> anyhow::Result<i32> {
     gateway = gateway.with_cors_origins(args.cors_origin);
     let started = hub.start_all().await?;
     let addr = gateway.local_addr().unwrap_or(listen);
-    tracing::info!(%addr, servers = started, "switchboard is running: MCP at http://{addr}/mcp; GET /healthz and /api/status");
+    tracing::info!(%addr, servers = started, "switchboard is running: console at http://{addr}/, MCP at http://{addr}/mcp (old HTTP+SSE clients: /sse)");
+    // The CLI and `switchboard stdio` on this data directory find the daemon here.
+    let announcement = url::Url::parse(&format!("http://{addr}/"))
+        .map_err(std::io::Error::other)
+        .and_then(|url| daemon::Announcement::write(dir, url, location.to_string()));
+    let _announcement = match announcement {
+        Ok(announcement) => Some(announcement),
+        Err(error) => {
+            tracing::warn!(
+                "cannot write {} into {}: the CLI will start servers itself ({error})",
+                daemon::DAEMON_FILE,
+                dir.display()
+            );
+            None
+        }
+    };
     hub.follow(follower.subscribe());
     let drain = args.drain_timeout;
     let server =
@@ -655,7 +787,11 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
             }
             Ok(0)
         }
-        ServerCommand::Check(args) => status(store.clone(), Some(&args.id), args.json).await,
+        ServerCommand::Check(args) => {
+            let reach = reach::Reach::Here(connected_hub(store.clone(), Some(&args.id)).await?);
+            status(reach, Some(&args.id), args.json).await
+        }
+        ServerCommand::Test(args) => test_server(store, &args).await,
         ServerCommand::Show(args) => {
             let id = parse_id(&args.id)?;
             let def = store
@@ -886,6 +1022,16 @@ fn toml_like(def: &ServerDefinition) -> String {
         def.transport.display_target(),
         def.enabled
     );
+    let prefix = def.exposed_prefix();
+    out += &match prefix.is_empty() {
+        true => "prefix:       none (names unchanged)
+"
+        .to_owned(),
+        false => format!(
+            "prefix:       {prefix} (names are {prefix}__<name>)
+"
+        ),
+    };
     if let TransportSpec::Stdio { cwd: Some(cwd), .. } = &def.transport {
         out += &format!("cwd:          {}\n", cwd.display());
     }
@@ -1041,6 +1187,15 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
     if let Some(prefix) = args.prefix {
         def.prefix = Some(switchboard_core::exposure::Prefix::new(prefix)?.to_string());
     }
+    if args.test {
+        let test = test_definition(store, &def).await?;
+        if !test.connected && !test.needs_auth {
+            bail!(
+                "{id} was not added: {}",
+                render::safe(test.error.as_deref().unwrap_or("it did not connect"))
+            );
+        }
+    }
     if args.replace {
         store.put_server(&def).await?;
     } else {
@@ -1052,6 +1207,54 @@ async fn add_server(store: &Store, args: AddArgs) -> anyhow::Result<i32> {
         def.transport.display_target()
     );
     Ok(0)
+}
+
+/// `server test <id>`: tries the stored definition (see [`test_definition`]).
+async fn test_server(store: &Store, args: &cli::IdArgs) -> anyhow::Result<i32> {
+    let (_, def) = configured_server(store, &args.id).await?;
+    let test = test_definition(store, &def).await?;
+    if args.json {
+        print_json(&test)?;
+    }
+    Ok(if test.connected { 0 } else { EXIT_FAILURE })
+}
+
+/// Connects to `def` as the daemon would (this process, whether or not a daemon runs: a test
+/// starts the server once and closes it), lists what it offers, keeps nothing running, and
+/// says what it found on stderr.
+async fn test_definition(
+    store: &Store,
+    def: &ServerDefinition,
+) -> anyhow::Result<switchboard_hub::ConnectionTest> {
+    let hub = Hub::with_oauth(
+        store.clone(),
+        options(),
+        switchboard_hub::OAuthOptions::from_env(),
+    );
+    let test = hub.test_definition(def).await;
+    hub.shutdown().await;
+    let test = test?;
+    let id = &def.id;
+    if test.connected {
+        eprintln!(
+            "{id}: connected in {:.0} ms: {} over {} ({}); {} tools, {} resources, {} prompts",
+            test.elapsed_ms,
+            render::safe(test.server_info.as_deref().unwrap_or("a server")),
+            test.detected_transport.unwrap_or(def.transport.kind()),
+            test.protocol_version.as_deref().unwrap_or("?"),
+            test.tools.len(),
+            test.resources,
+            test.prompts
+        );
+    } else if test.needs_auth {
+        eprintln!("{id}: it wants an OAuth sign-in: `switchboard login {id}` once it is added");
+    } else {
+        eprintln!(
+            "{id}: did not connect: {}",
+            render::safe(test.error.as_deref().unwrap_or("no reason given"))
+        );
+    }
+    Ok(test)
 }
 
 async fn import(store: &Store, args: ImportArgs) -> anyhow::Result<i32> {
@@ -1152,13 +1355,13 @@ async fn connected_hub_with(
     hub.wait_settled(limit, |status| {
         done += 1;
         if interactive {
-            eprintln!("  [{done}/{total}] {}", one_line_status(status));
+            eprintln!("  [{done}/{total}] {}", one_line_status(&status.into()));
         }
     })
     .await;
     for status in hub.status() {
         if status.state != ConnectionState::Connected {
-            eprintln!("warning: {}", one_line_status(&status));
+            eprintln!("warning: {}", one_line_status(&(&status).into()));
         }
     }
     Ok(hub)
@@ -1166,16 +1369,31 @@ async fn connected_hub_with(
 
 /// Exit code of a listing: a failure when the one server asked for is not connected. Listings
 /// over every server show what they can and warn about the rest.
-fn listing_exit_code(hub: &Hub, only: Option<&str>) -> i32 {
+fn listing_exit_code(lines: &[reach::StatusLine], only: Option<&str>) -> i32 {
     let failed = only.is_some()
-        && hub
-            .status()
+        && lines
             .iter()
-            .any(|status| status.state != ConnectionState::Connected);
+            .any(|line| line.state != ConnectionState::Connected);
     if failed { EXIT_FAILURE } else { 0 }
 }
 
-fn one_line_status(status: &ServerStatus) -> String {
+impl From<&ServerStatus> for reach::StatusLine {
+    fn from(status: &ServerStatus) -> Self {
+        Self {
+            server: status.server.to_string(),
+            state: status.state,
+            transport: status.transport.to_owned(),
+            detected_transport: status.detected_transport.map(str::to_owned),
+            protocol_version: status.protocol_version.clone(),
+            tools: status.tools,
+            resources: status.resources,
+            prompts: status.prompts,
+            error: status.error.clone(),
+        }
+    }
+}
+
+fn one_line_status(status: &reach::StatusLine) -> String {
     match status.state {
         ConnectionState::Connected => format!(
             "{}: connected ({} tools, {} resources, {} prompts)",
@@ -1264,181 +1482,237 @@ impl switchboard_gateway::WorkspaceHubs for DaemonWorkspaces {
 /// How long a user's first request waits for their workspace's servers to connect.
 const WORKSPACE_SETTLE: Duration = Duration::from_secs(5);
 
-async fn search_tools(store: Store, args: cli::SearchArgs) -> anyhow::Result<i32> {
-    let hub = connected_hub(store, None).await?;
-    hub.rebuild_exposed();
-    enable_search_model(&hub, &args.search_model).await?;
-    if !args.regex {
-        // A one-shot search waits for the vectors (computed once, then read from the store).
-        hub.prepare_semantic_search().await?;
-    }
-    let found = hub
-        .search_tools(&args.query, args.limit, args.regex, None)
-        .await
-        .map(|search| {
-            if let Some(note) = &search.note {
-                eprintln!("Ranked by words only: {note}.");
+async fn search_tools(
+    daemon: Option<daemon::Daemon>,
+    store: Store,
+    args: cli::SearchArgs,
+) -> anyhow::Result<i32> {
+    let reach = match daemon {
+        Some(daemon) => {
+            if args.search_model.search_model.is_some() {
+                eprintln!(
+                    "The daemon ranks with its own --search-model; this one applies with --standalone."
+                );
             }
-            search.tools
-        });
-    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
-    let printed = match found {
-        Ok(found) if args.json => print_json(&found).map(|()| 0),
-        Ok(found) if found.is_empty() => {
-            eprintln!("No tool matches '{}'.", args.query);
-            Ok(EXIT_FAILURE)
+            reach::Reach::Daemon(daemon)
         }
-        Ok(found) => {
-            let rows: Vec<Vec<String>> = found
-                .iter()
-                .map(|tool| {
-                    vec![
-                        format!("{:.2}", tool.score),
-                        tool.name.clone(),
-                        render::short(Some(&tool.description), 70),
-                    ]
-                })
-                .collect();
-            println!(
-                "{}",
-                render::table(&["SCORE", "TOOL", "DESCRIPTION"], &rows)
-            );
-            Ok(0)
+        None => {
+            let hub = connected_hub(store, None).await?;
+            enable_search_model(&hub, &args.search_model).await?;
+            reach::Reach::Here(hub)
         }
-        Err(error) => Err(anyhow::anyhow!(error)),
     };
-    hub.shutdown().await;
+    let found = reach.search(&args.query, args.limit, args.regex).await;
+    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
+    let printed = found.and_then(|found| {
+        if let Some(note) = &found.note {
+            eprintln!("Ranked by words only: {note}.");
+        }
+        if args.json {
+            print_json(&found.tools)?;
+            return Ok(0);
+        }
+        if found.tools.is_empty() {
+            eprintln!("No tool matches '{}'.", args.query);
+            return Ok(EXIT_FAILURE);
+        }
+        let rows: Vec<Vec<String>> = found
+            .tools
+            .iter()
+            .map(|tool| {
+                vec![
+                    format!("{:.2}", tool.score),
+                    tool.name.clone(),
+                    render::short(Some(&tool.description), 70),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            render::table(&["SCORE", "TOOL", "DESCRIPTION"], &rows)
+        );
+        Ok(0)
+    });
+    reach.close().await;
     printed
 }
 
-async fn list_tools(store: Store, args: ListArgs) -> anyhow::Result<i32> {
-    let hub = connected_hub(store, args.server.as_deref()).await?;
-    let mut rows = Vec::new();
-    let mut json_rows = Vec::new();
-    for id in hub.server_ids() {
-        for tool in &hub.catalog(&id)?.tools {
-            rows.push(vec![
-                id.to_string(),
+/// `item` as JSON with its server (and `extra` fields) added: a row of a `--json` listing.
+fn json_row(
+    item: &impl serde::Serialize,
+    server: &str,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<Value> {
+    let mut value = serde_json::to_value(item)?;
+    if let Value::Object(map) = &mut value {
+        map.insert("server".into(), json!(server));
+        for (key, text) in extra {
+            map.insert((*key).into(), json!(text));
+        }
+    }
+    Ok(value)
+}
+
+/// Prints a listing (`--json`: the rows' JSON; else a table) and closes `reach`.
+async fn print_listing(
+    reach: reach::Reach,
+    json: bool,
+    header: &[&str],
+    rows: (Vec<Vec<String>>, Vec<Value>),
+    code: i32,
+) -> anyhow::Result<i32> {
+    let printed = if json {
+        print_json(&rows.1)
+    } else {
+        println!("{}", render::table(header, &rows.0));
+        Ok(())
+    };
+    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
+    reach.close().await;
+    printed.map(|()| code)
+}
+
+async fn list_tools(reach: reach::Reach, args: ListArgs) -> anyhow::Result<i32> {
+    let (catalogs, lines) = reach.catalogs(args.server.as_deref()).await?;
+    let mut rows = (Vec::new(), Vec::new());
+    for (id, catalog) in &catalogs {
+        for tool in &catalog.tools {
+            rows.0.push(vec![
+                id.clone(),
                 tool.name.to_string(),
                 render::short(tool.description.as_deref(), 80),
             ]);
-            let mut value = serde_json::to_value(tool)?;
-            if let Value::Object(map) = &mut value {
-                map.insert("server".into(), json!(id));
-            }
-            json_rows.push(value);
+            rows.1.push(json_row(tool, id, &[])?);
         }
     }
-    let code = listing_exit_code(&hub, args.server.as_deref());
-    if args.json {
-        print_json(&json_rows)?;
-    } else {
-        println!(
-            "{}",
-            render::table(&["SERVER", "TOOL", "DESCRIPTION"], &rows)
-        );
-    }
-    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
-    hub.shutdown().await;
-    Ok(code)
+    let code = listing_exit_code(&lines, args.server.as_deref());
+    let header = ["SERVER", "TOOL", "DESCRIPTION"];
+    print_listing(reach, args.json, &header, rows, code).await
 }
 
-async fn list_resources(store: Store, args: ListArgs) -> anyhow::Result<i32> {
-    let hub = connected_hub(store, args.server.as_deref()).await?;
-    let mut rows = Vec::new();
-    let mut json_rows = Vec::new();
-    for id in hub.server_ids() {
-        let catalog = hub.catalog(&id)?;
+async fn list_resources(reach: reach::Reach, args: ListArgs) -> anyhow::Result<i32> {
+    let (catalogs, lines) = reach.catalogs(args.server.as_deref()).await?;
+    let mut rows = (Vec::new(), Vec::new());
+    for (id, catalog) in &catalogs {
         for resource in &catalog.resources {
-            rows.push(vec![
-                id.to_string(),
+            rows.0.push(vec![
+                id.clone(),
                 resource.uri.clone(),
                 resource.name.clone(),
             ]);
-            let mut value = serde_json::to_value(resource)?;
-            if let Value::Object(map) = &mut value {
-                map.insert("server".into(), json!(id));
-                map.insert("kind".into(), json!("resource"));
-            }
-            json_rows.push(value);
+            rows.1
+                .push(json_row(resource, id, &[("kind", "resource")])?);
         }
         for template in &catalog.resource_templates {
-            rows.push(vec![
-                id.to_string(),
+            rows.0.push(vec![
+                id.clone(),
                 template.uri_template.clone(),
                 template.name.clone(),
             ]);
-            let mut value = serde_json::to_value(template)?;
-            if let Value::Object(map) = &mut value {
-                map.insert("server".into(), json!(id));
-                map.insert("kind".into(), json!("template"));
-            }
-            json_rows.push(value);
+            rows.1
+                .push(json_row(template, id, &[("kind", "template")])?);
         }
     }
-    let code = listing_exit_code(&hub, args.server.as_deref());
-    if args.json {
-        print_json(&json_rows)?;
-    } else {
-        println!("{}", render::table(&["SERVER", "URI", "NAME"], &rows));
-    }
-    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
-    hub.shutdown().await;
-    Ok(code)
+    let code = listing_exit_code(&lines, args.server.as_deref());
+    print_listing(reach, args.json, &["SERVER", "URI", "NAME"], rows, code).await
 }
 
-async fn list_prompts(store: Store, args: ListArgs) -> anyhow::Result<i32> {
-    let hub = connected_hub(store, args.server.as_deref()).await?;
-    let mut rows = Vec::new();
-    let mut json_rows = Vec::new();
-    for id in hub.server_ids() {
-        for prompt in &hub.catalog(&id)?.prompts {
-            rows.push(vec![
-                id.to_string(),
+async fn list_prompts(reach: reach::Reach, args: ListArgs) -> anyhow::Result<i32> {
+    let (catalogs, lines) = reach.catalogs(args.server.as_deref()).await?;
+    let mut rows = (Vec::new(), Vec::new());
+    for (id, catalog) in &catalogs {
+        for prompt in &catalog.prompts {
+            rows.0.push(vec![
+                id.clone(),
                 prompt.name.clone(),
                 render::short(prompt.description.as_deref(), 80),
             ]);
-            let mut value = serde_json::to_value(prompt)?;
-            if let Value::Object(map) = &mut value {
-                map.insert("server".into(), json!(id));
-            }
-            json_rows.push(value);
+            rows.1.push(json_row(prompt, id, &[])?);
         }
     }
-    let code = listing_exit_code(&hub, args.server.as_deref());
-    if args.json {
-        print_json(&json_rows)?;
-    } else {
-        println!(
-            "{}",
-            render::table(&["SERVER", "PROMPT", "DESCRIPTION"], &rows)
-        );
-    }
-    // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
-    hub.shutdown().await;
-    Ok(code)
+    let code = listing_exit_code(&lines, args.server.as_deref());
+    let header = ["SERVER", "PROMPT", "DESCRIPTION"];
+    print_listing(reach, args.json, &header, rows, code).await
 }
 
-async fn call(store: Store, args: CallArgs) -> anyhow::Result<i32> {
-    let (server, tool) = args
-        .target
-        .split_once('/')
-        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
-        .context("the target must be <server>/<tool>")?;
-    // A person at this terminal (or one who asked for the URL with --no-browser) can grant a
-    // scope the server asks for during the call; a script gets the error, and the scope is
-    // remembered for the next `switchboard login`.
-    let mut oauth = switchboard_hub::OAuthOptions::from_env();
-    if args.no_browser || std::io::stderr().is_terminal() {
-        let person = login::BrowserAuthorizer::bind(
-            server,
-            !args.no_browser,
-            Duration::from_secs(STEP_UP_WAIT_SECS),
-        )?;
-        oauth.step_up = Some(Arc::new(person));
+/// `resources read <server> <uri>`: the contents, text as text.
+async fn read_resource(
+    reach: reach::Reach,
+    server: &str,
+    uri: &str,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let read = reach
+        .read_resource(server, uri)
+        .await
+        .with_context(|| format!("reading {uri} at {server}"));
+    let printed = read.and_then(|read| {
+        if json {
+            print_json(&read)
+        } else {
+            println!("{}", render::read_contents(&read.contents));
+            Ok(())
+        }
+    });
+    reach.close().await;
+    printed.map(|()| 0)
+}
+
+/// `prompts get <server>/<prompt>`: its messages.
+async fn get_prompt(
+    reach: reach::Reach,
+    server: &str,
+    prompt: &str,
+    pairs: &[String],
+    json: bool,
+) -> anyhow::Result<i32> {
+    let mut arguments = serde_json::Map::new();
+    for pair in pairs {
+        let (name, value) = pair
+            .split_once('=')
+            .with_context(|| format!("'{pair}' is not NAME=VALUE"))?;
+        // Prompt arguments are strings, whatever they look like.
+        arguments.insert(name.to_owned(), Value::String(value.to_owned()));
     }
-    let hub = connected_hub_with(store, Some(server), oauth).await?;
-    let outcome = call_on_hub(&hub, server, tool, &args).await;
+    let got = reach
+        .get_prompt(server, prompt, arguments)
+        .await
+        .with_context(|| format!("getting {server}/{prompt}"));
+    let printed = got.and_then(|got| {
+        if json {
+            print_json(&got)
+        } else {
+            println!("{}", render::prompt_messages(&got));
+            Ok(())
+        }
+    });
+    reach.close().await;
+    printed.map(|()| 0)
+}
+
+async fn call(daemon: Option<daemon::Daemon>, store: Store, args: CallArgs) -> anyhow::Result<i32> {
+    let (server, tool) = split_target(&args.target, "<server>/<tool>")?;
+    let reach = match daemon {
+        // The daemon asks for more scope the way it always does: the server's card in the
+        // console, or `switchboard login`.
+        Some(daemon) => reach::Reach::Daemon(daemon),
+        None => {
+            // A person at this terminal (or one who asked for the URL with --no-browser) can
+            // grant a scope the server asks for during the call; a script gets the error, and
+            // the scope is remembered for the next `switchboard login`.
+            let mut oauth = switchboard_hub::OAuthOptions::from_env();
+            if args.no_browser || std::io::stderr().is_terminal() {
+                let person = login::BrowserAuthorizer::bind(
+                    server,
+                    !args.no_browser,
+                    Duration::from_secs(STEP_UP_WAIT_SECS),
+                )?;
+                oauth.step_up = Some(Arc::new(person));
+            }
+            reach::Reach::Here(connected_hub_with(store, Some(server), oauth).await?)
+        }
+    };
+    let outcome = call_through(&reach, server, tool, &args).await;
     // Said before the shutdown: a stdio server's shutdown grace is no reason to keep the user
     // waiting for the answer.
     let printed = outcome.and_then(|result| {
@@ -1455,30 +1729,17 @@ async fn call(store: Store, args: CallArgs) -> anyhow::Result<i32> {
         }
         Ok(if failed { EXIT_FAILURE } else { 0 })
     });
-    hub.shutdown().await;
+    reach.close().await;
     printed
 }
 
-async fn call_on_hub(
-    hub: &Hub,
+async fn call_through(
+    reach: &reach::Reach,
     server: &str,
     tool: &str,
     args: &CallArgs,
 ) -> anyhow::Result<switchboard_hub::model::CallToolResult> {
-    let id = parse_id(server)?;
-    let upstream = hub.upstream_for_tool(&id, tool)?;
-    let catalog = hub.catalog(&id)?;
-    let Some(schema) = catalog
-        .tools
-        .iter()
-        .find(|t| t.name == tool)
-        .map(|t| (*t.input_schema).clone())
-    else {
-        bail!(
-            "server '{id}' has no tool '{tool}'{}",
-            did_you_mean(tool, catalog.tools.iter().map(|t| t.name.as_ref()))
-        );
-    };
+    let schema = reach.tool_schema(server, tool).await?;
     let arguments = match &args.args {
         Some(text) => args::parse_json_object(text)?,
         None => args::from_pairs(&args.arg, &schema)?,
@@ -1486,7 +1747,7 @@ async fn call_on_hub(
     let missing = args::missing_required(&arguments, &schema);
     if !missing.is_empty() {
         bail!(
-            "{id}/{tool} needs {}: pass {}",
+            "{server}/{tool} needs {}: pass {}",
             missing
                 .iter()
                 .map(|(name, kind)| format!("'{name}' ({kind})"))
@@ -1521,21 +1782,12 @@ async fn call_on_hub(
             on_interrupt.cancel();
         }
     });
-    let result = upstream
-        .call_tool(
-            tool,
-            Some(arguments),
-            &CallContext {
-                progress: Some(progress_tx),
-                cancel,
-                repeatable: hub.call_repeatable(&id, tool),
-                ..Default::default()
-            },
-        )
+    let result = reach
+        .call(server, tool, arguments, progress_tx, cancel)
         .await;
     interrupt.abort();
     let _ = printer.await;
-    result.with_context(|| format!("calling {id}/{tool}"))
+    result.with_context(|| format!("calling {server}/{tool}"))
 }
 
 /// ` (did you mean 'x'?)` for the name among `known` closest to `wanted`, if one is close;
@@ -1550,30 +1802,37 @@ fn did_you_mean<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> Strin
         .unwrap_or_default()
 }
 
-/// Connects every enabled server (or only `only`) and shows how each one is doing; fails unless
-/// all are connected.
-async fn status(store: Store, only: Option<&str>, json: bool) -> anyhow::Result<i32> {
-    let hub = connected_hub(store, only).await?;
-    hub.rebuild_exposed();
-    let statuses = hub.status();
-    let exposed = hub.exposed();
-    let collisions: Vec<_> = exposed.collisions().cloned().collect();
-    let long_names: Vec<String> = exposed
-        .long_tool_names()
-        .map(|(server, name)| switchboard_hub::long_name_warning(server, name))
-        .collect();
+/// Shows how each server (or only `only`) is doing, with advice on the names; fails unless
+/// all shown are connected. Through the daemon, `only` is checked now first.
+async fn status(reach: reach::Reach, only: Option<&str>, json: bool) -> anyhow::Result<i32> {
+    if let (reach::Reach::Daemon(daemon), Some(id)) = (&reach, only) {
+        let path = format!("/api/servers/{}/check", reach::path_segment(id));
+        let _: Value = daemon.post(&path, &json!({})).await?;
+    }
+    let (mut report, view) = reach.status().await?;
+    let shown = |server: &str| only.is_none_or(|id| id == server);
+    let lines: Vec<&reach::StatusLine> = view.servers.iter().filter(|s| shown(&s.server)).collect();
+    if let Some(id) = only
+        && lines.is_empty()
+    {
+        bail!("no server with id '{id}' is running");
+    }
     if json {
-        print_json(&statuses)?;
-    } else if statuses.is_empty() {
+        let mut servers = report["servers"].take();
+        if let Value::Array(all) = &mut servers {
+            all.retain(|s| s["server"].as_str().is_some_and(shown));
+        }
+        print_json(&servers)?;
+    } else if lines.is_empty() {
         println!("No enabled servers.");
     } else {
-        let rows: Vec<Vec<String>> = statuses
+        let rows: Vec<Vec<String>> = lines
             .iter()
             .map(|s| {
                 vec![
-                    s.server.to_string(),
+                    s.server.clone(),
                     s.state.to_string(),
-                    s.detected_transport.unwrap_or(s.transport).to_owned(),
+                    s.detected_transport.clone().unwrap_or(s.transport.clone()),
                     s.protocol_version.clone().unwrap_or_default(),
                     s.tools.to_string(),
                     s.error.clone().unwrap_or_default(),
@@ -1594,26 +1853,23 @@ async fn status(store: Store, only: Option<&str>, json: bool) -> anyhow::Result<
                 &rows
             )
         );
-        for collision in &collisions {
-            println!("warning: {}", render::safe(&collision.to_string()));
-        }
-        for long_name in &long_names {
-            println!("warning: {}", render::safe(long_name));
-        }
-        for renamed in exposed.renamed_tools() {
-            println!(
-                "note: {}'s tool \"{}\" is not a valid tool name; it is exposed as {}",
-                renamed.server,
-                render::safe(&renamed.original),
-                renamed.exposed
-            );
+        if only.is_none() {
+            for advice in &view.advice {
+                println!("warning: {}", render::safe(advice));
+            }
+            for renamed in &view.renamed {
+                println!(
+                    "note: {}'s tool \"{}\" is not a valid tool name; it is exposed as {}",
+                    renamed.server,
+                    render::safe(&renamed.original),
+                    renamed.exposed
+                );
+            }
         }
     }
     // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
-    hub.shutdown().await;
-    let unhealthy = statuses
-        .iter()
-        .any(|s| s.state != ConnectionState::Connected);
+    reach.close().await;
+    let unhealthy = lines.iter().any(|s| s.state != ConnectionState::Connected);
     Ok(if unhealthy { EXIT_FAILURE } else { 0 })
 }
 

@@ -1,6 +1,6 @@
 //! Printing results for people: content blocks, tables and summaries.
 
-use switchboard_hub::model::{CallToolResult, ContentBlock, ResourceContents};
+use switchboard_hub::model::{CallToolResult, ContentBlock, GetPromptResult, ResourceContents};
 
 /// Renders a tool result's content blocks as readable text (safe for the terminal: the text is
 /// the server's).
@@ -102,6 +102,32 @@ fn raw_resource_contents(contents: &ResourceContents) -> String {
             serde_json::to_string(other).unwrap_or_default()
         ),
     }
+}
+
+/// Renders what a resource read gave: each content in turn.
+pub fn read_contents(contents: &[ResourceContents]) -> String {
+    contents
+        .iter()
+        .map(resource_contents)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Renders a prompt's messages, each under its role (safe for the terminal).
+pub fn prompt_messages(prompt: &GetPromptResult) -> String {
+    let mut out = Vec::new();
+    if let Some(description) = &prompt.description {
+        out.push(format!("# {description}"));
+    }
+    for message in &prompt.messages {
+        let role = serde_json::to_value(&message.role)
+            .ok()
+            .and_then(|role| role.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let content = content_block(&message.content);
+        out.push(format!("[{role}]\n{content}"));
+    }
+    safe_lines(&out.join("\n")).into_owned()
 }
 
 /// Prints rows as aligned columns, every cell made safe for the terminal ([`safe`]).

@@ -169,11 +169,13 @@ fn status_warns_of_tool_names_too_long_for_common_clients() {
         ],
     ));
     let human = String::from_utf8_lossy(&switchboard(dir.path(), &["status"]).stdout).into_owned();
-    // `{prefix}__add_tool` is 66 characters, `{prefix}__whoami` 64: only the first is warned of.
+    // `{prefix}__add_tool` is 66 characters, `{prefix}__whoami` 64: only the first is warned of,
+    // with the longest prefix that fits (64 - "__add_tool").
     assert!(
         human.contains(&format!(
-            "tool '{prefix}__add_tool' of fixture is 66 characters long"
-        )) && human.contains("switchboard server set-prefix fixture"),
+            "tool '{prefix}__add_tool' of fixture is over 64 characters"
+        )) && human.contains("a prefix of at most 54 characters")
+            && human.contains("switchboard server set-prefix fixture <short>"),
         "{human}"
     );
     assert!(!human.contains("__whoami'"), "{human}");
@@ -830,4 +832,380 @@ fn a_config_file_keeps_the_settings_it_cannot_express() {
     }
     let listed = json(&with_config(&["server", "list", "--json"]));
     assert_eq!(listed[0]["prefix"], "f", "{listed:#}");
+}
+
+/// While `serve` runs on the data directory, the CLI's reads and calls and `switchboard stdio`
+/// go through it and say so: the daemon's status, catalogs, resource reads and prompts; a
+/// question a tool asks during `call` waits at the daemon, where a console answers it; the
+/// stdio bridge serves the daemon's catalog and calls, and its questions reach the daemon too.
+/// A daemon that was killed leaves a file naming nothing that answers: the CLI then starts
+/// the servers itself again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_stdio_go_through_the_daemon_serving_the_data_directory() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = stdio_fixture();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "fixture", "--", &fixture, "legacy"],
+    ));
+    let (mut daemon, port) = spawn_daemon(dir.path(), &[]);
+    common::await_health(port).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let api = reqwest::Client::new();
+    let added = api
+        .post(format!("{base}/api/servers"))
+        .json(&serde_json::json!({"id": "patient", "url": "builtin:human?wait=always"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    common::wait_for_state(port, "fixture", "connected").await;
+    common::wait_for_state(port, "patient", "connected").await;
+    let through = format!("Through the daemon at {base}/");
+
+    let status = common::run(dir.path(), &["status", "--json"]).await;
+    assert!(status.status.success(), "{}", common::text(&status));
+    assert!(
+        String::from_utf8_lossy(&status.stderr).contains(&through),
+        "{}",
+        common::text(&status)
+    );
+    let servers: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(servers[0]["server"], "fixture");
+    assert_eq!(servers[0]["state"], "connected");
+
+    let tools = common::run(dir.path(), &["tools", "--server", "fixture", "--json"]).await;
+    let tools: Value = serde_json::from_slice(&tools.stdout).unwrap();
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "add" && t["inputSchema"]["properties"]["a"].is_object()),
+        "{tools}"
+    );
+    let read = common::run(
+        dir.path(),
+        &["resources", "read", "fixture", "fixture://greeting"],
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&read.stdout).contains("hello from the fixture"),
+        "{}",
+        common::text(&read)
+    );
+    let prompt = common::run(
+        dir.path(),
+        &["prompts", "get", "fixture/greet", "--arg", "name=Ada"],
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&prompt.stdout).contains("Hello, Ada!"),
+        "{}",
+        common::text(&prompt)
+    );
+    let sum = common::run(
+        dir.path(),
+        &["call", "fixture/add", "--arg", "a=2", "--arg", "b=3"],
+    )
+    .await;
+    assert_eq!(
+        String::from_utf8_lossy(&sum.stdout).trim(),
+        "5",
+        "{}",
+        common::text(&sum)
+    );
+
+    // A question asked during `call` waits at the daemon, where the console sees it.
+    let call = common::command(
+        dir.path(),
+        &[
+            "call",
+            "patient/confirm",
+            "--arg",
+            "question=Deploy?",
+            "--json",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let question = waiting_question(&base).await;
+    assert_eq!(question["message"], "Deploy?");
+    answer_yes(&api, &base, &question).await;
+    let called = call.wait_with_output().await.unwrap();
+    let result: Value = serde_json::from_slice(&called.stdout).unwrap_or_default();
+    assert_eq!(
+        result["structuredContent"]["confirmed"],
+        true,
+        "{}",
+        common::text(&called)
+    );
+
+    // `switchboard stdio` bridges to the daemon's /mcp.
+    let mut bridge = common::command(dir.path(), &["stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_bridge = bridge.stdin.take().unwrap();
+    let mut from_bridge = tokio::io::BufReader::new(bridge.stdout.take().unwrap()).lines();
+    let mut say = async |message: Value| {
+        let line = format!("{message}\n");
+        to_bridge.write_all(line.as_bytes()).await.unwrap();
+    };
+    say(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bridge-test", "version": "1"}}}),
+    )
+    .await;
+    let mut answer_to = async |id: u64| loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), from_bridge.next_line())
+            .await
+            .expect("the bridge answers")
+            .unwrap()
+            .expect("the bridge's stdout stays open");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == id {
+            return message;
+        }
+    };
+    let initialized = answer_to(1).await;
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"], "switchboard",
+        "{initialized}"
+    );
+    say(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    say(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+    let listed = answer_to(2).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"fixture__echo") && names.contains(&"patient__confirm"),
+        "{names:?}"
+    );
+    say(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "patient__confirm", "arguments": {"question": "Bridge?"}}}),
+    )
+    .await;
+    let question = waiting_question(&base).await;
+    assert_eq!(question["message"], "Bridge?");
+    answer_yes(&api, &base, &question).await;
+    let confirmed = answer_to(3).await;
+    assert_eq!(
+        confirmed["result"]["structuredContent"]["confirmed"], true,
+        "{confirmed}"
+    );
+    drop(to_bridge);
+    let bridged = tokio::time::timeout(Duration::from_secs(30), bridge.wait_with_output())
+        .await
+        .expect("the bridge ends when stdin closes")
+        .unwrap();
+    assert!(bridged.status.success(), "{}", common::text(&bridged));
+    assert!(String::from_utf8_lossy(&bridged.stderr).contains(&through));
+
+    // Killed, the daemon leaves its file behind; the CLI starts the servers itself.
+    daemon.kill().await.unwrap();
+    assert!(dir.path().join("daemon.json").exists());
+    let alone = common::run(dir.path(), &["tools", "--server", "fixture", "--json"]).await;
+    assert!(alone.status.success(), "{}", common::text(&alone));
+    assert!(!String::from_utf8_lossy(&alone.stderr).contains("Through the daemon"));
+    let named = common::run(dir.path(), &["--daemon", &base, "status"]).await;
+    assert!(!named.status.success());
+    assert!(
+        String::from_utf8_lossy(&named.stderr).contains("does not answer"),
+        "a daemon named on purpose must answer: {}",
+        common::text(&named)
+    );
+
+    // A daemon that wants a key and gets none is an error saying what to set, not a fallback.
+    let users_dir = tempfile::tempdir().unwrap();
+    let (_users, users_port) = common::spawn_daemon_with(users_dir.path(), &[], &["--users"]);
+    common::await_health(users_port).await;
+    let refused = common::run(users_dir.path(), &["status"]).await;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("needs an API key: set SWITCHBOARD_API_KEY"),
+        "{}",
+        common::text(&refused)
+    );
+}
+
+/// The first question waiting at the daemon (waited for up to 20 s).
+async fn waiting_question(base: &str) -> Value {
+    for _ in 0..200 {
+        let waiting = common::get_json(&format!("{base}/api/questions")).await;
+        if let Some(question) = waiting["questions"].get(0) {
+            return question.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no question reached the daemon");
+}
+
+/// Answers a `confirm` question yes.
+async fn answer_yes(api: &reqwest::Client, base: &str, question: &Value) {
+    let id = question["id"].as_str().unwrap();
+    let answered = api
+        .post(format!("{base}/api/questions/{id}"))
+        .json(&serde_json::json!({"action": "accept", "content": {"confirmed": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 204);
+}
+
+/// `resources read`, `prompts get` and `server test` work without a daemon too, and
+/// `server add --test` adds only a server that connects.
+#[test]
+fn resources_are_read_prompts_got_and_definitions_tested_without_a_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = stdio_fixture();
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server", "add", "fixture", "--test", "--", &fixture, "legacy",
+        ],
+    ));
+    let read = json(&switchboard(
+        dir.path(),
+        &[
+            "resources",
+            "read",
+            "fixture",
+            "fixture://greeting",
+            "--json",
+        ],
+    ));
+    assert_eq!(read["contents"][0]["text"], "hello from the fixture");
+    let prompt = ok(&switchboard(
+        dir.path(),
+        &["prompts", "get", "fixture/greet", "--arg", "name=Bo"],
+    ));
+    assert!(prompt.contains("[user]\nHello, Bo!"), "{prompt}");
+    let tested = json(&switchboard(
+        dir.path(),
+        &["server", "test", "fixture", "--json"],
+    ));
+    assert_eq!(tested["connected"], true);
+    assert!(
+        tested["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "echo")
+    );
+    let refused = switchboard(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "broken",
+            "--test",
+            "--",
+            "/nonexistent/mcp-server",
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("broken was not added"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let list = json(&switchboard(dir.path(), &["server", "list", "--json"]));
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+}
+
+/// `export` writes what `server import` reads back into the same servers (secrets only when
+/// asked); `server show` names the prefix; `completions` prints a shell's script.
+#[test]
+fn the_configuration_is_exported_and_imported_back_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "remote",
+            "https://mcp.example.test/mcp",
+            "--header",
+            "Authorization=Bearer sekrit",
+            "--prefix",
+            "rm",
+        ],
+    ));
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "add",
+            "local",
+            "--env",
+            "API_KEY=hidden",
+            "--",
+            "node",
+            "server.js",
+            "two words",
+        ],
+    ));
+    let shown = ok(&switchboard(dir.path(), &["server", "show", "remote"]));
+    assert!(shown.contains("prefix:       rm"), "{shown}");
+    let masked = ok(&switchboard(dir.path(), &["export"]));
+    assert!(
+        !masked.contains("sekrit")
+            && !masked.contains("hidden")
+            && masked.contains("[servers.local]"),
+        "{masked}"
+    );
+    for json_flag in [false, true] {
+        let mut args = vec!["export", "--secrets"];
+        if json_flag {
+            args.push("--json");
+        }
+        let written = ok(&switchboard(dir.path(), &args));
+        let file = dir.path().join("exported");
+        std::fs::write(&file, &written).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let report = json(&switchboard(
+            elsewhere.path(),
+            &["server", "import", file.to_str().unwrap(), "--json"],
+        ));
+        let imported: Vec<&str> = report["imported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["id"].as_str())
+            .collect();
+        assert_eq!(imported, ["local", "remote"], "{written}");
+        let listed = |at: &Path| {
+            let mut list = json(&switchboard(at, &["server", "list", "--json"]));
+            for server in list.as_array_mut().unwrap() {
+                // The prefix is the CLI's to set; the file format does not carry it.
+                server.as_object_mut().unwrap().remove("prefix");
+            }
+            list
+        };
+        assert_eq!(listed(elsewhere.path()), listed(dir.path()), "{written}");
+        let shown = ok(&switchboard(
+            elsewhere.path(),
+            &["server", "show", "local", "--json"],
+        ));
+        assert!(shown.contains("two words"), "{shown}");
+    }
+    let script = ok(&switchboard(dir.path(), &["completions", "bash"]));
+    assert!(
+        script.contains("_switchboard()"),
+        "{}",
+        &script[..200.min(script.len())]
+    );
 }

@@ -282,8 +282,14 @@ async fn colliding_names_are_withheld_reported_and_fixed_by_a_prefix() {
         "{status:#}"
     );
     let human = ok(&switchboard(dir.path(), &["status"]));
+    // One line for the pair, however many names they share.
+    assert_eq!(
+        human.matches("exposed by alpha and beta").count(),
+        1,
+        "{human}"
+    );
     assert!(
-        human.contains("tool 'echo' is exposed by alpha and beta"),
+        human.contains("names (tool 'add', ") && human.contains("more) are exposed by"),
         "{human}"
     );
 

@@ -275,7 +275,15 @@ async fn the_daemon_shows_the_scope_a_call_needs_and_its_login_asks_for_it() {
         !said.contains("cannot reach"),
         "a refusal for scope is no unreachable server: {refused}"
     );
-    let status = server_status(port, "protected").await.unwrap();
+    // The status is brought up to date by the server's task, a moment after the answer.
+    let mut status = server_status(port, "protected").await.unwrap();
+    for _ in 0..100 {
+        if status["needs_scope"].is_string() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        status = server_status(port, "protected").await.unwrap();
+    }
     assert_eq!(status["state"], "connected", "{status}");
     let needed = status["needs_scope"]
         .as_str()
