@@ -70,7 +70,7 @@ try {
   await page.fill('#try-form input[name="message"]', "signed in");
   await page.click("#run");
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
-  seen.echo = JSON.parse(await page.textContent("#try-result")).content[0].text;
+  seen.echo = JSON.parse(await page.textContent("#try-result details.raw pre")).content[0].text;
 
   await page.click('[data-server="secure"] [data-action="sign-out"]');
   await page.waitForSelector('[data-server="secure"] [data-state="needs-auth"]');

@@ -59,8 +59,9 @@ async function whoamiUntil(page, mark) {
     await page.click('[data-try="whoami"]');
     await page.click("#run");
     await page.waitForFunction(() => !document.querySelector("#try-status").textContent.startsWith("Running"));
-    const result = await page.textContent("#try-result");
-    said = result ? JSON.parse(result).content?.[0]?.text ?? "" : await page.textContent("#try-status");
+    // The result's raw JSON, behind its toggle; none when the call failed.
+    const raw = await page.$("#try-result details.raw pre");
+    said = raw ? JSON.parse(await raw.textContent()).content?.[0]?.text ?? "" : await page.textContent("#try-status");
     if (said.startsWith(mark)) return said;
     await page.waitForTimeout(200);
   }

@@ -27,7 +27,7 @@ const shot = async (page, name) => {
 };
 let page;
 try {
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   page.setDefaultTimeout(30_000);
   const problems = [];
   page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
@@ -83,8 +83,14 @@ try {
   await page.waitForSelector('li:not(.off)[data-tool="echo"]');
   await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
 
-  // A tool run from its generated form, its progress shown as it comes.
+  // A tool run from its generated form, its progress shown as it comes; the form opens beside
+  // the tool, in view.
   await page.click('[data-try="trigger-long-running-operation"]');
+  seen.tryBeside = await page.evaluate(() => {
+    const form = document.querySelector("#try").getBoundingClientRect();
+    const tool = document.querySelector('[data-tool="trigger-long-running-operation"]').getBoundingClientRect();
+    return { inView: form.top >= 0 && form.top < innerHeight, besideTheTool: form.left >= tool.right - 1 };
+  });
   await page.fill('#try-form input[name="duration"]', "2");
   await page.fill('#try-form input[name="steps"]', "4");
   await page.click("#run");
@@ -93,6 +99,52 @@ try {
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
   seen.longResult = await page.textContent("#try-result");
   await shot(page, "try-a-tool");
+
+  // Results as a client shows them: an image as an image, structured content as a tree,
+  // resource links that open, the raw JSON behind a toggle; each run clears the last.
+  await page.click('[data-try="get-tiny-image"]');
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  seen.image = await page.$eval("#try-result img.media", (img) => img.complete && img.naturalWidth > 0);
+  await page.click('[data-try="get-structured-content"]');
+  seen.clearedOnOpen = await page.$eval("#try-result", (result) => result.children.length === 0);
+  await page.selectOption('#try-form select[name="location"]', { label: "Chicago" });
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  seen.tree = await page.locator("#try-result .structured .tree .key").allTextContents();
+  seen.rawHidden = await page.isHidden("#try-result details.raw pre");
+  await page.click('[data-try="get-resource-links"]');
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  await page.locator("#try-result [data-open-resource]").nth(1).click();
+  await page.waitForSelector("#view-body pre");
+  seen.linkOpened = await page.textContent("#view-title");
+
+  // The daemon's ranked search, across every server, opens the tool found.
+  await page.fill("#search", "add two numbers");
+  await page.waitForSelector("#search-results button[data-found]");
+  seen.found = await page.locator("#search-results button[data-found]").evaluateAll((items) => items.map((i) => i.dataset.found));
+  await page.click('#search-results button[data-found="everything__get-sum"]');
+  await page.waitForFunction(() => document.querySelector("#try-name").textContent === "get-sum");
+  seen.foundOpened = await page.textContent("#try-name");
+  // By keyboard alone: down into the results, Enter on the first.
+  await page.fill("#search", "");
+  await page.focus("#search");
+  await page.keyboard.type("echo a message");
+  await page.waitForSelector("#search-results button[data-found]");
+  const first = await page.getAttribute("#search-results button[data-found]", "data-found");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction((name) => `everything__${document.querySelector("#try-name").textContent}` === name, first);
+  seen.keyboardOpened = first;
+
+  // Connecting a client: the endpoint's URLs and entries to copy.
+  await page.click("#show-connect");
+  seen.mcpUrl = await page.textContent("#mcp-url");
+  seen.clientEntries = await page.locator("#client-entries > li").evaluateAll((items) => items.map((i) => i.dataset.client));
+  seen.cursorEntry = JSON.parse(await page.textContent('#client-entries > li[data-client^="Cursor"] pre'));
+  await shot(page, "connect");
+  await page.click("[data-close-connect]");
 
   await page.click('[data-try="echo"]');
   await page.fill('#try-form input[name="message"]', "hello from the console");
@@ -110,6 +162,7 @@ try {
   await page.selectOption("#traffic-kind", "request");
   seen.inspectorRequests = await page.locator("#traffic li:not([hidden])").evaluateAll((items) => items.map((i) => i.dataset.kind));
   await page.selectOption("#traffic-kind", "");
+  seen.inspectorSizes = await page.locator('#traffic li[data-kind="response"] .size').allTextContents();
   await page.locator('#traffic li[data-method="tools/call"] summary').first().click();
   seen.inspectedCall = JSON.parse(await page.locator('#traffic li[data-method="tools/call"] pre').first().textContent());
   await shot(page, "inspector");
@@ -177,10 +230,11 @@ try {
   const confirm = page.locator("#questions .question");
   await confirm.waitFor();
   seen.confirmQuestion = (await confirm.textContent()).replace(/\s+/g, " ");
-  await confirm.locator('input[name="confirmed"]').check();
-  await confirm.locator('button[data-action="accept"]').click();
+  seen.titleWhileAsked = await page.title();
+  await confirm.locator('button[data-action="yes"]').click();
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
   seen.confirmResult = await page.textContent("#try-result");
+  seen.titleAfter = await page.title();
 
   // An MCP App (the ext-apps basic example server): its view framed below the tool's result,
   // shown the result, calling the server's tool itself, messaging and logging to the console.
@@ -209,6 +263,16 @@ try {
   seen.appFirstTime = await shows((text) => iso.test(text));
   seen.viewOrigin = await serverTime.evaluate(() => self.origin);
   seen.appFrameHeight = await page.$eval('#try-app iframe', (frame) => frame.style.height);
+  seen.appLoadingGone = await page.isHidden("#app-loading");
+  await page.click("#app-fullscreen");
+  seen.appFullscreen = await page.$eval("#try-app-panel", (panel) => {
+    const box = panel.getBoundingClientRect();
+    return panel.classList.contains("fullscreen") && box.width >= innerWidth - 1 && box.height >= innerHeight - 1;
+  });
+  await page.keyboard.press("Escape");
+  await page.click("#app-pip");
+  seen.appPip = await page.$eval("#try-app-panel", (panel) => panel.classList.contains("pip") && panel.getBoundingClientRect().right <= innerWidth);
+  await page.click("#app-pip");
   await view.locator("#get-time-btn").click();
   seen.appSecondTime = await shows((text) => iso.test(text) && text !== seen.appFirstTime);
   await view.locator("#message-text").fill("hello from the app");
@@ -229,6 +293,28 @@ try {
   await page.click('#import-form button[type="submit"]');
   await page.waitForSelector('[data-server="desk"] [data-state="connected"]');
   seen.imported = await page.textContent("#message");
+
+  // A dark theme, and what survives a reload: the theme, the open server and tab, the activity.
+  await page.click('[data-server="everything"] [data-action="open"]');
+  await page.click('[data-tab="prompts"]');
+  while ((await page.textContent("#theme")) !== "Theme: dark") await page.click("#theme");
+  await page.reload();
+  await page.waitForSelector("#live.live");
+  await page.waitForFunction(() => document.querySelector("#detail-title").textContent !== "");
+  seen.afterReload = await page.evaluate(() => ({
+    theme: document.documentElement.dataset.theme,
+    server: document.querySelector("#detail-title").textContent,
+    tab: document.querySelector("[data-tab].active")?.dataset.tab,
+    activity: document.querySelectorAll("#activity > li").length,
+    background: getComputedStyle(document.body).backgroundColor,
+  }));
+  await page.click('[data-tab="tools"]');
+  await shot(page, "dark");
+
+  // A phone's width: one column, nothing wider than the screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  seen.phoneOverflow = await page.evaluate(() => document.documentElement.scrollWidth - innerWidth);
+  await shot(page, "phone");
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {

@@ -16,9 +16,11 @@ const STYLE: &str = include_str!("../ui/app.css");
 pub(crate) const PATHS: [&str; 3] = ["/", "/ui/app.js", "/ui/app.css"];
 
 /// What the console may load and do: its own files and API, and frame its own MCP Apps views
-/// (`/apps/view/...`, sandboxed by their own policy), nothing else.
+/// (`/apps/view/...`, sandboxed by their own policy), and show the images and audio tool results
+/// carry (`data:` URLs), nothing else.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     connect-src 'self'; img-src 'self' data:; frame-src 'self'; form-action 'self'; \
+     connect-src 'self'; img-src 'self' data:; media-src 'self' data:; frame-src 'self'; \
+     form-action 'self'; \
      base-uri 'none'; frame-ancestors 'none'";
 
 fn file(content_type: &'static str, body: &'static str) -> Response {

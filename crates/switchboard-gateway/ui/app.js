@@ -78,6 +78,327 @@ function say(text, isError = false) {
   message.className = isError ? "error" : "";
 }
 
+// ---- what survives a reload: the open server and tab, the activity, the theme ----
+
+/** What this browser keeps for the console (local storage, this origin only). */
+const kept = (() => {
+  try {
+    const saved = JSON.parse(localStorage.getItem("switchboard-console") ?? "{}");
+    return { open: saved.open ?? null, activity: Array.isArray(saved.activity) ? saved.activity : [], theme: saved.theme ?? "system" };
+  } catch {
+    return { open: null, activity: [], theme: "system" };
+  }
+})();
+
+function keep() {
+  try {
+    localStorage.setItem("switchboard-console", JSON.stringify(kept));
+  } catch {
+    // Storage full or refused: the console works on, it only forgets on reload.
+  }
+}
+
+/** Keeps which server and tab are open. */
+function remember() {
+  const tab = document.querySelector("[data-tab].active")?.dataset.tab ?? "tools";
+  kept.open = selected ? { server: selected, tab } : null;
+  keep();
+}
+
+const THEMES = ["system", "light", "dark"];
+const darkScheme = matchMedia("(prefers-color-scheme: dark)");
+
+/** The theme shown: the one chosen, or the system's. */
+function effectiveTheme() {
+  return kept.theme === "system" ? (darkScheme.matches ? "dark" : "light") : kept.theme;
+}
+
+function applyTheme() {
+  document.documentElement.dataset.theme = effectiveTheme();
+  $("#theme").textContent = `Theme: ${kept.theme}`;
+  app?.notify("ui/notifications/host-context-changed", themeContext());
+}
+
+$("#theme").addEventListener("click", () => {
+  kept.theme = THEMES[(THEMES.indexOf(kept.theme) + 1) % THEMES.length];
+  keep();
+  applyTheme();
+});
+darkScheme.addEventListener("change", applyTheme);
+
+/** The host context an MCP App's view gets about the look: the theme, and the console's
+ * colours and fonts as the spec's CSS variables. */
+function themeContext() {
+  const style = getComputedStyle(document.documentElement);
+  const value = (name) => style.getPropertyValue(name).trim();
+  return {
+    theme: effectiveTheme(),
+    styles: {
+      variables: {
+        "--color-background-primary": value("--panel"),
+        "--color-background-secondary": value("--bg"),
+        "--color-text-primary": value("--fg"),
+        "--color-text-secondary": value("--muted"),
+        "--color-border-primary": value("--line"),
+        "--color-text-info": value("--accent"),
+        "--font-sans": value("font-family") || "system-ui, sans-serif",
+        "--border-radius-md": "6px",
+      },
+    },
+  };
+}
+
+// ---- connect a client ----
+
+function showConnect() {
+  const mcp = `${location.origin}/mcp`;
+  const sse = `${location.origin}/sse`;
+  $("#mcp-url").textContent = mcp;
+  $("#sse-url").textContent = sse;
+  const entries = [
+    ["Claude Desktop (claude_desktop_config.json), through mcp-remote",
+      { mcpServers: { switchboard: { command: "npx", args: ["-y", "mcp-remote", mcp] } } }],
+    ["Claude Desktop, with the switchboard command on this machine",
+      { mcpServers: { switchboard: { command: "switchboard", args: ["stdio"] } } }],
+    ["Cursor (~/.cursor/mcp.json)", { mcpServers: { switchboard: { url: mcp } } }],
+    ["VS Code (.vscode/mcp.json)", { servers: { switchboard: { type: "http", url: mcp } } }],
+    ["mcp-remote, for any client that launches commands", `npx -y mcp-remote ${mcp}`],
+  ];
+  $("#client-entries").replaceChildren(...entries.map(([name, entry]) => {
+    const text = typeof entry === "string" ? entry : JSON.stringify(entry, null, 2);
+    const copied = element("span", { class: "muted", role: "status" });
+    return element("li", { "data-client": name },
+      element("span", { class: "name" }, name),
+      element("span", { class: "controls" }, copied, element("button", {
+        type: "button", "data-copy": "",
+        onclick: () => navigator.clipboard.writeText(text).then(
+          () => { copied.textContent = "copied"; }, () => { copied.textContent = "select and copy it"; }),
+      }, "Copy")),
+      element("pre", { class: "desc" }, text));
+  }));
+  $("#connect-panel").hidden = false;
+  $("#connect-panel").scrollIntoView({ block: "nearest" });
+}
+
+$("#show-connect").addEventListener("click", showConnect);
+$("#welcome-connect").addEventListener("click", showConnect);
+document.querySelector("[data-close-connect]").addEventListener("click", () => { $("#connect-panel").hidden = true; });
+
+// ---- notifications ----
+
+if ("Notification" in window && Notification.permission === "default") {
+  $("#notify").hidden = false;
+  $("#notify").addEventListener("click", async () => {
+    await Notification.requestPermission();
+    $("#notify").hidden = Notification.permission !== "default";
+  });
+}
+
+// ---- finding a tool on any server: the daemon's ranked search ----
+
+let searching = 0;
+$("#search").addEventListener("input", () => {
+  const query = $("#search").value.trim();
+  const mine = ++searching;
+  clearTimeout(searchSoon);
+  if (!query) {
+    $("#search-results").hidden = true;
+    return;
+  }
+  searchSoon = setTimeout(async () => {
+    try {
+      const found = await api("GET", `/api/tools/search?q=${encodeURIComponent(query)}&limit=8`);
+      if (mine !== searching) return;
+      const results = found.tools.map((tool) => element("li", {},
+        element("button", { type: "button", "data-found": tool.name, onclick: () => openFound(tool) },
+          element("b", {}, tool.name), element("span", { class: "muted" }, ` ${tool.server}`),
+          element("span", { class: "desc" }, tool.description))));
+      $("#search-results").replaceChildren(...(results.length ? results
+        : [element("li", { class: "muted" }, "No tool matches.")]));
+      $("#search-results").hidden = false;
+    } catch (error) {
+      say(error.message, true);
+    }
+  }, 150);
+});
+let searchSoon;
+$("#search").addEventListener("keydown", (event) => {
+  if (event.key === "ArrowDown") {
+    event.preventDefault();
+    $("#search-results button")?.focus();
+  } else if (event.key === "Escape") {
+    $("#search-results").hidden = true;
+  }
+});
+$("#search-results").addEventListener("keydown", (event) => {
+  const item = document.activeElement?.closest("li");
+  if (event.key === "ArrowDown") item?.nextElementSibling?.querySelector("button")?.focus();
+  else if (event.key === "ArrowUp") (item?.previousElementSibling?.querySelector("button") ?? $("#search")).focus();
+  else if (event.key === "Escape") {
+    $("#search-results").hidden = true;
+    $("#search").focus();
+  } else return;
+  event.preventDefault();
+});
+
+/** Opens a found tool's server with the tool ready to try. */
+async function openFound(found) {
+  $("#search-results").hidden = true;
+  $('[data-tab="tools"]').click();
+  await openDetail(found.server);
+  const tool = tools.find((t) => t.exposed_name === found.name);
+  if (tool) {
+    openTry(tool);
+    document.querySelector(`[data-tool="${CSS.escape(tool.name)}"]`)?.scrollIntoView({ block: "nearest" });
+    $("#try-form input, #try-form select, #try-form textarea, #run")?.focus();
+  }
+}
+
+// ---- results as a client shows them ----
+
+/** A tool result's content: text as text (markdown rendered), images and audio as media,
+ * resource links openable, structured content as a tree, the raw JSON behind a toggle. */
+function resultBlocks(result, server) {
+  const blocks = (result.content ?? []).map((block) => contentBlock(block, server));
+  if (result.structuredContent !== undefined && result.structuredContent !== null) {
+    blocks.push(element("div", { class: "structured" }, element("h4", {}, "Structured content"), tree(result.structuredContent)));
+  }
+  blocks.push(element("details", { class: "raw" }, element("summary", {}, "Raw JSON"),
+    element("pre", {}, JSON.stringify(result, null, 2))));
+  return blocks;
+}
+
+function contentBlock(block, server) {
+  switch (block?.type) {
+    case "text":
+      return looksLikeMarkdown(block.text) ? markdown(block.text) : element("pre", { class: "text" }, block.text);
+    case "image":
+      return element("img", { class: "media", src: `data:${block.mimeType};base64,${block.data}`, alt: "An image the tool returned" });
+    case "audio":
+      return element("audio", { class: "media", controls: "", src: `data:${block.mimeType};base64,${block.data}` });
+    case "resource_link":
+      return element("p", { class: "link" }, "Resource: ",
+        element("button", { type: "button", "data-open-resource": block.uri, onclick: () => readResource(server, block.uri) },
+          block.title ?? block.name ?? block.uri),
+        element("span", { class: "muted" }, ` ${block.uri}${block.mimeType ? ` (${block.mimeType})` : ""}`));
+    case "resource": {
+      const resource = block.resource ?? {};
+      return element("div", { class: "embedded" }, element("span", { class: "muted" }, resource.uri ?? "an embedded resource"),
+        resource.text !== undefined ? element("pre", {}, resource.text)
+          : element("p", { class: "muted" }, `${resource.mimeType ?? "binary"}, ${Math.floor((resource.blob?.length ?? 0) * 3 / 4)} bytes`));
+    }
+    default:
+      return element("pre", {}, JSON.stringify(block, null, 2));
+  }
+}
+
+/** JSON as a tree of nested, foldable entries. */
+function tree(value, name) {
+  const label = name === undefined ? [] : [element("span", { class: "key" }, `${name}: `)];
+  if (value !== null && typeof value === "object") {
+    const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    return element("details", { class: "tree", open: "" },
+      element("summary", {}, ...label, element("span", { class: "muted" }, Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`)),
+      ...entries.map(([key, child]) => tree(child, key)));
+  }
+  return element("div", { class: "leaf" }, ...label, element("code", {}, JSON.stringify(value)));
+}
+
+function looksLikeMarkdown(text) {
+  return /^(#{1,6} |[-*] |\d+\. |```)/m.test(text) || /\*\*[^*]+\*\*|\[[^\]]+\]\(https?:\/\//.test(text);
+}
+
+/**
+ * Markdown as page elements, built node by node (never as HTML, so a tool's text cannot put
+ * markup or script in the console): headings, paragraphs, lists, fenced code, and inline code,
+ * bold, italics and http(s) links. Written here because the console has no dependencies and no
+ * build step, and this small subset is what tool results use.
+ */
+function markdown(text) {
+  const root = element("div", { class: "markdown" });
+  const lines = text.split("\n");
+  let list = null;
+  let paragraph = [];
+  const flush = () => {
+    if (paragraph.length) root.append(element("p", {}, ...inline(paragraph.join(" "))));
+    paragraph = [];
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (line.startsWith("```")) {
+      flush();
+      list = null;
+      const code = [];
+      for (i++; i < lines.length && !lines[i].startsWith("```"); i++) code.push(lines[i]);
+      root.append(element("pre", {}, code.join("\n")));
+      continue;
+    }
+    const heading = /^(#{1,6}) (.*)$/.exec(line);
+    const item = /^\s*([-*]|\d+\.) (.*)$/.exec(line);
+    if (heading) {
+      flush();
+      list = null;
+      root.append(element(`h${Math.min(heading[1].length + 3, 6)}`, {}, ...inline(heading[2])));
+    } else if (item) {
+      flush();
+      const ordered = /\d/.test(item[1]);
+      if (!list || (list.tagName === "OL") !== ordered) {
+        list = element(ordered ? "ol" : "ul");
+        root.append(list);
+      }
+      list.append(element("li", {}, ...inline(item[2])));
+    } else if (!line.trim()) {
+      flush();
+      list = null;
+    } else {
+      list = null;
+      paragraph.push(line.trim());
+    }
+  }
+  flush();
+  return root;
+}
+
+/** Inline markdown: `code`, **bold**, *italics* and [links](https://...), as nodes. */
+function inline(text) {
+  const nodes = [];
+  const pattern = /`([^`]+)`|\*\*([^*]+)\*\*|\*([^*]+)\*|\[([^\]]+)\]\((https?:\/\/[^)\s]+)\)/g;
+  let at = 0;
+  for (const match of text.matchAll(pattern)) {
+    if (match.index > at) nodes.push(text.slice(at, match.index));
+    if (match[1] !== undefined) nodes.push(element("code", {}, match[1]));
+    else if (match[2] !== undefined) nodes.push(element("strong", {}, match[2]));
+    else if (match[3] !== undefined) nodes.push(element("em", {}, match[3]));
+    else nodes.push(element("a", { href: match[5], target: "_blank", rel: "noopener noreferrer" }, match[4]));
+    at = match.index + match[0].length;
+  }
+  if (at < text.length) nodes.push(text.slice(at));
+  return nodes;
+}
+
+// ---- an MCP App's display modes ----
+
+const DISPLAY_MODES = ["inline", "fullscreen", "pip"];
+let displayMode = "inline";
+
+/** Shows the app panel in `mode` and tells the view; answers the mode shown. */
+function showApp(mode) {
+  displayMode = mode;
+  const panel = $("#try-app-panel");
+  panel.classList.toggle("fullscreen", mode === "fullscreen");
+  panel.classList.toggle("pip", mode === "pip");
+  $("#app-fullscreen").textContent = mode === "fullscreen" ? "Exit fullscreen" : "Fullscreen";
+  $("#app-pip").textContent = mode === "pip" ? "Back in place" : "Picture in picture";
+  app?.notify("ui/notifications/host-context-changed", { displayMode: mode });
+  return mode;
+}
+
+$("#app-fullscreen").addEventListener("click", () => showApp(displayMode === "fullscreen" ? "inline" : "fullscreen"));
+$("#app-pip").addEventListener("click", () => showApp(displayMode === "pip" ? "inline" : "pip"));
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && displayMode === "fullscreen") showApp("inline");
+});
+
 // ---- who is here ----
 
 /** Whose workspace this is (`GET /api/me`): the local one, or a user's with their role. */
@@ -367,8 +688,10 @@ async function openDetail(id) {
     for (const pane of document.querySelectorAll("[data-pane]")) pane.hidden = pane.dataset.pane !== "tools";
   }
   selected = id;
+  remember();
   renderServers();
   const server = servers.find((s) => s.id === id);
+  $("#welcome").hidden = true;
   $("#detail").hidden = false;
   $("#view").hidden = true;
   $("#detail-title").textContent = server?.display_name ?? id;
@@ -380,8 +703,10 @@ function closeDetail() {
   closeApp("the server was closed");
   stopInspecting();
   selected = null;
+  remember();
   $("#detail").hidden = true;
   $("#try").hidden = true;
+  $("#welcome").hidden = false;
 }
 
 async function loadDetail() {
@@ -488,6 +813,7 @@ for (const tab of document.querySelectorAll("[data-tab]")) {
     if (tab.dataset.tab === "inspector") inspect(selected);
     else stopInspecting();
     if (tab.dataset.tab === "settings") loadSettings(selected).catch((e) => say(e.message, true));
+    remember();
   });
 }
 
@@ -578,7 +904,21 @@ function filterTraffic() {
 
 for (const control of ["#traffic-direction", "#traffic-kind"]) $(control).addEventListener("change", filterTraffic);
 $("#traffic-filter").addEventListener("input", filterTraffic);
-$("#traffic-clear").addEventListener("click", () => $("#traffic").replaceChildren());
+$("#traffic-clear").addEventListener("click", () => {
+  $("#traffic").replaceChildren();
+  trafficLog.length = 0;
+});
+
+/** The messages followed, oldest first (at most 1,000), for export; requests' times by id. */
+const trafficLog = [];
+const asked = new Map();
+
+$("#traffic-export").addEventListener("click", () => {
+  const blob = new Blob([JSON.stringify(trafficLog, null, 2)], { type: "application/json" });
+  const link = element("a", { href: URL.createObjectURL(blob), download: `switchboard-${selected}-messages.json` });
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+});
 
 function stopInspecting() {
   inspecting?.abort();
@@ -591,6 +931,8 @@ async function inspect(id) {
   const controller = new AbortController();
   inspecting = controller;
   $("#traffic").replaceChildren();
+  trafficLog.length = 0;
+  asked.clear();
   $("#traffic-status").textContent = "Following this server's messages from now on…";
   try {
     const response = await api("GET", `/api/servers/${id}/traffic`, undefined, { raw: true, signal: controller.signal });
@@ -606,13 +948,27 @@ async function inspect(id) {
       }
       const { message } = data;
       const text = JSON.stringify(message);
+      const bytes = new TextEncoder().encode(text).length;
+      // A response's time: since the request of its id went the other way.
+      const key = `${message.id}`;
+      let took = "";
+      if (kindOf(message) === "request") asked.set(`${data.direction}:${key}`, data.at_ms);
+      else if (message.id !== undefined) {
+        const other = data.direction === "sent" ? "received" : "sent";
+        const at = asked.get(`${other}:${key}`);
+        if (at !== undefined) took = ` · ${data.at_ms - at} ms`;
+        asked.delete(`${other}:${key}`);
+      }
+      trafficLog.push(data);
+      if (trafficLog.length > 1000) trafficLog.shift();
       const item = element("li", {
         "data-direction": data.direction, "data-kind": kindOf(message), "data-method": message.method ?? "",
         "data-text": text.toLowerCase(),
       }, element("details", {},
         element("summary", {},
           element("span", { class: "muted" }, new Date(data.at_ms).toLocaleTimeString()), " ",
-          element("b", {}, data.direction === "sent" ? "→" : "←"), " ", summary(message)),
+          element("b", {}, data.direction === "sent" ? "→" : "←"), " ", summary(message),
+          element("span", { class: "muted size" }, ` · ${bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} KB`}${took}`)),
         element("pre", {}, JSON.stringify(message, null, 2))));
       item.hidden = !trafficShown(item);
       const list = $("#traffic");
@@ -713,9 +1069,10 @@ function argumentsOf(form) {
 
 function openTry(tool) {
   $("#try").hidden = false;
+  for (const item of document.querySelectorAll("#tools > li")) item.classList.toggle("trying", item.dataset.tool === tool.name);
   $("#try-name").textContent = tool.name;
   $("#try-description").textContent = tool.description ?? "";
-  $("#try-result").textContent = "";
+  $("#try-result").replaceChildren();
   $("#try-status").textContent = "";
   closeApp("another tool was opened");
   const form = $("#try-form");
@@ -748,7 +1105,7 @@ async function runTool(server, tool, form) {
   progress.removeAttribute("value");
   $("#run").disabled = true;
   $("#cancel").disabled = false;
-  $("#try-result").textContent = "";
+  $("#try-result").replaceChildren();
   status("Running…");
   const toolInfo = tools.find((t) => t.name === tool);
   const view = viewOf(toolInfo) ? await openApp(server, toolInfo, args).catch((error) => {
@@ -771,7 +1128,7 @@ async function runTool(server, tool, form) {
         status(`Running… ${data.progress}${data.total ? ` of ${data.total}` : ""}${data.message ? `: ${data.message}` : ""}`);
       } else if (name === "result") {
         status(data.isError ? "The tool reported an error." : "Done.", Boolean(data.isError));
-        $("#try-result").textContent = JSON.stringify(data, null, 2);
+        $("#try-result").replaceChildren(...resultBlocks(data, server));
         view?.notify("ui/notifications/tool-result", data);
       } else if (name === "error") {
         status(data.error, true);
@@ -805,9 +1162,18 @@ function logActivity(event) {
     app_log: (e) => `${e.server}/${e.tool} app: ${e.level} ${typeof e.data === "string" ? e.data : JSON.stringify(e.data)}`,
   }[event.type];
   if (!describe) return;
+  const line = `${new Date().toLocaleTimeString()} ${event.type} ${describe(event)}`;
+  showActivity(event.type, line);
+  kept.activity.unshift({ type: event.type, line });
+  kept.activity.length = Math.min(kept.activity.length, 100);
+  keep();
+}
+
+function showActivity(type, line, atEnd = false) {
   const list = $("#activity");
-  list.prepend(element("li", { "data-type": event.type },
-    `${new Date().toLocaleTimeString()} ${event.type} ${describe(event)}`));
+  const item = element("li", { "data-type": type }, line);
+  if (atEnd) list.append(item);
+  else list.prepend(item);
   while (list.children.length > 100) list.lastChild.remove();
 }
 
@@ -881,6 +1247,7 @@ async function openApp(server, tool, args) {
     notified({ method, params }) {
       if (method === "ui/notifications/initialized") {
         this.initialized = true;
+        $("#app-loading").hidden = true;
         for (const message of this.queue.splice(0)) this.post(message);
       } else if (method === "ui/notifications/size-changed" && params?.height) {
         frame.style.height = `${Math.min(Math.max(params.height, 40), 1200)}px`;
@@ -897,7 +1264,7 @@ async function openApp(server, tool, args) {
             hostCapabilities: { openLinks: {}, serverTools: {}, serverResources: {}, logging: {}, message: { text: {} }, updateModelContext: { text: {} } },
             hostContext: {
               toolInfo: { tool: { name: tool.name, title: tool.title, description: tool.description, inputSchema: tool.input_schema } },
-              theme: "light", displayMode: "inline", availableDisplayModes: ["inline"], platform: "web",
+              ...themeContext(), displayMode, availableDisplayModes: DISPLAY_MODES, platform: "web",
               locale: navigator.language, timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
               containerDimensions: { maxHeight: 1200 },
             },
@@ -925,7 +1292,7 @@ async function openApp(server, tool, args) {
         case "ui/update-model-context":
           return {};
         case "ui/request-display-mode":
-          return { mode: "inline" };
+          return { mode: showApp(DISPLAY_MODES.includes(params?.mode) ? params.mode : displayMode) };
         default:
           throw Object.assign(new Error(`Method not found: ${method}`), { code: -32601 });
       }
@@ -936,6 +1303,7 @@ async function openApp(server, tool, args) {
   frame.src = served.url;
   $("#try-app").append(frame);
   $("#try-app-panel").hidden = false;
+  $("#app-loading").hidden = false;
   view.notify("ui/notifications/tool-input", { arguments: args });
   return view;
 }
@@ -959,7 +1327,9 @@ function closeApp(reason) {
     view.frame.remove();
   });
   $("#try-app-panel").hidden = true;
+  $("#app-loading").hidden = true;
   $("#app-messages").replaceChildren();
+  showApp("inline");
 }
 
 // ---- questions for people ----
@@ -973,6 +1343,17 @@ function renderQuestions() {
   for (const card of [...list.children]) if (!questions.has(card.dataset.question)) card.remove();
   for (const question of questions.values()) if (!shown.has(question.id)) list.append(questionCard(question));
   $("#questions-panel").hidden = questions.size === 0;
+  document.title = questions.size ? `(${questions.size}) Switchboard: waiting for you` : "Switchboard";
+}
+
+/** Tells the person of a new question with a browser notification, when they allowed them
+ * and are looking elsewhere. */
+function notifyOf(question) {
+  if (!("Notification" in window) || Notification.permission !== "granted" || !document.hidden) return;
+  const note = new Notification(`${question.server}${question.tool ? ` · ${question.tool}` : ""} asks`, {
+    body: question.message ?? "A model's reply is wanted", tag: question.id,
+  });
+  note.onclick = () => window.focus();
 }
 
 /** A card asking one question, with the means to answer it. */
@@ -985,7 +1366,16 @@ function questionCard(question) {
     element("button", { type: "button", "data-action": action, ...attributes, onclick: () => answer(action) }, label);
   const refuse = [button("Decline", "decline"), button("Dismiss", "cancel")];
   let body;
-  if (question.kind === "form") {
+  const properties = Object.entries(question.schema?.properties ?? {});
+  const yesNo = question.kind === "form" && properties.length === 1 && properties[0][1].type === "boolean";
+  if (yesNo) {
+    // A yes-or-no question (the human server's `confirm`): answered with one press.
+    const [name] = properties[0];
+    body = element("div", { class: "row" },
+      element("button", { type: "button", class: "primary", "data-action": "yes", onclick: () => answer("accept", { [name]: true }) }, "Yes"),
+      element("button", { type: "button", "data-action": "no", onclick: () => answer("accept", { [name]: false }) }, "No"),
+      ...refuse);
+  } else if (question.kind === "form") {
     body = element("form", {}, ...fieldsOf(question.schema),
       element("div", { class: "row" }, element("button", { type: "submit", "data-action": "accept" }, "Send"), ...refuse));
     body.onsubmit = (event) => {
@@ -1055,6 +1445,7 @@ function handle(event) {
   } else if (event.type === "question_asked") {
     questions.set(event.question.id, event.question);
     renderQuestions();
+    notifyOf(event.question);
   } else if (event.type === "question_ended") {
     questions.delete(event.id);
     renderQuestions();
@@ -1085,7 +1476,17 @@ function follow() {
 }
 
 // Whose workspace first: on a listener that wants a key, that is where the page asks for it.
+applyTheme();
+for (const entry of kept.activity) showActivity(entry.type, entry.line, true);
 loadMe().then(() => {
   api("GET", "/api/status").then((status) => { $("#version").textContent = `v${status.version}`; }).catch(() => {});
   return loadServers();
+}).then(() => {
+  // Where the person was before the reload.
+  const open = kept.open;
+  if (open?.server && servers.some((s) => s.id === open.server)) {
+    return openDetail(open.server).then(() => {
+      if (open.tab && open.tab !== "tools") document.querySelector(`[data-tab="${CSS.escape(open.tab)}"]`)?.click();
+    });
+  }
 }).then(follow);

@@ -167,6 +167,90 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
             .contains("info logged by the app"),
         "{seen:#}"
     );
+    // The layout: the form beside the tool, in view at 1280x800; one column on a phone.
+    assert_eq!(
+        seen["tryBeside"],
+        json!({"inView": true, "besideTheTool": true}),
+        "{seen:#}"
+    );
+    assert!(seen["phoneOverflow"].as_i64().unwrap() <= 0, "{seen:#}");
+    // Results as a client shows them.
+    assert_eq!(seen["image"], true, "{seen:#}");
+    assert_eq!(seen["clearedOnOpen"], true, "{seen:#}");
+    let tree: Vec<&str> = seen["tree"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tree.contains(&"temperature: ") && tree.contains(&"conditions: "),
+        "{tree:?}"
+    );
+    assert_eq!(
+        seen["rawHidden"], true,
+        "the raw JSON waits behind its toggle"
+    );
+    assert!(
+        seen["linkOpened"]
+            .as_str()
+            .unwrap()
+            .starts_with("demo://resource/"),
+        "{seen:#}"
+    );
+    // Ranked search across servers, by pointer and by keyboard.
+    let found: Vec<&str> = seen["found"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(found.contains(&"everything__get-sum"), "{found:?}");
+    assert_eq!(seen["foundOpened"], "get-sum");
+    assert!(
+        seen["keyboardOpened"]
+            .as_str()
+            .unwrap()
+            .starts_with("everything__")
+    );
+    // Connecting a client.
+    assert_eq!(seen["mcpUrl"], format!("{base}/mcp"));
+    assert!(seen["clientEntries"].as_array().unwrap().len() >= 4);
+    assert_eq!(
+        seen["cursorEntry"]["mcpServers"]["switchboard"]["url"],
+        format!("{base}/mcp")
+    );
+    // The inspector gives each message's size, and a response its time.
+    let sizes = seen["inspectorSizes"].as_array().unwrap();
+    assert!(
+        sizes
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|s| s.contains(" B") && s.ends_with(" ms")),
+        "{sizes:?}"
+    );
+    // A pending question is in the tab's title until answered (here with one press: Yes).
+    assert!(
+        seen["titleWhileAsked"]
+            .as_str()
+            .unwrap()
+            .starts_with("(1) "),
+        "{seen:#}"
+    );
+    assert_eq!(seen["titleAfter"], "Switchboard");
+    // An MCP App: loaded, fullscreen and picture in picture.
+    assert_eq!(seen["appLoadingGone"], true);
+    assert_eq!(seen["appFullscreen"], true);
+    assert_eq!(seen["appPip"], true);
+    // What survives a reload.
+    assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
+    assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");
+    assert_eq!(seen["afterReload"]["tab"], "prompts", "{seen:#}");
+    assert!(seen["afterReload"]["activity"].as_u64().unwrap() > 0);
+    assert_ne!(
+        seen["afterReload"]["background"], "rgb(246, 247, 250)",
+        "the dark theme is shown"
+    );
     assert_eq!(
         seen["imported"],
         "Imported 1; skipped broken (has both 'command' and 'url'; keep one)."
