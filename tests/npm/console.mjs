@@ -199,7 +199,25 @@ try {
   await page.locator("#resources [data-read]").first().click();
   await page.waitForSelector("#view-body pre");
   seen.resourceRead = (await page.textContent("#view-title")) !== "" && (await page.textContent("#view-body pre")).length > 0;
+  // A resource template filled in (the server completing the value as it is typed), then read.
+  await page.click('[data-fill="demo://resource/dynamic/text/{resourceId}"]');
+  await page.fill('#view-body input[name="resourceId"]', "2");
+  await page.waitForSelector('#view-body input[name="resourceId"][data-completions="1"]');
+  seen.templateCompletions = await page.$$eval("#view-body datalist option", (options) => options.map((o) => o.value));
+  seen.templateExpanded = await page.textContent("#view-body [data-expanded]");
+  await page.click('#view-body button[type="submit"]');
+  await page.waitForFunction(() => document.querySelector("#view-title").textContent === "demo://resource/dynamic/text/2");
+  seen.templateRead = await page.textContent("#view-body pre");
   await page.click('[data-tab="prompts"]');
+  // A prompt's arguments completed, the second narrowed by the first.
+  await page.click('[data-get="completable-prompt"]');
+  await page.fill('#view-body input[name="department"]', "Eng");
+  await page.waitForSelector('#view-body input[name="department"][data-completions="1"]');
+  seen.departments = await page.$$eval('#view-body input[name="department"] + datalist option', (options) => options.map((o) => o.value));
+  await page.fill('#view-body input[name="department"]', "Engineering");
+  await page.fill('#view-body input[name="name"]', "A");
+  await page.waitForSelector('#view-body input[name="name"][data-completions="1"]');
+  seen.leaders = await page.$$eval('#view-body input[name="name"] + datalist option', (options) => options.map((o) => o.value));
   await page.click('[data-get="args-prompt"]');
   await page.fill('#view-body input[name="city"]', "Lisbon");
   await page.click('#view-body button[type="submit"]');
@@ -284,6 +302,33 @@ try {
   await page.waitForSelector('#activity li[data-type="app_log"]');
   seen.appLog = await page.textContent('#activity li[data-type="app_log"]');
   await shot(page, "mcp-app");
+
+  // Edit, not remove and re-add: a command line with a quoted argument, an environment value
+  // kept secret, a timeout; saved again untouched, the masked secret keeps its value.
+  await page.click('[data-server="everything"] [data-action="edit"]');
+  seen.editShown = await page.inputValue('#add-form input[name="command"]');
+  await page.fill('#add-form input[name="command"]', `node '${everything}' stdio "two words"`);
+  await page.click("#add-value");
+  await page.fill('#values li:last-child input[name="value-name"]', "NOTE_FROM_CONSOLE");
+  await page.fill('#values li:last-child input[name="value-value"]', "hello there");
+  await page.check('#values li:last-child input[name="value-secret"]');
+  await page.fill('#add-form input[name="tool_call_ms"]', "45000");
+  await page.click("#add-submit");
+  await page.waitForFunction(() => document.querySelector("#message").textContent === "Saved everything.");
+  seen.edited = (await (await fetch(`${base}/api/servers/everything`)).json());
+  await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
+  await page.click('[data-server="everything"] [data-action="edit"]');
+  seen.secretShownMasked = await page.$eval('#values input[name="value-value"]', (input) => [input.type, input.value]);
+  await page.click("#add-submit");
+  await page.waitForFunction(() => document.querySelector("#message").textContent === "Saved everything.");
+  await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
+  await page.click('[data-server="everything"] [data-action="open"]');
+  await page.click('[data-tab="tools"]');
+  await page.click('[data-try="get-env"]');
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  const envText = JSON.parse(await page.textContent("#try-result details.raw pre")).content[0].text;
+  seen.envAfterEdit = /NOTE_FROM_CONSOLE\W+hello there/.test(envText);
 
   // An import of a client's configuration: one entry taken, one skipped with the reason.
   await page.click("#show-import");

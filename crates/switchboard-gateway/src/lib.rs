@@ -361,6 +361,7 @@ pub(crate) fn workspace_router(
         .route("/api/servers/{id}/resources", get(servers::resources))
         .route("/api/servers/{id}/prompts", get(servers::prompts))
         .route("/api/servers/{id}/resource", get(servers::read_resource))
+        .route("/api/servers/{id}/complete", post(servers::complete))
         .route("/api/servers/{id}/traffic", get(events::traffic))
         .route(
             "/api/servers/{id}/prompts/{prompt}/get",

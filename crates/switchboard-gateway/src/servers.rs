@@ -424,6 +424,41 @@ pub(crate) async fn get_prompt(
     Ok(Json(got).into_response())
 }
 
+/// `POST /api/servers/{id}/complete`: the server's `completion/complete` for a prompt's or a
+/// resource template's argument, with the body of that request (`{"ref", "argument",
+/// "context"}`, the prompt and template as the server names them). A server that offers no
+/// completions answers no values.
+pub(crate) async fn complete(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    payload: Result<Json<Value>, JsonRejection>,
+) -> Answer {
+    use switchboard_upstream::rmcp_model::{
+        ClientRequest, CompleteRequestParams, CompleteResult, Request, ServerResult,
+    };
+    let Json(payload) = payload?;
+    let params: CompleteRequestParams = serde_json::from_value(payload).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("give {{\"ref\", \"argument\": {{\"name\", \"value\"}}}}: {e}"),
+        )
+    })?;
+    let upstream = app.hub.upstream(&server_id(id)?)?;
+    if upstream.capabilities().completions.is_none() {
+        return Ok(Json(CompleteResult::default()).into_response());
+    }
+    match upstream
+        .request(ClientRequest::CompleteRequest(Request::new(params)))
+        .await?
+    {
+        ServerResult::CompleteResult(result) => Ok(Json(result).into_response()),
+        _ => Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "the server answered completion/complete with another kind of result",
+        )),
+    }
+}
+
 /// The body of a call.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

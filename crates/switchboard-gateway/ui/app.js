@@ -533,6 +533,9 @@ function serverCard(server) {
       await loadServers();
     }, { "data-action": "check" }));
   }
+  if (mayChange(server) && !server.transport.approved && server.transport.type !== "approved") {
+    actions.push(action("Edit", async () => editServer(server), { "data-action": "edit" }));
+  }
   if (mayChange(server)) {
     actions.push(action(server.enabled ? "Disable" : "Enable", async () => {
       await api("PATCH", `/api/servers/${server.id}`, { enabled: !server.enabled });
@@ -594,11 +597,63 @@ function showForm(id) {
   for (const form of ["#add-form", "#import-form"]) $(form).hidden = form !== id || !$(form).hidden;
 }
 
-$("#show-add").addEventListener("click", () => showForm("#add-form"));
+$("#show-add").addEventListener("click", () => {
+  if ($("#add-form").dataset.editing) resetAddForm();
+  showForm("#add-form");
+});
 $("#show-import").addEventListener("click", () => showForm("#import-form"));
 for (const button of document.querySelectorAll("[data-close]")) {
-  button.addEventListener("click", () => showForm(null));
+  button.addEventListener("click", () => {
+    resetAddForm();
+    showForm(null);
+  });
 }
+
+/** A command line split into words the way a shell splits it: spaces separate, quotes ('...'
+ * and "...") and backslashes keep a space in a word. */
+function splitCommandLine(text) {
+  const words = [];
+  let word = null;
+  let quote = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === quote) quote = null;
+      else if (c === "\\" && quote === '"' && i + 1 < text.length) word += text[++i];
+      else word += c;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      word ??= "";
+    } else if (c === "\\" && i + 1 < text.length) {
+      word = (word ?? "") + text[++i];
+    } else if (/\s/.test(c)) {
+      if (word !== null) words.push(word);
+      word = null;
+    } else {
+      word = (word ?? "") + c;
+    }
+  }
+  if (quote) throw new Error(`the command line has an unclosed ${quote}`);
+  if (word !== null) words.push(word);
+  return words;
+}
+
+/** Words joined into a command line that {@link splitCommandLine} splits back into them. */
+function joinCommandLine(words) {
+  return words.map((w) => (w === "" || /[\s'"\\]/.test(w) ? `'${w.replaceAll("'", `'"'"'`)}'` : w)).join(" ");
+}
+
+/** A row of the form's headers or environment values (a secret one shows masked). */
+function valueRow(name = "", value = "", secret = false) {
+  return element("li", { "data-value": "" },
+    element("input", { name: "value-name", placeholder: "NAME", value: name, "aria-label": "Name" }),
+    element("input", { name: "value-value", placeholder: "value", value, type: secret ? "password" : "text", "aria-label": "Value" }),
+    element("label", { class: "inline" }, element("input", { type: "checkbox", name: "value-secret", checked: secret ? "" : undefined,
+      onchange: (event) => { event.target.closest("li").querySelector('[name="value-value"]').type = event.target.checked ? "password" : "text"; } }), "secret"),
+    element("button", { type: "button", title: "Remove", onclick: (event) => event.target.closest("li").remove() }, "×"));
+}
+
+$("#add-value").addEventListener("click", () => $("#values").append(valueRow()));
 
 /** The server entry the add form describes, or undefined after saying what is missing. */
 function entryOf(formElement) {
@@ -617,25 +672,104 @@ function entryOf(formElement) {
       if (input.value) entry.env[input.dataset.env] = input.value;
     }
   } else if (command) {
-    const [program, ...args] = command.split(/\s+/);
+    let words;
+    try {
+      words = splitCommandLine(command);
+    } catch (error) {
+      return say(`${error.message}.`, true);
+    }
+    const [program, ...args] = words;
     entry.command = program;
     entry.args = args;
   } else return say("Give the server's URL or the command that starts it.", true);
   if (form.get("description").trim()) entry.description = form.get("description").trim();
+  // Headers for a URL, environment values for a command; secret ones apart.
+  const [plainKey, secretKey] = url ? ["headers", "secretHeaders"] : ["env", "secretEnv"];
+  for (const row of formElement.querySelectorAll("[data-value]")) {
+    const name = row.querySelector('[name="value-name"]').value.trim();
+    if (!name) continue;
+    const key = row.querySelector('[name="value-secret"]').checked ? secretKey : plainKey;
+    entry[key] = { ...entry[key], [name]: row.querySelector('[name="value-value"]').value };
+  }
+  if (form.get("display_name").trim()) entry.displayName = form.get("display_name").trim();
+  const timeouts = {};
+  if (form.get("request_ms")) timeouts.request_ms = Number(form.get("request_ms"));
+  if (form.get("tool_call_ms")) timeouts.tool_call_ms = Number(form.get("tool_call_ms"));
+  if (Object.keys(timeouts).length) entry.timeouts = timeouts;
   return entry;
+}
+
+/** The form's settings written with PATCH (not part of an entry): prefix and retries. */
+function settingsOf(formElement) {
+  const form = new FormData(formElement);
+  const change = { retries: form.get("retries") };
+  const prefix = form.get("prefix").trim();
+  if (prefix || formElement.dataset.editing) change.prefix = prefix;
+  return change;
+}
+
+/** Opens the form on server `server` to change it: every value as it is (secrets masked; a
+ * masked one left as it is keeps its value). */
+function editServer(server) {
+  const form = $("#add-form");
+  form.reset();
+  form.dataset.editing = server.id;
+  form.elements.id.value = server.id;
+  form.elements.id.readOnly = true;
+  const transport = server.transport;
+  const values = transport.headers ?? transport.env ?? [];
+  if (transport.type === "stdio") form.elements.command.value = joinCommandLine([transport.command, ...(transport.args ?? [])]);
+  else if (transport.type === "builtin") form.elements.url.value = `builtin:${transport.name}${transport.wait_always ? "?wait=always" : ""}`;
+  else form.elements.url.value = transport.url ?? "";
+  form.elements.description.value = server.description ?? "";
+  form.elements.display_name.value = server.display_name === server.id ? "" : server.display_name;
+  form.elements.prefix.value = server.status?.prefix ?? server.prefix ?? server.id;
+  form.elements.request_ms.value = server.timeouts?.request ?? "";
+  form.elements.tool_call_ms.value = server.timeouts?.tool_call ?? "";
+  form.elements.retries.value = server.policies?.retries ?? "quick";
+  $("#values").replaceChildren(...values.map((v) => valueRow(v.name, v.value, v.secret)));
+  $("#more-settings").open = true;
+  $("#add-submit").textContent = "Save";
+  $("#import-form").hidden = true;
+  form.hidden = false;
+  form.scrollIntoView({ block: "nearest" });
+}
+
+/** Back to adding: the form empty, the id editable. */
+function resetAddForm() {
+  const form = $("#add-form");
+  form.reset();
+  delete form.dataset.editing;
+  form.elements.id.readOnly = false;
+  $("#values").replaceChildren();
+  $("#more-settings").open = false;
+  $("#add-submit").textContent = "Add";
 }
 
 $("#add-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const entry = entryOf(event.target);
   if (!entry) return;
+  const editing = event.target.dataset.editing;
   try {
-    await api("POST", "/api/servers", entry);
-    event.target.reset();
+    if (editing) {
+      // What an entry cannot say stays as it was: on or off, the tools turned off.
+      const server = servers.find((s) => s.id === editing);
+      entry.disabled = server ? !server.enabled : undefined;
+      entry.disabledTools = server?.disabled_tools ?? [];
+      await api("PUT", `/api/servers/${editing}`, entry);
+    } else {
+      await api("POST", "/api/servers", entry);
+    }
+    const settings = settingsOf(event.target);
+    if (editing || settings.prefix !== undefined || settings.retries !== "quick") {
+      await api("PATCH", `/api/servers/${entry.id}`, settings);
+    }
+    resetAddForm();
     $("#approved-choices").replaceChildren();
     $("#approved-choices").hidden = true;
     showForm(null);
-    say(`Added ${entry.id}.`);
+    say(editing ? `Saved ${entry.id}.` : `Added ${entry.id}.`);
     await loadServers();
   } catch (error) {
     say(error.message, true);
@@ -729,8 +863,10 @@ async function loadDetail() {
         element("span", { class: "controls" }, element("code", {}, r.mimeType ?? ""),
           element("button", { type: "button", "data-read": r.uri, onclick: () => readResource(id, r.uri) }, "Read")),
         element("span", { class: "desc" }, r.uri))),
-      ...resources.resource_templates.map((t) => element("li", {},
-        element("span", { class: "name" }, t.name ?? t.uriTemplate), element("code", {}, "template"),
+      ...resources.resource_templates.map((t) => element("li", { "data-template": t.uriTemplate },
+        element("span", { class: "name" }, t.name ?? t.uriTemplate),
+        element("span", { class: "controls" }, element("code", {}, "template"),
+          element("button", { type: "button", "data-fill": t.uriTemplate, onclick: () => openTemplate(id, t) }, "Fill")),
         element("span", { class: "desc" }, t.uriTemplate))));
     $("#prompts").replaceChildren(...prompts.prompts.map((p) => element("li", { "data-prompt": p.name },
       element("span", { class: "name" }, p.name),
@@ -739,6 +875,77 @@ async function loadDetail() {
       element("span", { class: "desc" }, p.description ?? ""))));
   } catch (error) {
     say(error.message, true);
+  }
+}
+
+/** The variables of a URI template (RFC 6570), in order. */
+function templateVariables(template) {
+  const names = [];
+  for (const [, expression] of template.matchAll(/\{([^}]+)\}/g)) {
+    for (const spec of expression.replace(/^[+#./;?&]/, "").split(",")) {
+      const name = spec.replace(/[*]$|:\d+$/, "");
+      if (name && !names.includes(name)) names.push(name);
+    }
+  }
+  return names;
+}
+
+/** A URI template filled in with `values` (RFC 6570 level 3: simple, reserved, fragment,
+ * label, path, parameter and query expressions of single values). */
+function expandTemplate(template, values) {
+  const forms = { "": [",", ""], "+": [",", ""], "#": [",", "#"], ".": [".", "."], "/": ["/", "/"],
+    ";": [";", ";"], "?": ["&", "?"], "&": ["&", "&"] };
+  return template.replace(/\{([^}]+)\}/g, (_, expression) => {
+    const operator = /^[+#./;?&]/.test(expression) ? expression[0] : "";
+    const [separator, first] = forms[operator];
+    const encode = operator === "+" || operator === "#" ? encodeURI : encodeURIComponent;
+    const parts = expression.slice(operator.length).split(",").map((spec) => spec.replace(/[*]$|:\d+$/, ""))
+      .filter((name) => values[name] !== undefined && values[name] !== "")
+      .map((name) => (";?&".includes(operator) && operator ? `${name}=${encode(values[name])}` : encode(values[name])));
+    return parts.length ? first + parts.join(separator) : "";
+  });
+}
+
+/** A form filling in a resource template, then reading the resource it names. */
+function openTemplate(id, template) {
+  const names = templateVariables(template.uriTemplate);
+  const form = element("form", {},
+    ...names.map((name) => field(name, { type: "string" }, true)),
+    element("p", { class: "muted", "data-expanded": "" }, template.uriTemplate),
+    element("div", { class: "row" }, element("button", { type: "submit" }, "Read")));
+  const expanded = () => expandTemplate(template.uriTemplate, argumentsOf(form));
+  form.addEventListener("input", () => { form.querySelector("[data-expanded]").textContent = expanded(); });
+  offerCompletions(form, id, { type: "ref/resource", uri: template.uriTemplate });
+  form.onsubmit = (event) => {
+    event.preventDefault();
+    readResource(id, expanded());
+  };
+  showView(template.name ?? template.uriTemplate, [form]);
+}
+
+/**
+ * Offers the server's completions (`completion/complete`) for the text fields of `form` as
+ * they are typed: the other fields' values go along as context.
+ */
+function offerCompletions(form, id, ref) {
+  for (const input of form.querySelectorAll('input[data-kind="string"]')) {
+    const list = element("datalist", { id: `complete-${Math.random().toString(36).slice(2)}` });
+    input.setAttribute("list", list.id);
+    input.after(list);
+    let asked = 0;
+    input.addEventListener("input", async () => {
+      const mine = ++asked;
+      const context = { arguments: Object.fromEntries(Object.entries(argumentsOf(form)).filter(([name]) => name !== input.name)) };
+      try {
+        const answer = await api("POST", `/api/servers/${id}/complete`,
+          { ref, argument: { name: input.name, value: input.value }, context });
+        if (mine !== asked) return;
+        list.replaceChildren(...(answer.completion?.values ?? []).map((value) => element("option", { value })));
+        input.dataset.completions = String(list.children.length);
+      } catch {
+        // No completions from this server: the field is typed by hand.
+      }
+    });
   }
 }
 
@@ -764,6 +971,7 @@ function openPrompt(id, prompt) {
   const form = element("form", {},
     ...(prompt.arguments ?? []).map((a) => field(a.name, { type: "string", description: a.description }, a.required)),
     element("div", { class: "row" }, element("button", { type: "submit" }, "Get")));
+  offerCompletions(form, id, { type: "ref/prompt", name: prompt.name });
   form.onsubmit = async (event) => {
     event.preventDefault();
     try {

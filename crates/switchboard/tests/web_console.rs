@@ -242,6 +242,43 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     assert_eq!(seen["appLoadingGone"], true);
     assert_eq!(seen["appFullscreen"], true);
     assert_eq!(seen["appPip"], true);
+    // Edited in place: the command line shown as one, quoted arguments kept whole, the
+    // secret value sealed and shown masked, and a masked value saved again keeps its value.
+    let everything_entry = everything.display().to_string();
+    assert!(
+        seen["editShown"]
+            .as_str()
+            .unwrap()
+            .ends_with(everything_entry.as_str()),
+        "{seen:#}"
+    );
+    let edited = &seen["edited"];
+    assert_eq!(
+        edited["transport"]["args"],
+        json!([everything_entry, "stdio", "two words"]),
+        "{edited:#}"
+    );
+    assert_eq!(
+        edited["transport"]["env"],
+        json!([{"name": "NOTE_FROM_CONSOLE", "value": "********", "secret": true}]),
+        "{edited:#}"
+    );
+    assert_eq!(edited["timeouts"]["tool_call"], 45000);
+    assert_eq!(seen["secretShownMasked"], json!(["password", "********"]));
+    assert_eq!(seen["envAfterEdit"], true, "{seen:#}");
+    // Resources and prompts complete: a template filled in and read, arguments completed by
+    // the server (the second from the first's value).
+    assert_eq!(seen["templateCompletions"], json!(["2"]));
+    assert_eq!(seen["templateExpanded"], "demo://resource/dynamic/text/2");
+    assert!(
+        seen["templateRead"]
+            .as_str()
+            .unwrap()
+            .contains("Resource 2"),
+        "{seen:#}"
+    );
+    assert_eq!(seen["departments"], json!(["Engineering"]));
+    assert_eq!(seen["leaders"], json!(["Alice"]));
     // What survives a reload.
     assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
     assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");
