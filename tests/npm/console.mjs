@@ -223,7 +223,26 @@ try {
   await page.click('#view-body button[type="submit"]');
   await page.waitForSelector('#view-body pre[data-role="user"]');
   seen.prompt = await page.textContent('#view-body pre[data-role="user"]');
+  // A resource followed: subscribed while the console follows it, its updates shown as the
+  // server sends them (server-everything sends them every 5 s once asked to).
   await page.click('[data-tab="resources"]');
+  const followed = await page.getAttribute("#resources [data-follow]", "data-follow");
+  await page.click(`#resources [data-follow="${followed}"]`);
+  await page.waitForSelector('#view-body [data-updates="0"]');
+  await page.click('[data-tab="tools"]');
+  await page.click('[data-try="toggle-subscriber-updates"]');
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  await page.waitForFunction(() => Number(document.querySelector("#view-body [data-updates]")?.dataset.updates ?? 0) >= 1,
+    null, { timeout: 20_000 });
+  seen.followedUpdates = Number(await page.getAttribute("#view-body [data-updates]", "data-updates"));
+  seen.followedTitle = await page.textContent("#view-title");
+  seen.followedUri = followed;
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  await page.click('[data-tab="resources"]');
+  await page.click(`#resources [data-follow="${followed}"]`);
+  seen.followStopped = await page.textContent(`#resources [data-follow="${followed}"]`);
   seen.activity = await page.locator('#activity > li[data-type="tool_called"]').allTextContents();
   await shot(page, "activity");
 

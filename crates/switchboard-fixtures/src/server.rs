@@ -80,6 +80,8 @@ pub struct FixtureState {
     pub last_call_id: std::sync::Mutex<Option<Value>>,
     /// The URIs of every `resources/subscribe` received, in order (sessions only).
     pub subscribed: std::sync::Mutex<Vec<String>>,
+    /// The URIs of every `resources/unsubscribe` received, in order (sessions only).
+    pub unsubscribed: std::sync::Mutex<Vec<String>>,
     /// While set, every `echo` call's message is counted in [`Self::echoes`].
     pub count_echoes: AtomicBool,
     /// How many times each message was echoed (while [`Self::count_echoes`] is set).
@@ -474,6 +476,19 @@ impl ServerHandler for FixtureServer {
     ) -> Result<(), ErrorData> {
         self.state
             .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.state
+            .unsubscribed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(request.uri);

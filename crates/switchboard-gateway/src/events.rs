@@ -107,6 +107,110 @@ pub(crate) async fn traffic(
         .into_response())
 }
 
+/// How long following a resource waits for a server that is reconnecting.
+const SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Which resource `GET /api/servers/{id}/resource-updates` follows.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FollowedResource {
+    uri: String,
+}
+
+/// `GET /api/servers/{id}/resource-updates?uri=...`: subscribes to the server's resource `uri`
+/// (as the server names it) while the stream is open, sending an `updated` event
+/// (`{"uri", "at_ms"}`) each time the server says it changed (`lagged` when some were missed).
+/// The subscription is shared with every other subscriber (MCP clients included): the server
+/// is unsubscribed when the last one leaves. 404 for an unknown server, 409 for one not
+/// running, 422 when the server refuses the subscription (or offers none).
+pub(crate) async fn resource_updates(
+    State(app): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    query: Result<axum::extract::Query<FollowedResource>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, crate::ApiError> {
+    use switchboard_hub::SubscriptionError;
+    let bad = |e: String| crate::ApiError::new(axum::http::StatusCode::BAD_REQUEST, e);
+    let id = switchboard_core::ServerId::new(&id).map_err(|e| bad(e.to_string()))?;
+    let axum::extract::Query(FollowedResource { uri }) = query.map_err(|e| bad(e.body_text()))?;
+    app.hub.definition(&id).await?;
+    // Listening first: an update right after the subscription is not missed.
+    let bus = app.hub.subscribe();
+    app.hub
+        .change_resource_subscription(
+            &id,
+            &uri,
+            true,
+            switchboard_hub::ClientEra::Sessions,
+            SUBSCRIBE_WAIT,
+        )
+        .await
+        .map_err(|error| match error {
+            SubscriptionError::NotRouted(error) => crate::ApiError::from(error),
+            SubscriptionError::Upstream(_, error) => crate::ApiError::from(error),
+        })?;
+    let held = HeldSubscription {
+        hub: app.hub.clone(),
+        server: id.clone(),
+        uri: uri.clone(),
+    };
+    let server = id.to_string();
+    let stream = follow(bus)
+        .filter_map(move |value| {
+            let shown = match value["type"].as_str() {
+                Some("lagged") => Some(("lagged", value)),
+                Some("resource_updated")
+                    if value["server"] == server.as_str() && value["uri"] == uri.as_str() =>
+                {
+                    Some(("updated", json!({"uri": uri, "at_ms": now_ms()})))
+                }
+                _ => None,
+            };
+            std::future::ready(shown)
+        })
+        .take_until(app.stop.clone().cancelled_owned())
+        .map(move |(kind, value)| {
+            // The subscription lives as long as the stream.
+            let _held = &held;
+            Ok::<_, Infallible>(Event::default().event(kind).data(value.to_string()))
+        });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// A console's subscription, let go when its stream ends.
+struct HeldSubscription {
+    hub: std::sync::Arc<switchboard_hub::Hub>,
+    server: switchboard_core::ServerId,
+    uri: String,
+}
+
+impl Drop for HeldSubscription {
+    fn drop(&mut self) {
+        let (hub, server, uri) = (self.hub.clone(), self.server.clone(), self.uri.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = hub
+                    .change_resource_subscription(
+                        &server,
+                        &uri,
+                        false,
+                        switchboard_hub::ClientEra::Sessions,
+                        SUBSCRIBE_WAIT,
+                    )
+                    .await;
+            });
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
 /// `GET /api/events/ws`.
 pub(crate) async fn websocket(State(app): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
     let stream = events(&app);

@@ -364,6 +364,10 @@ pub(crate) fn workspace_router(
         .route("/api/servers/{id}/complete", post(servers::complete))
         .route("/api/servers/{id}/traffic", get(events::traffic))
         .route(
+            "/api/servers/{id}/resource-updates",
+            get(events::resource_updates),
+        )
+        .route(
             "/api/servers/{id}/prompts/{prompt}/get",
             post(servers::get_prompt),
         )

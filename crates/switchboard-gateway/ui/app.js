@@ -818,6 +818,7 @@ async function openDetail(id) {
   if (selected !== id) {
     closeApp("another server was opened");
     stopInspecting();
+    stopFollowing();
     for (const tab of document.querySelectorAll("[data-tab]")) tab.classList.toggle("active", tab.dataset.tab === "tools");
     for (const pane of document.querySelectorAll("[data-pane]")) pane.hidden = pane.dataset.pane !== "tools";
   }
@@ -836,6 +837,7 @@ async function openDetail(id) {
 function closeDetail() {
   closeApp("the server was closed");
   stopInspecting();
+  stopFollowing();
   selected = null;
   remember();
   $("#detail").hidden = true;
@@ -861,7 +863,9 @@ async function loadDetail() {
       ...resources.resources.map((r) => element("li", { "data-resource": r.uri },
         element("span", { class: "name" }, r.name ?? r.uri),
         element("span", { class: "controls" }, element("code", {}, r.mimeType ?? ""),
-          element("button", { type: "button", "data-read": r.uri, onclick: () => readResource(id, r.uri) }, "Read")),
+          element("button", { type: "button", "data-read": r.uri, onclick: () => readResource(id, r.uri) }, "Read"),
+          element("button", { type: "button", "data-follow": r.uri, onclick: (event) => toggleFollow(id, r.uri, event.target) },
+            following?.uri === r.uri ? "Stop following" : "Follow")),
         element("span", { class: "desc" }, r.uri))),
       ...resources.resource_templates.map((t) => element("li", { "data-template": t.uriTemplate },
         element("span", { class: "name" }, t.name ?? t.uriTemplate),
@@ -876,6 +880,49 @@ async function loadDetail() {
   } catch (error) {
     say(error.message, true);
   }
+}
+
+/** The resource followed (its updates shown as they come), if one is. */
+let following = null;
+
+/** Follows `uri` at server `id` (subscribed while the console follows it): each update the
+ * server announces is read again and shown; pressed again, stops. */
+async function toggleFollow(id, uri, button) {
+  const was = following;
+  stopFollowing();
+  if (was?.uri === uri) return;
+  const controller = new AbortController();
+  following = { uri, controller, button };
+  button.textContent = "Stop following";
+  let updates = 0;
+  const note = element("p", { class: "muted", "data-updates": "0" }, "Following: updates show here as the server sends them.");
+  try {
+    await readResource(id, uri, [note]);
+    const response = await api("GET", `/api/servers/${id}/resource-updates?uri=${encodeURIComponent(uri)}`, undefined,
+      { raw: true, signal: controller.signal });
+    if (!response.ok) {
+      const answer = await response.json().catch(() => ({}));
+      throw new Error(answer.error ?? `${response.status} ${response.statusText}`);
+    }
+    await readEvents(response, (name) => {
+      if (name !== "updated") return;
+      updates += 1;
+      note.dataset.updates = String(updates);
+      note.textContent = `Following: updated ${updates} time${updates === 1 ? "" : "s"}, last at ${new Date().toLocaleTimeString()}.`;
+      readResource(id, uri, [note]);
+    });
+  } catch (error) {
+    if (error.name !== "AbortError") say(`Cannot follow ${uri}: ${error.message}`, true);
+  } finally {
+    if (following?.controller === controller) stopFollowing();
+  }
+}
+
+function stopFollowing() {
+  if (!following) return;
+  following.controller.abort();
+  following.button.textContent = "Follow";
+  following = null;
 }
 
 /** The variables of a URI template (RFC 6570), in order. */
@@ -956,12 +1003,12 @@ function showView(title, body) {
   $("#view-body").replaceChildren(...body);
 }
 
-async function readResource(id, uri) {
+async function readResource(id, uri, before = []) {
   try {
     const read = await api("GET", `/api/servers/${id}/resource?uri=${encodeURIComponent(uri)}`);
-    showView(uri, read.contents.map((c) => c.text !== undefined
+    showView(uri, [...before, ...read.contents.map((c) => c.text !== undefined
       ? element("pre", {}, c.text)
-      : element("p", { class: "muted" }, `${c.mimeType ?? "binary"}, ${Math.floor((c.blob?.length ?? 0) * 3 / 4)} bytes`)));
+      : element("p", { class: "muted" }, `${c.mimeType ?? "binary"}, ${Math.floor((c.blob?.length ?? 0) * 3 / 4)} bytes`))]);
   } catch (error) {
     say(error.message, true);
   }

@@ -19,6 +19,7 @@ mod last_known;
 mod metrics;
 mod rate_limits;
 mod semantic;
+mod subscriptions;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -44,6 +45,7 @@ pub use exposed::{
 pub use inspector::TrafficMessage;
 pub use rate_limits::Limited;
 pub use semantic::SemanticError;
+pub use subscriptions::SubscriptionError;
 pub use switchboard_desk as desk;
 pub use switchboard_embed::SentenceEncoder;
 pub use switchboard_store::StoreError;
@@ -217,6 +219,7 @@ pub struct Hub {
     rate_limits: rate_limits::RateLimits,
     desk: Desk,
     inspector: inspector::Inspector,
+    subscriptions: subscriptions::Subscriptions,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -277,6 +280,7 @@ impl Hub {
             rate_limits: rate_limits::RateLimits::default(),
             desk,
             inspector: inspector::Inspector::default(),
+            subscriptions: subscriptions::Subscriptions::default(),
         })
     }
 
@@ -1070,6 +1074,11 @@ pub(crate) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The mutex's guard, even after a panic elsewhere poisoned it (what it guards stays usable).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Watches the store for changes made by other processes (the CLI, other replicas), once per

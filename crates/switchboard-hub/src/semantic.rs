@@ -40,11 +40,7 @@ pub(crate) struct SemanticSearch {
     failure: Mutex<Option<String>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::lock;
 
 impl SemanticSearch {
     pub(crate) fn new(encoder: Arc<SentenceEncoder>) -> Self {

@@ -3255,3 +3255,53 @@ async fn conversations_turn_servers_and_tools_on_and_off_in_layers() {
     assert!(has(&listed(&anyone).await, "old__"));
     drop(old);
 }
+
+/// A console following a resource (`GET /api/servers/{id}/resource-updates`) and an MCP client
+/// subscribing to it share one subscription at the server: it is subscribed once, and
+/// unsubscribed only when the last of them lets go, here the console closing its stream.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_console_and_an_mcp_client_share_one_subscription_at_the_server() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["fixture", &fixture.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let subscribed = || fixture.state.subscribed.lock().unwrap().clone();
+    let unsubscribed = || fixture.state.unsubscribed.lock().unwrap().clone();
+    let until = async |what: &dyn Fn() -> bool| {
+        for _ in 0..200 {
+            if what() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("never came to pass");
+    };
+
+    let follow = reqwest::get(format!(
+        "{}/api/servers/fixture/resource-updates?uri=fixture://greeting",
+        daemon.base
+    ))
+    .await
+    .unwrap();
+    assert_eq!(follow.status(), 200);
+    until(&|| subscribed() == ["fixture://greeting"]).await;
+
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    let exposed = "fixture://fixture__greeting";
+    connection
+        .upstream
+        .subscribe_resource(exposed)
+        .await
+        .unwrap();
+    connection
+        .upstream
+        .unsubscribe_resource(exposed)
+        .await
+        .unwrap();
+    assert_eq!(subscribed(), ["fixture://greeting"], "subscribed once");
+    assert!(unsubscribed().is_empty(), "the console still follows it");
+
+    drop(follow);
+    until(&|| unsubscribed() == ["fixture://greeting"]).await;
+    assert_eq!(subscribed(), ["fixture://greeting"]);
+}

@@ -279,6 +279,10 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     );
     assert_eq!(seen["departments"], json!(["Engineering"]));
     assert_eq!(seen["leaders"], json!(["Alice"]));
+    // A followed resource's updates, shown as they come; following ends on a second press.
+    assert!(seen["followedUpdates"].as_u64().unwrap() >= 1, "{seen:#}");
+    assert_eq!(seen["followedTitle"], seen["followedUri"]);
+    assert_eq!(seen["followStopped"], "Follow");
     // What survives a reload.
     assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
     assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");

@@ -83,9 +83,6 @@ pub struct Shared {
     sessions: Arc<tokio::sync::Semaphore>,
     limits: SessionLimits,
     parked: Parked,
-    /// Downstream subscriptions per upstream resource, so the upstream is unsubscribed only when
-    /// the last downstream subscriber leaves.
-    subscribers: Mutex<HashMap<(ServerId, String), usize>>,
     /// Requests being worked on upstream (calls, reads, prompts), for a graceful shutdown.
     in_flight: tokio_util::task::TaskTracker,
     /// Set once a shutdown began: new requests are refused.
@@ -106,9 +103,6 @@ pub struct Shared {
     tasks: tasks::Tasks,
     /// Servers at which a 2026-07-28 client's `subscriptions/listen` is being subscribed.
     subscribing: Arc<subscribing::Subscribing>,
-    /// Taken while a subscription at a server changes, so that a second subscriber is answered
-    /// only once the first one's subscription is in place.
-    subscription_changes: tokio::sync::Mutex<()>,
     /// The tools clients see unless they ask for another view.
     tools_view: ToolsView,
 }
@@ -137,7 +131,6 @@ impl Shared {
             sessions: Arc::new(tokio::sync::Semaphore::new(limits.max)),
             limits,
             parked: Parked::default(),
-            subscribers: Mutex::default(),
             in_flight: tokio_util::task::TaskTracker::new(),
             draining: std::sync::atomic::AtomicBool::new(false),
             direct_sessions: Mutex::default(),
@@ -145,7 +138,6 @@ impl Shared {
             direct_questions: Mutex::default(),
             tasks: tasks::Tasks::default(),
             subscribing: Arc::default(),
-            subscription_changes: tokio::sync::Mutex::new(()),
             tools_view,
         })
     }
@@ -707,63 +699,33 @@ impl AggregateServer {
     }
 
     /// Subscribes to (or unsubscribes from) `uri` at its server on behalf of a client of `era`,
-    /// the first subscriber subscribing and the last one's end unsubscribing.
+    /// the first subscriber subscribing and the last one's end unsubscribing (the hub counts
+    /// every front door's subscribers, and the consoles').
     async fn forward_subscription(
         &self,
         uri: &str,
         subscribe: bool,
         era: switchboard_hub::ClientEra,
     ) -> Result<(), ErrorData> {
-        let _changing = self.shared.subscription_changes.lock().await;
         let (server, upstream_uri) = self
             .catalog()
             .resolve_uri(uri)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let key = (server.clone(), upstream_uri.clone());
-        let first_or_last = {
-            let mut subscribers = lock(&self.shared.subscribers);
-            let count = subscribers.entry(key.clone()).or_default();
-            if subscribe {
-                *count += 1;
-                *count == 1
-            } else {
-                *count = count.saturating_sub(1);
-                let last = *count == 0;
-                if last {
-                    subscribers.remove(&key);
-                }
-                last
-            }
-        };
-        if !first_or_last {
-            return Ok(());
-        }
-        let changed = match self
-            .hub()
-            .upstream_for_subscriptions(&server, era, WAIT_FOR_RECONNECT)
+        self.hub()
+            .change_resource_subscription(
+                &server,
+                &upstream_uri,
+                subscribe,
+                era,
+                WAIT_FOR_RECONNECT,
+            )
             .await
-        {
-            Ok(upstream) if subscribe => upstream
-                .subscribe_resource(&upstream_uri)
-                .await
-                .map_err(|e| upstream_error(&server, e)),
-            Ok(upstream) => upstream
-                .unsubscribe_resource(&upstream_uri)
-                .await
-                .map_err(|e| upstream_error(&server, e)),
-            Err(error) => Err(not_routed(error)),
-        };
-        if changed.is_err() && subscribe {
-            // Not subscribed after all: the next subscriber tries again.
-            let mut subscribers = lock(&self.shared.subscribers);
-            if let Some(count) = subscribers.get_mut(&key) {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    subscribers.remove(&key);
+            .map_err(|error| match error {
+                switchboard_hub::SubscriptionError::NotRouted(error) => not_routed(error),
+                switchboard_hub::SubscriptionError::Upstream(server, error) => {
+                    upstream_error(&server, error)
                 }
-            }
-        }
-        changed
+            })
     }
 }
 
