@@ -273,6 +273,27 @@ try {
   seen.confirmResult = await page.textContent("#try-result");
   seen.titleAfter = await page.title();
 
+  // A plan to approve: shown as markdown, decisions with their descriptions, a reply and a
+  // screenshot attached; the tool's result carries each, the image as an image.
+  await page.click('[data-try="approve_plan"]');
+  await page.fill('#try-form input[name="question"]', "Ship the release?");
+  await page.fill('#try-form textarea[name="plan"]', "1. **Build** the binaries\n2. Deploy to `prod`");
+  await page.click("#run");
+  const plan = page.locator("#questions .question");
+  await plan.waitFor();
+  seen.planShown = await plan.locator(".message.markdown li strong").allTextContents();
+  seen.planDecisions = await plan.locator(".radios label").allTextContents();
+  await plan.locator('input[type="radio"][value="\\"Request changes\\""]').check();
+  await plan.locator('textarea[name="reply"], input[name="reply"]').fill("Deploy on Monday");
+  const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "base64");
+  await plan.locator('input[type="file"]').setInputFiles({ name: "screen.png", mimeType: "image/png", buffer: png });
+  await page.waitForFunction(() => JSON.parse(document.querySelector('#questions input[type="file"]').dataset.value || "[]").length === 1);
+  await plan.locator('button[data-action="accept"]').click();
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  seen.planResult = JSON.parse(await page.textContent("#try-result details.raw pre"));
+  seen.planImage = await page.$eval("#try-result img.media", (img) => img.complete && img.naturalWidth === 1);
+  seen.history = await page.locator("#history > li").evaluateAll((items) => items.map((i) => i.dataset.ending));
+
   // An MCP App (the ext-apps basic example server): its view framed below the tool's result,
   // shown the result, calling the server's tool itself, messaging and logging to the console.
   const vanilla = fileURLToPath(new URL("./node_modules/@modelcontextprotocol/server-basic-vanillajs/dist/index.js", import.meta.url));
@@ -370,6 +391,7 @@ try {
     server: document.querySelector("#detail-title").textContent,
     tab: document.querySelector("[data-tab].active")?.dataset.tab,
     activity: document.querySelectorAll("#activity > li").length,
+    history: document.querySelectorAll("#history > li").length,
     background: getComputedStyle(document.body).backgroundColor,
   }));
   await page.click('[data-tab="tools"]');

@@ -65,6 +65,11 @@ fn check_field(name: &str, property: &Value, value: &Value) -> Result<(), String
         }
         let count = items.len() as f64;
         bound(name, "choices", count, property, "minItems", "maxItems")?;
+        if let Some(item) = property.get("items") {
+            for value in items {
+                check_field(name, item, value)?;
+            }
+        }
         return Ok(());
     }
     let choices = choices_of(property);
@@ -72,6 +77,13 @@ fn check_field(name: &str, property: &Value, value: &Value) -> Result<(), String
         return Err(format!("'{name}' offers no choice {value}"));
     }
     if let Some(text) = value.as_str() {
+        if property.get("format").and_then(Value::as_str) == Some("data-url")
+            && !is_base64_data_url(text)
+        {
+            return Err(format!(
+                "'{name}' must be a file as a data: URL (data:<type>;base64,...)"
+            ));
+        }
         let length = text.chars().count() as f64;
         bound(
             name,
@@ -86,6 +98,18 @@ fn check_field(name: &str, property: &Value, value: &Value) -> Result<(), String
         bound(name, "", number, property, "minimum", "maximum")?;
     }
     Ok(())
+}
+
+/// Whether `text` is a `data:<type>;base64,<data>` URL whose data is base64.
+fn is_base64_data_url(text: &str) -> bool {
+    text.strip_prefix("data:")
+        .and_then(|rest| rest.split_once(','))
+        .is_some_and(|(head, data)| {
+            head.ends_with(";base64")
+                && data
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        })
 }
 
 /// The values a single-choice property allows (`enum`, or the `const`s of `oneOf`/`anyOf`);

@@ -80,7 +80,8 @@ impl HumanServer {
         vec![
             tool(
                 "ask",
-                "Ask a person a question and wait for their written answer (they may decline).",
+                "Ask a person a question and wait for their written answer (they may decline, \
+                 add a comment, or attach files).",
                 json!({}),
                 &["question"],
             ),
@@ -100,20 +101,52 @@ impl HumanServer {
                 }),
                 &["question", "options"],
             ),
+            tool(
+                "approve_plan",
+                "Show a person a plan (markdown) and wait for their decision: approve, ask for \
+                 changes or reject (or options of your own, each with a description), with a \
+                 reply in their words.",
+                json!({
+                    "plan": {"type": "string", "contentMediaType": "text/markdown", "description": "The plan, in markdown."},
+                    "options": {"type": "array", "minItems": 1, "description": "The decisions to offer (default: Approve, Request changes, Reject).",
+                        "items": {"type": "object", "properties": {"label": {"type": "string"}, "description": {"type": "string"}}, "required": ["label"]}},
+                }),
+                &["question", "plan"],
+            ),
+            tool(
+                "request_file",
+                "Ask a person for a screenshot or a file and wait for them to attach it (images \
+                 come back as images, other files as embedded resources).",
+                json!({"accept": {"type": "string", "description": "What kinds of files, as a file picker takes them (\"image/*\", \".pdf\")."}}),
+                &["question"],
+            ),
         ]
     }
 
-    /// The form a tool call shows, and the field its answer is in.
+    /// The form a tool call shows (every one also takes a comment and attachments), the
+    /// question's text, and the field its answer is in.
     fn form(
         tool: &str,
         arguments: &Map<String, Value>,
     ) -> Result<(String, Value, &'static str), String> {
-        let question = arguments
+        let mut question = arguments
             .get("question")
             .and_then(Value::as_str)
             .filter(|q| !q.trim().is_empty())
             .ok_or("'question' must be a non-empty string")?
             .to_owned();
+        let attachments = |required: bool, accept: Option<&str>| {
+            let mut property = json!({"type": "array", "title": "Attachments",
+                "items": {"type": "string", "format": "data-url", "maxLength": MAX_ATTACHMENT_CHARS},
+                "maxItems": MAX_ATTACHMENTS});
+            if required {
+                property["minItems"] = json!(1);
+            }
+            if let Some(accept) = accept {
+                property["accept"] = json!(accept);
+            }
+            property
+        };
         let (field, property) = match tool {
             "ask" => ("answer", json!({"type": "string", "title": "Answer"})),
             "confirm" => (
@@ -150,14 +183,62 @@ impl HumanServer {
                     ),
                 }
             }
+            "approve_plan" => {
+                let plan = arguments
+                    .get("plan")
+                    .and_then(Value::as_str)
+                    .filter(|plan| !plan.trim().is_empty())
+                    .ok_or("'plan' must be a non-empty string")?;
+                question = format!("{question}\n\n{plan}");
+                let options = match arguments.get("options") {
+                    None | Some(Value::Null) => vec![
+                        json!({"const": "Approve", "title": "Approve", "description": "Go ahead as planned."}),
+                        json!({"const": "Request changes", "title": "Request changes", "description": "Change the plan as the reply says, then ask again."}),
+                        json!({"const": "Reject", "title": "Reject", "description": "Do not do this."}),
+                    ],
+                    Some(Value::Array(options)) if !options.is_empty() => options
+                        .iter()
+                        .map(|option| {
+                            let label = option
+                                .get("label")
+                                .and_then(Value::as_str)
+                                .or(option.as_str())
+                                .filter(|label| !label.trim().is_empty())
+                                .ok_or("each option needs a 'label'")?;
+                            let description = option.get("description").and_then(Value::as_str);
+                            Ok(json!({"const": label, "title": label, "description": description.unwrap_or("")}))
+                        })
+                        .collect::<Result<_, String>>()?,
+                    _ => return Err("'options' must be a non-empty list".into()),
+                };
+                let schema = json!({"type": "object", "properties": {
+                    "decision": {"type": "string", "title": "Decision", "oneOf": options},
+                    "reply": {"type": "string", "title": "Reply", "description": "What to change, or anything else to say."},
+                    "attachments": attachments(false, None),
+                }, "required": ["decision"]});
+                return Ok((question, schema, "decision"));
+            }
+            "request_file" => {
+                let accept = arguments.get("accept").and_then(Value::as_str);
+                let schema = json!({"type": "object", "properties": {
+                    "attachments": attachments(true, accept),
+                    "comment": {"type": "string", "title": "Comment"},
+                }, "required": ["attachments"]});
+                return Ok((question, schema, "attachments"));
+            }
             other => return Err(format!("the human server has no tool '{other}'")),
         };
-        let schema =
-            json!({"type": "object", "properties": {field: property}, "required": [field]});
+        let schema = json!({"type": "object", "properties": {
+            field: property,
+            "comment": {"type": "string", "title": "Comment", "description": "Anything to add (optional)."},
+            "attachments": attachments(false, None),
+        }, "required": [field]});
         Ok((question, schema, field))
     }
 
-    /// The tool's result for the person's answer.
+    /// The tool's result for the person's answer: the answer in words (with their comment or
+    /// reply), attached images as images and other files as embedded resources, and the
+    /// answer as structured content.
     fn result(field: &str, answer: Option<Answer>, waited: Duration) -> CallToolResult {
         let Some(answer) = answer else {
             return CallToolResult::error(vec![ContentBlock::text(format!(
@@ -165,14 +246,19 @@ impl HumanServer {
                 waited.as_secs()
             ))]);
         };
-        let value = answer.content.as_ref().and_then(|c| c.get(field)).cloned();
-        let (text, structured) = match (answer.action, value) {
+        let content = answer.content.unwrap_or_default();
+        let value = content.get(field).cloned();
+        let (mut text, mut structured) = match (answer.action, value) {
             (Action::Accept, Some(value)) => {
-                let text = match &value {
-                    Value::String(text) => text.clone(),
-                    Value::Bool(true) => "Yes, confirmed.".into(),
-                    Value::Bool(false) => "No, not confirmed.".into(),
-                    other => other.to_string(),
+                let text = match (&value, field) {
+                    (Value::String(decision), "decision") => format!("Decision: {decision}"),
+                    (Value::String(text), _) => text.clone(),
+                    (Value::Bool(true), _) => "Yes, confirmed.".into(),
+                    (Value::Bool(false), _) => "No, not confirmed.".into(),
+                    (Value::Array(files), "attachments") => {
+                        format!("The person attached {} file(s).", files.len())
+                    }
+                    (other, _) => other.to_string(),
                 };
                 (text, json!({"action": "accept", field: value}))
             }
@@ -185,10 +271,68 @@ impl HumanServer {
                 json!({"action": "cancel"}),
             ),
         };
-        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        for (key, label) in [("reply", "Reply"), ("comment", "Comment")] {
+            if let Some(words) = content
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|w| !w.trim().is_empty())
+            {
+                text.push_str(&format!("\n{label}: {words}"));
+                structured[key] = json!(words);
+            }
+        }
+        let mut blocks = vec![ContentBlock::text(text)];
+        let files: Vec<&str> = content
+            .get("attachments")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let mut described = Vec::new();
+        for (index, file) in files.iter().enumerate() {
+            let Some((mime, data)) = data_url(file) else {
+                continue;
+            };
+            described.push(json!({"mimeType": mime, "bytes": data.len() / 4 * 3}));
+            blocks.push(if mime.starts_with("image/") {
+                ContentBlock::image(data, mime)
+            } else {
+                ContentBlock::resource(rmcp::model::ResourceContents::BlobResourceContents {
+                    uri: format!("attachment://{}", index + 1),
+                    mime_type: Some(mime.to_owned()),
+                    blob: data.to_owned(),
+                    meta: None,
+                })
+            });
+        }
+        if !described.is_empty() {
+            structured["attachments"] = Value::Array(described);
+        }
+        let mut result = CallToolResult::success(blocks);
         result.structured_content = Some(structured);
         result
     }
+}
+
+/// The most files one answer may attach.
+const MAX_ATTACHMENTS: u64 = 5;
+/// The longest attachment, as a data URL: 4 MiB of file, base64 (four characters for three
+/// bytes) with room for its header.
+const MAX_ATTACHMENT_CHARS: u64 = 4 * 1024 * 1024 / 3 * 4 + 256;
+
+/// The media type and base64 data of a `data:<type>;base64,<data>` URL.
+fn data_url(text: &str) -> Option<(&str, &str)> {
+    let (head, data) = text.strip_prefix("data:")?.split_once(',')?;
+    let mime = head.strip_suffix(";base64")?;
+    Some((
+        if mime.is_empty() {
+            "application/octet-stream"
+        } else {
+            mime
+        },
+        data,
+    ))
 }
 
 impl ServerHandler for HumanServer {
@@ -468,6 +612,82 @@ mod tests {
         assert_eq!(
             result.structured_content,
             Some(json!({"action": "accept", "confirmed": true}))
+        );
+    }
+
+    /// A plan to approve shows the plan under the question and offers decisions with their
+    /// descriptions; the answer comes back with the reply, the comment and the attached files
+    /// (an image as an image, anything else as an embedded resource).
+    #[test]
+    fn a_plan_is_decided_with_a_reply_and_files_come_back_as_content() {
+        let (question, schema, field) = HumanServer::form(
+            "approve_plan",
+            &arguments(json!({"question": "Ship it?", "plan": "1. **Build**\n2. Deploy"})),
+        )
+        .unwrap();
+        assert_eq!(question, "Ship it?\n\n1. **Build**\n2. Deploy");
+        assert_eq!(field, "decision");
+        let decisions = schema["properties"]["decision"]["oneOf"]
+            .as_array()
+            .unwrap();
+        assert_eq!(decisions.len(), 3);
+        assert_eq!(decisions[1]["const"], "Request changes");
+        assert!(
+            decisions[1]["description"]
+                .as_str()
+                .unwrap()
+                .contains("reply")
+        );
+        let answer = json!({"decision": "Request changes", "reply": "Deploy on Monday",
+            "attachments": ["data:image/png;base64,iVBORw0KGgo=", "data:text/csv;base64,YSxiCg=="]});
+        crate::form::check_form(&schema, Some(&answer)).unwrap();
+        let result = HumanServer::result(
+            field,
+            Some(Answer {
+                action: Action::Accept,
+                content: Some(answer),
+            }),
+            DEFAULT_WAIT,
+        );
+        assert_eq!(
+            result.content[0].as_text().unwrap().text,
+            "Decision: Request changes\nReply: Deploy on Monday"
+        );
+        assert!(
+            matches!(&result.content[1], ContentBlock::Image(image) if image.mime_type == "image/png")
+        );
+        assert!(matches!(&result.content[2], ContentBlock::Resource(_)));
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["attachments"][1]["mimeType"], "text/csv");
+
+        let (_, schema, field) = HumanServer::form(
+            "request_file",
+            &arguments(json!({"question": "A screenshot?", "accept": "image/*"})),
+        )
+        .unwrap();
+        assert_eq!(field, "attachments");
+        assert_eq!(schema["properties"]["attachments"]["accept"], "image/*");
+        assert!(crate::form::check_form(&schema, Some(&json!({"attachments": []}))).is_err());
+        assert!(
+            crate::form::check_form(&schema, Some(&json!({"attachments": ["not a file"]})))
+                .unwrap_err()
+                .contains("data: URL")
+        );
+        let (_, schema, _) =
+            HumanServer::form("confirm", &arguments(json!({"question": "Go?"}))).unwrap();
+        let answer = json!({"confirmed": false, "comment": "Not before the review"});
+        crate::form::check_form(&schema, Some(&answer)).unwrap();
+        let result = HumanServer::result(
+            "confirmed",
+            Some(Answer {
+                action: Action::Accept,
+                content: Some(answer),
+            }),
+            DEFAULT_WAIT,
+        );
+        assert_eq!(
+            result.content[0].as_text().unwrap().text,
+            "No, not confirmed.\nComment: Not before the review"
         );
     }
 

@@ -84,9 +84,10 @@ function say(text, isError = false) {
 const kept = (() => {
   try {
     const saved = JSON.parse(localStorage.getItem("switchboard-console") ?? "{}");
-    return { open: saved.open ?? null, activity: Array.isArray(saved.activity) ? saved.activity : [], theme: saved.theme ?? "system" };
+    const list = (value) => (Array.isArray(value) ? value : []);
+    return { open: saved.open ?? null, activity: list(saved.activity), history: list(saved.history), theme: saved.theme ?? "system" };
   } catch {
-    return { open: null, activity: [], theme: "system" };
+    return { open: null, activity: [], history: [], theme: "system" };
   }
 })();
 
@@ -1262,8 +1263,32 @@ function field(name, schema, required) {
   const choices = choicesOf(schema);
   const itemChoices = type === "array" ? choicesOf(schema.items) : undefined;
   const option = ([value, text]) => element("option", { value: JSON.stringify(value) }, text);
+  const described = (schema.oneOf ?? schema.anyOf ?? []).some((o) => o.description);
+  const files = schema.format === "data-url" || (type === "array" && schema.items?.format === "data-url");
   let input;
-  if (choices) {
+  if (files) {
+    // Files the person attaches, read as data: URLs.
+    input = element("input", { type: "file", name, multiple: type === "array" ? "" : undefined,
+      accept: schema.accept ?? schema.items?.accept, required: required ? "" : undefined });
+    input.dataset.kind = type === "array" ? "files" : "file";
+    input.dataset.value = type === "array" ? "[]" : "";
+    input.addEventListener("change", async () => {
+      const urls = await Promise.all([...input.files].map((file) => new Promise((resolve, reject) => {
+        const reader = new FileReader();
+        reader.onload = () => resolve(reader.result);
+        reader.onerror = () => reject(reader.error);
+        reader.readAsDataURL(file);
+      })));
+      input.dataset.value = type === "array" ? JSON.stringify(urls) : (urls[0] ?? "");
+    });
+  } else if (choices && described) {
+    // Choices with descriptions: each one shown with what it means.
+    input = element("div", { class: "radios", name, role: "radiogroup" }, ...(schema.oneOf ?? schema.anyOf).map((o, i) =>
+      element("label", { class: "inline radio" },
+        element("input", { type: "radio", name, value: JSON.stringify(o.const), required: required && i === 0 ? "" : undefined }),
+        element("span", {}, element("b", {}, o.title ?? String(o.const)), o.description ? element("span", { class: "muted" }, ` ${o.description}`) : undefined))));
+    input.dataset.kind = "radio";
+  } else if (choices) {
     const blank = required ? [] : [element("option", { value: "" }, "—")];
     input = element("select", { name }, ...blank, ...choices.map(option));
     input.dataset.kind = "enum";
@@ -1276,6 +1301,10 @@ function field(name, schema, required) {
   } else if (type === "number" || type === "integer") {
     input = element("input", { type: "number", name, step: type === "integer" ? "1" : "any", min: schema.minimum, max: schema.maximum, required: required ? "" : undefined });
     input.dataset.kind = "number";
+  } else if (type === "string" && schema.contentMediaType?.startsWith("text/")) {
+    // Text of many lines (markdown, a document).
+    input = element("textarea", { name, rows: 6, required: required ? "" : undefined });
+    input.dataset.kind = "string";
   } else if (type === "string") {
     input = element("input", { type: inputTypes[schema.format] ?? "text", name, required: required ? "" : undefined });
     input.dataset.kind = "string";
@@ -1283,7 +1312,7 @@ function field(name, schema, required) {
     input = element("textarea", { name, rows: 3, placeholder: "JSON" });
     input.dataset.kind = "json";
   }
-  if (schema.default !== undefined) {
+  if (schema.default !== undefined && !files && input.dataset.kind !== "radio") {
     const kind = input.dataset.kind;
     if (kind === "boolean") input.checked = Boolean(schema.default);
     else if (kind === "multi") for (const o of input.options) o.selected = schema.default.some((d) => JSON.stringify(d) === o.value);
@@ -1305,7 +1334,15 @@ function argumentsOf(form) {
   const values = {};
   for (const input of form.querySelectorAll("[data-kind]")) {
     const kind = input.dataset.kind;
-    if (kind === "boolean") {
+    if (kind === "radio") {
+      const checked = input.querySelector("input:checked");
+      if (checked) values[input.getAttribute("name")] = JSON.parse(checked.value);
+    } else if (kind === "files") {
+      const urls = JSON.parse(input.dataset.value || "[]");
+      if (urls.length) values[input.name] = urls;
+    } else if (kind === "file") {
+      if (input.dataset.value) values[input.name] = input.dataset.value;
+    } else if (kind === "boolean") {
       values[input.name] = input.checked;
     } else if (kind === "multi") {
       values[input.name] = [...input.selectedOptions].map((o) => JSON.parse(o.value));
@@ -1601,6 +1638,36 @@ function renderQuestions() {
   document.title = questions.size ? `(${questions.size}) Switchboard: waiting for you` : "Switchboard";
 }
 
+/** The answers this console sent, by question id, until the question ends. */
+const answersSent = new Map();
+
+/** Keeps an ended question with how it ended (and this console's answer, files counted, not
+ * kept) in the history: the last 50, kept across reloads. */
+function rememberEnded(id, ending) {
+  const question = questions.get(id);
+  if (!question) return;
+  const sent = answersSent.get(id);
+  answersSent.delete(id);
+  const answer = sent?.content ? Object.fromEntries(Object.entries(sent.content).map(([name, value]) =>
+    [name, Array.isArray(value) && value.every((v) => typeof v === "string" && v.startsWith("data:")) ? `${value.length} file(s)` : value])) : undefined;
+  kept.history.unshift({
+    at: Date.now(), server: question.server, tool: question.tool ?? null,
+    message: (question.message ?? "").slice(0, 300), ending, answer: answer ?? null,
+  });
+  kept.history.length = Math.min(kept.history.length, 50);
+  keep();
+  renderHistory();
+}
+
+function renderHistory() {
+  $("#history-panel").hidden = kept.history.length === 0;
+  $("#history").replaceChildren(...kept.history.map((entry) => element("li", { "data-ending": entry.ending },
+    element("span", { class: "muted" }, `${new Date(entry.at).toLocaleTimeString()} `),
+    element("b", {}, `${entry.server}${entry.tool ? ` · ${entry.tool}` : ""}: `), entry.message, " → ",
+    element("span", { class: "ending" }, entry.ending.replace("_", " ")),
+    entry.answer ? element("code", {}, ` ${JSON.stringify(entry.answer)}`) : undefined)));
+}
+
 /** Tells the person of a new question with a browser notification, when they allowed them
  * and are looking elsewhere. */
 function notifyOf(question) {
@@ -1615,21 +1682,29 @@ function notifyOf(question) {
 function questionCard(question) {
   const answer = (action, content) => {
     card.querySelector(".error").textContent = "";
+    answersSent.set(question.id, { action, content });
     send({ type: "answer", id: question.id, action, content });
   };
   const button = (label, action, attributes = {}) =>
     element("button", { type: "button", "data-action": action, ...attributes, onclick: () => answer(action) }, label);
   const refuse = [button("Decline", "decline"), button("Dismiss", "cancel")];
   let body;
-  const properties = Object.entries(question.schema?.properties ?? {});
-  const yesNo = question.kind === "form" && properties.length === 1 && properties[0][1].type === "boolean";
+  const properties = question.schema?.properties ?? {};
+  const required = question.schema?.required ?? [];
+  const yesNo = question.kind === "form" && required.length === 1 && properties[required[0]]?.type === "boolean";
   if (yesNo) {
-    // A yes-or-no question (the human server's `confirm`): answered with one press.
-    const [name] = properties[0];
-    body = element("div", { class: "row" },
-      element("button", { type: "button", class: "primary", "data-action": "yes", onclick: () => answer("accept", { [name]: true }) }, "Yes"),
-      element("button", { type: "button", "data-action": "no", onclick: () => answer("accept", { [name]: false }) }, "No"),
-      ...refuse);
+    // A yes-or-no question (the human server's `confirm`): answered with one press, with
+    // whatever else the form takes (a comment, files) filled in first.
+    const [name] = required;
+    const rest = { ...question.schema, properties: { ...properties }, required: [] };
+    delete rest.properties[name];
+    const yes = (value) => () => answer("accept", { ...argumentsOf(body), [name]: value });
+    body = element("form", {}, ...fieldsOf(rest),
+      element("div", { class: "row" },
+        element("button", { type: "button", class: "primary", "data-action": "yes", onclick: yes(true) }, "Yes"),
+        element("button", { type: "button", "data-action": "no", onclick: yes(false) }, "No"),
+        ...refuse));
+    body.onsubmit = (event) => event.preventDefault();
   } else if (question.kind === "form") {
     body = element("form", {}, ...fieldsOf(question.schema),
       element("div", { class: "row" }, element("button", { type: "submit", "data-action": "accept" }, "Send"), ...refuse));
@@ -1668,7 +1743,9 @@ function questionCard(question) {
   };
   const card = element("li", { class: "card question", "data-question": question.id },
     element("h3", {}, `${question.server}${question.tool ? ` · ${question.tool}` : ""}`, left),
-    element("p", { class: "message" }, question.message ?? "A model's reply is wanted:"),
+    question.message && looksLikeMarkdown(question.message)
+      ? element("div", { class: "message markdown" }, markdown(question.message))
+      : element("p", { class: "message" }, question.message ?? "A model's reply is wanted:"),
     body,
     element("div", { class: "error", role: "alert" }));
   tick();
@@ -1702,6 +1779,7 @@ function handle(event) {
     renderQuestions();
     notifyOf(event.question);
   } else if (event.type === "question_ended") {
+    rememberEnded(event.id, event.ending);
     questions.delete(event.id);
     renderQuestions();
   } else if (event.type === "answer_refused") {
@@ -1732,6 +1810,7 @@ function follow() {
 
 // Whose workspace first: on a listener that wants a key, that is where the page asks for it.
 applyTheme();
+renderHistory();
 for (const entry of kept.activity) showActivity(entry.type, entry.line, true);
 loadMe().then(() => {
   api("GET", "/api/status").then((status) => { $("#version").textContent = `v${status.version}`; }).catch(() => {});

@@ -868,7 +868,10 @@ async fn a_human_tool_waits_for_a_person_who_answers_on_the_console_websocket() 
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["ask", "confirm", "choose"]);
+    assert_eq!(
+        names,
+        ["ask", "confirm", "choose", "approve_plan", "request_file"]
+    );
 
     let mut console = Console::open(daemon.port).await;
     assert_eq!(console.next().await["questions"], json!([]));
@@ -1098,7 +1101,7 @@ async fn a_definition_is_tested_without_being_stored() {
         .await;
     assert_eq!(
         test["tools"],
-        json!(["ask", "confirm", "choose"]),
+        json!(["ask", "confirm", "choose", "approve_plan", "request_file"]),
         "{test:#}"
     );
 

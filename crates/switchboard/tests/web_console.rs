@@ -113,7 +113,7 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     }
     assert_eq!(
         seen["toolsAfterLateAnswer"],
-        json!(["ask", "confirm", "choose"]),
+        json!(["ask", "confirm", "choose", "approve_plan", "request_file"]),
         "the server opened last shows its own tools, whatever answers late: {seen:#}"
     );
     let confirm = seen["confirmQuestion"].as_str().unwrap();
@@ -283,11 +283,32 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     assert!(seen["followedUpdates"].as_u64().unwrap() >= 1, "{seen:#}");
     assert_eq!(seen["followedTitle"], seen["followedUri"]);
     assert_eq!(seen["followStopped"], "Follow");
+    // A plan to approve, decided with a reply and a screenshot; questions kept in a history.
+    assert_eq!(seen["planShown"], json!(["Build"]), "{seen:#}");
+    let decisions = seen["planDecisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 3, "{decisions:?}");
+    assert!(decisions[1].as_str().unwrap().contains("Change the plan"));
+    let plan = &seen["planResult"];
+    assert_eq!(
+        plan["content"][0]["text"],
+        "Decision: Request changes\nReply: Deploy on Monday"
+    );
+    assert_eq!(plan["content"][1]["type"], "image");
+    assert_eq!(
+        plan["structuredContent"]["attachments"][0]["mimeType"],
+        "image/png"
+    );
+    assert_eq!(seen["planImage"], true);
+    assert!(
+        seen["history"].as_array().unwrap().len() >= 3,
+        "the elicitation, the confirmation and the plan: {seen:#}"
+    );
     // What survives a reload.
     assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
     assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");
     assert_eq!(seen["afterReload"]["tab"], "prompts", "{seen:#}");
     assert!(seen["afterReload"]["activity"].as_u64().unwrap() > 0);
+    assert!(seen["afterReload"]["history"].as_u64().unwrap() >= 3);
     assert_ne!(
         seen["afterReload"]["background"], "rgb(246, 247, 250)",
         "the dark theme is shown"
