@@ -81,9 +81,10 @@ pub(crate) async fn sse(State(app): State<AppState>) -> Response {
 }
 
 /// `GET /api/servers/{id}/traffic`: the server's JSON-RPC messages as Server-Sent Events
-/// (`message` events of `{"direction", "at_ms", "message"}`, `lagged` when some were missed),
-/// from now until the reader leaves or the daemon stops. Copies are made only while someone
-/// reads.
+/// (`message` events of `{"direction", "at_ms", "message"}`, `lagged` when some were missed):
+/// the kept history first (with `serve --inspector-history`), then from now until the reader
+/// leaves or the daemon stops. Copies are made only while someone reads, or a history is
+/// kept.
 pub(crate) async fn traffic(
     State(app): State<AppState>,
     axum::extract::Path(id): axum::extract::Path<String>,
@@ -92,8 +93,12 @@ pub(crate) async fn traffic(
         .map_err(|e| crate::ApiError::new(axum::http::StatusCode::BAD_REQUEST, e))?;
     // An unknown server is 404; a known one that is not running, 409.
     app.hub.definition(&id).await?;
-    let receiver = app.hub.watch_traffic(&id)?;
-    let stream = follow(receiver)
+    let (kept, receiver) = app.hub.watch_traffic(&id)?;
+    let kept = kept
+        .into_iter()
+        .map(|message| serde_json::to_value(&*message).unwrap_or_default());
+    let stream = futures::stream::iter(kept)
+        .chain(follow(receiver))
         .take_until(app.stop.clone().cancelled_owned())
         .map(|value| {
             let kind = match value["type"].as_str() {

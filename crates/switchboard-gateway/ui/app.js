@@ -1189,7 +1189,7 @@ async function inspect(id) {
   $("#traffic").replaceChildren();
   trafficLog.length = 0;
   asked.clear();
-  $("#traffic-status").textContent = "Following this server's messages from now on…";
+  $("#traffic-status").textContent = "Following this server's messages (those the daemon kept first, if it keeps a history)…";
   try {
     const response = await api("GET", `/api/servers/${id}/traffic`, undefined, { raw: true, signal: controller.signal });
     if (!response.ok) {

@@ -42,7 +42,7 @@ pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Renamed, Revisions, UnknownResource, for_models,
     name_advice, tool_document,
 };
-pub use inspector::TrafficMessage;
+pub use inspector::{TrafficMessage, TrafficReceiver};
 pub use rate_limits::Limited;
 pub use semantic::SemanticError;
 pub use subscriptions::SubscriptionError;

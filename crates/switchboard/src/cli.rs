@@ -405,6 +405,17 @@ pub struct ServeArgs {
     /// API key, else its MCP session. Calls beyond it are refused with error -32029.
     #[arg(long, value_name = "LIMIT", env = "SWITCHBOARD_CLIENT_RATE_LIMIT")]
     pub client_rate_limit: Option<switchboard_core::RateLimit>,
+    /// Keep each server's last N JSON-RPC messages (at most 10,000, and 4 MiB) while nobody
+    /// watches, so the console's inspector shows what happened before it was opened. Off (0)
+    /// by default: then nothing is copied until someone watches.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_INSPECTOR_HISTORY",
+        value_name = "N",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u16).range(0..=10_000)
+    )]
+    pub inspector_history: u16,
 }
 
 /// The team's identity provider, whose tokens are credentials with `serve --users`.

@@ -565,6 +565,7 @@ async fn serve(
         },
         follower: follower.clone(),
         client_rate_limit: args.client_rate_limit,
+        inspector_history: usize::from(args.inspector_history),
         encoder: encoder.clone(),
     });
     let provider = identity_provider(&args.oidc, args.users, &oauth).await?;
@@ -582,6 +583,7 @@ async fn serve(
     if let Some(limit) = args.client_rate_limit {
         hub.limit_each_client(limit);
     }
+    hub.keep_traffic(usize::from(args.inspector_history));
     if let Some(encoder) = encoder {
         hub.enable_semantic_search(encoder);
     }
@@ -1447,6 +1449,8 @@ struct DaemonWorkspaces {
     oauth: switchboard_hub::OAuthOptions,
     follower: switchboard_hub::StoreFollower,
     client_rate_limit: Option<switchboard_core::RateLimit>,
+    /// Messages each server's inspector history keeps (0: none).
+    inspector_history: usize,
     encoder: Option<Arc<switchboard_hub::SentenceEncoder>>,
 }
 
@@ -1463,6 +1467,7 @@ impl switchboard_gateway::WorkspaceHubs for DaemonWorkspaces {
         if let Some(limit) = self.client_rate_limit {
             hub.limit_each_client(limit);
         }
+        hub.keep_traffic(self.inspector_history);
         if let Some(encoder) = &self.encoder {
             hub.enable_semantic_search(encoder.clone());
         }

@@ -1168,6 +1168,40 @@ async fn a_servers_json_rpc_traffic_is_followed_live() {
     assert_eq!(status, 404);
 }
 
+/// With `serve --inspector-history`, a server's messages are kept while nobody watches, and
+/// the inspector opened afterwards shows them first: here a call made before it was opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inspector_opened_late_shows_the_kept_history_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(dir.path(), &["--inspector-history", "200"]).await;
+    daemon.add_everything_listing("echo").await;
+    let (_, result) = daemon
+        .call("echo", json!({"message": "before anyone looked"}))
+        .await;
+    assert_eq!(text_of(&result), "Echo: before anyone looked");
+    let messages = collect_sse(
+        format!("{}/api/servers/everything/traffic", daemon.base),
+        |messages| {
+            messages.iter().any(|m| {
+                m["direction"] == "received"
+                    && m["message"]["result"]["content"][0]["text"] == "Echo: before anyone looked"
+            })
+        },
+    )
+    .await;
+    let first = &messages[0];
+    assert_eq!(
+        first["direction"], "sent",
+        "the history starts at the session's start: {first}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["direction"] == "sent" && m["message"]["method"] == "tools/call"),
+        "{messages:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_the_calling_client_cannot_answer_goes_to_a_person_at_the_console() {
     let dir = tempfile::tempdir().unwrap();
