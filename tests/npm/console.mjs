@@ -325,7 +325,10 @@ try {
   await page.click("#app-fullscreen");
   seen.appFullscreen = await page.$eval("#try-app-panel", (panel) => {
     const box = panel.getBoundingClientRect();
-    return panel.classList.contains("fullscreen") && box.width >= innerWidth - 1 && box.height >= innerHeight - 1;
+    // Nothing (the sticky header) covers its way out.
+    const exit = document.querySelector("#app-fullscreen").getBoundingClientRect();
+    const onTop = document.elementFromPoint(exit.x + exit.width / 2, exit.y + exit.height / 2)?.id === "app-fullscreen";
+    return panel.classList.contains("fullscreen") && box.width >= innerWidth - 1 && box.height >= innerHeight - 1 && onTop;
   });
   await page.keyboard.press("Escape");
   await page.click("#app-pip");

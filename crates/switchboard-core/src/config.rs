@@ -184,7 +184,8 @@ fn named_values(
 }
 
 fn has_placeholder(text: &str) -> bool {
-    text.contains("${")
+    // In a URL, `${` is written percent-encoded.
+    text.contains("${") || text.contains("$%7B") || text.contains("%24%7B")
 }
 
 fn entry_to_definition(name: &str, entry: ServerEntry) -> Result<ServerDefinition, String> {
@@ -338,8 +339,23 @@ fn export_entry(def: &ServerDefinition, secrets: bool) -> serde_json::Value {
     match &def.transport {
         TransportSpec::Http { url, headers, .. } | TransportSpec::WebSocket { url, headers } => {
             let mut url = url.clone();
-            if url.password().is_some() && !secrets {
-                let _ = url.set_password(Some("${PASSWORD}"));
+            if !secrets {
+                // What a URL may hold of secrets (as `redact_url` sees them): its password and
+                // its query's values.
+                if url.password().is_some() {
+                    let _ = url.set_password(Some("${PASSWORD}"));
+                }
+                if url.query().is_some() {
+                    let names: Vec<String> = url
+                        .query_pairs()
+                        .map(|(name, _)| name.into_owned())
+                        .collect();
+                    url.query_pairs_mut().clear().extend_pairs(
+                        names
+                            .iter()
+                            .map(|name| (name.as_str(), format!("${{{name}}}"))),
+                    );
+                }
             }
             entry.insert("url".into(), json!(url.as_str()));
             put_values(&mut entry, headers, "headers");
@@ -418,13 +434,16 @@ mod tests {
             timeouts = { request_ms = 1000, tool_call_ms = 9000 }
 
             [servers.remote]
-            url = "https://user:pw@mcp.example.test/mcp"
+            url = "https://user:pw@mcp.example.test/mcp?key=k3y"
             headers = { "X-Team" = "blue", Authorization = "Bearer t0ken" }
             displayName = "Remote"
             disabled = true
 
             [servers.human]
             url = "builtin:human?wait=always"
+
+            [servers.urlonly]
+            url = "https://u:pw2@x.test/mcp?token=t2"
             "#,
         )
         .unwrap();
@@ -436,12 +455,12 @@ mod tests {
             assert_eq!(again.servers, report.servers, "{written}");
 
             let masked = export(&report.servers, format, false).unwrap();
-            for secret in ["s3cret", "t0ken", ":pw@"] {
+            for secret in ["s3cret", "t0ken", ":pw@", "k3y", "pw2", "t2"] {
                 assert!(!masked.contains(secret), "{masked}");
             }
             let refused = parse_any(&masked).unwrap();
             let skipped: Vec<&str> = refused.skipped.iter().map(|(n, _)| n.as_str()).collect();
-            assert_eq!(skipped, ["everything", "remote"], "{masked}");
+            assert_eq!(skipped, ["everything", "remote", "urlonly"], "{masked}");
         }
     }
 

@@ -743,10 +743,10 @@ impl ServerDefinition {
 
     /// Carries over from `stored` (this server's stored definition) what a file entry cannot
     /// say and what was shown redacted: the prefix, task modes, per-tool policies and OAuth
-    /// client stay as set (unless this definition names a client), and a header or variable
-    /// whose value is `********`, or a URL equal to the stored one's redacted form, keeps the
-    /// stored value. A definition read back from the API or a file and written again so loses
-    /// nothing.
+    /// client stay as set (unless this definition names a client), a transport pinned for the
+    /// same URL stays pinned, and a header or variable whose value is `********`, or a URL
+    /// equal to the stored one's redacted form, keeps the stored value. A definition read back
+    /// from the API or a file and written again so loses nothing.
     pub fn keep_unwritten_settings(&mut self, stored: &ServerDefinition) {
         self.prefix = stored.prefix.clone();
         self.task_modes = stored.task_modes.clone();
@@ -767,6 +767,19 @@ impl ServerDefinition {
                 TransportSpec::Http { url: old, .. } | TransportSpec::WebSocket { url: old, .. },
             ) if *url != *old && url.as_str() == redact_url(old) => *url = old.clone(),
             _ => {}
+        }
+        if let (
+            TransportSpec::Http { url, pinned, .. },
+            TransportSpec::Http {
+                url: old,
+                pinned: Some(kept),
+                ..
+            },
+        ) = (&mut self.transport, &stored.transport)
+            && pinned.is_none()
+            && url == old
+        {
+            *pinned = Some(*kept);
         }
     }
 
@@ -855,8 +868,17 @@ mod tests {
             ServerDefinition::new(id.clone(), TransportSpec::from_url(url, headers).unwrap());
         stored.prefix = Some("p".into());
         stored.policies.pinned.insert("t".into());
+        if let TransportSpec::Http { pinned, .. } = &mut stored.transport {
+            *pinned = Some(DetectedTransport::StreamableHttp);
+        }
 
-        let mut written = ServerDefinition::new(id, stored.transport.redacted());
+        // Written back as a file entry says it: redacted, and with no word of the pinned
+        // transport.
+        let mut entry = stored.transport.redacted();
+        if let TransportSpec::Http { pinned, .. } = &mut entry {
+            *pinned = None;
+        }
+        let mut written = ServerDefinition::new(id, entry);
         written.keep_unwritten_settings(&stored);
         assert_eq!(written.transport, stored.transport);
         assert_eq!(written.prefix.as_deref(), Some("p"));

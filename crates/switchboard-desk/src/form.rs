@@ -100,16 +100,31 @@ fn check_field(name: &str, property: &Value, value: &Value) -> Result<(), String
     Ok(())
 }
 
-/// Whether `text` is a `data:<type>;base64,<data>` URL whose data is base64.
+/// Whether `text` is a `data:<type>/<subtype>;base64,<data>` URL whose data decodes.
 fn is_base64_data_url(text: &str) -> bool {
-    text.strip_prefix("data:")
+    use base64::Engine;
+    let Some((head, data)) = text
+        .strip_prefix("data:")
         .and_then(|rest| rest.split_once(','))
-        .is_some_and(|(head, data)| {
-            head.ends_with(";base64")
-                && data
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-        })
+    else {
+        return false;
+    };
+    let Some(media_type) = head.strip_suffix(";base64") else {
+        return false;
+    };
+    let token = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    let names_a_type = media_type
+        .split_once('/')
+        .is_some_and(|(kind, sub)| token(kind) && token(sub));
+    names_a_type
+        && base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .is_ok()
 }
 
 /// The values a single-choice property allows (`enum`, or the `const`s of `oneOf`/`anyOf`);

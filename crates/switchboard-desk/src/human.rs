@@ -317,9 +317,10 @@ impl HumanServer {
 
 /// The most files one answer may attach.
 const MAX_ATTACHMENTS: u64 = 5;
-/// The longest attachment, as a data URL: 4 MiB of file, base64 (four characters for three
-/// bytes) with room for its header.
-const MAX_ATTACHMENT_CHARS: u64 = 4 * 1024 * 1024 / 3 * 4 + 256;
+/// The longest attachment, as a data URL: 2 MiB of file, base64 (four characters for three
+/// bytes) with room for its header. Five of them fit in one WebSocket frame of the console's
+/// answer (16 MiB).
+const MAX_ATTACHMENT_CHARS: u64 = 2 * 1024 * 1024 / 3 * 4 + 256;
 
 /// The media type and base64 data of a `data:<type>;base64,<data>` URL.
 fn data_url(text: &str) -> Option<(&str, &str)> {

@@ -140,24 +140,41 @@ pub(crate) async fn resource_updates(
     app.hub.definition(&id).await?;
     // Listening first: an update right after the subscription is not missed.
     let bus = app.hub.subscribe();
-    app.hub
-        .change_resource_subscription(
-            &id,
-            &uri,
-            true,
-            switchboard_hub::ClientEra::Sessions,
-            SUBSCRIBE_WAIT,
-        )
-        .await
-        .map_err(|error| match error {
-            SubscriptionError::NotRouted(error) => crate::ApiError::from(error),
-            SubscriptionError::Upstream(_, error) => crate::ApiError::from(error),
-        })?;
-    let held = HeldSubscription {
+    // Held from here: should this request go away before the subscription is made, it is let
+    // go once made.
+    let (hub, server, followed) = (app.hub.clone(), id.clone(), uri.clone());
+    let mut held = HeldSubscription {
         hub: app.hub.clone(),
         server: id.clone(),
         uri: uri.clone(),
+        subscribing: Some(tokio::spawn(async move {
+            hub.change_resource_subscription(
+                &server,
+                &followed,
+                true,
+                switchboard_hub::ClientEra::Sessions,
+                SUBSCRIBE_WAIT,
+            )
+            .await
+        })),
+        made: false,
     };
+    let subscribed = match held.subscribing.as_mut() {
+        Some(task) => task.await,
+        None => Ok(Ok(())),
+    };
+    held.subscribing = None;
+    match subscribed {
+        Ok(Ok(())) => held.made = true,
+        Ok(Err(SubscriptionError::NotRouted(error))) => return Err(error.into()),
+        Ok(Err(SubscriptionError::Upstream(_, error))) => return Err((*error).into()),
+        Err(stopped) => {
+            return Err(crate::ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the subscription stopped: {stopped}"),
+            ));
+        }
+    }
     let server = id.to_string();
     let stream = follow(bus)
         .filter_map(move |value| {
@@ -183,18 +200,32 @@ pub(crate) async fn resource_updates(
         .into_response())
 }
 
-/// A console's subscription, let go when its stream ends.
+/// A console's subscription, let go when its stream ends (or, when the request went away
+/// while it was being made, once it is made).
 struct HeldSubscription {
     hub: std::sync::Arc<switchboard_hub::Hub>,
     server: switchboard_core::ServerId,
     uri: String,
+    /// The subscription being made, while it is.
+    subscribing: Option<tokio::task::JoinHandle<Result<(), switchboard_hub::SubscriptionError>>>,
+    /// It was made.
+    made: bool,
 }
 
 impl Drop for HeldSubscription {
     fn drop(&mut self) {
         let (hub, server, uri) = (self.hub.clone(), self.server.clone(), self.uri.clone());
+        let subscribing = self.subscribing.take();
+        let made = self.made;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
+                let made = match subscribing {
+                    Some(task) => matches!(task.await, Ok(Ok(()))),
+                    None => made,
+                };
+                if !made {
+                    return;
+                }
                 let _ = hub
                     .change_resource_subscription(
                         &server,

@@ -84,8 +84,14 @@ function say(text, isError = false) {
 const kept = (() => {
   try {
     const saved = JSON.parse(localStorage.getItem("switchboard-console") ?? "{}");
-    const list = (value) => (Array.isArray(value) ? value : []);
-    return { open: saved.open ?? null, activity: list(saved.activity), history: list(saved.history), theme: saved.theme ?? "system" };
+    const list = (value, fits) => (Array.isArray(value) ? value.filter(fits) : []);
+    const open = typeof saved.open?.server === "string" ? { server: saved.open.server, tab: String(saved.open.tab ?? "tools") } : null;
+    return {
+      open,
+      activity: list(saved.activity, (e) => typeof e?.type === "string" && typeof e?.line === "string"),
+      history: [],
+      theme: ["system", "light", "dark"].includes(saved.theme) ? saved.theme : "system",
+    };
   } catch {
     return { open: null, activity: [], history: [], theme: "system" };
   }
@@ -93,10 +99,35 @@ const kept = (() => {
 
 function keep() {
   try {
-    localStorage.setItem("switchboard-console", JSON.stringify(kept));
+    const { history, ...rest } = kept;
+    localStorage.setItem("switchboard-console", JSON.stringify(rest));
+    // Answers are the person's: kept under their own name, so another user of this browser
+    // (`serve --users`) does not see them.
+    if (historyLoaded) localStorage.setItem(historyKey(), JSON.stringify(history));
   } catch {
     // Storage full or refused: the console works on, it only forgets on reload.
   }
+}
+
+function historyKey() {
+  return `switchboard-history:${me.workspace === "user" ? `${me.tenant}/${me.user}` : "local"}`;
+}
+
+/** Whether this person's history was read (until then none is written). */
+let historyLoaded = false;
+
+/** The history of this console's person, once it is known whose workspace this is. */
+function loadHistory() {
+  historyLoaded = true;
+  try {
+    const saved = JSON.parse(localStorage.getItem(historyKey()) ?? "[]");
+    kept.history = Array.isArray(saved)
+      ? saved.filter((e) => typeof e?.server === "string" && typeof e?.ending === "string" && typeof e?.at === "number")
+      : [];
+  } catch {
+    kept.history = [];
+  }
+  renderHistory();
 }
 
 /** Keeps which server and tab are open. */
@@ -172,7 +203,7 @@ function showConnect() {
       element("span", { class: "name" }, name),
       element("span", { class: "controls" }, copied, element("button", {
         type: "button", "data-copy": "",
-        onclick: () => navigator.clipboard.writeText(text).then(
+        onclick: () => (navigator.clipboard?.writeText(text) ?? Promise.reject(new Error("no clipboard"))).then(
           () => { copied.textContent = "copied"; }, () => { copied.textContent = "select and copy it"; }),
       }, "Copy")),
       element("pre", { class: "desc" }, text));
@@ -223,9 +254,13 @@ $("#search").addEventListener("input", () => {
   }, 150);
 });
 let searchSoon;
+$("#search-box").addEventListener("focusout", (event) => {
+  if (!$("#search-box").contains(event.relatedTarget)) $("#search-results").hidden = true;
+});
 $("#search").addEventListener("keydown", (event) => {
   if (event.key === "ArrowDown") {
     event.preventDefault();
+    if ($("#search-results").children.length) $("#search-results").hidden = false;
     $("#search-results button")?.focus();
   } else if (event.key === "Escape") {
     $("#search-results").hidden = true;
@@ -317,7 +352,7 @@ function looksLikeMarkdown(text) {
  */
 function markdown(text) {
   const root = element("div", { class: "markdown" });
-  const lines = text.split("\n");
+  const lines = text.split(/\r?\n/);
   let list = null;
   let paragraph = [];
   const flush = () => {
@@ -599,7 +634,13 @@ function showForm(id) {
 }
 
 $("#show-add").addEventListener("click", () => {
-  if ($("#add-form").dataset.editing) resetAddForm();
+  if ($("#add-form").dataset.editing) {
+    // From editing to adding: an empty form, still open.
+    resetAddForm();
+    $("#import-form").hidden = true;
+    $("#add-form").hidden = false;
+    return;
+  }
   showForm("#add-form");
 });
 $("#show-import").addEventListener("click", () => showForm("#import-form"));
@@ -651,7 +692,7 @@ function valueRow(name = "", value = "", secret = false) {
     element("input", { name: "value-value", placeholder: "value", value, type: secret ? "password" : "text", "aria-label": "Value" }),
     element("label", { class: "inline" }, element("input", { type: "checkbox", name: "value-secret", checked: secret ? "" : undefined,
       onchange: (event) => { event.target.closest("li").querySelector('[name="value-value"]').type = event.target.checked ? "password" : "text"; } }), "secret"),
-    element("button", { type: "button", title: "Remove", onclick: (event) => event.target.closest("li").remove() }, "×"));
+    element("button", { type: "button", title: "Remove", "aria-label": "Remove this value", onclick: (event) => event.target.closest("li").remove() }, "×"));
 }
 
 $("#add-value").addEventListener("click", () => $("#values").append(valueRow()));
@@ -697,15 +738,25 @@ function entryOf(formElement) {
   if (form.get("request_ms")) timeouts.request_ms = Number(form.get("request_ms"));
   if (form.get("tool_call_ms")) timeouts.tool_call_ms = Number(form.get("tool_call_ms"));
   if (Object.keys(timeouts).length) entry.timeouts = timeouts;
+  // What the form does not show stays as it was: the working directory, the notification
+  // timeout.
+  const editing = servers.find((s) => s.id === formElement.dataset.editing);
+  if (editing) {
+    if (editing.transport.cwd && entry.command) entry.cwd = editing.transport.cwd;
+    if (editing.timeouts?.notification) entry.timeouts = { ...entry.timeouts, notification_ms: editing.timeouts.notification };
+  }
   return entry;
 }
 
-/** The form's settings written with PATCH (not part of an entry): prefix and retries. */
+/** The form's settings written with PATCH (not part of an entry): prefix and retries. A blank
+ * prefix is the server's id; "names unchanged" is none. */
 function settingsOf(formElement) {
   const form = new FormData(formElement);
   const change = { retries: form.get("retries") };
   const prefix = form.get("prefix").trim();
-  if (prefix || formElement.dataset.editing) change.prefix = prefix;
+  if (form.get("no_prefix")) change.prefix = "";
+  else if (prefix) change.prefix = prefix;
+  else if (formElement.dataset.editing) change.prefix = form.get("id").trim();
   return change;
 }
 
@@ -724,13 +775,17 @@ function editServer(server) {
   else form.elements.url.value = transport.url ?? "";
   form.elements.description.value = server.description ?? "";
   form.elements.display_name.value = server.display_name === server.id ? "" : server.display_name;
-  form.elements.prefix.value = server.status?.prefix ?? server.prefix ?? server.id;
+  const prefix = server.status?.prefix ?? server.prefix ?? server.id;
+  form.elements.no_prefix.checked = prefix === "";
+  form.elements.prefix.value = prefix === server.id ? "" : prefix;
   form.elements.request_ms.value = server.timeouts?.request ?? "";
   form.elements.tool_call_ms.value = server.timeouts?.tool_call ?? "";
   form.elements.retries.value = server.policies?.retries ?? "quick";
   $("#values").replaceChildren(...values.map((v) => valueRow(v.name, v.value, v.secret)));
   $("#more-settings").open = true;
   $("#add-submit").textContent = "Save";
+  // A test would send the masked secrets as they show; the saved server's status says instead.
+  $("#test-connection").hidden = true;
   $("#import-form").hidden = true;
   form.hidden = false;
   form.scrollIntoView({ block: "nearest" });
@@ -745,6 +800,7 @@ function resetAddForm() {
   $("#values").replaceChildren();
   $("#more-settings").open = false;
   $("#add-submit").textContent = "Add";
+  $("#test-connection").hidden = false;
 }
 
 $("#add-form").addEventListener("submit", async (event) => {
@@ -761,6 +817,9 @@ $("#add-form").addEventListener("submit", async (event) => {
       await api("PUT", `/api/servers/${editing}`, entry);
     } else {
       await api("POST", "/api/servers", entry);
+      // Added: should the settings below fail, the form goes on as the server's edit form.
+      event.target.dataset.editing = entry.id;
+      event.target.elements.id.readOnly = true;
     }
     const settings = settingsOf(event.target);
     if (editing || settings.prefix !== undefined || settings.retries !== "quick") {
@@ -910,7 +969,9 @@ async function toggleFollow(id, uri, button) {
       updates += 1;
       note.dataset.updates = String(updates);
       note.textContent = `Following: updated ${updates} time${updates === 1 ? "" : "s"}, last at ${new Date().toLocaleTimeString()}.`;
-      readResource(id, uri, [note]);
+      // Shown again only while the view still shows it; anything else opened there ends it.
+      if ($("#view-title").textContent === uri) readResource(id, uri, [note]);
+      else stopFollowing();
     });
   } catch (error) {
     if (error.name !== "AbortError") say(`Cannot follow ${uri}: ${error.message}`, true);
@@ -922,7 +983,8 @@ async function toggleFollow(id, uri, button) {
 function stopFollowing() {
   if (!following) return;
   following.controller.abort();
-  following.button.textContent = "Follow";
+  const button = document.querySelector(`[data-follow="${CSS.escape(following.uri)}"]`);
+  if (button) button.textContent = "Follow";
   following = null;
 }
 
@@ -981,8 +1043,12 @@ function offerCompletions(form, id, ref) {
     input.setAttribute("list", list.id);
     input.after(list);
     let asked = 0;
-    input.addEventListener("input", async () => {
-      const mine = ++asked;
+    let soon;
+    input.addEventListener("input", () => {
+      clearTimeout(soon);
+      soon = setTimeout(() => complete(++asked), 120);
+    });
+    const complete = async (mine) => {
       const context = { arguments: Object.fromEntries(Object.entries(argumentsOf(form)).filter(([name]) => name !== input.name)) };
       try {
         const answer = await api("POST", `/api/servers/${id}/complete`,
@@ -993,7 +1059,7 @@ function offerCompletions(form, id, ref) {
       } catch {
         // No completions from this server: the field is typed by hand.
       }
-    });
+    };
   }
 }
 
@@ -1005,8 +1071,10 @@ function showView(title, body) {
 }
 
 async function readResource(id, uri, before = []) {
+  const latest = newReading("view");
   try {
     const read = await api("GET", `/api/servers/${id}/resource?uri=${encodeURIComponent(uri)}`);
+    if (!latest()) return;
     showView(uri, [...before, ...read.contents.map((c) => c.text !== undefined
       ? element("pre", {}, c.text)
       : element("p", { class: "muted" }, `${c.mimeType ?? "binary"}, ${Math.floor((c.blob?.length ?? 0) * 3 / 4)} bytes`))]);
@@ -1272,18 +1340,19 @@ function field(name, schema, required) {
       accept: schema.accept ?? schema.items?.accept, required: required ? "" : undefined });
     input.dataset.kind = type === "array" ? "files" : "file";
     input.dataset.value = type === "array" ? "[]" : "";
-    input.addEventListener("change", async () => {
-      const urls = await Promise.all([...input.files].map((file) => new Promise((resolve, reject) => {
+    input.addEventListener("change", () => {
+      input.reading = Promise.all([...input.files].map((file) => new Promise((resolve, reject) => {
         const reader = new FileReader();
         reader.onload = () => resolve(reader.result);
-        reader.onerror = () => reject(reader.error);
+        reader.onerror = () => reject(new Error(`cannot read ${file.name}: ${reader.error?.message}`));
         reader.readAsDataURL(file);
-      })));
-      input.dataset.value = type === "array" ? JSON.stringify(urls) : (urls[0] ?? "");
+      }))).then((urls) => {
+        input.dataset.value = type === "array" ? JSON.stringify(urls) : (urls[0] ?? "");
+      });
     });
   } else if (choices && described) {
     // Choices with descriptions: each one shown with what it means.
-    input = element("div", { class: "radios", name, role: "radiogroup" }, ...(schema.oneOf ?? schema.anyOf).map((o, i) =>
+    input = element("div", { class: "radios", name }, ...(schema.oneOf ?? schema.anyOf).map((o, i) =>
       element("label", { class: "inline radio" },
         element("input", { type: "radio", name, value: JSON.stringify(o.const), required: required && i === 0 ? "" : undefined }),
         element("span", {}, element("b", {}, o.title ?? String(o.const)), o.description ? element("span", { class: "muted" }, ` ${o.description}`) : undefined))));
@@ -1320,6 +1389,7 @@ function field(name, schema, required) {
     else input.value = schema.default;
   }
   const hint = schema.description ? element("span", { class: "muted" }, schema.description) : undefined;
+  if (input.dataset.kind === "radio") return element("fieldset", { class: "choices" }, element("legend", {}, label), input, hint);
   return element("label", { class: input.dataset.kind === "boolean" ? "inline" : "" }, label, input, hint);
 }
 
@@ -1327,6 +1397,11 @@ function field(name, schema, required) {
 function fieldsOf(schema) {
   const required = new Set(schema?.required ?? []);
   return Object.entries(schema?.properties ?? {}).map(([name, property]) => field(name, property, required.has(name)));
+}
+
+/** Waits until the files chosen in `form` are read (a read that fails rejects, saying which). */
+function filesRead(form) {
+  return Promise.all([...form.querySelectorAll('input[type="file"]')].map((input) => input.reading));
 }
 
 /** The values the form describes, typed as the schema says. */
@@ -1648,8 +1723,9 @@ function rememberEnded(id, ending) {
   if (!question) return;
   const sent = answersSent.get(id);
   answersSent.delete(id);
+  const isFile = (v) => typeof v === "string" && v.startsWith("data:");
   const answer = sent?.content ? Object.fromEntries(Object.entries(sent.content).map(([name, value]) =>
-    [name, Array.isArray(value) && value.every((v) => typeof v === "string" && v.startsWith("data:")) ? `${value.length} file(s)` : value])) : undefined;
+    [name, isFile(value) ? "1 file" : Array.isArray(value) && value.some(isFile) ? `${value.length} file(s)` : value])) : undefined;
   kept.history.unshift({
     at: Date.now(), server: question.server, tool: question.tool ?? null,
     message: (question.message ?? "").slice(0, 300), ending, answer: answer ?? null,
@@ -1685,6 +1761,10 @@ function questionCard(question) {
     answersSent.set(question.id, { action, content });
     send({ type: "answer", id: question.id, action, content });
   };
+  /** Answers with the form's values once its files are read. */
+  const answerWith = (form, extra = {}) => filesRead(form).then(
+    () => answer("accept", { ...argumentsOf(form), ...extra }),
+    (error) => { card.querySelector(".error").textContent = error.message; });
   const button = (label, action, attributes = {}) =>
     element("button", { type: "button", "data-action": action, ...attributes, onclick: () => answer(action) }, label);
   const refuse = [button("Decline", "decline"), button("Dismiss", "cancel")];
@@ -1698,7 +1778,7 @@ function questionCard(question) {
     const [name] = required;
     const rest = { ...question.schema, properties: { ...properties }, required: [] };
     delete rest.properties[name];
-    const yes = (value) => () => answer("accept", { ...argumentsOf(body), [name]: value });
+    const yes = (value) => () => answerWith(body, { [name]: value });
     body = element("form", {}, ...fieldsOf(rest),
       element("div", { class: "row" },
         element("button", { type: "button", class: "primary", "data-action": "yes", onclick: yes(true) }, "Yes"),
@@ -1710,7 +1790,7 @@ function questionCard(question) {
       element("div", { class: "row" }, element("button", { type: "submit", "data-action": "accept" }, "Send"), ...refuse));
     body.onsubmit = (event) => {
       event.preventDefault();
-      answer("accept", argumentsOf(body));
+      answerWith(body);
     };
   } else if (question.kind === "url") {
     const web = /^https?:\/\//i.test(question.url);
@@ -1732,7 +1812,7 @@ function questionCard(question) {
       answer("accept", { text: reply.value });
     };
   }
-  const left = element("span", { class: "muted countdown" });
+  const left = element("span", { class: "muted countdown", "aria-hidden": "true" });
   let shown = false;
   const tick = () => {
     if (card.isConnected) shown = true;
@@ -1810,9 +1890,9 @@ function follow() {
 
 // Whose workspace first: on a listener that wants a key, that is where the page asks for it.
 applyTheme();
-renderHistory();
 for (const entry of kept.activity) showActivity(entry.type, entry.line, true);
 loadMe().then(() => {
+  loadHistory();
   api("GET", "/api/status").then((status) => { $("#version").textContent = `v${status.version}`; }).catch(() => {});
   return loadServers();
 }).then(() => {

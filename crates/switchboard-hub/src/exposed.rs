@@ -116,10 +116,13 @@ fn long_name_advice(catalog: &ExposedCatalog) -> Vec<String> {
         .map(|(server, names)| {
             let longest = names.iter().map(|(_, len)| *len).max().unwrap_or_default();
             let room = LONG_NAME.saturating_sub(longest + SEPARATOR.len());
-            let fits = if room == 0 {
-                "no prefix (`\"\"`) fits them".to_owned()
+            let (fits, prefix) = if room == 0 {
+                ("only no prefix fits them".to_owned(), "\"\"")
             } else {
-                format!("a prefix of at most {room} characters (or none, `\"\"`) fits them")
+                (
+                    format!("a prefix of at most {room} characters (or none, `\"\"`) fits them"),
+                    "<short>",
+                )
             };
             let (first, _) = names[0];
             let count = match names.len() {
@@ -128,7 +131,7 @@ fn long_name_advice(catalog: &ExposedCatalog) -> Vec<String> {
             };
             format!(
                 "{count} over {LONG_NAME} characters, which some clients (OpenAI's API, Cursor) \
-                 refuse; {fits}: `switchboard server set-prefix {server} <short>`"
+                 refuse; {fits}: `switchboard server set-prefix {server} {prefix}`"
             )
         })
         .collect()

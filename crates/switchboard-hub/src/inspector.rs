@@ -18,7 +18,8 @@ use tokio::sync::broadcast;
 
 use crate::{Hub, HubError, lock};
 
-/// The most a server's kept history holds, in bytes of JSON.
+/// The most a server's kept history holds, in bytes of JSON (held as parsed values, which take
+/// a few times that in memory).
 pub const HISTORY_BYTES: usize = 4 * 1024 * 1024;
 
 /// The most messages a server's kept history may be asked to hold.
@@ -47,8 +48,8 @@ struct History {
 }
 
 impl History {
-    fn keep(&mut self, message: Arc<TrafficMessage>) {
-        let size = message.message.to_string().len();
+    /// Keeps `message` (`size` bytes of JSON), dropping the oldest beyond the bounds.
+    fn keep(&mut self, message: Arc<TrafficMessage>, size: usize) {
         self.messages.push_back((message, size));
         self.bytes += size;
         while self.messages.len() > self.most || self.bytes > HISTORY_BYTES {
@@ -83,8 +84,9 @@ impl MessageTap for ServerTap {
             // Kept and sent under one lock, so a new follower's history and live messages
             // neither miss nor repeat one.
             Some(history) => {
+                let size = message.message.to_string().len();
                 let mut history = lock(history);
-                history.keep(message.clone());
+                history.keep(message.clone(), size);
                 let _ = self.followers.send(message);
             }
             None => {
@@ -183,7 +185,7 @@ mod tests {
             most: 3,
         };
         for n in 0..5 {
-            history.keep(message(n));
+            history.keep(message(n), message(n).message.to_string().len());
         }
         let kept: Vec<u64> = history
             .messages
@@ -197,7 +199,7 @@ mod tests {
             most: MAX_HISTORY_MESSAGES,
         };
         for n in 0..10_000 {
-            history.keep(message(n));
+            history.keep(message(n), message(n).message.to_string().len());
         }
         assert!(history.bytes <= HISTORY_BYTES, "{}", history.bytes);
         assert!(history.messages.len() < 10_000);

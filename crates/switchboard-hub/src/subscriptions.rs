@@ -28,15 +28,37 @@ pub enum SubscriptionError {
     NotRouted(#[from] HubError),
     /// The server refused or failed the request.
     #[error("{1}")]
-    Upstream(ServerId, UpstreamError),
+    Upstream(ServerId, Box<UpstreamError>),
 }
 
 impl Hub {
     /// Subscribes one more subscriber of `era` to `server`'s resource `uri` (as the server
     /// names it), or (`subscribe` false) lets one go; only the first subscription and the last
     /// release reach the server, over the link that declares subscriptions. Waits up to `wait`
-    /// for a server that is reconnecting.
+    /// for a server that is reconnecting. The change runs to its end in a task of its own, so
+    /// a caller that goes away meanwhile leaves the count and the server in step.
     pub async fn change_resource_subscription(
+        self: &std::sync::Arc<Self>,
+        server: &ServerId,
+        uri: &str,
+        subscribe: bool,
+        era: ClientEra,
+        wait: Duration,
+    ) -> Result<(), SubscriptionError> {
+        let (hub, server, uri) = (self.clone(), server.clone(), uri.to_owned());
+        tokio::spawn(async move {
+            hub.change_subscription_now(&server, &uri, subscribe, era, wait)
+                .await
+        })
+        .await
+        .unwrap_or_else(|joined| {
+            Err(SubscriptionError::NotRouted(HubError::Invalid(format!(
+                "the subscription change stopped: {joined}"
+            ))))
+        })
+    }
+
+    async fn change_subscription_now(
         &self,
         server: &ServerId,
         uri: &str,
@@ -68,11 +90,11 @@ impl Hub {
             Ok(upstream) if subscribe => upstream
                 .subscribe_resource(uri)
                 .await
-                .map_err(|e| SubscriptionError::Upstream(server.clone(), e)),
+                .map_err(|e| SubscriptionError::Upstream(server.clone(), Box::new(e))),
             Ok(upstream) => upstream
                 .unsubscribe_resource(uri)
                 .await
-                .map_err(|e| SubscriptionError::Upstream(server.clone(), e)),
+                .map_err(|e| SubscriptionError::Upstream(server.clone(), Box::new(e))),
             Err(error) => Err(error.into()),
         };
         if changed.is_err() && subscribe {

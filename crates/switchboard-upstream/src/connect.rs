@@ -173,32 +173,43 @@ impl Session {
             reason = &mut waiting => reason.unwrap_or(QuitReason::Closed),
             () = shutdown => {
                 stop.cancel();
-                stop_child_soon(stop_at_once);
+                let stopping = stop_child_soon(stop_at_once);
                 // Closing may need the server (a DELETE behind a request it never answered):
                 // a server that hangs does not get to hang its supervisor too.
-                tokio::time::timeout(CLOSE_LIMIT, waiting)
+                let reason = tokio::time::timeout(CLOSE_LIMIT, waiting)
                     .await
                     .ok()
                     .and_then(Result::ok)
-                    .unwrap_or(QuitReason::Cancelled)
+                    .unwrap_or(QuitReason::Cancelled);
+                // Closed: a child that exited by itself is not signalled after it was reaped.
+                if let Some(stopping) = stopping {
+                    stopping.abort();
+                }
+                reason
             }
         }
     }
 
     /// Closes the session gracefully and waits for it to end.
     pub async fn close(mut self) {
-        stop_child_soon(self.stop_at_once.clone());
+        let stopping = stop_child_soon(self.stop_at_once.clone());
         let _ = self.service.close().await;
+        if let Some(stopping) = stopping {
+            stopping.abort();
+        }
     }
 }
 
 /// Asks a stdio child to stop soon, when its policy says so (`group` holds its process group):
-/// once its stdin has been closed and it had [`STOP_GRACE`] to exit by itself. The child is
-/// not reaped until rmcp's wait for it ends, so the group id still names it meanwhile.
-fn stop_child_soon(group: Option<Arc<std::sync::atomic::AtomicU32>>) {
+/// once its stdin has been closed and it had [`STOP_GRACE`] to exit by itself. The caller
+/// aborts the returned task once the session is closed (rmcp has then reaped the child), so the
+/// group id named still is the child's whenever the signal goes.
+fn stop_child_soon(
+    group: Option<Arc<std::sync::atomic::AtomicU32>>,
+) -> Option<tokio::task::JoinHandle<()>> {
     #[cfg(unix)]
     if let Some(group) = group {
-        tokio::spawn(async move {
+        return Some(tokio::spawn(async move {
             tokio::time::sleep(STOP_GRACE).await;
             let group = group.load(std::sync::atomic::Ordering::Acquire);
             if let Ok(group) = libc::pid_t::try_from(group)
@@ -210,8 +221,11 @@ fn stop_child_soon(group: Option<Arc<std::sync::atomic::AtomicU32>>) {
                     libc::kill(-group, libc::SIGTERM);
                 }
             }
-        });
+        }));
     }
+    #[cfg(not(unix))]
+    let _ = group;
+    None
 }
 
 /// How long a child stopped at once may take to exit by itself after its stdin closes.

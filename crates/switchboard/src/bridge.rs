@@ -19,6 +19,9 @@ use rmcp::transport::streamable_http_client::{
 
 use crate::daemon::Daemon;
 
+/// How long answers to requests already sent are awaited once the client closed stdin.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Why the bridge stopped before the client closed stdin.
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
@@ -47,41 +50,76 @@ pub async fn run(daemon: &Daemon, query: Option<&str>) -> Result<(), BridgeError
     // Each send lives until the daemon took the message (dropping one would cancel its
     // request); they start in the order the client sent them.
     let mut sending = FuturesUnordered::new();
+    // The client's requests not answered yet: when stdin closes, their answers are still
+    // awaited (for at most DRAIN_LIMIT), as a client that pipes its requests in expects.
+    let mut unanswered = std::collections::HashSet::new();
+    let mut drain_until: Option<tokio::time::Instant> = None;
     let ended = loop {
+        if drain_until.is_some() && unanswered.is_empty() && sending.is_empty() {
+            break Ok(());
+        }
+        let drained = async {
+            match drain_until {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            from_client = to_client.receive() => {
-                let Some(message) = from_client else { break Ok(()) };
+            from_client = to_client.receive(), if drain_until.is_none() => {
+                let Some(message) = from_client else {
+                    drain_until = Some(tokio::time::Instant::now() + DRAIN_LIMIT);
+                    continue;
+                };
                 let request = match &message {
-                    JsonRpcMessage::Request(request) => Some(request.id.clone()),
+                    JsonRpcMessage::Request(request) => {
+                        unanswered.insert(request.id.clone());
+                        Some(request.id.clone())
+                    }
                     _ => None,
                 };
                 let send = to_daemon.send(message);
                 sending.push(async move { (request, send.await) });
             }
             Some((request, sent)) = sending.next(), if !sending.is_empty() => {
-                if let (Some(id), Err(error)) = (request, sent) {
-                    // The client waits for an answer to every request: it gets one.
-                    let refusal = ServerJsonRpcMessage::error(
-                        ErrorData::new(
-                            ErrorCode::INTERNAL_ERROR,
-                            format!("Switchboard's daemon at {} did not take the request: {error}", daemon.url()),
-                            None,
-                        ),
-                        Some(id),
-                    );
-                    if let Err(error) = to_client.send(refusal).await {
-                        break Err(BridgeError::Client(error.to_string()));
-                    }
+                let Err(error) = sent else { continue };
+                let Some(id) = request else {
+                    eprintln!("switchboard stdio: a message could not be sent to the daemon at {}: {error}", daemon.url());
+                    continue;
+                };
+                // The client waits for an answer to every request: it gets one.
+                unanswered.remove(&id);
+                let refusal = ServerJsonRpcMessage::error(
+                    ErrorData::new(
+                        ErrorCode::INTERNAL_ERROR,
+                        format!("Switchboard's daemon at {} did not take the request: {error}", daemon.url()),
+                        None,
+                    ),
+                    Some(id),
+                );
+                if let Err(error) = to_client.send(refusal).await {
+                    break Err(BridgeError::Client(error.to_string()));
                 }
             }
             from_daemon = to_daemon.receive() => {
                 let Some(message) = from_daemon else {
                     break Err(BridgeError::DaemonGone(daemon.url().clone()));
                 };
+                match &message {
+                    JsonRpcMessage::Response(response) => {
+                        unanswered.remove(&response.id);
+                    }
+                    JsonRpcMessage::Error(error) => {
+                        if let Some(id) = &error.id {
+                            unanswered.remove(id);
+                        }
+                    }
+                    _ => {}
+                }
                 if let Err(error) = to_client.send(message).await {
                     break Err(BridgeError::Client(error.to_string()));
                 }
             }
+            () = drained => break Ok(()),
         }
     };
     // Ends the session at the daemon (DELETE) before the process exits.

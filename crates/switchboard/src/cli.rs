@@ -72,8 +72,9 @@ pub struct Cli {
     #[arg(long, global = true, env = "SWITCHBOARD_DAEMON", value_name = "URL")]
     pub daemon: Option<url::Url>,
 
-    /// Start the servers in this process even when a daemon serves this data directory.
-    #[arg(long, global = true, conflicts_with = "daemon")]
+    /// Start the servers in this process even when a daemon serves this data directory (or
+    /// SWITCHBOARD_DAEMON names one).
+    #[arg(long, global = true)]
     pub standalone: bool,
 
     /// Log more (repeat for more detail). `RUST_LOG` overrides this.

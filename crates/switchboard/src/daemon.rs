@@ -155,11 +155,21 @@ impl Daemon {
             return Ok(None);
         }
         let daemon = Self::at(file.url, key)?;
-        // A file left by a daemon that was killed names nothing that answers.
+        // A file left by a daemon that was killed names nothing that answers, or something
+        // else on its port: the servers are started here then. A daemon that wants a key the
+        // CLI lacks is said, not bypassed.
         match daemon.probe().await {
             Ok(()) => Ok(Some(daemon)),
+            Err(error @ DaemonError::NeedsKey { .. }) => Err(error),
             Err(DaemonError::Unreachable { .. }) => Ok(None),
-            Err(other) => Err(other),
+            Err(other) => {
+                eprintln!(
+                    "warning: {} names {}, which did not answer as a Switchboard daemon ({other}); starting the servers here",
+                    dir.join(DAEMON_FILE).display(),
+                    daemon.url()
+                );
+                Ok(None)
+            }
         }
     }
 
@@ -170,6 +180,17 @@ impl Daemon {
         };
         if !matches!(base.scheme(), "http" | "https") {
             return Err(unreachable("not an http(s) URL".into()));
+        }
+        let on_this_machine = match base.host() {
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            Some(url::Host::Domain(name)) => name == "localhost",
+            None => false,
+        };
+        if key.is_some() && base.scheme() == "http" && !on_this_machine {
+            eprintln!(
+                "warning: {API_KEY_ENV} goes to {base} over plain http: anyone on the way can read it; use https"
+            );
         }
         let http = reqwest::Client::builder()
             .connect_timeout(PROBE_TIMEOUT)
@@ -207,14 +228,21 @@ impl Daemon {
         &self.http
     }
 
-    /// Checks that it answers and takes the CLI's key.
+    /// Checks that it answers as a Switchboard daemon (`/api/me` names a workspace) and takes
+    /// the CLI's key.
     async fn probe(&self) -> Result<(), DaemonError> {
-        let _: Value = tokio::time::timeout(PROBE_TIMEOUT, self.get("/api/me"))
+        let me: Value = tokio::time::timeout(PROBE_TIMEOUT, self.get("/api/me"))
             .await
             .map_err(|_| DaemonError::Unreachable {
                 url: self.base.clone(),
                 reason: format!("no answer within {} s", PROBE_TIMEOUT.as_secs()),
             })??;
+        if me.get("workspace").and_then(Value::as_str).is_none() {
+            return Err(DaemonError::BadAnswer {
+                path: "/api/me".into(),
+                reason: "it names no workspace".into(),
+            });
+        }
         Ok(())
     }
 

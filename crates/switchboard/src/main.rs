@@ -607,7 +607,17 @@ async fn serve(
     let addr = gateway.local_addr().unwrap_or(listen);
     tracing::info!(%addr, servers = started, "switchboard is running: console at http://{addr}/, MCP at http://{addr}/mcp (old HTTP+SSE clients: /sse)");
     // The CLI and `switchboard stdio` on this data directory find the daemon here.
-    let announcement = url::Url::parse(&format!("http://{addr}/"))
+    // A listener on every address is reached on this machine through loopback.
+    let reachable = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, addr.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port()))
+        }
+        _ => addr,
+    };
+    let announcement = url::Url::parse(&format!("http://{reachable}/"))
         .map_err(std::io::Error::other)
         .and_then(|url| daemon::Announcement::write(dir, url, location.to_string()));
     let _announcement = match announcement {

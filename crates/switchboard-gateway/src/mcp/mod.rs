@@ -711,7 +711,8 @@ impl AggregateServer {
             .catalog()
             .resolve_uri(uri)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        self.hub()
+        self.shared
+            .hub
             .change_resource_subscription(
                 &server,
                 &upstream_uri,
@@ -723,7 +724,7 @@ impl AggregateServer {
             .map_err(|error| match error {
                 switchboard_hub::SubscriptionError::NotRouted(error) => not_routed(error),
                 switchboard_hub::SubscriptionError::Upstream(server, error) => {
-                    upstream_error(&server, error)
+                    upstream_error(&server, *error)
                 }
             })
     }
