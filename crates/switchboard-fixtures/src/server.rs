@@ -78,6 +78,9 @@ pub struct FixtureState {
     pub last_region_header: std::sync::Mutex<Option<String>>,
     /// The JSON-RPC id of the last `tools/call`, as the server saw it.
     pub last_call_id: std::sync::Mutex<Option<Value>>,
+    /// The W3C `traceparent` of the last `tools/call`: its HTTP header (HTTP only) and its
+    /// `_meta` key.
+    pub last_call_trace: std::sync::Mutex<(Option<String>, Option<String>)>,
     /// The URIs of every `resources/subscribe` received, in order (sessions only).
     pub subscribed: std::sync::Mutex<Vec<String>>,
     /// The URIs of every `resources/unsubscribe` received, in order (sessions only).
@@ -314,6 +317,18 @@ impl ServerHandler for FixtureServer {
             .last_call_id
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = serde_json::to_value(&context.id).ok();
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("traceparent"))
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        *self
+            .state
+            .last_call_trace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) =
+            (header, context.meta.get_traceparent().map(str::to_owned));
         match request.name.as_ref() {
             "echo" => {
                 let message = args.get("message").and_then(Value::as_str).unwrap_or("");

@@ -647,6 +647,13 @@ impl StatusAwareHttpClient {
         tag: bool,
     ) -> HttpResult<StreamableHttpPostResponse> {
         crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Sent, &message);
+        // The request's trace context goes in its HTTP headers too, for HTTP-level tracing.
+        let mut custom_headers = custom_headers;
+        if let ClientJsonRpcMessage::Request(request) = &message {
+            use rmcp::model::GetMeta;
+            let meta = &request.request.get_meta().0;
+            custom_headers.extend(switchboard_telemetry::TraceContext::headers_of(meta));
+        }
         let method = reqwest::Method::POST;
         let response = self
             .send_authorized(&method, url, |credentials| {

@@ -90,6 +90,76 @@ impl CallOutcome {
     }
 }
 
+/// The method of `request` and its target as traces name them: the tool or prompt.
+pub(crate) fn traced_method(request: &rmcp::model::ClientRequest) -> (&str, Option<&str>) {
+    use rmcp::model::ClientRequest;
+    match request {
+        ClientRequest::CallToolRequest(call) => (request.method(), Some(&call.params.name)),
+        ClientRequest::GetPromptRequest(get) => (request.method(), Some(&get.params.name)),
+        _ => (request.method(), None),
+    }
+}
+
+/// Marks an exchange's span failed when `result` is a failure: a JSON-RPC error by its code, a
+/// tool's own error as `tool_error`, anything else by its outcome's name.
+pub(crate) fn trace_outcome(span: &tracing::Span, result: &Result<ServerResult, UpstreamError>) {
+    match result {
+        Ok(ServerResult::CallToolResult(result)) if result.is_error == Some(true) => {
+            switchboard_telemetry::record_error(span, CallOutcome::ToolError.as_str(), None);
+        }
+        Ok(_) => {}
+        Err(error) => trace_error(span, error),
+    }
+}
+
+/// Marks an exchange's span failed with `error`.
+pub(crate) fn trace_error(span: &tracing::Span, error: &UpstreamError) {
+    match error {
+        UpstreamError::Rpc { code, .. } => {
+            switchboard_telemetry::record_error(span, &code.to_string(), Some(*code));
+        }
+        error => {
+            switchboard_telemetry::record_error(span, CallOutcome::of_error(error).as_str(), None);
+        }
+    }
+}
+
+/// Marks an exchange's span failed when the server's `message` is its error, or a result with
+/// `isError`.
+pub(crate) fn trace_message(span: &tracing::Span, message: &ServerJsonRpcMessage) {
+    match message {
+        ServerJsonRpcMessage::Error(error) => {
+            let code = error.error.code.0;
+            switchboard_telemetry::record_error(span, &code.to_string(), Some(code));
+        }
+        ServerJsonRpcMessage::Response(response) => {
+            if let ServerResult::CallToolResult(result) = &response.result
+                && result.is_error == Some(true)
+            {
+                switchboard_telemetry::record_error(span, CallOutcome::ToolError.as_str(), None);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `messages`, holding `span` open until the stream ends or is dropped, and marking it as the
+/// answer or a failure says.
+pub(crate) fn trace_stream(
+    span: tracing::Span,
+    messages: BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>>,
+) -> BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>> {
+    messages
+        .map(move |item| {
+            match &item {
+                Ok(message) => trace_message(&span, message),
+                Err(error) => trace_error(&span, error),
+            }
+            item
+        })
+        .boxed()
+}
+
 /// One finished tool call (borrowed: reporting a call allocates nothing).
 #[derive(Debug, Clone, Copy)]
 pub struct CallRecord<'a> {

@@ -98,6 +98,9 @@ pub struct CallContext {
     /// annotated `readOnlyHint` or `idempotentHint`, or configured safe to retry. Lists,
     /// reads and prompts are always repeatable.
     pub repeatable: bool,
+    /// The caller's W3C trace context, passed on to the server when Switchboard exports no
+    /// traces of its own (when it does, the server gets the exchange's span instead).
+    pub trace: Option<switchboard_telemetry::TraceContext>,
 }
 
 /// What a stateless server's `subscriptions/listen` stream covers.
@@ -274,8 +277,61 @@ impl Upstream {
     /// is not reached directly. A caller that resumes streams itself passes its `polling`: a
     /// stream the server ends early is then resumed at the caller's pace (see
     /// [`crate::direct::CallerPolling`]).
-    #[allow(clippy::too_many_arguments)]
+    ///
+    /// The exchange has a span of its own (see [`switchboard_telemetry::exchange_span`]),
+    /// lasting until the reply's end; while traces are exported the request carries its
+    /// context, else the caller's `_meta` goes as it came.
     pub async fn call_tool_direct(
+        &self,
+        mut request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
+        input: std::sync::Arc<dyn crate::relay::InputResponder>,
+        cancelled: tokio_util::sync::CancellationToken,
+        polling: Option<crate::direct::CallerPolling>,
+        repeatable: bool,
+    ) -> Result<DirectReply, UpstreamError> {
+        let span = switchboard_telemetry::exchange_span(
+            "tools/call",
+            Some(&request.request.params.name),
+            self.server.as_str(),
+        );
+        if !span.is_disabled() {
+            let outgoing = {
+                let _entered = span.enter();
+                switchboard_telemetry::TraceContext::outgoing(None)
+            };
+            if let Some(outgoing) = outgoing {
+                let meta = request
+                    .request
+                    .extensions
+                    .get_or_insert_default::<rmcp::model::RequestMetaObject>();
+                outgoing.write_to(&mut meta.0);
+            }
+        }
+        let reply = tracing::Instrument::instrument(
+            self.call_tool_direct_traced(request, input, cancelled, polling, repeatable),
+            span.clone(),
+        )
+        .await;
+        if span.is_disabled() {
+            return reply;
+        }
+        match reply {
+            Ok(DirectReply::Message(message)) => {
+                observe::trace_message(&span, &message);
+                Ok(DirectReply::Message(message))
+            }
+            Ok(DirectReply::Stream(messages)) => {
+                Ok(DirectReply::Stream(observe::trace_stream(span, messages)))
+            }
+            Ok(DirectReply::NotSent) => Ok(DirectReply::NotSent),
+            Err(error) => {
+                observe::trace_error(&span, &error);
+                Err(error)
+            }
+        }
+    }
+
+    async fn call_tool_direct_traced(
         &self,
         request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
         input: std::sync::Arc<dyn crate::relay::InputResponder>,
@@ -801,8 +857,35 @@ impl Upstream {
         }
     }
 
-    #[allow(deprecated)]
+    /// Sends one request in a span of its own (the exchange with the server, see
+    /// [`switchboard_telemetry::exchange_span`]), whose trace context the request carries.
     async fn send(
+        &self,
+        mut request: ClientRequest,
+        timeout: Duration,
+        context: &CallContext,
+    ) -> Result<ServerResult, UpstreamError> {
+        let (method, target) = observe::traced_method(&request);
+        let span = switchboard_telemetry::exchange_span(method, target, self.server.as_str());
+        let outgoing = {
+            let _entered = span.enter();
+            switchboard_telemetry::TraceContext::outgoing(context.trace.as_ref())
+        };
+        if let Some(outgoing) = outgoing {
+            use rmcp::model::GetMeta;
+            outgoing.write_to(&mut request.get_meta_mut().0);
+        }
+        let result = tracing::Instrument::instrument(
+            self.send_traced(request, timeout, context),
+            span.clone(),
+        )
+        .await;
+        observe::trace_outcome(&span, &result);
+        result
+    }
+
+    #[allow(deprecated)]
+    async fn send_traced(
         &self,
         mut request: ClientRequest,
         timeout: Duration,

@@ -417,6 +417,15 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u16).range(0..=10_000)
     )]
     pub inspector_history: u16,
+    /// Export traces of each call (the client's request, its admission, the exchange with the
+    /// server) to this OpenTelemetry collector over OTLP/HTTP: its base URL
+    /// (`http://127.0.0.1:4318`, to which `/v1/traces` is added) or its traces URL. Servers are
+    /// then given each exchange's W3C trace context (`_meta.traceparent` and the HTTP
+    /// `traceparent` header). The standard `OTEL_*` variables apply (service name, the
+    /// collector's headers, batching, sampling). Off by default: the client's own trace context
+    /// is then passed on unchanged.
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The team's identity provider, whose tokens are credentials with `serve --users`.

@@ -40,7 +40,7 @@ fn main() {
     keep_memory_from_other_processes();
     move_environment_out_of_sight();
     let cli = Cli::parse();
-    init_tracing(&cli);
+    let export = init_tracing(&cli);
     let runtime = match cli.worker_threads {
         Some(1) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -69,10 +69,19 @@ fn main() {
     });
     // Do not wait for stray blocking tasks (e.g. a stdin reader of a child) at exit.
     runtime.shutdown_timeout(Duration::from_secs(1));
+    if let Some(export) = export {
+        export.shutdown();
+    }
     std::process::exit(code);
 }
 
-fn init_tracing(cli: &Cli) {
+/// Logs to stderr, and when `serve --otlp-endpoint` names a collector, traces to it (see
+/// [`switchboard_telemetry`]); the export's handle, to send what is left at exit.
+fn init_tracing(cli: &Cli) -> Option<switchboard_telemetry::export::Export> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let default = match (&cli.command, cli.verbose) {
         (_, 2..) => "debug",
         (Command::Serve(_), _) | (_, 1) => "info",
@@ -86,16 +95,35 @@ fn init_tracing(cli: &Cli) {
         _ if cli.verbose > 0 => "",
         _ => ",switchboard_hub::connection=error",
     };
+    // The spans of calls are traces' (below), not the log's.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!(
-            "{default}{quiet_states},rmcp=warn,rmcp::transport::worker=off"
+            "{default}{quiet_states},rmcp=warn,rmcp::transport::worker=off,{}=off",
+            switchboard_telemetry::TARGET
         ))
     });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter(filter);
+    let endpoint = match &cli.command {
+        Command::Serve(args) => args.otlp_endpoint.as_deref().filter(|e| !e.is_empty()),
+        _ => None,
+    };
+    let Some(endpoint) = endpoint else {
+        tracing_subscriber::registry().with(log).init();
+        return None;
+    };
+    match switchboard_telemetry::export::layer(endpoint) {
+        Ok((traces, export)) => {
+            tracing_subscriber::registry().with(log).with(traces).init();
+            Some(export)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::exit(EXIT_FAILURE);
+        }
+    }
 }
 
 /// Makes this process not dumpable: other processes of the same user (a stdio server's child

@@ -48,6 +48,7 @@ use switchboard_hub::ExposedCatalog;
 use switchboard_upstream::{DirectReply, Upstream, UpstreamError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::conversation::client_of;
 use super::{Shared, call_result, downstream::severity, lock};
@@ -145,7 +146,8 @@ async fn stateless_call(
         .upstream_for_tool(&tool.server, &tool.upstream)
         .ok()
         .filter(|upstream| upstream.calls_directly() && !upstream.has_sessions())?;
-    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id) {
+    let span = request_span(&call, parts);
+    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span) {
         return Some(json(Era::Stateless, refused));
     }
     let log_level = meta.log_level();
@@ -161,6 +163,7 @@ async fn stateless_call(
         session: None,
         caller_polls: false,
         repeatable: repeatable(shared, tool),
+        span,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -272,7 +275,8 @@ async fn session_call(
             && upstream.has_sessions()
             && !upstream.roots_held_by_another(session)
     })?;
-    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id) {
+    let span = request_span(&call, parts);
+    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span) {
         return Some(json(Era::Session, refused));
     }
     // Cancelled by the client, or when its session ends; reachable by the client's
@@ -305,6 +309,7 @@ async fn session_call(
         // that ends early, so for them the server's early end stays hidden.
         caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
         repeatable: repeatable(shared, tool),
+        span,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -432,6 +437,8 @@ struct Call {
     caller_polls: bool,
     /// The call may be sent again after a transient failure ([`Hub::repeatable`]).
     repeatable: bool,
+    /// The client's request as traces show it ([`request_span`]).
+    span: tracing::Span,
 }
 
 /// Whether a call of `tool` may be sent again after a transient failure.
@@ -463,6 +470,7 @@ async fn relay(
         session,
         caller_polls,
         repeatable,
+        span,
     } = call;
     tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
     shared.subscribing.settled(&server).await;
@@ -488,9 +496,11 @@ async fn relay(
         upstream
             .call_tool_direct(request, input, cancel, passed, repeatable)
             .await
-    };
+    }
+    .instrument(span.clone());
     let relayed = Relayed {
         source: Source::Sending(Box::pin(sent)),
+        span,
         questions,
         catalog,
         server,
@@ -706,6 +716,8 @@ struct Relayed {
     era: Era,
     /// The least severe log message the client wants (see [`Era`] when there is none).
     log_level: Option<LoggingLevel>,
+    /// The client's request in traces, open until its answer.
+    span: tracing::Span,
 }
 
 impl Relayed {
@@ -759,7 +771,18 @@ impl Relayed {
 
     /// The client's answer to the server's response, or to the failure to get one.
     fn finish(&self, outcome: Result<ServerJsonRpcMessage, UpstreamError>) -> ServerJsonRpcMessage {
-        answer(&self.catalog, &self.server, &self.id, self.era, outcome)
+        let answer = answer(&self.catalog, &self.server, &self.id, self.era, outcome);
+        match &answer {
+            JsonRpcMessage::Error(error) => super::trace_error(&self.span, &error.error),
+            JsonRpcMessage::Response(JsonRpcResponse {
+                result: ServerResult::CallToolResult(result),
+                ..
+            }) if result.is_error == Some(true) => {
+                switchboard_telemetry::record_error(&self.span, "tool_error", None);
+            }
+            _ => {}
+        }
+        answer
     }
 }
 
@@ -1215,18 +1238,37 @@ fn refused_by_rate_limit(
     parts: &Parts,
     tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
     id: &RequestId,
+    span: &tracing::Span,
 ) -> Option<ServerJsonRpcMessage> {
-    let refused = shared
-        .hub
-        .admit_call(&tool.server, &tool.upstream, || {
-            Some(client_of(Some(parts)))
+    let admission = span.in_scope(switchboard_telemetry::admission_span);
+    let refused = admission
+        .in_scope(|| {
+            shared.hub.admit_call(&tool.server, &tool.upstream, || {
+                Some(client_of(Some(parts)))
+            })
         })
         .err()?;
+    let error = super::rate_limited(refused);
+    super::trace_error(&admission, &error);
+    super::trace_error(span, &error);
     Some(JsonRpcMessage::Error(JsonRpcError {
         jsonrpc: Default::default(),
         id: Some(id.clone()),
-        error: super::rate_limited(refused),
+        error,
     }))
+}
+
+/// The span of a client's `tools/call` taken here, by the name the client called (see
+/// [`switchboard_telemetry::server_span`]).
+fn request_span(call: &CallToolRequest, parts: &Parts) -> tracing::Span {
+    switchboard_telemetry::server_span("tools/call", Some(&call.params.name), || {
+        let meta = call
+            .extensions
+            .get::<RequestMetaObject>()
+            .or(call.params.meta.as_ref())
+            .map(|meta| &meta.0);
+        switchboard_telemetry::TraceContext::incoming(meta, Some(&parts.headers))
+    })
 }
 
 /// One message as the whole HTTP answer, with the status a server of the client's era gives

@@ -27,6 +27,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use switchboard_upstream::{InputResponder, Progress, UpstreamError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::downstream::{self, Forwarded};
 
@@ -245,26 +246,31 @@ impl Exchange {
             input_responses,
             request_state,
             repeatable: false,
+            trace: super::incoming_trace(context),
         };
         let upstream = work(call);
         // One future forwards progress and then the result, so the last reports are never
         // overtaken by the result they came with.
-        let running = Box::pin(async move {
-            tokio::pin!(upstream);
-            let result = loop {
-                tokio::select! {
-                    biased;
-                    Some(report) = progress_rx.recv() => {
-                        let _ = steps_tx.send(Step::Progress(report));
+        let running = Box::pin(
+            async move {
+                tokio::pin!(upstream);
+                let result = loop {
+                    tokio::select! {
+                        biased;
+                        Some(report) = progress_rx.recv() => {
+                            let _ = steps_tx.send(Step::Progress(report));
+                        }
+                        result = &mut upstream => break result,
                     }
-                    result = &mut upstream => break result,
+                };
+                while let Ok(report) = progress_rx.try_recv() {
+                    let _ = steps_tx.send(Step::Progress(report));
                 }
-            };
-            while let Ok(report) = progress_rx.try_recv() {
-                let _ = steps_tx.send(Step::Progress(report));
+                let _ = steps_tx.send(Step::Done(result));
             }
-            let _ = steps_tx.send(Step::Done(result));
-        });
+            // Its exchanges with the server belong to the request's span, wherever it runs on.
+            .instrument(tracing::Span::current()),
+        );
         Self {
             purpose,
             steps,

@@ -45,6 +45,7 @@ use switchboard_core::{ServerId, TaskMode};
 use switchboard_hub::{ExposeUris, ExposedCatalog, Hub, HubEvent};
 use switchboard_upstream::{Upstream, UpstreamError};
 use tokio::sync::broadcast;
+use tracing::Instrument;
 
 pub use deferred::ToolsView;
 use exchange::{Exchange, Outcome, Parked};
@@ -859,6 +860,178 @@ fn call_result(
     }
 }
 
+/// The W3C trace context a client's request came with (its `_meta`, or its HTTP headers).
+fn incoming_trace(
+    context: &RequestContext<RoleServer>,
+) -> Option<switchboard_telemetry::TraceContext> {
+    let headers = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .map(|parts| &parts.headers);
+    switchboard_telemetry::TraceContext::incoming(Some(&context.meta.0), headers)
+}
+
+/// Marks `span` failed with the error a client is answered with.
+fn trace_error(span: &tracing::Span, error: &ErrorData) {
+    switchboard_telemetry::record_error(span, &error.code.0.to_string(), Some(error.code.0));
+}
+
+impl AggregateServer {
+    /// `tools/call`, inside its span.
+    async fn call_tool_traced(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if self.tools_view(&context) == ToolsView::Deferred {
+            match request.name.as_ref() {
+                deferred::SEARCH_TOOLS => return self.search_for_client(&request, &context).await,
+                deferred::LIST_SERVERS => return self.list_servers_for_client(&context),
+                deferred::SET_ACTIVE => {
+                    return self.set_active_for_client(&request, &context).await;
+                }
+                deferred::CALL_TOOL => {
+                    let (name, arguments) = deferred::call_arguments(request.arguments.as_ref())?;
+                    request.name = name.into();
+                    request.arguments = arguments;
+                }
+                _ => {}
+            }
+        }
+        let catalog = self.catalog();
+        let Some(tool) = catalog.tools.get(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{}'", request.name),
+                None,
+            ));
+        };
+        let server = tool.server.clone();
+        // The checks admitting the call, in a span of their own.
+        let admission = switchboard_telemetry::admission_span();
+        let admitted = async {
+            let activity = self.activity(&context)?;
+            if let Some((false, layer)) = activity
+                .layers()
+                .decision(server.as_str(), request.name.as_ref())
+            {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "tool '{}' is turned off for this conversation (by the {layer}'s \
+                         activation); turn it or its server '{server}' on first",
+                        request.name
+                    ),
+                    None,
+                ));
+            }
+            let caller = caller::caller_of(
+                &request,
+                &context.meta,
+                context.extensions.get::<axum::http::request::Parts>(),
+            )?;
+            self.hub()
+                .check_caller(&server, &tool.upstream, &caller)
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            let parts = context.extensions.get::<axum::http::request::Parts>();
+            self.hub()
+                .admit_call(&server, &tool.upstream, || {
+                    Some(conversation::client_of(parts))
+                })
+                .map_err(rate_limited)?;
+            self.shared.subscribing.settled(&server).await;
+            self.upstream_soon(&server, Some(&tool.upstream), &context)
+                .await
+        }
+        .instrument(admission.clone())
+        .await;
+        if let Err(error) = &admitted {
+            trace_error(&admission, error);
+        }
+        let upstream = admitted?;
+        let name = tool.upstream.clone();
+        let arguments = request.arguments.take();
+        let patience = upstream.timeouts().tool_call;
+        // The tasks extension: how this call may become a task, if its client can take one.
+        let takes_tasks = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        let task_mode = match self.hub().task_mode(&server, &name) {
+            TaskMode::Required if !takes_tasks => {
+                return Err(ErrorData::missing_required_client_capability(
+                    rmcp::model::ClientCapabilities::builder()
+                        .enable_tasks()
+                        .build(),
+                ));
+            }
+            _ if !takes_tasks => TaskMode::Forbidden,
+            mode => mode,
+        };
+        let repeatable = self.hub().call_repeatable(&server, &name);
+        let work = move |mut call: switchboard_upstream::CallContext| {
+            call.repeatable = repeatable;
+            async move {
+                upstream
+                    .call_tool(&name, arguments, &call)
+                    .await
+                    .map(ServerResult::CallToolResult)
+            }
+            .boxed()
+        };
+        let purpose = format!("tools/call {}", request.name);
+        let request_state = request.request_state.take();
+        let input_responses = request.input_responses.take();
+        let outcome = match task_mode {
+            TaskMode::Forbidden => {
+                self.exchange(
+                    purpose,
+                    request_state,
+                    input_responses,
+                    &context,
+                    patience,
+                    work,
+                )
+                .await?
+            }
+            mode => {
+                // A required task is one from the start.
+                let deadline = match mode {
+                    TaskMode::Required => tokio::time::Instant::now(),
+                    _ => tokio::time::Instant::now() + tasks::TASK_AFTER,
+                };
+                let running = self
+                    .exchange_until(
+                        purpose,
+                        request_state,
+                        input_responses,
+                        &context,
+                        patience,
+                        Some(deadline),
+                        work,
+                    )
+                    .await?;
+                match running {
+                    Ok(outcome) => outcome,
+                    Err(exchange) => {
+                        let finish: tasks::Finish = Box::new(move |outcome| {
+                            match call_result(&catalog, &server, outcome) {
+                                Ok(response) => tasks::payload(Ok(ServerResult::from(response))),
+                                Err(error) => tasks::payload(Err::<ServerResult, _>(error)),
+                            }
+                        });
+                        let task = self.shared.tasks.start(exchange, finish)?;
+                        return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                            task,
+                        )));
+                    }
+                }
+            }
+        };
+        match outcome {
+            Outcome::InputRequired(required) => Ok(CallToolResponse::InputRequired(required)),
+            Outcome::Done(result) => call_result(&catalog, &server, result),
+        }
+    }
+}
+
 impl ServerHandler for AggregateServer {
     fn get_info(&self) -> ServerInfo {
         let capabilities = ServerCapabilities::builder()
@@ -978,146 +1151,24 @@ impl ServerHandler for AggregateServer {
 
     async fn call_tool(
         &self,
-        mut request: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if self.tools_view(&context) == ToolsView::Deferred {
-            match request.name.as_ref() {
-                deferred::SEARCH_TOOLS => return self.search_for_client(&request, &context).await,
-                deferred::LIST_SERVERS => return self.list_servers_for_client(&context),
-                deferred::SET_ACTIVE => {
-                    return self.set_active_for_client(&request, &context).await;
-                }
-                deferred::CALL_TOOL => {
-                    let (name, arguments) = deferred::call_arguments(request.arguments.as_ref())?;
-                    request.name = name.into();
-                    request.arguments = arguments;
-                }
-                _ => {}
+        let span = switchboard_telemetry::server_span("tools/call", Some(&request.name), || {
+            incoming_trace(&context)
+        });
+        let response = self
+            .call_tool_traced(request, context)
+            .instrument(span.clone())
+            .await;
+        match &response {
+            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+                switchboard_telemetry::record_error(&span, "tool_error", None);
             }
+            Ok(_) => {}
+            Err(error) => trace_error(&span, error),
         }
-        let catalog = self.catalog();
-        let Some(tool) = catalog.tools.get(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool '{}'", request.name),
-                None,
-            ));
-        };
-        let server = tool.server.clone();
-        let activity = self.activity(&context)?;
-        if let Some((false, layer)) = activity
-            .layers()
-            .decision(server.as_str(), request.name.as_ref())
-        {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "tool '{}' is turned off for this conversation (by the {layer}'s \
-                     activation); turn it or its server '{server}' on first",
-                    request.name
-                ),
-                None,
-            ));
-        }
-        let caller = caller::caller_of(
-            &request,
-            &context.meta,
-            context.extensions.get::<axum::http::request::Parts>(),
-        )?;
-        self.hub()
-            .check_caller(&server, &tool.upstream, &caller)
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let parts = context.extensions.get::<axum::http::request::Parts>();
-        self.hub()
-            .admit_call(&server, &tool.upstream, || {
-                Some(conversation::client_of(parts))
-            })
-            .map_err(rate_limited)?;
-        self.shared.subscribing.settled(&server).await;
-        let upstream = self
-            .upstream_soon(&server, Some(&tool.upstream), &context)
-            .await?;
-        let name = tool.upstream.clone();
-        let arguments = request.arguments.take();
-        let patience = upstream.timeouts().tool_call;
-        // The tasks extension: how this call may become a task, if its client can take one.
-        let takes_tasks = context
-            .client_capabilities()
-            .is_some_and(|capabilities| capabilities.supports_tasks());
-        let task_mode = match self.hub().task_mode(&server, &name) {
-            TaskMode::Required if !takes_tasks => {
-                return Err(ErrorData::missing_required_client_capability(
-                    rmcp::model::ClientCapabilities::builder()
-                        .enable_tasks()
-                        .build(),
-                ));
-            }
-            _ if !takes_tasks => TaskMode::Forbidden,
-            mode => mode,
-        };
-        let repeatable = self.hub().call_repeatable(&server, &name);
-        let work = move |mut call: switchboard_upstream::CallContext| {
-            call.repeatable = repeatable;
-            async move {
-                upstream
-                    .call_tool(&name, arguments, &call)
-                    .await
-                    .map(ServerResult::CallToolResult)
-            }
-            .boxed()
-        };
-        let purpose = format!("tools/call {}", request.name);
-        let request_state = request.request_state.take();
-        let input_responses = request.input_responses.take();
-        let outcome = match task_mode {
-            TaskMode::Forbidden => {
-                self.exchange(
-                    purpose,
-                    request_state,
-                    input_responses,
-                    &context,
-                    patience,
-                    work,
-                )
-                .await?
-            }
-            mode => {
-                // A required task is one from the start.
-                let deadline = match mode {
-                    TaskMode::Required => tokio::time::Instant::now(),
-                    _ => tokio::time::Instant::now() + tasks::TASK_AFTER,
-                };
-                let running = self
-                    .exchange_until(
-                        purpose,
-                        request_state,
-                        input_responses,
-                        &context,
-                        patience,
-                        Some(deadline),
-                        work,
-                    )
-                    .await?;
-                match running {
-                    Ok(outcome) => outcome,
-                    Err(exchange) => {
-                        let finish: tasks::Finish = Box::new(move |outcome| {
-                            match call_result(&catalog, &server, outcome) {
-                                Ok(response) => tasks::payload(Ok(ServerResult::from(response))),
-                                Err(error) => tasks::payload(Err::<ServerResult, _>(error)),
-                            }
-                        });
-                        let task = self.shared.tasks.start(exchange, finish)?;
-                        return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
-                            task,
-                        )));
-                    }
-                }
-            }
-        };
-        match outcome {
-            Outcome::InputRequired(required) => Ok(CallToolResponse::InputRequired(required)),
-            Outcome::Done(result) => call_result(&catalog, &server, result),
-        }
+        response
     }
 
     /// `tasks/get`: the task as it stands (rmcp checked that the client declared tasks).
@@ -1170,50 +1221,61 @@ impl ServerHandler for AggregateServer {
         mut request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let catalog = self.catalog();
-        let Some(prompt) = catalog.prompts.get(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown prompt '{}'", request.name),
-                None,
-            ));
-        };
-        let server = prompt.server.clone();
-        self.shared.subscribing.settled(&server).await;
-        let upstream = self.upstream_soon(&server, None, &context).await?;
-        let name = prompt.upstream.clone();
-        let arguments = request.arguments.take();
-        let patience = upstream.timeouts().request;
-        let outcome = self
-            .exchange(
-                format!("prompts/get {}", request.name),
-                request.request_state.take(),
-                request.input_responses.take(),
-                &context,
-                patience,
-                move |call| {
-                    async move {
-                        upstream
-                            .get_prompt(&name, arguments, &call)
-                            .await
-                            .map(ServerResult::GetPromptResult)
-                    }
-                    .boxed()
-                },
-            )
-            .await?;
-        match outcome {
-            Outcome::InputRequired(required) => Ok(GetPromptResponse::InputRequired(required)),
-            Outcome::Done(Ok(ServerResult::GetPromptResult(result))) => {
-                Ok(GetPromptResponse::Complete(complete(
-                    result.exposed(&prefix_of(&catalog, &server)),
-                )))
+        let span = switchboard_telemetry::server_span("prompts/get", Some(&request.name), || {
+            incoming_trace(&context)
+        });
+        let response = async move {
+            let catalog = self.catalog();
+            let Some(prompt) = catalog.prompts.get(&request.name) else {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown prompt '{}'", request.name),
+                    None,
+                ));
+            };
+            let server = prompt.server.clone();
+            self.shared.subscribing.settled(&server).await;
+            let upstream = self.upstream_soon(&server, None, &context).await?;
+            let name = prompt.upstream.clone();
+            let arguments = request.arguments.take();
+            let patience = upstream.timeouts().request;
+            let outcome = self
+                .exchange(
+                    format!("prompts/get {}", request.name),
+                    request.request_state.take(),
+                    request.input_responses.take(),
+                    &context,
+                    patience,
+                    move |call| {
+                        async move {
+                            upstream
+                                .get_prompt(&name, arguments, &call)
+                                .await
+                                .map(ServerResult::GetPromptResult)
+                        }
+                        .boxed()
+                    },
+                )
+                .await?;
+            match outcome {
+                Outcome::InputRequired(required) => Ok(GetPromptResponse::InputRequired(required)),
+                Outcome::Done(Ok(ServerResult::GetPromptResult(result))) => {
+                    Ok(GetPromptResponse::Complete(complete(
+                        result.exposed(&prefix_of(&catalog, &server)),
+                    )))
+                }
+                Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
+                    format!("server '{server}' answered prompts/get with another kind of result"),
+                    None,
+                )),
+                Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
             }
-            Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
-                format!("server '{server}' answered prompts/get with another kind of result"),
-                None,
-            )),
-            Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
         }
+        .instrument(span.clone())
+        .await;
+        if let Err(error) = &response {
+            trace_error(&span, error);
+        }
+        response
     }
 
     async fn list_resources(
@@ -1251,48 +1313,62 @@ impl ServerHandler for AggregateServer {
         mut request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let catalog = self.catalog();
-        let (server, uri) = catalog.resolve_uri(&request.uri).map_err(|e| {
-            ErrorData::new(
-                ErrorCode::RESOURCE_NOT_FOUND,
-                e.to_string(),
-                Some(serde_json::json!({"uri": request.uri})),
-            )
-        })?;
-        self.shared.subscribing.settled(&server).await;
-        let upstream = self.upstream_soon(&server, None, &context).await?;
-        let patience = upstream.timeouts().request;
-        let outcome = self
-            .exchange(
-                format!("resources/read {}", request.uri),
-                request.request_state.take(),
-                request.input_responses.take(),
-                &context,
-                patience,
-                move |call| {
-                    async move {
-                        upstream
-                            .read_resource(&uri, &call)
-                            .await
-                            .map(ServerResult::ReadResourceResult)
-                    }
-                    .boxed()
-                },
-            )
-            .await?;
-        match outcome {
-            Outcome::InputRequired(required) => Ok(ReadResourceResponse::InputRequired(required)),
-            Outcome::Done(Ok(ServerResult::ReadResourceResult(result))) => {
-                Ok(ReadResourceResponse::Complete(complete(
-                    result.exposed(&prefix_of(&catalog, &server)),
-                )))
+        let span =
+            switchboard_telemetry::server_span("resources/read", None, || incoming_trace(&context));
+        let response = async move {
+            let catalog = self.catalog();
+            let (server, uri) = catalog.resolve_uri(&request.uri).map_err(|e| {
+                ErrorData::new(
+                    ErrorCode::RESOURCE_NOT_FOUND,
+                    e.to_string(),
+                    Some(serde_json::json!({"uri": request.uri})),
+                )
+            })?;
+            self.shared.subscribing.settled(&server).await;
+            let upstream = self.upstream_soon(&server, None, &context).await?;
+            let patience = upstream.timeouts().request;
+            let outcome = self
+                .exchange(
+                    format!("resources/read {}", request.uri),
+                    request.request_state.take(),
+                    request.input_responses.take(),
+                    &context,
+                    patience,
+                    move |call| {
+                        async move {
+                            upstream
+                                .read_resource(&uri, &call)
+                                .await
+                                .map(ServerResult::ReadResourceResult)
+                        }
+                        .boxed()
+                    },
+                )
+                .await?;
+            match outcome {
+                Outcome::InputRequired(required) => {
+                    Ok(ReadResourceResponse::InputRequired(required))
+                }
+                Outcome::Done(Ok(ServerResult::ReadResourceResult(result))) => {
+                    Ok(ReadResourceResponse::Complete(complete(
+                        result.exposed(&prefix_of(&catalog, &server)),
+                    )))
+                }
+                Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
+                    format!(
+                        "server '{server}' answered resources/read with another kind of result"
+                    ),
+                    None,
+                )),
+                Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
             }
-            Outcome::Done(Ok(_)) => Err(ErrorData::internal_error(
-                format!("server '{server}' answered resources/read with another kind of result"),
-                None,
-            )),
-            Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
         }
+        .instrument(span.clone())
+        .await;
+        if let Err(error) = &response {
+            trace_error(&span, error);
+        }
+        response
     }
 
     #[allow(deprecated)]
