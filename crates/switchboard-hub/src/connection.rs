@@ -18,6 +18,7 @@ use switchboard_core::error::{Classified, RetryClass};
 use switchboard_core::{Backoff, ConnectionState, StateMachine};
 use switchboard_oauth::{AuthEvent, ServerAuth};
 use switchboard_store::{CachedProbe, Store};
+use switchboard_upstream::stdio::ProcessEnd;
 use switchboard_upstream::{ConnectOptions, Connection, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc};
 
@@ -27,6 +28,9 @@ use crate::{HubEvent, ServerCatalog, ServerSlot, write};
 /// How often a server waiting for sign-in checks the store for tokens (stored by
 /// `switchboard login` in another process).
 const SIGN_IN_POLL: Duration = Duration::from_secs(2);
+/// How long a stdio server's end may take to be recorded once its session ended (rmcp reaps
+/// the process in a task of its own as the session's transport is dropped; it is at once).
+const EXIT_RECORDED_WITHIN: Duration = Duration::from_millis(500);
 /// A sign-in started through the admin API that has not finished after this long is given up.
 const SIGN_IN_ABANDONED: Duration = Duration::from_secs(600);
 
@@ -418,6 +422,7 @@ impl ConnectionTask {
             mut events,
             detected,
             stderr,
+            exit,
             session,
         } = connection;
         if let Err(error) = self.refresh_catalog(&upstream, Refresh::ALL).await {
@@ -540,12 +545,20 @@ impl ConnectionTask {
         if let Some(error) = unhealthy {
             return error;
         }
+        // A stdio server: how its process ended (recorded when rmcp reaps it, which the
+        // session's end has just set going), and what it last said of why.
+        let ended = match &exit {
+            Some(exit) => exit.within(EXIT_RECORDED_WITHIN).await,
+            None => None,
+        };
         let last_words = stderr.and_then(|tail| tail.reason());
-        match last_words {
-            Some(line) => UpstreamError::ProcessExited {
-                last_output: Some(line),
+        match (ended, last_words) {
+            (Some(end @ ProcessEnd::Signal(_)), _) => UpstreamError::ProcessExited {
+                ended: Some(end),
+                last_output: None,
             },
-            None => UpstreamError::Closed,
+            (None, None) => UpstreamError::Closed,
+            (ended, last_output) => UpstreamError::ProcessExited { ended, last_output },
         }
     }
 

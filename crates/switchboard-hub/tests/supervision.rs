@@ -175,6 +175,91 @@ async fn a_crashed_stdio_server_is_reconnected_and_the_bus_says_so() {
     assert!(hub.status().is_empty());
 }
 
+/// The reason the next change of `server` to an error state gives (within 20 s).
+async fn next_reason(
+    events: &mut tokio::sync::broadcast::Receiver<HubEvent>,
+    server: &str,
+) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("a state change within 20 s")
+            .unwrap();
+        if let HubEvent::StateChanged {
+            server: changed,
+            error: Some(error),
+            ..
+        } = event
+            && changed.as_str() == server
+        {
+            return error;
+        }
+    }
+}
+
+/// The process whose environment holds `FIXTURE_MARK=<mark>`.
+fn process_marked(mark: &str) -> u32 {
+    let wanted = format!("FIXTURE_MARK={mark}");
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|byte| *byte == 0)
+            .any(|variable| variable == wanted.as_bytes())
+        {
+            return pid;
+        }
+    }
+    panic!("no process marked {mark}");
+}
+
+#[tokio::test]
+async fn a_stdio_server_that_ends_is_said_to_have_exited_with_its_code_or_been_killed() {
+    let (hub, _dir) = hub().await;
+    let mut events = hub.subscribe();
+    let mark = format!("ending-{}", std::process::id());
+    let mut def = stdio_fixture("ending");
+    if let TransportSpec::Stdio { env, .. } = &mut def.transport {
+        env.push(switchboard_core::NamedValue::guess("FIXTURE_MARK", &mark));
+    }
+    hub.start(def).await;
+    let connected = |s: &switchboard_hub::ServerStatus| s.state == ConnectionState::Connected;
+    eventually(&hub, "ending", "connected", connected).await;
+
+    // It exits by itself with code 3.
+    let upstream = hub.upstream(&id("ending")).unwrap();
+    let _ = upstream
+        .call_tool("crash", None, &CallContext::default())
+        .await;
+    let reason = next_reason(&mut events, "ending").await;
+    assert!(
+        reason.contains("the server process exited with code 3"),
+        "{reason}"
+    );
+
+    // Someone kills it: the reason is the signal, not an old line of its stderr.
+    eventually(&hub, "ending", "connected again", connected).await;
+    while events.try_recv().is_ok() {}
+    let pid = process_marked(&mark);
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let reason = next_reason(&mut events, "ending").await;
+    assert!(
+        reason.contains("the server process was killed by signal 9 (SIGKILL)"),
+        "{reason}"
+    );
+    assert!(!reason.contains("last output"), "{reason}");
+    hub.shutdown().await;
+}
+
 #[tokio::test]
 async fn list_changed_refreshes_the_catalog() {
     let (hub, _dir) = hub().await;

@@ -38,7 +38,7 @@ use crate::handler::{InputPolicy, UpstreamEvent, UpstreamHandler};
 use crate::http_client::{HttpFailure, StatusAwareHttpClient};
 use crate::late_discover::LateDiscoverFilter;
 use crate::legacy_sse::{LegacySseError, LegacySseTransport};
-use crate::stdio::{self, StderrTail};
+use crate::stdio::{self, ChildExit, StderrTail};
 use crate::tap::Tapped;
 use crate::upstream::Upstream;
 use crate::websocket::WebSocketTransport;
@@ -149,6 +149,8 @@ pub struct Connection {
     pub detected: Option<DetectedTransport>,
     /// For stdio servers: the last lines of the process's stderr.
     pub stderr: Option<StderrTail>,
+    /// For stdio servers: how the process ended, once it has.
+    pub exit: Option<ChildExit>,
     /// The session itself: wait on it or close it.
     pub session: Session,
 }
@@ -255,6 +257,7 @@ pub async fn connect(
     let handshake = def.timeouts.request;
     let mut direct = None;
     let mut stop_at_once = None;
+    let mut exit = None;
     let (service, detected, stderr) = match &def.transport {
         TransportSpec::Http {
             url,
@@ -336,6 +339,7 @@ pub async fn connect(
             cwd,
         } => {
             let tail = StderrTail::default();
+            let ended = ChildExit::default();
             let child = stdio::ChildCommand {
                 command,
                 args,
@@ -344,7 +348,8 @@ pub async fn connect(
             };
             let group = Arc::new(std::sync::atomic::AtomicU32::new(0));
             let open = || async {
-                let spawned = stdio::spawn(def.id.as_str(), child, &options.children, &tail)?;
+                let spawned =
+                    stdio::spawn(def.id.as_str(), child, &options.children, &tail, &ended)?;
                 // The child leads a process group of its own.
                 group.store(
                     spawned.id().unwrap_or_default(),
@@ -359,6 +364,7 @@ pub async fn connect(
             .await
             .map_err(|e| explain_with_stderr(e, &tail))?;
             stop_at_once = options.children.stop_at_once.then_some(group);
+            exit = Some(ended);
             (service, None, Some(tail))
         }
         TransportSpec::Approved { name, .. } => {
@@ -415,6 +421,7 @@ pub async fn connect(
         events,
         detected,
         stderr,
+        exit,
         session: Session {
             service,
             stop_at_once,

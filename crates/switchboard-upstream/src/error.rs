@@ -87,9 +87,16 @@ pub enum UpstreamError {
     #[error("the connection to the server closed")]
     Closed,
     /// A stdio server's process ended.
-    #[error("the server process exited{}", .last_output.as_ref().map(|l| format!("; its last output: {l}")).unwrap_or_default())]
+    #[error(
+        "the server process {}{}",
+        .ended.map(|end| end.to_string()).unwrap_or_else(|| "exited".into()),
+        .last_output.as_ref().map(|l| format!("; its last output: {l}")).unwrap_or_default()
+    )]
     ProcessExited {
-        /// The last line it wrote to stderr, if any.
+        /// How it ended, when that is known.
+        ended: Option<crate::stdio::ProcessEnd>,
+        /// The line of its stderr that says best why, if any (none when a signal ended it: what
+        /// it wrote before says nothing of that).
         last_output: Option<String>,
     },
     /// A list method returned the same cursor twice.

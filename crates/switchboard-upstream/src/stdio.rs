@@ -4,14 +4,15 @@
 //! daemon's environment only what [`crate::children`] lets through, confined as it says), runs in
 //! its own process group (so `npx`/`uvx` wrappers and their children are signalled together), and has its
 //! stderr read line by line into Switchboard's log. The last lines are kept so that a server that
-//! dies can be explained ("exited: Error: Cannot find module ..."). Shutdown is rmcp's sequence:
-//! close stdin, wait, SIGTERM, wait, SIGKILL.
+//! dies can be explained ("exited: Error: Cannot find module ..."), and how it ended (its exit
+//! code, or the signal that killed it) is recorded when it is reaped ([`ChildExit`]). Shutdown
+//! is rmcp's sequence: close stdin, wait, SIGTERM, wait, SIGKILL.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use process_wrap::tokio::{ChildWrapper, CommandWrap, CommandWrapper, ProcessGroup};
 use rmcp::transport::TokioChildProcess;
 use switchboard_core::NamedValue;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -99,6 +100,173 @@ impl LogBudget {
     }
 }
 
+/// How a child process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it (a crash, the out-of-memory killer, someone's `kill`).
+    Signal(i32),
+    /// Switchboard ended it (it was still running when its connection was dropped).
+    Stopped,
+}
+
+impl ProcessEnd {
+    fn of(status: std::process::ExitStatus) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            if let Some(signal) = status.signal() {
+                return Some(Self::Signal(signal));
+            }
+        }
+        status.code().map(Self::Code)
+    }
+}
+
+impl std::fmt::Display for ProcessEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::Code(code) => write!(f, "exited with code {code}"),
+            Self::Stopped => write!(f, "was stopped by Switchboard"),
+            Self::Signal(signal) => {
+                let name = match signal {
+                    1 => " (SIGHUP)",
+                    2 => " (SIGINT)",
+                    4 => " (SIGILL)",
+                    6 => " (SIGABRT)",
+                    7 => " (SIGBUS)",
+                    8 => " (SIGFPE)",
+                    9 => " (SIGKILL)",
+                    11 => " (SIGSEGV)",
+                    13 => " (SIGPIPE)",
+                    15 => " (SIGTERM)",
+                    _ => "",
+                };
+                write!(f, "was killed by signal {signal}{name}")
+            }
+        }
+    }
+}
+
+/// How the last process a connection started ended, once it was reaped (rmcp reaps a child
+/// when its transport is dropped; the wrapper [`RecordExit`] sees the status go by).
+#[derive(Debug, Clone, Default)]
+pub struct ChildExit(Arc<Mutex<Arc<tokio::sync::watch::Sender<Option<ProcessEnd>>>>>);
+
+impl ChildExit {
+    /// A fresh record for a process about to start (an earlier one's end is forgotten).
+    fn renewed(&self) -> Arc<tokio::sync::watch::Sender<Option<ProcessEnd>>> {
+        let fresh = Arc::new(tokio::sync::watch::channel(None).0);
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        fresh
+    }
+
+    /// How the process ended, waiting for it to be reaped at most `limit`.
+    pub async fn within(&self, limit: std::time::Duration) -> Option<ProcessEnd> {
+        let mut ended = self.0.lock().unwrap_or_else(|e| e.into_inner()).subscribe();
+        let reaped = tokio::time::timeout(limit, ended.wait_for(Option::is_some)).await;
+        reaped
+            .ok()
+            .and_then(|ended| ended.ok().and_then(|end| *end))
+    }
+}
+
+/// A process-wrap wrapper recording how the child ended when it is waited for.
+#[derive(Debug)]
+struct RecordExit(Arc<tokio::sync::watch::Sender<Option<ProcessEnd>>>);
+
+impl CommandWrapper for RecordExit {
+    fn wrap_child(
+        &mut self,
+        inner: Box<dyn ChildWrapper>,
+        _core: &CommandWrap,
+    ) -> std::io::Result<Box<dyn ChildWrapper>> {
+        Ok(Box::new(RecordingChild {
+            inner,
+            ended: self.0.clone(),
+        }))
+    }
+}
+
+/// A child that records its end when waited for (see [`RecordExit`]).
+#[derive(Debug)]
+struct RecordingChild {
+    inner: Box<dyn ChildWrapper>,
+    ended: Arc<tokio::sync::watch::Sender<Option<ProcessEnd>>>,
+}
+
+impl RecordingChild {
+    fn record(&self, status: std::process::ExitStatus) {
+        self.record_end(ProcessEnd::of(status));
+    }
+
+    fn record_end(&self, end: Option<ProcessEnd>) {
+        self.ended.send_if_modified(|kept| {
+            let first = kept.is_none() && end.is_some();
+            if first {
+                *kept = end;
+            }
+            first
+        });
+    }
+}
+
+impl ChildWrapper for RecordingChild {
+    fn inner(&self) -> &dyn ChildWrapper {
+        self.inner.as_ref()
+    }
+
+    fn inner_mut(&mut self) -> &mut dyn ChildWrapper {
+        self.inner.as_mut()
+    }
+
+    fn into_inner(self: Box<Self>) -> Box<dyn ChildWrapper> {
+        self.inner
+    }
+
+    /// Kills and waits. A child that already ended keeps its own end; one still running that
+    /// this kill ends was stopped by Switchboard, not killed by a signal of its own.
+    fn kill(&mut self) -> Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + '_> {
+        Box::new(async {
+            if let Ok(Some(_)) = self.try_wait() {
+                return Ok(());
+            }
+            let _ = self.start_kill();
+            let status = self.inner.wait().await?;
+            match ProcessEnd::of(status) {
+                Some(ProcessEnd::Signal(libc::SIGKILL)) => {
+                    self.record_end(Some(ProcessEnd::Stopped))
+                }
+                end => self.record_end(end),
+            }
+            Ok(())
+        })
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        let status = self.inner.try_wait()?;
+        if let Some(status) = status {
+            self.record(status);
+        }
+        Ok(status)
+    }
+
+    fn wait(
+        &mut self,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = std::io::Result<std::process::ExitStatus>> + Send + '_,
+        >,
+    > {
+        Box::pin(async {
+            let status = self.inner.wait().await?;
+            self.record(status);
+            Ok(status)
+        })
+    }
+}
+
 /// The last lines a child wrote to stderr.
 #[derive(Debug, Clone, Default)]
 pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
@@ -162,13 +330,14 @@ pub struct ChildCommand<'a> {
     pub cwd: Option<&'a std::path::Path>,
 }
 
-/// Spawns the server process under `policy` and starts copying its stderr into the log and into
-/// `tail`.
+/// Spawns the server process under `policy`, starts copying its stderr into the log and into
+/// `tail`, and records how it ends in `exit`.
 pub fn spawn(
     server: &str,
     child: ChildCommand<'_>,
     policy: &crate::children::ChildPolicy,
     tail: &StderrTail,
+    exit: &ChildExit,
 ) -> Result<TokioChildProcess, UpstreamError> {
     let command = child.command;
     let mut cmd = tokio::process::Command::new(command);
@@ -191,6 +360,7 @@ pub fn spawn(
         })?;
     let mut wrapped = CommandWrap::from(cmd);
     wrapped.wrap(ProcessGroup::leader());
+    wrapped.wrap(RecordExit(exit.renewed()));
     let (child, stderr) = TokioChildProcess::builder(wrapped)
         .stderr(Stdio::piped())
         .spawn()
