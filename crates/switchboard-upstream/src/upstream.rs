@@ -457,6 +457,11 @@ impl Upstream {
         Ok(())
     }
 
+    /// Whether this session is subscribed to `uri` (see [`Self::subscribe_resource`]).
+    pub fn subscribed_to(&self, uri: &str) -> bool {
+        self.subscribed_resources.borrow().contains(uri)
+    }
+
     /// Ends a subscription made with [`Self::subscribe_resource`].
     pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), UpstreamError> {
         self.change_resource_subscription(uri, false).await

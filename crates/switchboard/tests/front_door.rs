@@ -3305,3 +3305,53 @@ async fn a_console_and_an_mcp_client_share_one_subscription_at_the_server() {
     until(&|| unsubscribed() == ["fixture://greeting"]).await;
     assert_eq!(subscribed(), ["fixture://greeting"]);
 }
+
+#[tokio::test]
+async fn a_subscription_is_made_again_when_its_server_connects_again() {
+    let mut fixture = transports::streamable_http(Era::Legacy).await;
+    let state = fixture.state.clone();
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["fixture", &fixture.url]);
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let subscribed = || state.subscribed.lock().unwrap().clone();
+    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    connection
+        .upstream
+        .subscribe_resource("fixture://fixture__greeting")
+        .await
+        .unwrap();
+    // A 2026-07-28 client: its listen stream is acknowledged as the subscription is being made.
+    daemon
+        .wait_for(|_| subscribed() == ["fixture://greeting"])
+        .await;
+
+    // The server goes away (a check finds it gone, and the connection is made anew) and
+    // comes back remembering nothing.
+    let check = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let checked: Value = reqwest::Client::new()
+            .post(format!("{}/api/servers/fixture/check", daemon.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_ne!(checked["status"]["state"], "connected", "{checked}");
+    };
+    tokio::join!(fixture.restart(Duration::from_secs(2)), check);
+    daemon
+        .wait_for(|status| connected(status) == 1 && subscribed().len() == 2)
+        .await;
+    assert_eq!(subscribed(), ["fixture://greeting", "fixture://greeting"]);
+
+    // The client's subscription is its own still: its end ends the new one.
+    connection
+        .upstream
+        .unsubscribe_resource("fixture://fixture__greeting")
+        .await
+        .unwrap();
+    daemon
+        .wait_for(|_| *state.unsubscribed.lock().unwrap() == ["fixture://greeting"])
+        .await;
+}

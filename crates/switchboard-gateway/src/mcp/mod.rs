@@ -699,36 +699,41 @@ impl AggregateServer {
         });
     }
 
-    /// Subscribes to (or unsubscribes from) `uri` at its server on behalf of a client of `era`,
-    /// the first subscriber subscribing and the last one's end unsubscribing (the hub counts
-    /// every front door's subscribers, and the consoles').
+    /// Subscribes to (or unsubscribes from) `uri` at its server (see [`forward_subscription`]).
     async fn forward_subscription(
         &self,
         uri: &str,
         subscribe: bool,
         era: switchboard_hub::ClientEra,
     ) -> Result<(), ErrorData> {
-        let (server, upstream_uri) = self
-            .catalog()
-            .resolve_uri(uri)
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        self.shared
-            .hub
-            .change_resource_subscription(
-                &server,
-                &upstream_uri,
-                subscribe,
-                era,
-                WAIT_FOR_RECONNECT,
-            )
-            .await
-            .map_err(|error| match error {
-                switchboard_hub::SubscriptionError::NotRouted(error) => not_routed(error),
-                switchboard_hub::SubscriptionError::Upstream(server, error) => {
-                    upstream_error(&server, *error)
-                }
-            })
+        forward_subscription(&self.shared, uri, subscribe, era).await
     }
+}
+
+/// Subscribes to (or unsubscribes from) `uri` at its server on behalf of a client of `era`,
+/// the first subscriber subscribing and the last one's end unsubscribing (the hub counts
+/// every front door's subscribers, and the consoles').
+async fn forward_subscription(
+    shared: &Shared,
+    uri: &str,
+    subscribe: bool,
+    era: switchboard_hub::ClientEra,
+) -> Result<(), ErrorData> {
+    let (server, upstream_uri) = shared
+        .hub
+        .exposed()
+        .resolve_uri(uri)
+        .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+    shared
+        .hub
+        .change_resource_subscription(&server, &upstream_uri, subscribe, era, WAIT_FOR_RECONNECT)
+        .await
+        .map_err(|error| match error {
+            switchboard_hub::SubscriptionError::NotRouted(error) => not_routed(error),
+            switchboard_hub::SubscriptionError::Upstream(server, error) => {
+                upstream_error(&server, *error)
+            }
+        })
 }
 
 /// Results are re-emitted in the caller's era: marked complete here (a 2026-07-28 client needs
@@ -1377,13 +1382,23 @@ impl ServerHandler for AggregateServer {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if lock(&self.session.subscribed).contains(&request.uri) {
+        // Claimed first, so a second subscribe to it waits for nothing and counts nothing.
+        if !lock(&self.session.subscribed).insert(request.uri.clone()) {
             return Ok(());
         }
-        self.forward_subscription(&request.uri, true, switchboard_hub::ClientEra::Sessions)
-            .await?;
-        lock(&self.session.subscribed).insert(request.uri);
-        Ok(())
+        // Runs to its end even when the client cancels the request: a subscription made at
+        // the server is then the session's, and ends with it; one that failed is let go.
+        let (shared, session) = (self.shared.clone(), self.session.clone());
+        tokio::spawn(async move {
+            let era = switchboard_hub::ClientEra::Sessions;
+            let made = forward_subscription(&shared, &request.uri, true, era).await;
+            if made.is_err() {
+                lock(&session.subscribed).remove(&request.uri);
+            }
+            made
+        })
+        .await
+        .unwrap_or_else(|stopped| Err(ErrorData::internal_error(stopped.to_string(), None)))
     }
 
     #[allow(deprecated)]
