@@ -349,6 +349,7 @@ try {
   // Edit, not remove and re-add: a command line with a quoted argument, an environment value
   // kept secret, a timeout; saved again untouched, the masked secret keeps its value.
   await page.click('[data-server="everything"] [data-action="edit"]');
+  await page.waitForSelector('#add-form[data-editing="everything"]:not([hidden])');
   seen.editShown = await page.inputValue('#add-form input[name="command"]');
   await page.fill('#add-form input[name="command"]', `node '${everything}' stdio "two words"`);
   await page.click("#add-value");
@@ -361,6 +362,7 @@ try {
   seen.edited = (await (await fetch(`${base}/api/servers/everything`)).json());
   await page.waitForSelector('[data-server="everything"] [data-state="connected"]');
   await page.click('[data-server="everything"] [data-action="edit"]');
+  await page.waitForSelector('#add-form[data-editing="everything"]:not([hidden])');
   seen.secretShownMasked = await page.$eval('#values input[name="value-value"]', (input) => [input.type, input.value]);
   await page.click("#add-submit");
   await page.waitForFunction(() => document.querySelector("#message").textContent === "Saved everything.");
@@ -372,6 +374,42 @@ try {
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
   const envText = JSON.parse(await page.textContent("#try-result details.raw pre")).content[0].text;
   seen.envAfterEdit = /NOTE_FROM_CONSOLE\W+hello there/.test(envText);
+
+  // An HTTP server's OAuth client, set in the Edit form: shown again with its secret masked,
+  // saved untouched (the secret kept), then removed by clearing its id.
+  const added = await fetch(`${base}/api/servers`, {
+    method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ id: "signin", url: "http://127.0.0.1:9/mcp", disabled: true }),
+  });
+  seen.signinAdded = added.status;
+  await page.waitForSelector('[data-server="signin"] [data-action="edit"]');
+  await page.click('[data-server="signin"] [data-action="edit"]');
+  await page.waitForSelector('#add-form[data-editing="signin"]:not([hidden])');
+  await page.fill('#add-form input[name="oauth_client_id"]', "switchboard-console");
+  await page.fill('#add-form input[name="oauth_client_secret"]', "s3cret-from-console");
+  await page.fill('#add-form input[name="oauth_issuer"]', "https://auth.example.com");
+  await page.selectOption('#add-form select[name="oauth_grant"]', "client-credentials");
+  await page.$eval("#message", (message) => { message.textContent = ""; });
+  await page.click("#add-submit");
+  await page.waitForFunction(() => document.querySelector("#message").textContent === "Saved signin.");
+  seen.oauthSet = (await (await fetch(`${base}/api/servers/signin`)).json()).oauth_client;
+  await page.click('[data-server="signin"] [data-action="edit"]');
+  await page.waitForSelector('#add-form[data-editing="signin"]:not([hidden])');
+  seen.oauthShown = await page.$eval("#add-form", (form) => [form.elements.oauth_client_id.value,
+    form.elements.oauth_client_secret.value, form.elements.oauth_issuer.value, form.elements.oauth_grant.value]);
+  await page.$eval("#message", (message) => { message.textContent = ""; });
+  await page.click("#add-submit");
+  await page.waitForFunction(() => document.querySelector("#message").textContent === "Saved signin.");
+  seen.oauthKept = (await (await fetch(`${base}/api/servers/signin`)).json()).oauth_client;
+  await page.click('[data-server="signin"] [data-action="edit"]');
+  await page.waitForSelector('#add-form[data-editing="signin"]:not([hidden])');
+  await page.fill('#add-form input[name="oauth_client_id"]', "");
+  await page.$eval("#message", (message) => { message.textContent = ""; });
+  await page.click("#add-submit");
+  await page.waitForFunction(() => document.querySelector("#message").textContent === "Saved signin.");
+  seen.oauthRemoved = (await (await fetch(`${base}/api/servers/signin`)).json()).oauth_client ?? null;
+  await fetch(`${base}/api/servers/signin`, { method: "DELETE" });
+  await page.waitForSelector('[data-server="signin"]', { state: "detached" });
 
   // An import of a client's configuration: one entry taken, one skipped with the reason.
   await page.click("#show-import");

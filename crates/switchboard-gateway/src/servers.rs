@@ -250,6 +250,73 @@ pub(crate) struct ServerChange {
     rate_limit: Option<Option<switchboard_core::RateLimit>>,
     /// How requests safe to repeat are retried: `off`, `quick` or `standard`.
     retries: Option<switchboard_core::RetryPreset>,
+    /// The OAuth client registered for the server; `null` for none (then client ID metadata
+    /// documents and dynamic registration are used).
+    #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
+    oauth_client: Option<Option<OAuthClientChange>>,
+}
+
+/// An OAuth client as `PATCH /api/servers/{id}` sets it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OAuthClientChange {
+    client_id: String,
+    /// `********` keeps the stored one (as the API shows it); absent or empty for none.
+    #[serde(default)]
+    client_secret: Option<String>,
+    /// The authorization server the client belongs to (its credentials go to no other).
+    #[serde(default)]
+    issuer: Option<String>,
+    #[serde(default)]
+    grant: switchboard_core::OAuthGrant,
+}
+
+impl OAuthClientChange {
+    /// The client this change makes of `stored` (the server's client now, if any), or why it
+    /// cannot be. The private key and redirect URI (set with the CLI) stay with an unchanged
+    /// client id.
+    fn applied_to(
+        self,
+        stored: Option<&switchboard_core::OAuthClient>,
+        transport: &switchboard_core::TransportSpec,
+    ) -> Result<switchboard_core::OAuthClient, String> {
+        if !matches!(transport, switchboard_core::TransportSpec::Http { .. }) {
+            return Err("an OAuth client applies to HTTP servers only".into());
+        }
+        let client_id = self.client_id.trim().to_owned();
+        if client_id.is_empty() || client_id.len() > 512 {
+            return Err("an OAuth client needs a client id (at most 512 characters)".into());
+        }
+        let issuer = self
+            .issuer
+            .map(|issuer| issuer.trim().to_owned())
+            .filter(|issuer| !issuer.is_empty());
+        if let Some(issuer) = &issuer {
+            let parsed = url::Url::parse(issuer)
+                .map_err(|_| format!("the issuer '{issuer}' is not a URL"))?;
+            if !matches!(parsed.scheme(), "https" | "http") || parsed.host().is_none() {
+                return Err(format!("the issuer '{issuer}' is not an http(s) URL"));
+            }
+        }
+        let same = stored.filter(|stored| stored.client_id == client_id);
+        let client_secret = match self.client_secret.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(switchboard_core::server::REDACTED) => {
+                let kept = same.and_then(|stored| stored.client_secret.clone());
+                Some(kept.ok_or("the client secret shown masked belongs to no stored client")?)
+            }
+            Some(secret) => Some(secret.to_owned()),
+        };
+        Ok(switchboard_core::OAuthClient {
+            client_id,
+            client_secret,
+            issuer,
+            grant: self.grant,
+            private_key_pem: same.and_then(|stored| stored.private_key_pem.clone()),
+            signing_algorithm: same.and_then(|stored| stored.signing_algorithm.clone()),
+            redirect_uri: same.and_then(|stored| stored.redirect_uri.clone()),
+        })
+    }
 }
 
 /// `PATCH /api/servers/{id}`.
@@ -283,6 +350,14 @@ pub(crate) async fn change(
             }
             if let Some(retries) = change.retries {
                 def.policies.retries = retries;
+            }
+            if let Some(client) = change.oauth_client {
+                def.oauth_client = match client {
+                    Some(client) => {
+                        Some(client.applied_to(def.oauth_client.as_ref(), &def.transport)?)
+                    }
+                    None => None,
+                };
             }
             Ok(())
         })
@@ -692,4 +767,72 @@ pub(crate) async fn delete_my_settings(
         .map_err(HubError::from)?;
     app.hub.sync_with_store().await.map_err(HubError::from)?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_core::{OAuthClient, OAuthGrant, TransportSpec};
+
+    fn change(value: Value) -> OAuthClientChange {
+        serde_json::from_value(value).expect("a client change")
+    }
+
+    #[test]
+    fn an_oauth_client_change_keeps_a_masked_secret_and_the_cli_only_settings_of_the_same_client() {
+        let http = TransportSpec::from_url("https://mcp.example.com/mcp", vec![]).unwrap();
+        let stored = OAuthClient {
+            client_id: "app".into(),
+            client_secret: Some("real secret".into()),
+            issuer: None,
+            grant: OAuthGrant::AuthorizationCode,
+            private_key_pem: Some("PEM".into()),
+            signing_algorithm: Some("ES256".into()),
+            redirect_uri: Some("http://127.0.0.1:8976/callback".into()),
+        };
+        let kept = change(json!({"client_id": "app", "client_secret": "********",
+                                 "issuer": "https://auth.example.com", "grant": "client-credentials"}))
+        .applied_to(Some(&stored), &http)
+        .unwrap();
+        assert_eq!(kept.client_secret.as_deref(), Some("real secret"));
+        assert_eq!(kept.issuer.as_deref(), Some("https://auth.example.com"));
+        assert_eq!(kept.grant, OAuthGrant::ClientCredentials);
+        assert_eq!(kept.private_key_pem.as_deref(), Some("PEM"));
+        assert_eq!(kept.redirect_uri, stored.redirect_uri);
+
+        // Another client gets nothing of the old one's, and a masked secret means nothing to it.
+        let other = change(json!({"client_id": "other", "client_secret": "new"}))
+            .applied_to(Some(&stored), &http)
+            .unwrap();
+        assert_eq!(other.client_secret.as_deref(), Some("new"));
+        assert_eq!((other.private_key_pem, other.redirect_uri), (None, None));
+        let refused = change(json!({"client_id": "other", "client_secret": "********"}))
+            .applied_to(Some(&stored), &http)
+            .unwrap_err();
+        assert!(refused.contains("masked"), "{refused}");
+
+        for (bad, words) in [
+            (json!({"client_id": " "}), "client id"),
+            (
+                json!({"client_id": "a", "issuer": "not a url"}),
+                "not a URL",
+            ),
+            (
+                json!({"client_id": "a", "issuer": "file:///etc/passwd"}),
+                "http(s)",
+            ),
+        ] {
+            let error = change(bad).applied_to(None, &http).unwrap_err();
+            assert!(error.contains(words), "{error}");
+        }
+        let stdio = TransportSpec::stdio("node", vec![], vec![], None).unwrap();
+        let error = change(json!({"client_id": "a"}))
+            .applied_to(None, &stdio)
+            .unwrap_err();
+        assert!(error.contains("HTTP servers only"), "{error}");
+        assert!(
+            serde_json::from_value::<OAuthClientChange>(json!({"client_id": "a", "extra": 1}))
+                .is_err()
+        );
+    }
 }

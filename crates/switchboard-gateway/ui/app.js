@@ -570,7 +570,7 @@ function serverCard(server) {
     }, { "data-action": "check" }));
   }
   if (mayChange(server) && !server.transport.approved && server.transport.type !== "approved") {
-    actions.push(action("Edit", async () => editServer(server), { "data-action": "edit" }));
+    actions.push(action("Edit", async () => editServer(await api("GET", `/api/servers/${server.id}`)), { "data-action": "edit" }));
   }
   if (mayChange(server)) {
     actions.push(action(server.enabled ? "Disable" : "Enable", async () => {
@@ -740,7 +740,7 @@ function entryOf(formElement) {
   if (Object.keys(timeouts).length) entry.timeouts = timeouts;
   // What the form does not show stays as it was: the working directory, the notification
   // timeout.
-  const editing = servers.find((s) => s.id === formElement.dataset.editing);
+  const editing = formElement.dataset.editing ? editingServer : undefined;
   if (editing) {
     if (editing.transport.cwd && entry.command) entry.cwd = editing.transport.cwd;
     if (editing.timeouts?.notification) entry.timeouts = { ...entry.timeouts, notification_ms: editing.timeouts.notification };
@@ -748,8 +748,9 @@ function entryOf(formElement) {
   return entry;
 }
 
-/** The form's settings written with PATCH (not part of an entry): prefix and retries. A blank
- * prefix is the server's id; "names unchanged" is none. */
+/** The form's settings written with PATCH (not part of an entry): prefix, retries and the
+ * OAuth client. A blank prefix is the server's id; "names unchanged" is none. A blank client id
+ * removes the server's client; its secret shown masked stays as it is. */
 function settingsOf(formElement) {
   const form = new FormData(formElement);
   const change = { retries: form.get("retries") };
@@ -757,14 +758,25 @@ function settingsOf(formElement) {
   if (form.get("no_prefix")) change.prefix = "";
   else if (prefix) change.prefix = prefix;
   else if (formElement.dataset.editing) change.prefix = form.get("id").trim();
+  const clientId = form.get("oauth_client_id").trim();
+  const editing = formElement.dataset.editing ? editingServer : undefined;
+  if (clientId) {
+    change.oauth_client = { client_id: clientId, grant: form.get("oauth_grant") };
+    if (form.get("oauth_client_secret")) change.oauth_client.client_secret = form.get("oauth_client_secret");
+    if (form.get("oauth_issuer").trim()) change.oauth_client.issuer = form.get("oauth_issuer").trim();
+  } else if (editing?.oauth_client) change.oauth_client = null;
   return change;
 }
 
-/** Opens the form on server `server` to change it: every value as it is (secrets masked; a
- * masked one left as it is keeps its value). */
+/** The server the form edits, as read when its Edit was pressed. */
+let editingServer;
+
+/** Opens the form on server `server` (as just read) to change it: every value as it is
+ * (secrets masked; a masked one left as it is keeps its value). */
 function editServer(server) {
   const form = $("#add-form");
   form.reset();
+  editingServer = server;
   form.dataset.editing = server.id;
   form.elements.id.value = server.id;
   form.elements.id.readOnly = true;
@@ -781,6 +793,11 @@ function editServer(server) {
   form.elements.request_ms.value = server.timeouts?.request ?? "";
   form.elements.tool_call_ms.value = server.timeouts?.tool_call ?? "";
   form.elements.retries.value = server.policies?.retries ?? "quick";
+  const client = server.oauth_client;
+  form.elements.oauth_client_id.value = client?.client_id ?? "";
+  form.elements.oauth_client_secret.value = client?.client_secret ?? "";
+  form.elements.oauth_issuer.value = client?.issuer ?? "";
+  form.elements.oauth_grant.value = client?.grant ?? "authorization-code";
   $("#values").replaceChildren(...values.map((v) => valueRow(v.name, v.value, v.secret)));
   $("#more-settings").open = true;
   $("#add-submit").textContent = "Save";
@@ -796,6 +813,7 @@ function resetAddForm() {
   const form = $("#add-form");
   form.reset();
   delete form.dataset.editing;
+  editingServer = undefined;
   form.elements.id.readOnly = false;
   $("#values").replaceChildren();
   $("#more-settings").open = false;
@@ -811,7 +829,7 @@ $("#add-form").addEventListener("submit", async (event) => {
   try {
     if (editing) {
       // What an entry cannot say stays as it was: on or off, the tools turned off.
-      const server = servers.find((s) => s.id === editing);
+      const server = editingServer;
       entry.disabled = server ? !server.enabled : undefined;
       entry.disabledTools = server?.disabled_tools ?? [];
       await api("PUT", `/api/servers/${editing}`, entry);
@@ -822,15 +840,16 @@ $("#add-form").addEventListener("submit", async (event) => {
       event.target.elements.id.readOnly = true;
     }
     const settings = settingsOf(event.target);
-    if (editing || settings.prefix !== undefined || settings.retries !== "quick") {
+    if (editing || settings.prefix !== undefined || settings.retries !== "quick" || settings.oauth_client !== undefined) {
       await api("PATCH", `/api/servers/${entry.id}`, settings);
     }
     resetAddForm();
     $("#approved-choices").replaceChildren();
     $("#approved-choices").hidden = true;
     showForm(null);
-    say(editing ? `Saved ${entry.id}.` : `Added ${entry.id}.`);
+    // Said once the list shows it, so a person (or a test) who goes on sees what was saved.
     await loadServers();
+    say(editing ? `Saved ${entry.id}.` : `Added ${entry.id}.`);
   } catch (error) {
     say(error.message, true);
   }

@@ -61,7 +61,7 @@ impl Hub {
         };
         self.admit(&definition).await?;
         self.store.put_server(&definition).await?;
-        self.sync_with_store().await?;
+        self.sync_and_announce(&definition).await?;
         Ok(replaced)
     }
 
@@ -77,8 +77,26 @@ impl Hub {
         let mut definition = self.definition(id).await?;
         change(&mut definition).map_err(HubError::Invalid)?;
         self.store.put_server(&definition).await?;
-        self.sync_with_store().await?;
+        self.sync_and_announce(&definition).await?;
         Ok(definition)
+    }
+
+    /// Brings the running servers in step with the store after `written` was stored. A
+    /// server that was off and stays off starts nothing, so its change is announced here
+    /// ([`ConfigChange::Stored`]): consoles show it all the same.
+    async fn sync_and_announce(
+        self: &std::sync::Arc<Self>,
+        written: &ServerDefinition,
+    ) -> Result<(), HubError> {
+        let was_running = crate::read(&self.servers).contains_key(&written.id);
+        self.sync_with_store().await?;
+        if !written.enabled && !was_running {
+            let _ = self.events.send(crate::HubEvent::Configured {
+                server: written.id.clone(),
+                change: crate::ConfigChange::Stored,
+            });
+        }
+        Ok(())
     }
 
     /// Removes server `id` and everything stored for it (its tokens among them), stopping it.

@@ -128,6 +128,8 @@ pub enum ConfigChange {
     Changed,
     /// Removed or disabled: stopped.
     Stopped,
+    /// Written while disabled (added disabled, or changed while off): nothing runs.
+    Stored,
 }
 
 /// An event on the hub's bus.

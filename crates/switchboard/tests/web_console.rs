@@ -304,6 +304,25 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         "the elicitation, the confirmation and the plan: {seen:#}"
     );
     // What survives a reload.
+    // The OAuth client in the Edit form: set, shown masked, kept when saved untouched, removed.
+    assert_eq!(seen["signinAdded"], 201, "{seen:#}");
+    assert_eq!(
+        seen["oauthSet"],
+        json!({"client_id": "switchboard-console", "client_secret": "********",
+               "issuer": "https://auth.example.com", "grant": "client-credentials"}),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["oauthShown"],
+        json!([
+            "switchboard-console",
+            "********",
+            "https://auth.example.com",
+            "client-credentials"
+        ])
+    );
+    assert_eq!(seen["oauthKept"], seen["oauthSet"], "{seen:#}");
+    assert_eq!(seen["oauthRemoved"], Value::Null, "{seen:#}");
     assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
     assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");
     assert_eq!(seen["afterReload"]["tab"], "prompts", "{seen:#}");
