@@ -45,6 +45,17 @@ try {
   page.on("request", (request) => {
     if (!request.url().startsWith(base)) problems.push(`request outside the daemon: ${request.url()}`);
   });
+  // Browser notifications, recorded: the console may send one only while the person looks
+  // elsewhere (the tab hidden), which the test pretends with window.__pretendHidden.
+  await page.addInitScript(() => {
+    window.__notes = [];
+    window.Notification = class {
+      static permission = "granted";
+      static requestPermission() { return Promise.resolve("granted"); }
+      constructor(title, options) { window.__notes.push({ title, body: options?.body }); }
+    };
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => window.__pretendHidden === true });
+  });
   await page.goto(base);
   await page.waitForSelector("#live.live");
   seen.empty = await page.isVisible("#no-servers");
@@ -151,6 +162,20 @@ try {
   await page.click("#run");
   await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
   seen.echoResult = await page.textContent("#try-result");
+
+  // A server's answer carrying markup and script: shown as text, nothing of it runs.
+  await page.fill('#try-form input[name="message"]',
+    '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> [click](javascript:window.__pwned=3) <a href="javascript:window.__pwned=4">a</a>');
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#try-status").textContent === "Done.");
+  for (const link of await page.locator("#try-result a").all()) await link.click({ noWaitAfter: true }).catch(() => {});
+  seen.hostile = await page.evaluate(() => ({
+    pwned: window.__pwned ?? null,
+    elements: [...document.querySelectorAll("#try-result img, #try-result script, #try-result [onerror]")].length,
+    scriptLinks: [...document.querySelectorAll("#try-result a")].filter((a) => !/^(https?:|#)/.test(a.getAttribute("href") ?? "#")).length,
+    shownAsText: document.querySelector("#try-result").textContent.includes('<img src=x onerror="window.__pwned=1">'),
+  }));
+  await page.fill('#try-form input[name="message"]', "hello from the console");
 
   // The inspector: the call's JSON-RPC messages, live, and filtered.
   await page.click('[data-tab="inspector"]');
@@ -263,9 +288,12 @@ try {
   await page.click('[data-tab="tools"]');
   await page.click('[data-try="confirm"]');
   await page.fill('#try-form input[name="question"]', "Deploy to production?");
+  await page.evaluate(() => { window.__pretendHidden = true; });
   await page.click("#run");
   const confirm = page.locator("#questions .question");
   await confirm.waitFor();
+  seen.notified = await page.evaluate(() => window.__notes);
+  await page.evaluate(() => { window.__pretendHidden = false; });
   seen.confirmQuestion = (await confirm.textContent()).replace(/\s+/g, " ");
   seen.titleWhileAsked = await page.title();
   await confirm.locator('button[data-action="yes"]').click();

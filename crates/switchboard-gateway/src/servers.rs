@@ -518,7 +518,10 @@ pub(crate) async fn complete(
             format!("give {{\"ref\", \"argument\": {{\"name\", \"value\"}}}}: {e}"),
         )
     })?;
-    let upstream = app.hub.upstream(&server_id(id)?)?;
+    let id = server_id(id)?;
+    // An unknown server (another workspace's among them) is 404, as on every route of one.
+    app.hub.definition(&id).await?;
+    let upstream = app.hub.upstream(&id)?;
     if upstream.capabilities().completions.is_none() {
         return Ok(Json(CompleteResult::default()).into_response());
     }

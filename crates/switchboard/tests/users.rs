@@ -318,6 +318,46 @@ async fn each_user_sees_and_uses_only_their_tenants_shared_servers_and_their_own
         .send(Some(&gus), "POST", "/api/servers/shared/check", None)
         .await;
     assert_eq!(status, 404);
+    // Nor complete its arguments, follow its resources or watch its traffic; its members can.
+    daemon.await_connected(&ana, "shared").await;
+    let completion = json!({"ref": {"type": "ref/prompt", "name": "greeting"},
+                            "argument": {"name": "name", "value": "A"}});
+    let (status, body) = daemon
+        .send(
+            Some(&gus),
+            "POST",
+            "/api/servers/shared/complete",
+            Some(completion.clone()),
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = daemon
+        .send(
+            Some(&ana),
+            "POST",
+            "/api/servers/shared/complete",
+            Some(completion),
+        )
+        .await;
+    assert_ne!(
+        status, 404,
+        "a member completes the tenant's server's arguments: {body}"
+    );
+    for path in [
+        "/api/servers/shared/resource-updates?uri=fixture://greeting",
+        "/api/servers/shared/traffic",
+    ] {
+        let status = |key: &str| {
+            let request = daemon
+                .http
+                .get(daemon.url(path))
+                .bearer_auth(key.to_owned());
+            async move { request.send().await.unwrap().status().as_u16() }
+        };
+        assert_eq!(status(&gus).await, 404, "{path}");
+        // (The stateless fixture takes no subscriptions: its refusal is still its own answer.)
+        assert_ne!(status(&ana).await, 404, "{path}");
+    }
 
     // Their MCP endpoints serve their own servers' tools, and calls reach them.
     for key in [&ana, &bob] {

@@ -238,6 +238,19 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         "{seen:#}"
     );
     assert_eq!(seen["titleAfter"], "Switchboard");
+    // While the person looked elsewhere, the question came as a browser notification too.
+    assert_eq!(
+        seen["notified"],
+        json!([{"title": "human · confirm asks", "body": "Deploy to production?"}]),
+        "{seen:#}"
+    );
+    // A server's answer with markup and script in it: shown as text, nothing ran, no image or
+    // script element and no link to anything but http(s).
+    assert_eq!(
+        seen["hostile"],
+        json!({"pwned": null, "elements": 0, "scriptLinks": 0, "shownAsText": true}),
+        "{seen:#}"
+    );
     // An MCP App: loaded, fullscreen and picture in picture.
     assert_eq!(seen["appLoadingGone"], true);
     assert_eq!(seen["appFullscreen"], true);
