@@ -307,11 +307,9 @@ impl Upstream {
                 outgoing.write_to(&mut meta.0);
             }
         }
-        let reply = tracing::Instrument::instrument(
-            self.call_tool_direct_traced(request, input, cancelled, polling, repeatable),
-            span.clone(),
-        )
-        .await;
+        let reply = self
+            .call_tool_direct_traced(request, input, cancelled, polling, repeatable)
+            .await;
         if span.is_disabled() {
             return reply;
         }
@@ -880,11 +878,9 @@ impl Upstream {
             use rmcp::model::GetMeta;
             outgoing.write_to(&mut request.get_meta_mut().0);
         }
-        let result = tracing::Instrument::instrument(
-            self.send_traced(request, timeout, context),
-            span.clone(),
-        )
-        .await;
+        // The span lives until the answer (it is not entered: nothing below makes spans of its
+        // own). The exchange is boxed: its future is large, and every caller's would hold it.
+        let result = Box::pin(self.send_traced(request, timeout, context)).await;
         observe::trace_outcome(&span, &result);
         result
     }

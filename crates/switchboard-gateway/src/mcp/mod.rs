@@ -1162,8 +1162,8 @@ impl ServerHandler for AggregateServer {
         let span = switchboard_telemetry::server_span("tools/call", Some(&request.name), || {
             incoming_trace(&context)
         });
-        let response = self
-            .call_tool_traced(request, context)
+        // Boxed: the request's future stays off the stack of whoever polls it.
+        let response = Box::pin(self.call_tool_traced(request, context))
             .instrument(span.clone())
             .await;
         match &response {
@@ -1229,7 +1229,7 @@ impl ServerHandler for AggregateServer {
         let span = switchboard_telemetry::server_span("prompts/get", Some(&request.name), || {
             incoming_trace(&context)
         });
-        let response = async move {
+        let response = Box::pin(async move {
             let catalog = self.catalog();
             let Some(prompt) = catalog.prompts.get(&request.name) else {
                 return Err(ErrorData::invalid_params(
@@ -1274,7 +1274,7 @@ impl ServerHandler for AggregateServer {
                 )),
                 Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
             }
-        }
+        })
         .instrument(span.clone())
         .await;
         if let Err(error) = &response {
@@ -1320,7 +1320,7 @@ impl ServerHandler for AggregateServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let span =
             switchboard_telemetry::server_span("resources/read", None, || incoming_trace(&context));
-        let response = async move {
+        let response = Box::pin(async move {
             let catalog = self.catalog();
             let (server, uri) = catalog.resolve_uri(&request.uri).map_err(|e| {
                 ErrorData::new(
@@ -1367,7 +1367,7 @@ impl ServerHandler for AggregateServer {
                 )),
                 Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
             }
-        }
+        })
         .instrument(span.clone())
         .await;
         if let Err(error) = &response {
