@@ -184,6 +184,9 @@ struct RootsGiven {
     /// Whether the server asked again the last time it was told: one that did not is not
     /// waited for again, until it asks for roots again.
     asks_again: std::sync::atomic::AtomicBool,
+    /// Whether the server has asked again after being told, at least once: such a server is
+    /// waited for longer ([`ROOTS_ASKED_AGAIN_BY_ONE_THAT_DID`]).
+    asked_again_before: std::sync::atomic::AtomicBool,
     /// Numbers the registrations that take the server's `roots/list` while a call waits.
     next: std::sync::atomic::AtomicU64,
 }
@@ -205,6 +208,7 @@ impl Default for RootsGiven {
         Self {
             client: tokio::sync::watch::channel(GivenTo::Nobody).0,
             asks_again: std::sync::atomic::AtomicBool::new(true),
+            asked_again_before: std::sync::atomic::AtomicBool::new(false),
             next: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -218,6 +222,11 @@ const ROOTS_HANDOFF: &str = "switchboard-roots-";
 /// room for a busy machine: one second was seen to pass before a Node server asked while two
 /// cores ran the test suite.
 const ROOTS_ASKED_AGAIN: Duration = Duration::from_secs(3);
+
+/// How long a call waits for a server that asked again before: it will ask, and only a machine
+/// under load makes it slow (a Node server was seen to take over 3 s while two cores ran the
+/// test suite, and the call then went on with another client's roots).
+const ROOTS_ASKED_AGAIN_BY_ONE_THAT_DID: Duration = Duration::from_secs(15);
 
 /// Tagged log and progress notifications on their way through rmcp to the handler, by request,
 /// and the calls being sent whose caller is not yet listening for them.
@@ -471,8 +480,9 @@ impl InFlight {
 
     /// Before a request of `responder`'s client to a server holding another client's roots:
     /// `tell` the server the roots changed (`notifications/roots/list_changed`) and wait (at
-    /// most [`ROOTS_ASKED_AGAIN`]) for it to ask, the question going to `responder` meanwhile.
-    /// A server that does not ask again is told from then on, but not waited for.
+    /// most [`ROOTS_ASKED_AGAIN`], or [`ROOTS_ASKED_AGAIN_BY_ONE_THAT_DID`] for a server that
+    /// asked again before) for it to ask, the question going to `responder` meanwhile. A server
+    /// that does not ask again is told from then on, but not waited for.
     pub(crate) async fn hand_roots_to<F>(&self, responder: &Arc<dyn InputResponder>, tell: F)
     where
         F: Future<Output = bool>,
@@ -495,13 +505,18 @@ impl InFlight {
         if !tell.await || !self.roots.asks_again.load(Ordering::Relaxed) {
             return;
         }
+        let limit = match self.roots.asked_again_before.load(Ordering::Relaxed) {
+            true => ROOTS_ASKED_AGAIN_BY_ONE_THAT_DID,
+            false => ROOTS_ASKED_AGAIN,
+        };
         let asked = tokio::time::timeout(
-            ROOTS_ASKED_AGAIN,
+            limit,
             given.wait_for(|given| matches!(given, GivenTo::Client(c) if c == client)),
         )
         .await;
-        if asked.is_err() {
-            self.roots.asks_again.store(false, Ordering::Relaxed);
+        match asked {
+            Ok(_) => self.roots.asked_again_before.store(true, Ordering::Relaxed),
+            Err(_) => self.roots.asks_again.store(false, Ordering::Relaxed),
         }
     }
 
@@ -827,6 +842,36 @@ mod tests {
         let started = tokio::time::Instant::now();
         in_flight.hand_roots_to(&b, async { true }).await;
         assert_eq!(started.elapsed(), ROOTS_ASKED_AGAIN);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_asked_again_before_is_waited_for_longer() {
+        let in_flight = InFlight::default();
+        let (a, b): (Arc<dyn InputResponder>, Arc<dyn InputResponder>) =
+            (Arc::new(ClientNamed("a")), Arc::new(ClientNamed("b")));
+        // Told, it asks at once.
+        in_flight.roots_given_by(Some("a"));
+        let asks_at_once = async {
+            in_flight.roots_given_by(Some("b"));
+            true
+        };
+        in_flight.hand_roots_to(&b, asks_at_once).await;
+        // Next time it is slower than a first wait allows, and is still waited for.
+        let slow = ROOTS_ASKED_AGAIN + Duration::from_secs(2);
+        let asks_late = {
+            let in_flight = in_flight.clone();
+            async move {
+                tokio::spawn(async move {
+                    tokio::time::sleep(slow).await;
+                    in_flight.roots_given_by(Some("a"));
+                });
+                true
+            }
+        };
+        let started = tokio::time::Instant::now();
+        in_flight.hand_roots_to(&a, asks_late).await;
+        assert_eq!(started.elapsed(), slow);
+        assert!(!in_flight.roots_held_by_another("a"), "a's roots given");
     }
 
     #[test]
