@@ -30,6 +30,30 @@ pub(crate) struct Subscriptions {
     renewing: std::sync::atomic::AtomicBool,
 }
 
+impl Subscriptions {
+    /// Counts one more subscriber of `key` (the first of `era`); whether it is the first.
+    fn hold(&self, key: &(ServerId, String), era: ClientEra) -> bool {
+        let mut holders = crate::lock(&self.holders);
+        let (count, _) = holders.entry(key.clone()).or_insert((0, era));
+        *count += 1;
+        *count == 1
+    }
+
+    /// Counts one subscriber of `key` fewer; whether none is left (or none was held).
+    fn release(&self, key: &(ServerId, String)) -> bool {
+        let mut holders = crate::lock(&self.holders);
+        let Some((count, _)) = holders.get_mut(key) else {
+            return true;
+        };
+        *count = count.saturating_sub(1);
+        let last = *count == 0;
+        if last {
+            holders.remove(key);
+        }
+        last
+    }
+}
+
 /// Why a subscription could not be made or ended.
 #[derive(Debug, thiserror::Error)]
 pub enum SubscriptionError {
@@ -81,20 +105,9 @@ impl Hub {
     ) -> Result<(), SubscriptionError> {
         let _changing = self.subscriptions.changes.lock().await;
         let key = (server.clone(), uri.to_owned());
-        let first_or_last = {
-            let mut holders = crate::lock(&self.subscriptions.holders);
-            let (count, _) = holders.entry(key.clone()).or_insert((0, era));
-            if subscribe {
-                *count += 1;
-                *count == 1
-            } else {
-                *count = count.saturating_sub(1);
-                let last = *count == 0;
-                if last {
-                    holders.remove(&key);
-                }
-                last
-            }
+        let first_or_last = match subscribe {
+            true => self.subscriptions.hold(&key, era),
+            false => self.subscriptions.release(&key),
         };
         if !first_or_last {
             return Ok(());
@@ -112,13 +125,7 @@ impl Hub {
         };
         if changed.is_err() && subscribe {
             // Not subscribed after all: the next subscriber tries again.
-            let mut holders = crate::lock(&self.subscriptions.holders);
-            if let Some((count, _)) = holders.get_mut(&key) {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    holders.remove(&key);
-                }
-            }
+            self.subscriptions.release(&key);
         }
         changed
     }

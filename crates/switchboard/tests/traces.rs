@@ -124,52 +124,21 @@ fn failed(span: &Span) -> bool {
         .is_some_and(|status| status.code == StatusCode::Error as i32)
 }
 
-/// A 2026-07-28 `tools/call` of `tool` on the daemon at `base`, with `meta` added to the
+/// A 2026-07-28 `tools/call` of `tool` on the daemon at `port`, with `meta` added to the
 /// request's `_meta` and `headers` to its HTTP headers; the JSON-RPC answer.
-async fn call(base: &str, id: u64, tool: &str, meta: Value, headers: &[(&str, &str)]) -> Value {
-    let mut full_meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    });
-    for (key, value) in meta.as_object().unwrap() {
-        full_meta[key] = value.clone();
-    }
-    let mut request = reqwest::Client::new()
-        .post(format!("{base}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let body = request
-        .json(
-            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-            "name": tool, "arguments": {"message": "hi"}, "_meta": full_meta}}),
-        )
-        .send()
-        .await
-        .expect("the daemon answers")
-        .text()
-        .await
-        .unwrap();
-    body.lines()
-        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
-        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
-        .find(|message| message["id"] == id)
-        .unwrap_or_else(|| panic!("no answer to call {id}: {body}"))
+async fn call(port: u16, id: u64, tool: &str, meta: Value, headers: &[(&str, &str)]) -> Value {
+    common::call_through_daemon_meta(port, id, tool, meta, headers).await
 }
 
 /// A daemon on `dir` serving a stateless 2026-07-28 fixture (`modern`: a client of that era
 /// takes the short path to it) and a fixture with sessions (`legacy`: the full path), with
-/// `serve_options`; its base URL once both are connected.
+/// `serve_options`; its port once both are connected.
 async fn daemon(
     dir: &Path,
     serve_options: &[&str],
 ) -> (
     tokio::process::Child,
-    String,
+    u16,
     transports::RunningFixture,
     transports::RunningFixture,
 ) {
@@ -195,7 +164,7 @@ async fn daemon(
     for id in ["modern", "legacy"] {
         common::wait_for_state(port, id, "connected").await;
     }
-    (child, format!("http://127.0.0.1:{port}"), modern, legacy)
+    (child, port, modern, legacy)
 }
 
 fn last_trace(fixture: &transports::RunningFixture) -> (Option<String>, Option<String>) {
@@ -254,12 +223,12 @@ fn check_trace(spans: &[Span], tool: &str, server: &str, seen: (Option<String>, 
 async fn a_call_is_one_trace_from_the_clients_span_through_switchboard_to_the_server() {
     let collector = Collector::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let (_daemon, base, modern, legacy) =
+    let (_daemon, port, modern, legacy) =
         daemon(dir.path(), &["--otlp-endpoint", &collector.url]).await;
 
     // The short path, the client's context in `_meta`.
     let answer = call(
-        &base,
+        port,
         1,
         "modern__echo",
         json!({"traceparent": client_traceparent()}),
@@ -273,7 +242,7 @@ async fn a_call_is_one_trace_from_the_clients_span_through_switchboard_to_the_se
     // The full path, the client's context in its HTTP headers, in a trace of its own.
     collector.spans.lock().unwrap().clear();
     let answer = call(
-        &base,
+        port,
         2,
         "legacy__echo",
         json!({}),
@@ -287,7 +256,7 @@ async fn a_call_is_one_trace_from_the_clients_span_through_switchboard_to_the_se
     // A tool's failure marks its request and its exchange failed.
     collector.spans.lock().unwrap().clear();
     let answer = call(
-        &base,
+        port,
         3,
         "modern__fail",
         json!({"traceparent": client_traceparent()}),
@@ -305,7 +274,7 @@ async fn a_call_is_one_trace_from_the_clients_span_through_switchboard_to_the_se
     // A call that comes with no context, or a malformed one, starts a trace of its own.
     collector.spans.lock().unwrap().clear();
     call(
-        &base,
+        port,
         4,
         "legacy__echo",
         json!({"traceparent": "00-not-a-trace-01"}),
@@ -324,11 +293,11 @@ async fn a_call_is_one_trace_from_the_clients_span_through_switchboard_to_the_se
 #[tokio::test]
 async fn without_a_collector_the_clients_trace_context_reaches_the_server_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let (_daemon, base, modern, legacy) = daemon(dir.path(), &[]).await;
+    let (_daemon, port, modern, legacy) = daemon(dir.path(), &[]).await;
     let parent = client_traceparent();
     for (id, tool, fixture) in [(1, "modern__echo", &modern), (2, "legacy__echo", &legacy)] {
         call(
-            &base,
+            port,
             id,
             tool,
             json!({"traceparent": parent, "tracestate": "vendor=1"}),
@@ -341,7 +310,7 @@ async fn without_a_collector_the_clients_trace_context_reaches_the_server_unchan
     }
     // A malformed context is not passed on by the full path, which sends only what it checked.
     call(
-        &base,
+        port,
         3,
         "legacy__echo",
         json!({"traceparent": "00-not-a-trace-01"}),

@@ -876,6 +876,20 @@ fn incoming_trace(
     switchboard_telemetry::TraceContext::incoming(Some(&context.meta.0), headers)
 }
 
+/// Runs a client's request in its span (see [`switchboard_telemetry::server_span`]), boxed so
+/// that its future stays off the stack of whoever polls it, and marks the span failed with the
+/// error the client is answered with.
+async fn in_span<T>(
+    span: &tracing::Span,
+    work: impl std::future::Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    let result = Box::pin(work).instrument(span.clone()).await;
+    if let Err(error) = &result {
+        trace_error(span, error);
+    }
+    result
+}
+
 /// Marks `span` failed with the error a client is answered with.
 fn trace_error(span: &tracing::Span, error: &ErrorData) {
     switchboard_telemetry::record_error(span, &error.code.0.to_string(), Some(error.code.0));
@@ -1162,16 +1176,11 @@ impl ServerHandler for AggregateServer {
         let span = switchboard_telemetry::server_span("tools/call", Some(&request.name), || {
             incoming_trace(&context)
         });
-        // Boxed: the request's future stays off the stack of whoever polls it.
-        let response = Box::pin(self.call_tool_traced(request, context))
-            .instrument(span.clone())
-            .await;
-        match &response {
-            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
-                switchboard_telemetry::record_error(&span, "tool_error", None);
-            }
-            Ok(_) => {}
-            Err(error) => trace_error(&span, error),
+        let response = in_span(&span, self.call_tool_traced(request, context)).await;
+        if let Ok(CallToolResponse::Complete(result)) = &response
+            && result.is_error == Some(true)
+        {
+            switchboard_telemetry::record_error(&span, "tool_error", None);
         }
         response
     }
@@ -1229,7 +1238,7 @@ impl ServerHandler for AggregateServer {
         let span = switchboard_telemetry::server_span("prompts/get", Some(&request.name), || {
             incoming_trace(&context)
         });
-        let response = Box::pin(async move {
+        in_span(&span, async move {
             let catalog = self.catalog();
             let Some(prompt) = catalog.prompts.get(&request.name) else {
                 return Err(ErrorData::invalid_params(
@@ -1275,12 +1284,7 @@ impl ServerHandler for AggregateServer {
                 Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
             }
         })
-        .instrument(span.clone())
-        .await;
-        if let Err(error) = &response {
-            trace_error(&span, error);
-        }
-        response
+        .await
     }
 
     async fn list_resources(
@@ -1320,7 +1324,7 @@ impl ServerHandler for AggregateServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let span =
             switchboard_telemetry::server_span("resources/read", None, || incoming_trace(&context));
-        let response = Box::pin(async move {
+        in_span(&span, async move {
             let catalog = self.catalog();
             let (server, uri) = catalog.resolve_uri(&request.uri).map_err(|e| {
                 ErrorData::new(
@@ -1368,12 +1372,7 @@ impl ServerHandler for AggregateServer {
                 Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
             }
         })
-        .instrument(span.clone())
-        .await;
-        if let Err(error) = &response {
-            trace_error(&span, error);
-        }
-        response
+        .await
     }
 
     #[allow(deprecated)]

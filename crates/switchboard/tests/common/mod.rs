@@ -223,6 +223,24 @@ pub async fn call_through_daemon_with(
     tool: &str,
     headers: &[(&str, &str)],
 ) -> serde_json::Value {
+    call_through_daemon_meta(port, id, tool, serde_json::json!({}), headers).await
+}
+
+/// [`call_through_daemon_with`] with the keys of `meta` added to the request's `_meta`.
+pub async fn call_through_daemon_meta(
+    port: u16,
+    id: u64,
+    tool: &str,
+    meta: serde_json::Value,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let mut full_meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    for (key, value) in meta.as_object().into_iter().flatten() {
+        full_meta[key] = value.clone();
+    }
     let mut request = reqwest::Client::new().post(format!("http://127.0.0.1:{port}/mcp"));
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -234,9 +252,7 @@ pub async fn call_through_daemon_with(
         .header("mcp-name", tool)
         .json(
             &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-            "name": tool, "arguments": {"message": "hi"},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            "name": tool, "arguments": {"message": "hi"}, "_meta": full_meta}}),
         )
         .send()
         .await
