@@ -117,6 +117,7 @@ async fn echo_directly(
             Default::default(),
             None,
             repeatable,
+            &tracing::Span::none(),
         )
         .await
         .map_err(|error| error_text(&error))?;

@@ -296,10 +296,12 @@ pub fn admission_span() -> Span {
 }
 
 /// The span of one exchange with the upstream server `server` (kind client): `method` on
-/// `target`, the server's own name for it.
-pub fn exchange_span(method: &str, target: Option<&str>, server: &str) -> Span {
+/// `target`, the server's own name for it, a child of `parent` (the client's request; named
+/// rather than entered, so the exchange's future needs no wrapper).
+pub fn exchange_span(method: &str, target: Option<&str>, server: &str, parent: &Span) -> Span {
     let span = tracing::info_span!(
         target: TARGET,
+        parent: parent,
         "mcp.upstream",
         otel.name = %span_name(method, target),
         otel.kind = "client",
@@ -399,7 +401,7 @@ mod tests {
     #[test]
     fn with_nothing_exporting_the_clients_context_is_passed_on_unchanged() {
         let client = TraceContext::checked(PARENT, Some("vendor=value"));
-        let span = exchange_span("tools/call", Some("echo"), "everything");
+        let span = exchange_span("tools/call", Some("echo"), "everything", &Span::current());
         let _entered = span.enter();
         assert_eq!(TraceContext::outgoing(client.as_ref()), client);
         assert_eq!(TraceContext::outgoing(None), None);

@@ -278,9 +278,10 @@ impl Upstream {
     /// stream the server ends early is then resumed at the caller's pace (see
     /// [`crate::direct::CallerPolling`]).
     ///
-    /// The exchange has a span of its own (see [`switchboard_telemetry::exchange_span`]),
-    /// lasting until the reply's end; while traces are exported the request carries its
-    /// context, else the caller's `_meta` goes as it came.
+    /// The exchange has a span of its own, a child of `parent` (see
+    /// [`switchboard_telemetry::exchange_span`]), lasting until the reply's end; while traces
+    /// are exported the request carries its context, else the caller's `_meta` goes as it came.
+    #[allow(clippy::too_many_arguments)]
     pub async fn call_tool_direct(
         &self,
         mut request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
@@ -288,11 +289,13 @@ impl Upstream {
         cancelled: tokio_util::sync::CancellationToken,
         polling: Option<crate::direct::CallerPolling>,
         repeatable: bool,
+        parent: &tracing::Span,
     ) -> Result<DirectReply, UpstreamError> {
         let span = switchboard_telemetry::exchange_span(
             "tools/call",
             Some(&request.request.params.name),
             self.server.as_str(),
+            parent,
         );
         if !span.is_disabled() {
             let outgoing = {
@@ -307,9 +310,10 @@ impl Upstream {
                 outgoing.write_to(&mut meta.0);
             }
         }
-        let reply = self
-            .call_tool_direct_traced(request, input, cancelled, polling, repeatable)
-            .await;
+        // Boxed: the caller's future holds only this one's, small, and moves it cheaply.
+        let reply =
+            Box::pin(self.call_tool_direct_traced(request, input, cancelled, polling, repeatable))
+                .await;
         if span.is_disabled() {
             return reply;
         }
@@ -869,7 +873,12 @@ impl Upstream {
         context: &CallContext,
     ) -> Result<ServerResult, UpstreamError> {
         let (method, target) = observe::traced_method(&request);
-        let span = switchboard_telemetry::exchange_span(method, target, self.server.as_str());
+        let span = switchboard_telemetry::exchange_span(
+            method,
+            target,
+            self.server.as_str(),
+            &tracing::Span::current(),
+        );
         let outgoing = {
             let _entered = span.enter();
             switchboard_telemetry::TraceContext::outgoing(context.trace.as_ref())

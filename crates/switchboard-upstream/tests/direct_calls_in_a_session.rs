@@ -59,6 +59,7 @@ async fn send_cancellable(
             cancelled,
             None,
             false,
+            &tracing::Span::none(),
         )
         .await
         .expect("the call is sent")

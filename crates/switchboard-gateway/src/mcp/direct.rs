@@ -48,7 +48,6 @@ use switchboard_hub::ExposedCatalog;
 use switchboard_upstream::{DirectReply, Upstream, UpstreamError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::conversation::client_of;
 use super::{Shared, call_result, downstream::severity, lock};
@@ -492,12 +491,12 @@ async fn relay(
     let id = request.id.clone();
     let cancel = cancelled.clone();
     let passed = polling.clone();
+    let parent = span.clone();
     let sent = async move {
         upstream
-            .call_tool_direct(request, input, cancel, passed, repeatable)
+            .call_tool_direct(request, input, cancel, passed, repeatable, &parent)
             .await
-    }
-    .instrument(span.clone());
+    };
     let relayed = Relayed {
         source: Source::Sending(Box::pin(sent)),
         span,
