@@ -4,8 +4,9 @@
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
 // progress), runs another and watches its messages in the inspector, cancels a long one, answers the server's question in a dialog, reads
 // a resource and gets a prompt, then adds the built-in human server and answers its tool's question,
-// adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app, and
-// imports a client's configuration.
+// adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app,
+// defines an endpoint of two of its tools and issues a key for it, and imports a client's
+// configuration.
 //
 //   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
 //
@@ -447,6 +448,41 @@ try {
   await page.click('#import-form button[type="submit"]');
   await page.waitForSelector('[data-server="desk"] [data-state="connected"]');
   seen.imported = await page.textContent("#message");
+
+  // An endpoint: some of the servers and tools, at its own address, and a key for it alone.
+  await page.click("#show-endpoints");
+  await page.waitForSelector("#endpoints-panel:not([hidden])");
+  seen.noEndpoints = await page.isVisible("#no-endpoints");
+  await page.click("#new-endpoint");
+  await page.waitForSelector('#endpoint-servers [data-server="everything"] [data-tool="echo"]', { state: "attached" });
+  await page.fill('#endpoint-form input[name="name"]', "support");
+  await page.fill('#endpoint-form input[name="description"]', "Support agents");
+  await page.check('#endpoint-servers [data-include="everything"]');
+  await page.click('#endpoint-servers [data-server="everything"] summary');
+  await page.click('#endpoint-servers [data-server="everything"] [data-action="none"]');
+  await page.check('#endpoint-servers [data-server="everything"] [data-tool="echo"]');
+  await page.check('#endpoint-servers [data-server="everything"] [data-tool="get-sum"]');
+  await page.click('#endpoint-form button[type="submit"]');
+  await page.waitForSelector('[data-endpoint="support"]');
+  seen.endpointCard = (await page.textContent('[data-endpoint="support"]')).replace(/\s+/g, " ").trim();
+  seen.endpointStored = await (await fetch(`${base}/api/endpoints/support`)).json();
+  await page.click('[data-endpoint="support"] [data-action="issue-key"]');
+  await page.waitForSelector('[data-endpoint="support"] .key:not([hidden])');
+  seen.endpointKey = await page.textContent('[data-endpoint="support"] .key code');
+  // The key reaches its endpoint and nothing else.
+  const withKey = (path) => fetch(`${base}${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${seen.endpointKey}`, "content-type": "application/json",
+      accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
+      protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "console-test", version: "1" } } }),
+  });
+  seen.endpointKeyReaches = [(await withKey("/mcp/e/support")).status, (await withKey("/mcp")).status];
+  await shot(page, "endpoints");
+  await page.click('[data-endpoint="support"] [data-action="revoke"]');
+  await page.waitForFunction(() => document.querySelector("#endpoint-status").textContent.startsWith("Revoked"));
+  seen.keysAfterRevoking = (await (await fetch(`${base}/api/endpoints/support`)).json()).keys.length;
+  await page.click("[data-close-endpoints]");
 
   // A dark theme, and what survives a reload: the theme, the open server and tab, the activity.
   await page.click('[data-server="everything"] [data-action="open"]');

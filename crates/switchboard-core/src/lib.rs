@@ -9,6 +9,7 @@ pub mod activation;
 pub mod approved;
 pub mod catalog;
 pub mod config;
+pub mod endpoint;
 pub mod error;
 pub mod exposure;
 pub mod network;
@@ -24,6 +25,7 @@ pub mod tool_settings;
 
 pub use activation::{Activation, ActivationChange, Layers};
 pub use approved::{ApprovalError, ApprovedCommand};
+pub use endpoint::{Endpoint, EndpointDefinition, ToolSet};
 pub use error::{ErrorSource, RetryClass};
 pub use policy::{Caller, CallerRefused, ToolPolicies};
 pub use rate_limit::RateLimit;

@@ -70,6 +70,8 @@ pub(crate) struct ExportQuery {
     pub(crate) user: Option<String>,
     /// …or this thread's.
     pub(crate) thread: Option<String>,
+    /// Only what this endpoint includes.
+    pub(crate) endpoint: Option<String>,
 }
 
 /// One exposed tool and its server's policy for it.

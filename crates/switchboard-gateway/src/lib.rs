@@ -16,6 +16,7 @@
 mod activation;
 mod apps;
 mod commands;
+mod endpoints;
 mod events;
 mod export;
 pub mod listener;
@@ -93,6 +94,11 @@ pub enum Access {
 }
 
 impl Access {
+    /// Whether only loopback `Host`s are served.
+    pub(crate) fn is_loopback(&self) -> bool {
+        matches!(self, Self::Loopback { .. })
+    }
+
     /// Only this machine, without keys (so without browser apps of other origins).
     pub fn loopback() -> Self {
         Self::loopback_with_keys([])
@@ -274,12 +280,20 @@ pub(crate) fn workspace_router(
     let stop = parts.stop.clone();
     let origins = parts.origins.clone();
     let hub = shared.hub().clone();
+    let endpoint_hub = hub.clone();
     let draining = shared.clone();
     let readiness = readiness::Readiness::new(shared.clone());
     let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
     let idle = shared.session_limits().idle;
     let door = mcp::http::FrontDoor::new(shared, stop.clone(), idle);
     let mcp = mcp::http::service(&door, stop.clone());
+    // An endpoint's door is the same service: each request reads its endpoint from its path.
+    let endpoint_mcp = Router::new()
+        .route_service(endpoints::MCP_PATH, mcp.clone())
+        .layer(middleware::from_fn_with_state(
+            hub.clone(),
+            endpoints::require_endpoint,
+        ));
     let state = AppState {
         hub,
         callback_url: parts.callback_url.clone(),
@@ -293,6 +307,7 @@ pub(crate) fn workspace_router(
         .merge(
             Router::new()
                 .route_service(mcp::http::MCP_PATH, mcp)
+                .merge(endpoint_mcp)
                 .layer(middleware::from_fn_with_state(
                     door.clone(),
                     mcp::http::check_body,
@@ -340,6 +355,18 @@ pub(crate) fn workspace_router(
         .route("/api/servers", get(servers::list).post(servers::create))
         .route("/api/servers/import", post(servers::import))
         .route("/api/commands", get(commands::list))
+        .route("/api/endpoints", get(endpoints::list))
+        .route(
+            "/api/endpoints/{name}",
+            get(endpoints::show)
+                .put(endpoints::put)
+                .delete(endpoints::remove),
+        )
+        .route("/api/endpoints/{name}/keys", post(endpoints::issue_key))
+        .route(
+            "/api/endpoints/{name}/keys/{id}",
+            axum::routing::delete(endpoints::revoke_key),
+        )
         .route(
             "/api/commands/{name}",
             axum::routing::put(commands::put).delete(commands::remove),
@@ -389,8 +416,12 @@ pub(crate) fn workspace_router(
         // below it and a boxed future.
         .layer(middleware::from_fn(
             move |mut request: Request, next: Next| {
-                let (access, draining, origins) =
-                    (access.clone(), draining.clone(), origins.clone());
+                let (access, draining, origins, endpoint_hub) = (
+                    access.clone(),
+                    draining.clone(),
+                    origins.clone(),
+                    endpoint_hub.clone(),
+                );
                 async move {
                     // Without an access guard, the dispatcher judged the request already.
                     let sender = match &access {
@@ -404,11 +435,31 @@ pub(crate) fn workspace_router(
                             {
                                 return origins::preflight(origin.clone());
                             }
-                            if let Some(refusal) = access.refusal(&request, &sender) {
-                                return refusal.into_response();
-                            }
-                            if let Some(holder) = access.key_holder(&request) {
-                                request.extensions_mut().insert(holder);
+                            // A key issued for an endpoint reaches that endpoint's doors, and
+                            // nothing else, whatever the listener lets other requests reach.
+                            let endpoint_key = presented_key(request.headers())
+                                .and_then(|key| endpoint_hub.endpoint_of_key(&key));
+                            if let Some((endpoint, key)) = endpoint_key {
+                                if let Some(refusal) =
+                                    endpoints::key_refusal(&endpoint, &request, access)
+                                {
+                                    return refusal;
+                                }
+                                request
+                                    .extensions_mut()
+                                    .insert(mcp::conversation::VerifiedClient(format!(
+                                        "endpoint {endpoint} key {key}"
+                                    )));
+                                request
+                                    .extensions_mut()
+                                    .insert(endpoints::EndpointKeyHolder(endpoint));
+                            } else {
+                                if let Some(refusal) = access.refusal(&request, &sender) {
+                                    return refusal.into_response();
+                                }
+                                if let Some(holder) = access.key_holder(&request) {
+                                    request.extensions_mut().insert(holder);
+                                }
                             }
                             sender
                         }
@@ -466,6 +517,7 @@ pub(crate) fn store_status(error: &switchboard_hub::StoreError) -> StatusCode {
         StoreError::NotFound(_) | StoreError::Missing(_) => StatusCode::NOT_FOUND,
         StoreError::AlreadyExists(_) | StoreError::Exists(_) => StatusCode::CONFLICT,
         StoreError::SharedServer(_) | StoreError::Forbidden(_) => StatusCode::FORBIDDEN,
+        StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
         error if error.is_unavailable() => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -563,10 +615,12 @@ async fn metrics(State(app): State<AppState>) -> Response {
 }
 
 /// `GET /api/tools[?format=mcp|anthropic|openai][&defer=all|none][&search=bm25|regex]
-/// [&user=<id>][&thread=<id>]`: every exposed tool (on for that conversation), as a model API
-/// takes them (see [`export`]).
+/// [&user=<id>][&thread=<id>][&endpoint=<name>]`: every exposed tool (on for that conversation,
+/// inside that endpoint, or the one whose key the request presents), as a model API takes them
+/// (see [`export`]).
 async fn export_tools(
     State(app): State<AppState>,
+    holder: Option<axum::Extension<endpoints::EndpointKeyHolder>>,
     query: Result<
         axum::extract::Query<export::ExportQuery>,
         axum::extract::rejection::QueryRejection,
@@ -590,6 +644,10 @@ async fn export_tools(
         Ok(conversation) => conversation,
         Err(refused) => return *refused,
     };
+    let boundary = match endpoints::boundary_of(&app.hub, query.endpoint.as_deref(), &holder) {
+        Ok(boundary) => boundary,
+        Err(refused) => return refused.into_response(),
+    };
     let layers = conversation.with_own(None);
     let catalog = app.hub.exposed();
     let policies: std::collections::HashMap<_, _> = catalog
@@ -607,7 +665,10 @@ async fn export_tools(
     let tools: Vec<export::ExportedTool<'_>> = catalog
         .tools
         .iter()
-        .filter(|tool| layers.is_active(tool.server.as_str(), tool.item.name.as_ref()))
+        .filter(|tool| {
+            boundary.includes_tool(tool.server.as_str(), &tool.upstream)
+                && layers.is_active(tool.server.as_str(), tool.item.name.as_ref())
+        })
         .map(|tool| export::ExportedTool {
             tool: &tool.item,
             upstream: &tool.upstream,
@@ -656,6 +717,8 @@ struct SearchQuery {
     user: Option<String>,
     /// …or this thread's.
     thread: Option<String>,
+    /// Only what this endpoint includes.
+    endpoint: Option<String>,
 }
 
 fn default_search_limit() -> usize {
@@ -665,11 +728,13 @@ fn default_search_limit() -> usize {
 /// The most tools one search answers with.
 const MAX_SEARCH_LIMIT: usize = 100;
 
-/// `GET /api/tools/search?q=<words>[&limit=N][&regex=true][&user=<id>][&thread=<id>]`: the
-/// exposed tools (on for that conversation) that match best, ranked, as `switchboard search`
-/// prints them.
+/// `GET /api/tools/search?q=<words>[&limit=N][&regex=true][&user=<id>][&thread=<id>]
+/// [&endpoint=<name>]`: the exposed tools (on for that conversation, inside that endpoint or the
+/// one whose key the request presents) that match best, ranked, as `switchboard search` prints
+/// them.
 async fn search_tools(
     State(app): State<AppState>,
+    holder: Option<axum::Extension<endpoints::EndpointKeyHolder>>,
     query: Result<axum::extract::Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
@@ -685,11 +750,23 @@ async fn search_tools(
         Ok(conversation) => conversation,
         Err(refused) => return *refused,
     };
+    let boundary = match endpoints::boundary_of(&app.hub, query.endpoint.as_deref(), &holder) {
+        Ok(boundary) => boundary,
+        Err(refused) => return refused.into_response(),
+    };
     let layers = conversation.with_own(None);
-    let active =
-        |server: &switchboard_core::ServerId, name: &str| layers.is_active(server.as_str(), name);
-    // Only a conversation whose layers say something needs its tools filtered.
-    let filter = (!layers.is_empty()).then_some(&active as &switchboard_hub::ToolFilter<'_>);
+    let catalog = app.hub.exposed();
+    let active = |server: &switchboard_core::ServerId, name: &str| {
+        layers.is_active(server.as_str(), name)
+            && catalog
+                .tools
+                .get(name)
+                .is_some_and(|tool| boundary.includes_tool(server.as_str(), &tool.upstream))
+    };
+    // Only a conversation whose layers or endpoint leave something out needs its tools
+    // filtered.
+    let filter = (!layers.is_empty() || !boundary.is_everything())
+        .then_some(&active as &switchboard_hub::ToolFilter<'_>);
     match app
         .hub
         .search_tools(&query.q, limit, query.regex, filter)
@@ -1109,5 +1186,90 @@ mod tests {
             let answer = app.clone().oneshot(request).await.unwrap();
             assert_eq!(answer.status(), StatusCode::FORBIDDEN, "{method} {path}");
         }
+    }
+
+    /// On a listener that asks for keys, a key issued for an endpoint reaches that endpoint's
+    /// doors (Streamable HTTP, HTTP+SSE and its message path) and the reads of its tools, and
+    /// nothing else, until revoked; the operator's keys reach everything.
+    #[tokio::test]
+    async fn an_endpoint_key_reaches_its_endpoint_only_until_it_is_revoked() {
+        use tower::ServiceExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = switchboard_store::Store::open(dir.path()).await.unwrap();
+        let hub = Hub::new(store, switchboard_upstream::ConnectOptions::new("test"));
+        let definition: switchboard_core::EndpointDefinition =
+            serde_json::from_value(serde_json::json!({"servers": {"docs": "*"}})).unwrap();
+        hub.define_endpoint("support", definition.clone())
+            .await
+            .unwrap();
+        hub.define_endpoint("other", definition).await.unwrap();
+        let (key, kept) = hub.issue_endpoint_key("support").await.unwrap();
+        let operator = "operator-key-0123456789";
+        let app = router(
+            mcp::Shared::new(hub.clone()),
+            "10.0.0.1:8750".parse().unwrap(),
+            Access::api_keys([operator]),
+            Default::default(),
+        );
+        let status = |method: &str, path: &str, key: Option<&str>| {
+            let mut request = axum::http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("host", "10.0.0.1:8750")
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json");
+            if let Some(key) = key {
+                request = request.header("authorization", format!("Bearer {key}"));
+            }
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}});
+            let request = request
+                .body(axum::body::Body::from(body.to_string()))
+                .unwrap();
+            let app = app.clone();
+            async move { app.oneshot(request).await.unwrap().status().as_u16() }
+        };
+        assert_eq!(status("POST", "/mcp/e/support", Some(&key)).await, 200);
+        assert_eq!(status("GET", "/sse/e/support", Some(&key)).await, 200);
+        assert_eq!(
+            status("POST", "/message/e/support?sessionId=x", Some(&key)).await,
+            404,
+            "past the key check: no such session"
+        );
+        for (method, elsewhere) in [
+            ("POST", "/mcp"),
+            ("GET", "/sse"),
+            ("POST", "/mcp/e/other"),
+            ("GET", "/api/status"),
+            ("GET", "/api/endpoints"),
+            ("POST", "/api/endpoints/support/keys"),
+        ] {
+            assert_eq!(
+                status(method, elsewhere, Some(&key)).await,
+                403,
+                "{elsewhere}"
+            );
+        }
+        // Its tools for a model API, and a search of them: its own endpoint's only.
+        assert_eq!(status("GET", "/api/tools", Some(&key)).await, 200);
+        assert_eq!(
+            status("GET", "/api/tools/search?q=x", Some(&key)).await,
+            200
+        );
+        assert_eq!(
+            status("GET", "/api/tools?endpoint=other", Some(&key)).await,
+            403
+        );
+        assert_eq!(status("POST", "/mcp/e/support", None).await, 401);
+        assert_eq!(
+            status("POST", "/mcp/e/support", Some("sbe_guess")).await,
+            401
+        );
+        assert_eq!(status("POST", "/mcp/e/support", Some(operator)).await, 200);
+        assert_eq!(status("POST", "/mcp/e/nowhere", Some(operator)).await, 404);
+        assert_eq!(status("GET", "/api/status", Some(operator)).await, 200);
+        hub.revoke_endpoint_key("support", &kept.id).await.unwrap();
+        assert_eq!(status("POST", "/mcp/e/support", Some(&key)).await, 401);
     }
 }

@@ -92,6 +92,9 @@ fn routed_paths() -> BTreeSet<String> {
         ("SSE_PATH", "/sse"),
         ("MESSAGE_PATH", "/message"),
         ("oauth::CALLBACK_PATH", "/oauth/callback"),
+        ("endpoints::MCP_PATH", "/mcp/e/{endpoint}"),
+        ("crate::endpoints::SSE_PATH", "/sse/e/{endpoint}"),
+        ("crate::endpoints::MESSAGE_PATH", "/message/e/{endpoint}"),
     ];
     let mut found = BTreeSet::new();
     for file in [

@@ -216,6 +216,153 @@ $("#show-connect").addEventListener("click", showConnect);
 $("#welcome-connect").addEventListener("click", showConnect);
 document.querySelector("[data-close-connect]").addEventListener("click", () => { $("#connect-panel").hidden = true; });
 
+// ---- endpoints: what one client may reach ----
+
+/** The endpoints (`GET /api/endpoints`). */
+let endpoints = [];
+
+/** Whether this person may define endpoints: the operator, or a tenant's admin. */
+function mayDefineEndpoints() {
+  return me.workspace !== "user" || me.role === "admin";
+}
+
+async function loadEndpoints() {
+  try {
+    endpoints = await api("GET", "/api/endpoints");
+  } catch (error) {
+    $("#endpoint-status").textContent = `Cannot read the endpoints: ${error.message}`;
+    return;
+  }
+  renderEndpoints();
+}
+
+/** "docs (every tool) · github: search_issues, get_issue". */
+function includedText(endpoint) {
+  return Object.entries(endpoint.servers).map(([server, tools]) =>
+    tools === "*" ? `${server} (every tool)` : `${server}: ${tools.join(", ")}`).join(" · ");
+}
+
+function renderEndpoints() {
+  const may = mayDefineEndpoints();
+  $("#new-endpoint").hidden = !may;
+  $("#no-endpoints").hidden = endpoints.length > 0;
+  $("#endpoints").replaceChildren(...endpoints.map((endpoint) => {
+    const url = `${location.origin}/mcp/e/${endpoint.name}`;
+    const issued = element("p", { class: "key", hidden: true });
+    const keys = element("ul", { class: "list" }, ...endpoint.keys.map((key) => element("li", {},
+      element("span", { class: "name" }, `key ${key.id}, issued ${new Date(key.issued_at_ms).toLocaleString()}`),
+      may ? element("span", { class: "controls" }, element("button", {
+        type: "button", "data-action": "revoke",
+        onclick: () => changeEndpoint("DELETE", `/api/endpoints/${encodeURIComponent(endpoint.name)}/keys/${encodeURIComponent(key.id)}`, `Revoked key ${key.id}.`),
+      }, "Revoke")) : undefined)));
+    return element("li", { class: "card", "data-endpoint": endpoint.name },
+      element("h3", {}, endpoint.name),
+      endpoint.description ? element("p", { class: "muted" }, endpoint.description) : undefined,
+      element("p", { class: "target" }, element("code", {}, url), " · HTTP+SSE ", element("code", {}, `${location.origin}/sse/e/${endpoint.name}`)),
+      element("p", { class: "includes" }, includedText(endpoint)),
+      keys, issued,
+      may ? element("div", { class: "actions" },
+        element("button", { type: "button", "data-action": "edit", onclick: () => editEndpoint(endpoint) }, "Edit"),
+        element("button", {
+          type: "button", "data-action": "issue-key",
+          onclick: async () => {
+            try {
+              const made = await api("POST", `/api/endpoints/${encodeURIComponent(endpoint.name)}/keys`);
+              await loadEndpoints();
+              const shown = document.querySelector(`[data-endpoint="${CSS.escape(endpoint.name)}"] .key`);
+              shown.replaceChildren("Its key, shown this once: ", element("code", {}, made.key),
+                " (Authorization: Bearer <key>)");
+              shown.hidden = false;
+            } catch (error) {
+              $("#endpoint-status").textContent = error.message;
+            }
+          },
+        }, "Issue a key"),
+        element("button", {
+          type: "button", "data-action": "remove",
+          onclick: () => confirm(`Remove endpoint ${endpoint.name} and its keys?`) &&
+            changeEndpoint("DELETE", `/api/endpoints/${encodeURIComponent(endpoint.name)}`, `Removed ${endpoint.name}.`),
+        }, "Remove")) : undefined);
+  }));
+}
+
+async function changeEndpoint(method, path, done) {
+  try {
+    await api(method, path);
+    $("#endpoint-status").textContent = done;
+  } catch (error) {
+    $("#endpoint-status").textContent = error.message;
+  }
+  await loadEndpoints();
+}
+
+/** Opens the form for `endpoint` (a new one when absent): each server, and its tools to tick. */
+async function editEndpoint(endpoint) {
+  const form = $("#endpoint-form");
+  form.reset();
+  form.hidden = false;
+  form.elements.name.value = endpoint?.name ?? "";
+  form.elements.name.readOnly = Boolean(endpoint);
+  form.elements.description.value = endpoint?.description ?? "";
+  $("#endpoint-status").textContent = "";
+  const included = endpoint?.servers ?? {};
+  const rows = await Promise.all(servers.map(async (server) => {
+    let names = [];
+    try {
+      names = (await api("GET", `/api/servers/${encodeURIComponent(server.id)}/tools`)).tools.map((t) => t.name);
+    } catch {
+      // A server whose tools cannot be read keeps what the endpoint names.
+    }
+    const chosen = included[server.id];
+    for (const name of Array.isArray(chosen) ? chosen : []) if (!names.includes(name)) names.push(name);
+    const boxes = names.map((name) => element("label", { class: "inline" },
+      element("input", { type: "checkbox", "data-tool": name, checked: chosen === "*" || (Array.isArray(chosen) && chosen.includes(name)) || !chosen }),
+      ` ${name}`));
+    const include = element("input", { type: "checkbox", "data-include": server.id, checked: chosen !== undefined });
+    const every = (on) => () => boxes.forEach((box) => { box.querySelector("input").checked = on; });
+    return element("li", { "data-server": server.id },
+      element("label", { class: "inline name" }, include, ` ${server.id}`),
+      element("details", {}, element("summary", {}, `its tools (${names.length})`),
+        element("div", { class: "row" },
+          element("button", { type: "button", "data-action": "all", onclick: every(true) }, "All"),
+          element("button", { type: "button", "data-action": "none", onclick: every(false) }, "None")),
+        ...boxes));
+  }));
+  $("#endpoint-servers").replaceChildren(...rows);
+  (endpoint ? form.elements.description : form.elements.name).focus();
+}
+
+$("#show-endpoints").addEventListener("click", () => {
+  $("#endpoints-panel").hidden = false;
+  loadEndpoints();
+  $("#endpoints-panel").scrollIntoView({ block: "nearest" });
+});
+$("#new-endpoint").addEventListener("click", () => editEndpoint(null));
+document.querySelector("[data-close-endpoints]").addEventListener("click", () => { $("#endpoints-panel").hidden = true; });
+document.querySelector("[data-close-endpoint-form]").addEventListener("click", () => { $("#endpoint-form").hidden = true; });
+$("#endpoint-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const included = {};
+  for (const row of $("#endpoint-servers").children) {
+    if (!row.querySelector("[data-include]").checked) continue;
+    const boxes = [...row.querySelectorAll("[data-tool]")];
+    const ticked = boxes.filter((box) => box.checked).map((box) => box.dataset.tool);
+    included[row.dataset.server] = ticked.length === boxes.length ? "*" : ticked;
+  }
+  const body = { servers: included };
+  if (form.elements.description.value.trim()) body.description = form.elements.description.value.trim();
+  const name = form.elements.name.value.trim();
+  try {
+    await api("PUT", `/api/endpoints/${encodeURIComponent(name)}`, body);
+    form.hidden = true;
+    $("#endpoint-status").textContent = `Saved ${name}: its clients use ${location.origin}/mcp/e/${name}.`;
+  } catch (error) {
+    $("#endpoint-status").textContent = error.message;
+  }
+  await loadEndpoints();
+});
+
 // ---- notifications ----
 
 if ("Notification" in window && Notification.permission === "default") {
@@ -1887,6 +2034,7 @@ function handle(event) {
     else say(event.error, true);
   }
   if (["status", "configured", "state_changed", "catalog_changed", "scope_needed", "lagged"].includes(event.type)) reloadSoon();
+  if (event.type === "endpoint_changed" && !$("#endpoints-panel").hidden) loadEndpoints();
   if (event.type === "catalog_changed" && event.server === selected) loadDetail();
 }
 

@@ -194,6 +194,11 @@ pub enum HubEvent {
         /// The layer.
         scope: String,
     },
+    /// An endpoint was defined, changed or removed: what its clients see may have changed.
+    EndpointChanged {
+        /// The endpoint.
+        name: String,
+    },
     /// A server sent a log message.
     Log {
         /// The server.

@@ -231,6 +231,16 @@ pub struct Revisions {
     pub resources: u64,
 }
 
+impl Revisions {
+    /// Revisions that differ from the [`Default`] in every list: what a change of everything a
+    /// client can see (its endpoint redefined) is compared as.
+    pub const EVERY_LIST: Self = Self {
+        tools: 1,
+        prompts: 1,
+        resources: 1,
+    };
+}
+
 /// Why an exposed resource URI leads nowhere.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnknownResource {

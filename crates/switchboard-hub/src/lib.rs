@@ -11,6 +11,7 @@ mod activation;
 mod auth;
 mod configure;
 mod connection;
+mod endpoints;
 mod era_link;
 mod event;
 mod exposed;
@@ -211,6 +212,7 @@ pub struct Hub {
     exposure_task: std::sync::Once,
     semantic: std::sync::OnceLock<Arc<semantic::SemanticSearch>>,
     activations: activation::Activations,
+    endpoints: endpoints::Endpoints,
     /// Held by read-modify-write changes of the configuration ([`configure`]).
     edits: tokio::sync::Mutex<()>,
     /// Held while the running servers are brought in step with the store.
@@ -274,6 +276,7 @@ impl Hub {
             exposure_task: std::sync::Once::new(),
             semantic: std::sync::OnceLock::new(),
             activations: activation::Activations::default(),
+            endpoints: endpoints::Endpoints::default(),
             edits: tokio::sync::Mutex::new(()),
             syncing: tokio::sync::Mutex::new(()),
             metrics,
@@ -386,6 +389,7 @@ impl Hub {
     /// Starts a connection task for every enabled server in the store.
     pub async fn start_all(self: &Arc<Self>) -> Result<usize, switchboard_store::StoreError> {
         self.load_activations().await?;
+        self.load_endpoints().await?;
         let definitions = self.store.list_servers().await?;
         let mut started = 0;
         for def in definitions.into_iter().filter(|d| d.enabled) {
@@ -404,7 +408,7 @@ impl Hub {
     pub fn follow(self: &Arc<Self>, mut changes: watch::Receiver<Option<StoreFingerprint>>) {
         let hub = Arc::downgrade(self);
         tokio::spawn(async move {
-            let (mut seen_servers, mut seen_layers) = (None, None);
+            let (mut seen_servers, mut seen_layers, mut seen_endpoints) = (None, None, None);
             loop {
                 let now = changes.borrow_and_update().clone();
                 if let Some(now) = now {
@@ -425,6 +429,14 @@ impl Hub {
                             Ok(()) => seen_layers = Some(now.activations),
                             Err(error) => {
                                 tracing::warn!(%error, "reading the activation layers from the store failed")
+                            }
+                        }
+                    }
+                    if seen_endpoints != Some(now.endpoints) {
+                        match hub.load_endpoints().await {
+                            Ok(()) => seen_endpoints = Some(now.endpoints),
+                            Err(error) => {
+                                tracing::warn!(%error, "reading the endpoints from the store failed")
                             }
                         }
                     }

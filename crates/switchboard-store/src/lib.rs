@@ -13,6 +13,8 @@ mod approved;
 mod changes;
 pub mod credentials;
 mod db;
+mod endpoints;
+pub use endpoints::endpoint_key_digest;
 pub mod keys;
 mod sessions;
 mod settings;
@@ -81,9 +83,12 @@ pub enum StoreError {
     /// A tenant, user or API key that already exists.
     #[error("{0} already exists")]
     Exists(String),
-    /// A tenant, user or API key that does not exist.
+    /// A tenant, user, API key or endpoint that does not exist.
     #[error("there is no {0}")]
     Missing(String),
+    /// A definition that is not valid.
+    #[error("{0}")]
+    Invalid(String),
     /// `--store` is not a place a store can be.
     #[error("not a store location: {0}")]
     Location(String),
@@ -148,6 +153,8 @@ pub struct StoreFingerprint {
     pub servers: std::sync::Arc<std::collections::BTreeMap<(String, String), (i64, i64)>>,
     /// The activation layers' number and the sum of their change times.
     pub activations: (i64, i64),
+    /// The endpoints' number and the sum of their change times.
+    pub endpoints: (i64, i64),
     /// The users' and API keys' number, and how many times they changed: a key revoked, a
     /// user removed, or either replaced by another between two readings moves it.
     pub principals: (i64, i64),
@@ -506,9 +513,18 @@ impl Store {
             let group = servers.entry((tenant, owner)).or_default();
             *group = (group.0 + count, group.1.wrapping_add(sum));
         }
-        let (layers, layers_sum, principals, principals_sum): (i64, i64, i64, i64) = on_db!(&self.db, pool => sqlx::query_as(
+        let (layers, layers_sum, endpoints, endpoints_sum, principals, principals_sum): (
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+        ) = on_db!(&self.db, pool => sqlx::query_as(
                 "SELECT (SELECT COUNT(*) FROM activations),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations),
+                        (SELECT COUNT(*) FROM endpoints),
+                        (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM endpoints),
                         (SELECT COUNT(*) FROM users) + (SELECT COUNT(*) FROM api_keys),
                         (SELECT CAST(COALESCE(MAX(value), '0') AS BIGINT) FROM store_meta
                          WHERE name = 'principals_version')",
@@ -518,6 +534,7 @@ impl Store {
         Ok(StoreFingerprint {
             servers: std::sync::Arc::new(servers),
             activations: (layers, layers_sum),
+            endpoints: (endpoints, endpoints_sum),
             principals: (principals, principals_sum),
         })
     }

@@ -98,6 +98,7 @@ on_both_engines!(
     urls_with_credentials_never_reach_the_database_in_plain_text,
     oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server,
     the_fingerprint_moves_with_servers_and_layers,
+    endpoints_are_the_tenants_and_move_the_fingerprint,
     a_server_change_moves_the_fingerprint_only_for_the_workspaces_that_see_it,
     each_workspace_sees_its_tenants_shared_servers_and_its_own_only,
     each_user_signs_in_to_a_shared_server_as_themselves,
@@ -435,6 +436,51 @@ async fn the_fingerprint_moves_with_servers_and_layers(place: Place) {
     );
 }
 
+/// Endpoints are the tenant's: its admins (and the operator, for the default tenant) define
+/// them, every workspace of the tenant reads them, no other tenant sees them; a change moves
+/// the fingerprint, so every replica reads them again.
+async fn endpoints_are_the_tenants_and_move_the_fingerprint(place: Place) {
+    let (local, ana, bob, carol) = acme(&place).await;
+    let definition: switchboard_core::EndpointDefinition =
+        serde_json::from_value(serde_json::json!({"servers": {"docs": ["read"]}})).unwrap();
+    let before = local.fingerprint().await.unwrap().endpoints;
+    assert!(matches!(
+        ana.define_endpoint("lite", definition.clone()).await,
+        Err(switchboard_store::StoreError::Forbidden(_))
+    ));
+    assert!(
+        carol
+            .define_endpoint("lite", definition.clone())
+            .await
+            .unwrap()
+    );
+    let after = local.fingerprint().await.unwrap().endpoints;
+    assert_ne!(after, before);
+    assert_eq!(after.0, before.0 + 1);
+    for member in [&ana, &bob] {
+        let seen = member.endpoints().await.unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].definition, definition);
+    }
+    assert!(
+        local.endpoints().await.unwrap().is_empty(),
+        "the default tenant's workspace does not see acme's"
+    );
+    assert!(matches!(
+        bob.issue_endpoint_key("lite").await,
+        Err(switchboard_store::StoreError::Forbidden(_))
+    ));
+    let (_, kept) = carol.issue_endpoint_key("lite").await.unwrap();
+    assert_ne!(local.fingerprint().await.unwrap().endpoints, after);
+    assert!(matches!(
+        ana.remove_endpoint("lite").await,
+        Err(switchboard_store::StoreError::Forbidden(_))
+    ));
+    carol.revoke_endpoint_key("lite", &kept.id).await.unwrap();
+    carol.remove_endpoint("lite").await.unwrap();
+    assert!(ana.endpoints().await.unwrap().is_empty());
+}
+
 /// Every open workspace follows the fingerprint; a change to servers moves only what the
 /// workspaces that see it compare, so the others do not read their servers again.
 async fn a_server_change_moves_the_fingerprint_only_for_the_workspaces_that_see_it(place: Place) {
@@ -608,6 +654,14 @@ async fn on_postgres_writes_are_announced_to_every_watching_store() {
         .expect("announced")
         .unwrap();
     assert_eq!(changed.as_deref(), Some("activations"));
+    let definition: switchboard_core::EndpointDefinition =
+        serde_json::from_value(serde_json::json!({"servers": {"a": "*"}})).unwrap();
+    writer.define_endpoint("e", definition).await.unwrap();
+    let changed = tokio::time::timeout(std::time::Duration::from_secs(10), watch.changed())
+        .await
+        .expect("announced")
+        .unwrap();
+    assert_eq!(changed.as_deref(), Some("endpoints"));
 
     assert!(
         Place::sqlite()

@@ -33,10 +33,19 @@ pub enum BridgeError {
     Client(String),
 }
 
-/// Passes messages between stdin/stdout and the daemon's `/mcp` (with `query`, such as
-/// `tools=deferred`) until the client closes stdin or the daemon goes away.
-pub async fn run(daemon: &Daemon, query: Option<&str>) -> Result<(), BridgeError> {
-    let mut url = daemon.url_of("/mcp");
+/// Passes messages between stdin/stdout and the daemon's `/mcp`, or `endpoint`'s
+/// `/mcp/e/<name>` (with `query`, such as `tools=deferred`), until the client closes stdin or
+/// the daemon goes away.
+pub async fn run(
+    daemon: &Daemon,
+    endpoint: Option<&str>,
+    query: Option<&str>,
+) -> Result<(), BridgeError> {
+    let path = match endpoint {
+        Some(name) => format!("/mcp/e/{name}"),
+        None => "/mcp".to_owned(),
+    };
+    let mut url = daemon.url_of(&path);
     url.set_query(query);
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
     config.allow_stateless = true;

@@ -131,6 +131,10 @@ pub enum Command {
     /// nobody but the operator defines what runs on this host.
     #[command(subcommand)]
     Commands(CommandsCommand),
+    /// Define endpoints: named sets of servers and tools, each served at its own MCP path
+    /// (`/mcp/e/<name>`, `/sse/e/<name>`), whose clients reach nothing else.
+    #[command(subcommand)]
+    Endpoint(EndpointCommand),
     /// Manage tenants, for a daemon serving many users (`serve --users`).
     #[command(subcommand)]
     Tenant(TenantCommand),
@@ -177,6 +181,43 @@ pub enum CommandsCommand {
     Remove {
         /// Its name.
         name: String,
+    },
+}
+
+/// `endpoint` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum EndpointCommand {
+    /// Define an endpoint, or replace what it includes (its keys stay): `set support --server
+    /// docs --server github:search_issues,get_issue`.
+    Set {
+        /// Its name (a-z 0-9 - _), the last segment of its paths.
+        name: String,
+        /// A server it includes: `<id>` for all its tools, `<id>:<tool>,<tool>` for only these
+        /// (by the server's own names). Repeatable; its prompts and resources come with it.
+        #[arg(long = "server", value_name = "ID[:TOOLS]", required = true)]
+        servers: Vec<String>,
+        /// What it is for.
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List the endpoints.
+    List(JsonFlag),
+    /// Remove an endpoint and its keys.
+    Remove {
+        /// Its name.
+        name: String,
+    },
+    /// Issue a key that reaches this endpoint only; it is printed once and never kept.
+    AddKey {
+        /// The endpoint.
+        name: String,
+    },
+    /// Revoke one of an endpoint's keys, by the id `list` shows.
+    RevokeKey {
+        /// The endpoint.
+        name: String,
+        /// The key's id.
+        id: String,
     },
 }
 
@@ -572,6 +613,9 @@ pub struct ExportArgs {
 pub struct StdioArgs {
     #[command(flatten)]
     pub tools: ToolsViewArg,
+    /// Serve only what this endpoint includes (see `switchboard endpoint`).
+    #[arg(long, value_name = "NAME")]
+    pub endpoint: Option<String>,
     #[command(flatten)]
     pub search_model: SearchModelArg,
 }

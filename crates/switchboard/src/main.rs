@@ -9,6 +9,7 @@ mod args;
 mod bridge;
 mod cli;
 mod daemon;
+mod endpoints;
 mod login;
 mod reach;
 mod render;
@@ -301,6 +302,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Login(args) => login::login(&store, args).await,
         Command::Logout(args) => login::logout(&store, args).await,
         Command::Commands(command) => approved_commands(&store, command).await,
+        Command::Endpoint(command) => endpoints::endpoint_command(&store, command).await,
         Command::Tenant(command) => tenancy::tenant_command(&store, command).await,
         Command::User(command) => tenancy::user_command(&store, command).await,
         Command::Vault(command) => tenancy::vault_command(&store, command).await,
@@ -514,7 +516,7 @@ async fn stdio(store: Store, args: cli::StdioArgs) -> anyhow::Result<i32> {
         switchboard_gateway::mcp::SessionLimits::default(),
         args.tools.tools,
     );
-    let served = switchboard_gateway::mcp::stdio::serve(shared).await;
+    let served = switchboard_gateway::mcp::stdio::serve(shared, args.endpoint).await;
     hub.shutdown().await;
     served?;
     Ok(0)
@@ -527,11 +529,16 @@ async fn stdio_through(daemon: &daemon::Daemon, args: cli::StdioArgs) -> anyhow:
             "The daemon ranks searches with its own --search-model; this one applies with --standalone."
         );
     }
+    if let Some(name) = &args.endpoint
+        && !switchboard_core::endpoint::valid_name(name)
+    {
+        bail!("'{name}' is not an endpoint name (see `switchboard endpoint list`)");
+    }
     let view = match args.tools.tools {
         switchboard_gateway::mcp::ToolsView::All => "tools=all",
         switchboard_gateway::mcp::ToolsView::Deferred => "tools=deferred",
     };
-    bridge::run(daemon, Some(view)).await?;
+    bridge::run(daemon, args.endpoint.as_deref(), Some(view)).await?;
     Ok(0)
 }
 
@@ -680,7 +687,7 @@ async fn serve(
 const STEP_UP_WAIT_SECS: u64 = 300;
 
 /// Said after a change to the servers: it reaches a running daemon by itself.
-const DAEMON_PICKS_IT_UP: &str =
+pub(crate) const DAEMON_PICKS_IT_UP: &str =
     "A running `switchboard serve` on this store applies it within seconds (its --store-check).";
 
 async fn shutdown_signal() {
@@ -703,7 +710,7 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

@@ -165,9 +165,20 @@ impl Daemon {
 
     /// [`Self::mcp`] with more request headers.
     async fn mcp_with(&self, key: Option<&str>, message: Value, headers: &[(&str, &str)]) -> Value {
+        self.mcp_at("/mcp", key, message, headers).await
+    }
+
+    /// [`Self::mcp_with`] at `path` (an endpoint's door, say).
+    async fn mcp_at(
+        &self,
+        path: &str,
+        key: Option<&str>,
+        message: Value,
+        headers: &[(&str, &str)],
+    ) -> Value {
         let mut request = self
             .http
-            .post(self.url("/mcp"))
+            .post(self.url(path))
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", message["method"].as_str().unwrap());
@@ -1501,4 +1512,81 @@ async fn with_the_store_gone_open_workspaces_keep_serving_and_errors_say_why() {
         .mcp(Some(&dan), stateless(6, "tools/list", json!({})))
         .await;
     assert!(answer["result"]["tools"].is_array(), "{answer}");
+}
+
+/// A tenant admin defines the tenant's endpoints, and members use them: a member's client of an
+/// endpoint sees only what it includes, a member cannot change an endpoint, and another
+/// tenant's users find no endpoint of that name.
+#[tokio::test]
+async fn a_tenant_admin_defines_endpoints_that_bound_what_members_reach() {
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let daemon = Daemon::start().await;
+    let [ana, _bob, carol, gus] = people(&daemon).await;
+    daemon
+        .add_server(&carol, json!({"id": "shared", "url": upstream.url}))
+        .await;
+    daemon.await_connected(&ana, "shared").await;
+    let lite = json!({"servers": {"shared": ["echo"]}});
+    let (status, answer) = daemon
+        .send(Some(&ana), "PUT", "/api/endpoints/lite", Some(lite.clone()))
+        .await;
+    assert_eq!(status, 403, "a member defines no endpoint: {answer}");
+    let (status, answer) = daemon
+        .send(Some(&carol), "PUT", "/api/endpoints/lite", Some(lite))
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    // Ana's workspace follows the store (its --store-check), within seconds.
+    let mut listed = Value::Null;
+    for _ in 0..200 {
+        let (status, answer) = daemon.send(Some(&ana), "GET", "/api/endpoints", None).await;
+        assert_eq!(status, 200, "{answer}");
+        listed = answer;
+        if listed[0]["name"] == "lite" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(listed[0]["name"], "lite", "{listed}");
+
+    let list = stateless(1, "tools/list", json!({}));
+    let inside = daemon
+        .mcp_at("/mcp/e/lite", Some(&ana), list.clone(), &[])
+        .await;
+    let names: Vec<&str> = inside["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{inside}"))
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(names, ["shared__echo"]);
+    assert!(
+        daemon.mcp_tools(&ana).await.len() > 1,
+        "the tenant's own door lists more"
+    );
+    let add = json!({"name": "shared__add", "arguments": {"a": 1, "b": 2}});
+    let refused = daemon
+        .mcp_at(
+            "/mcp/e/lite",
+            Some(&ana),
+            stateless(2, "tools/call", add),
+            &[],
+        )
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool 'shared__add'")),
+        "{refused}"
+    );
+
+    let other_tenant = daemon
+        .http
+        .post(daemon.url("/mcp/e/lite"))
+        .bearer_auth(&gus)
+        .header("accept", "application/json, text/event-stream")
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other_tenant.status(), 404, "globex has no endpoint 'lite'");
 }

@@ -336,6 +336,29 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     );
     assert_eq!(seen["oauthKept"], seen["oauthSet"], "{seen:#}");
     assert_eq!(seen["oauthRemoved"], Value::Null, "{seen:#}");
+    // An endpoint made through its form: two tools of one server, a key for it alone.
+    assert_eq!(seen["noEndpoints"], true, "{seen:#}");
+    assert_eq!(
+        seen["endpointStored"]["servers"],
+        json!({"everything": ["echo", "get-sum"]}),
+        "{seen:#}"
+    );
+    assert_eq!(seen["endpointStored"]["description"], "Support agents");
+    let card = seen["endpointCard"].as_str().unwrap();
+    assert!(
+        card.contains("/mcp/e/support") && card.contains("everything: echo, get-sum"),
+        "{card}"
+    );
+    assert!(
+        seen["endpointKey"].as_str().unwrap().starts_with("sbe_"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["endpointKeyReaches"],
+        json!([200, 403]),
+        "its endpoint, and not /mcp"
+    );
+    assert_eq!(seen["keysAfterRevoking"], 0);
     assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
     assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");
     assert_eq!(seen["afterReload"]["tab"], "prompts", "{seen:#}");

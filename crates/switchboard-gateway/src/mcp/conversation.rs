@@ -6,8 +6,11 @@
 //! Until API keys tie requests to principals, the user is what the app declares, like the
 //! caller of `allowed_callers`: it separates an app's own users, it authenticates nobody.
 
+use std::sync::Arc;
+
 use switchboard_core::activation::valid_conversation_id;
-use switchboard_core::{Activation, Layers};
+use switchboard_core::exposure::Exposed;
+use switchboard_core::{Activation, Endpoint, Layers};
 use switchboard_hub::{ConversationLayers, Hub};
 
 /// The header naming the user.
@@ -43,17 +46,68 @@ impl Conversation {
     }
 }
 
-/// What decides which tools are on for one request: the hub's layers for its conversation, and
-/// its session's own layer.
+/// What a request may reach at all: everything (the workspace's `/mcp`), or what the endpoint
+/// it was sent to includes. Layers choose inside it; nothing turns on what it leaves out.
+#[derive(Debug, Clone)]
+pub(crate) enum Boundary {
+    /// No endpoint: every server and tool of the workspace.
+    Everything,
+    /// The endpoint's servers and tools, as defined now.
+    Endpoint(Arc<Endpoint>),
+    /// An endpoint that is no longer there: nothing.
+    Removed,
+}
+
+impl Boundary {
+    /// The boundary of the endpoint `name` as `hub` defines it now (`None`: no endpoint).
+    pub(crate) fn of(hub: &Hub, name: Option<&str>) -> Self {
+        match name {
+            None => Self::Everything,
+            Some(name) => hub.endpoint(name).map_or(Self::Removed, Self::Endpoint),
+        }
+    }
+
+    /// Whether it includes `server` (its prompts, resources and any of its tools).
+    pub(crate) fn includes_server(&self, server: &str) -> bool {
+        match self {
+            Self::Everything => true,
+            Self::Endpoint(endpoint) => endpoint.includes_server(server),
+            Self::Removed => false,
+        }
+    }
+
+    /// Whether it includes `tool` (the server's own name) of `server`.
+    pub(crate) fn includes_tool(&self, server: &str, tool: &str) -> bool {
+        match self {
+            Self::Everything => true,
+            Self::Endpoint(endpoint) => endpoint.includes_tool(server, tool),
+            Self::Removed => false,
+        }
+    }
+
+    /// Whether it leaves anything out.
+    pub(crate) fn is_everything(&self) -> bool {
+        matches!(self, Self::Everything)
+    }
+}
+
+/// What decides which tools are on for one request: the boundary of the endpoint it came
+/// through, the hub's layers for its conversation, and its session's own layer.
 pub(crate) struct Activity {
+    boundary: Boundary,
     layers: ConversationLayers,
     own: Activation,
 }
 
 impl Activity {
     /// The layers of `conversation` now, with `own` (its session's layer) as the thread's when
-    /// it names no thread.
-    pub(crate) fn of(hub: &Hub, conversation: Conversation, own: Activation) -> Self {
+    /// it names no thread, inside `boundary`.
+    pub(crate) fn of(
+        hub: &Hub,
+        boundary: Boundary,
+        conversation: Conversation,
+        own: Activation,
+    ) -> Self {
         let layers =
             hub.conversation_layers(conversation.user.as_deref(), conversation.thread.as_deref());
         let own = if conversation.thread.is_none() {
@@ -61,12 +115,30 @@ impl Activity {
         } else {
             Activation::default()
         };
-        Self { layers, own }
+        Self {
+            boundary,
+            layers,
+            own,
+        }
     }
 
     /// The layers, narrowest deciding.
     pub(crate) fn layers(&self) -> Layers<'_> {
         self.layers.with_own(Some(&self.own))
+    }
+
+    /// What the request may reach at all.
+    pub(crate) fn boundary(&self) -> &Boundary {
+        &self.boundary
+    }
+
+    /// Whether `tool` of the merged catalog is on: inside the boundary, and on by the layers.
+    pub(crate) fn is_on(&self, tool: &Exposed<rmcp::model::Tool>) -> bool {
+        self.boundary
+            .includes_tool(tool.server.as_str(), &tool.upstream)
+            && self
+                .layers()
+                .is_active(tool.server.as_str(), tool.item.name.as_ref())
     }
 
     /// Whether a change of the layer `scope` (as the hub names it) concerns this conversation.

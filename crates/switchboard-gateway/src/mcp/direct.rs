@@ -136,7 +136,7 @@ async fn stateless_call(
         .is_some_and(|capabilities| capabilities.supports_tasks());
     if task_path(shared, tool, takes_tasks)
         || checks_caller(shared, tool, Some(meta), &parts.headers)
-        || super::off_for_request(&shared.hub, None, parts, &tool.server, &call.params.name)
+        || super::off_for_request(&shared.hub, None, parts, tool)
     {
         return None;
     }
@@ -247,13 +247,7 @@ async fn session_call(
                 .map(|m| &***m),
             &parts.headers,
         )
-        || super::off_for_request(
-            &shared.hub,
-            Some(&state),
-            parts,
-            &tool.server,
-            &call.params.name,
-        )
+        || super::off_for_request(&shared.hub, Some(&state), parts, tool)
     {
         return None;
     }

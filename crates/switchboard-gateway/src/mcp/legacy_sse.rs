@@ -33,7 +33,8 @@ pub const MESSAGE_PATH: &str = "/message";
 /// Messages queued per session before a POST waits for the server to catch up.
 const QUEUE: usize = 64;
 
-type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
+/// The open sessions by id: where their messages go, and the endpoint each was opened at.
+type Sessions = Arc<Mutex<HashMap<String, (mpsc::Sender<ClientJsonRpcMessage>, Option<String>)>>>;
 
 #[derive(Clone)]
 struct LegacySse {
@@ -55,6 +56,8 @@ pub fn router<S: Clone + Send + Sync + 'static>(
     Router::new()
         .route(SSE_PATH, get(open))
         .route(MESSAGE_PATH, post(receive))
+        .route(crate::endpoints::SSE_PATH, get(open))
+        .route(crate::endpoints::MESSAGE_PATH, post(receive))
         .layer(DefaultBodyLimit::max(super::http::MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -72,8 +75,16 @@ impl Drop for SessionGuard {
 }
 
 /// Opens a session: it counts against the sessions served at once from the moment its stream
-/// opens (before its `initialize`), so streams that never initialize are bounded too.
+/// opens (before its `initialize`), so streams that never initialize are bounded too. A
+/// session opened at an endpoint's stream (`/sse/e/{name}`) is that endpoint's: its client
+/// posts to the endpoint's message path, and sees only what the endpoint includes.
 async fn open(State(sse): State<LegacySse>, opening: axum::http::request::Parts) -> Response {
+    let endpoint = crate::endpoints::endpoint_of(Some(&opening)).map(str::to_owned);
+    if let Some(name) = &endpoint
+        && sse.shared.hub().endpoint(name).is_none()
+    {
+        return crate::endpoints::no_such_endpoint(name);
+    }
     let Some(server) = AggregateServer::with_session_slot(sse.shared.clone()) else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -81,10 +92,11 @@ async fn open(State(sse): State<LegacySse>, opening: axum::http::request::Parts)
         )
             .into_response();
     };
+    let _ = server.session.endpoint.set(endpoint.clone());
     let id = format!("{:032x}", rand::random::<u128>());
     let (to_server, from_client) = mpsc::channel::<ClientJsonRpcMessage>(QUEUE);
     let (to_client, from_server) = mpsc::channel::<ServerJsonRpcMessage>(QUEUE);
-    super::lock(&sse.sessions).insert(id.clone(), to_server);
+    super::lock(&sse.sessions).insert(id.clone(), (to_server, endpoint.clone()));
     tokio::spawn(async move {
         match server.serve((to_client, from_client)).await {
             Ok(running) => {
@@ -99,7 +111,11 @@ async fn open(State(sse): State<LegacySse>, opening: axum::http::request::Parts)
     };
     // What the stream's URL asks for (`?tools=`, `?thread=`, `?user=`) goes on every message's
     // URL, where the session's requests read it.
-    let mut endpoint_url = format!("{MESSAGE_PATH}?sessionId={id}");
+    let message_path = match &endpoint {
+        Some(name) => format!("{MESSAGE_PATH}/e/{name}"),
+        None => MESSAGE_PATH.to_owned(),
+    };
+    let mut endpoint_url = format!("{message_path}?sessionId={id}");
     for key in ["tools", "thread", "user"] {
         if let Some(value) = super::conversation::query_param(&opening, key) {
             let pair: String = url::form_urlencoded::Serializer::new(String::new())
@@ -145,6 +161,13 @@ async fn receive(
             );
         }
     };
+    // Only at the door the session was opened at: a key of one endpoint reaches no other
+    // endpoint's sessions.
+    let posted_to = crate::endpoints::endpoint_of(Some(&parts)).map(str::to_owned);
+    let sender = super::lock(&sse.sessions)
+        .get(&query.session_id)
+        .filter(|(_, endpoint)| *endpoint == posted_to)
+        .map(|(sender, _)| sender.clone());
     // The POST's headers and URL reach the handlers as they do on `/mcp` (callers, users,
     // threads, the tools view).
     match &mut message {
@@ -156,7 +179,6 @@ async fn receive(
         }
         _ => {}
     }
-    let sender = super::lock(&sse.sessions).get(&query.session_id).cloned();
     let Some(mut sender) = sender else {
         return (StatusCode::NOT_FOUND, "unknown or closed session\n").into_response();
     };

@@ -42,7 +42,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use switchboard_core::exposure::Prefix;
 use switchboard_core::{ServerId, TaskMode};
-use switchboard_hub::{ExposeUris, ExposedCatalog, Hub, HubEvent};
+use switchboard_hub::{ExposeUris, ExposedCatalog, Hub, HubEvent, Revisions};
 use switchboard_upstream::{Upstream, UpstreamError};
 use tokio::sync::broadcast;
 use tracing::Instrument;
@@ -225,6 +225,38 @@ struct SessionState {
     /// Its own activation layer: which servers and tools its client turned on or off, when it
     /// names no thread.
     own_activation: Mutex<switchboard_core::Activation>,
+    /// The endpoint its first request was sent to (`None`: the workspace's own door); every
+    /// later request must be sent there too.
+    endpoint: std::sync::OnceLock<Option<String>>,
+}
+
+/// What a request (in `session`, if it has one) may reach: the boundary of the endpoint it was
+/// sent to, which must be its session's; or why it may reach nothing. A request on standard
+/// input (no `parts`) has no path: its session's endpoint is the one it was started for.
+fn session_boundary(
+    hub: &Hub,
+    session: Option<&SessionState>,
+    parts: Option<&axum::http::request::Parts>,
+) -> Result<conversation::Boundary, String> {
+    let Some(parts) = parts else {
+        let bound = session.and_then(|session| session.endpoint.get().cloned().flatten());
+        return Ok(conversation::Boundary::of(hub, bound.as_deref()));
+    };
+    let named = crate::endpoints::endpoint_of(Some(parts));
+    if let Some(session) = session {
+        let first = session.endpoint.get_or_init(|| named.map(str::to_owned));
+        if first.as_deref() != named {
+            return Err(match first {
+                Some(endpoint) => format!(
+                    "this session was opened at endpoint '{endpoint}': send its requests there"
+                ),
+                None => "this session was opened at the workspace's own door, not an endpoint: \
+                         open another session at the endpoint"
+                    .to_owned(),
+            });
+        }
+    }
+    Ok(conversation::Boundary::of(hub, named))
 }
 
 /// The conversation a request in `session` belongs to: what `parts` name (remembered as the
@@ -296,15 +328,18 @@ pub(crate) fn not_routed(error: switchboard_hub::HubError) -> ErrorData {
     }
 }
 
-/// Whether `tool` is off for the conversation of a request (in `session`, if it has one), or
-/// the request names its conversation wrongly: either way the full path answers it.
+/// Whether `tool` is off for the conversation of a request (in `session`, if it has one) or
+/// outside its endpoint, or the request names its conversation or endpoint wrongly: either way
+/// the full path answers it.
 fn off_for_request(
     hub: &Hub,
     session: Option<&SessionState>,
     parts: &axum::http::request::Parts,
-    server: &ServerId,
-    tool: &str,
+    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
 ) -> bool {
+    let Ok(boundary) = session_boundary(hub, session, Some(parts)) else {
+        return true;
+    };
     let named = match session {
         Some(session) => session_conversation(session, Some(parts)),
         None => conversation::named_by(Some(parts)),
@@ -313,9 +348,7 @@ fn off_for_request(
     let own = session
         .map(|session| lock(&session.own_activation).clone())
         .unwrap_or_default();
-    !conversation::Activity::of(hub, named, own)
-        .layers()
-        .is_active(server.as_str(), tool)
+    !conversation::Activity::of(hub, boundary, named, own).is_on(tool)
 }
 
 /// The deferred view's own tools (`search_tools`, `call_tool`, `list_servers`, `set_active`)
@@ -418,14 +451,54 @@ impl AggregateServer {
         session_conversation(&self.session, parts).map_err(|e| ErrorData::invalid_params(e, None))
     }
 
+    /// What `context`'s request may reach: the boundary of the endpoint it was sent to.
+    fn boundary(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<conversation::Boundary, ErrorData> {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        session_boundary(self.hub(), Some(&self.session), parts)
+            .map_err(|e| ErrorData::invalid_request(e, None))
+    }
+
     /// What decides which tools are on for `context`'s conversation.
     fn activity(
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<conversation::Activity, ErrorData> {
+        let boundary = self.boundary(context)?;
         let named = self.conversation(context)?;
         let own = lock(&self.session.own_activation).clone();
-        Ok(conversation::Activity::of(self.hub(), named, own))
+        Ok(conversation::Activity::of(self.hub(), boundary, named, own))
+    }
+
+    /// The server and upstream URI of the exposed `uri`, if the request's endpoint includes its
+    /// server: a resource outside it is not found, as one no server has.
+    fn resolve_uri(
+        &self,
+        catalog: &ExposedCatalog,
+        uri: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(ServerId, String), ErrorData> {
+        let boundary = self.boundary(context)?;
+        let not_found = |message: String| {
+            ErrorData::new(
+                ErrorCode::RESOURCE_NOT_FOUND,
+                message,
+                Some(serde_json::json!({"uri": uri})),
+            )
+        };
+        // Inside an endpoint, every miss reads alike: an ambiguous URI's error would name
+        // servers outside it.
+        let unknown =
+            || not_found(switchboard_hub::UnknownResource::NoOwner(uri.to_owned()).to_string());
+        match catalog.resolve_uri(uri) {
+            Ok((server, upstream)) if boundary.includes_server(server.as_str()) => {
+                Ok((server, upstream))
+            }
+            Err(error) if boundary.is_everything() => Err(not_found(error.to_string())),
+            _ => Err(unknown()),
+        }
     }
 
     /// `list_servers` in the deferred view: every server with tools, what it is for, and
@@ -438,7 +511,11 @@ impl AggregateServer {
         let layers = activity.layers();
         let catalog = self.catalog();
         let mut servers: std::collections::BTreeMap<&ServerId, usize> = Default::default();
-        for tool in catalog.tools.iter() {
+        for tool in catalog.tools.iter().filter(|tool| {
+            activity
+                .boundary()
+                .includes_tool(tool.server.as_str(), &tool.upstream)
+        }) {
             *servers.entry(&tool.server).or_default() += 1;
         }
         let listed: Vec<serde_json::Value> = servers
@@ -467,10 +544,20 @@ impl AggregateServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let catalog = self.catalog();
+        // Only what the endpoint includes can be named: a layer chooses inside it.
+        let boundary = self.boundary(context)?;
+        let within = |tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>| {
+            boundary.includes_tool(tool.server.as_str(), &tool.upstream)
+        };
         let change = deferred::activation_change(
             request.arguments.as_ref(),
-            |server| catalog.tools.iter().any(|t| t.server.as_str() == server),
-            |tool| catalog.tools.get(tool).is_some(),
+            |server| {
+                catalog
+                    .tools
+                    .iter()
+                    .any(|t| t.server.as_str() == server && within(t))
+            },
+            |tool| catalog.tools.get(tool).is_some_and(within),
         )?;
         let named = self.conversation(context)?;
         let said = match &named.thread {
@@ -513,10 +600,16 @@ impl AggregateServer {
         let (query, limit) = deferred::search_arguments(request.arguments.as_ref())?;
         let catalog = self.catalog();
         let activity = self.activity(context)?;
-        let layers = activity.layers();
-        let active = |server: &ServerId, name: &str| layers.is_active(server.as_str(), name);
-        // Only a conversation whose layers say something needs its tools filtered.
-        let filter = (!layers.is_empty()).then_some(&active as &switchboard_hub::ToolFilter<'_>);
+        let active = |_: &ServerId, name: &str| {
+            catalog
+                .tools
+                .get(name)
+                .is_some_and(|tool| activity.is_on(tool))
+        };
+        // Only a conversation whose layers or endpoint leave something out needs its tools
+        // filtered.
+        let filter = (!activity.layers().is_empty() || !activity.boundary().is_everything())
+            .then_some(&active as &switchboard_hub::ToolFilter<'_>);
         let found: Vec<rmcp::model::Tool> = self
             .hub()
             .search_tools(&query, limit, false, filter)
@@ -678,6 +771,13 @@ impl AggregateServer {
                                 return;
                             }
                         }
+                        Ok(HubEvent::EndpointChanged { name })
+                            if session.endpoint.get().and_then(Option::as_deref) == Some(&name) =>
+                        {
+                            if notify_list_changes(&peer, Revisions::default(), Revisions::EVERY_LIST).await.is_err() {
+                                return;
+                            }
+                        }
                         Ok(HubEvent::Log { server, level, logger, data, to_caller: false }) => {
                             let wanted = *lock(&session.log_level);
                             if let Some(message) = unsolicited_log(wanted, &server, &level, logger, data)
@@ -788,6 +888,33 @@ async fn notify_list_changes(
         peer.notify_resource_list_changed().await?;
     }
     Ok(())
+}
+
+/// The `list_changed` notifications a `subscriptions/listen` stream that `accepted` them is
+/// sent when the lists' revisions move from `seen` to `now`.
+fn list_changes(
+    accepted: &SubscriptionFilter,
+    seen: Revisions,
+    now: Revisions,
+) -> Vec<rmcp::model::ServerNotification> {
+    use rmcp::model::ServerNotification;
+    let mut notes = Vec::new();
+    if now.tools != seen.tools && accepted.tools_list_changed == Some(true) {
+        notes.push(ServerNotification::ToolListChangedNotification(
+            Default::default(),
+        ));
+    }
+    if now.prompts != seen.prompts && accepted.prompts_list_changed == Some(true) {
+        notes.push(ServerNotification::PromptListChangedNotification(
+            Default::default(),
+        ));
+    }
+    if now.resources != seen.resources && accepted.resources_list_changed == Some(true) {
+        notes.push(ServerNotification::ResourceListChangedNotification(
+            Default::default(),
+        ));
+    }
+    notes
 }
 
 /// A server's own log message (not about any request) as a session that set `wanted` with
@@ -918,7 +1045,13 @@ impl AggregateServer {
             }
         }
         let catalog = self.catalog();
-        let Some(tool) = catalog.tools.get(&request.name) else {
+        // A tool outside the request's endpoint is unknown there, as one no server has.
+        let boundary = self.boundary(&context)?;
+        let Some(tool) = catalog
+            .tools
+            .get(&request.name)
+            .filter(|tool| boundary.includes_tool(tool.server.as_str(), &tool.upstream))
+        else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", request.name),
                 None,
@@ -1142,10 +1275,7 @@ impl ServerHandler for AggregateServer {
         let catalog = self.catalog();
         let activity = self.activity(&context)?;
         let layers = activity.layers();
-        let active = catalog
-            .tools
-            .iter()
-            .filter(|tool| layers.is_active(tool.server.as_str(), tool.item.name.as_ref()));
+        let active = catalog.tools.iter().filter(|tool| activity.is_on(tool));
         let tools = match self.tools_view(&context) {
             ToolsView::All => active.map(|t| t.item.clone()).collect(),
             ToolsView::Deferred => {
@@ -1159,7 +1289,16 @@ impl ServerHandler for AggregateServer {
                         || hub.is_pinned(&tool.server, &tool.upstream)
                         || layers.turned_on_for_conversation(tool.server.as_str(), name)
                 });
-                deferred::meta_tools(catalog.tools.len())
+                let reachable = catalog
+                    .tools
+                    .iter()
+                    .filter(|tool| {
+                        activity
+                            .boundary()
+                            .includes_tool(tool.server.as_str(), &tool.upstream)
+                    })
+                    .count();
+                deferred::meta_tools(reachable)
                     .into_iter()
                     .chain(listed.map(|tool| tool.item.clone()))
                     .collect()
@@ -1219,12 +1358,14 @@ impl ServerHandler for AggregateServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        let boundary = self.boundary(&context)?;
         let prompts = self
             .catalog()
             .prompts
             .iter()
+            .filter(|p| boundary.includes_server(p.server.as_str()))
             .map(|p| p.item.clone())
             .collect();
         Ok(complete(ListPromptsResult::with_all_items(prompts)))
@@ -1240,7 +1381,12 @@ impl ServerHandler for AggregateServer {
         });
         in_span(&span, async move {
             let catalog = self.catalog();
-            let Some(prompt) = catalog.prompts.get(&request.name) else {
+            let boundary = self.boundary(&context)?;
+            let Some(prompt) = catalog
+                .prompts
+                .get(&request.name)
+                .filter(|p| boundary.includes_server(p.server.as_str()))
+            else {
                 return Err(ErrorData::invalid_params(
                     format!("unknown prompt '{}'", request.name),
                     None,
@@ -1290,12 +1436,14 @@ impl ServerHandler for AggregateServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let boundary = self.boundary(&context)?;
         let resources = self
             .catalog()
             .resources
             .iter()
+            .filter(|r| boundary.includes_server(r.server.as_str()))
             .map(|r| r.item.clone())
             .collect();
         Ok(complete(ListResourcesResult::with_all_items(resources)))
@@ -1304,12 +1452,14 @@ impl ServerHandler for AggregateServer {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let boundary = self.boundary(&context)?;
         let templates = self
             .catalog()
             .resource_templates
             .iter()
+            .filter(|t| boundary.includes_server(t.server.as_str()))
             .map(|t| t.item.clone())
             .collect();
         Ok(complete(ListResourceTemplatesResult::with_all_items(
@@ -1326,13 +1476,7 @@ impl ServerHandler for AggregateServer {
             switchboard_telemetry::server_span("resources/read", None, || incoming_trace(&context));
         in_span(&span, async move {
             let catalog = self.catalog();
-            let (server, uri) = catalog.resolve_uri(&request.uri).map_err(|e| {
-                ErrorData::new(
-                    ErrorCode::RESOURCE_NOT_FOUND,
-                    e.to_string(),
-                    Some(serde_json::json!({"uri": request.uri})),
-                )
-            })?;
+            let (server, uri) = self.resolve_uri(&catalog, &request.uri, &context)?;
             self.shared.subscribing.settled(&server).await;
             let upstream = self.upstream_soon(&server, None, &context).await?;
             let patience = upstream.timeouts().request;
@@ -1379,8 +1523,9 @@ impl ServerHandler for AggregateServer {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.resolve_uri(&self.catalog(), &request.uri, &context)?;
         // Claimed first, so a second subscribe to it waits for nothing and counts nothing.
         if !lock(&self.session.subscribed).insert(request.uri.clone()) {
             return Ok(());
@@ -1436,11 +1581,21 @@ impl ServerHandler for AggregateServer {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         // Listening from before the first subscription, so no update after it is missed.
         let events = self.hub().subscribe();
-        let resources = context
+        let boundary = self.boundary(context.request_context())?;
+        let catalog = self.catalog();
+        // Resources of servers outside the request's endpoint are not subscribed to.
+        let resources: Vec<String> = context
             .accepted()
             .resource_subscriptions
             .clone()
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|uri| {
+                catalog
+                    .resolve_uri(uri)
+                    .is_ok_and(|(server, _)| boundary.includes_server(server.as_str()))
+            })
+            .collect();
         // This request's own (several may be acknowledged at once on one stdio session).
         let underway = {
             let asked = context
@@ -1465,7 +1620,9 @@ impl ServerHandler for AggregateServer {
             }
         }
         drop(underway);
-        let outcome = self.listen_until_cancelled(&context, events).await;
+        let outcome = self
+            .listen_until_cancelled(&context, &boundary, events)
+            .await;
         for uri in subscribed {
             let _ = self
                 .forward_subscription(&uri, false, switchboard_hub::ClientEra::Stateless)
@@ -1483,16 +1640,25 @@ impl ServerHandler for AggregateServer {
         let mut params = serde_json::to_value(&request)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let reference = &mut params["ref"];
+        let boundary = self.boundary(&context)?;
         let server = if let Some(name) = reference.get("name").and_then(|n| n.as_str()) {
-            let prompt = catalog.prompts.get(name).ok_or_else(|| {
-                ErrorData::invalid_params(format!("unknown prompt '{name}'"), None)
-            })?;
+            let prompt = catalog
+                .prompts
+                .get(name)
+                .filter(|p| boundary.includes_server(p.server.as_str()))
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(format!("unknown prompt '{name}'"), None)
+                })?;
             reference["name"] = prompt.upstream.clone().into();
             prompt.server.clone()
         } else if let Some(uri) = reference.get("uri").and_then(|u| u.as_str()) {
             let (server, upstream_uri) = catalog
                 .resolve_uri(uri)
-                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+                .ok()
+                .filter(|(server, _)| boundary.includes_server(server.as_str()))
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(format!("unknown resource '{uri}'"), None)
+                })?;
             reference["uri"] = upstream_uri.into();
             server
         } else {
@@ -1549,12 +1715,19 @@ impl AggregateServer {
     async fn listen_until_cancelled(
         &self,
         context: &SubscriptionContext,
+        boundary: &conversation::Boundary,
         mut events: broadcast::Receiver<HubEvent>,
     ) -> Result<(), ErrorData> {
         let mut catalog = self.hub().watch_exposed();
         let mut seen = catalog.borrow_and_update().revisions;
         let sink = context.sink();
         let accepted = context.accepted().clone();
+        let endpoint = crate::endpoints::endpoint_of(
+            context
+                .request_context()
+                .extensions
+                .get::<axum::http::request::Parts>(),
+        );
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
@@ -1563,16 +1736,7 @@ impl AggregateServer {
                         return Ok(());
                     }
                     let now = catalog.borrow_and_update().revisions;
-                    let mut notes = Vec::new();
-                    if now.tools != seen.tools && accepted.tools_list_changed == Some(true) {
-                        notes.push(rmcp::model::ServerNotification::ToolListChangedNotification(Default::default()));
-                    }
-                    if now.prompts != seen.prompts && accepted.prompts_list_changed == Some(true) {
-                        notes.push(rmcp::model::ServerNotification::PromptListChangedNotification(Default::default()));
-                    }
-                    if now.resources != seen.resources && accepted.resources_list_changed == Some(true) {
-                        notes.push(rmcp::model::ServerNotification::ResourceListChangedNotification(Default::default()));
-                    }
+                    let notes = list_changes(&accepted, seen, now);
                     seen = now;
                     for note in notes {
                         if sink.send(note).await.is_err() {
@@ -1581,9 +1745,17 @@ impl AggregateServer {
                     }
                 }
                 event = events.recv() => match event {
+                    Ok(HubEvent::EndpointChanged { name }) if endpoint == Some(name.as_str()) => {
+                        for note in list_changes(&accepted, Revisions::default(), Revisions::EVERY_LIST) {
+                            if sink.send(note).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
                     Ok(HubEvent::ResourceUpdated { server, uri }) => {
                         let exposed = prefix_of(&self.catalog(), &server).uri(&uri);
-                        if accepted.resource_subscriptions.as_ref().is_some_and(|uris| uris.contains(&exposed)) {
+                        if boundary.includes_server(server.as_str())
+                            && accepted.resource_subscriptions.as_ref().is_some_and(|uris| uris.contains(&exposed)) {
                             let note = rmcp::model::ServerNotification::ResourceUpdatedNotification(
                                 rmcp::model::Notification::new(ResourceUpdatedNotificationParam::new(exposed)),
                             );

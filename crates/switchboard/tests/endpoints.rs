@@ -1,0 +1,760 @@
+//! Endpoints: a named set of servers and tools served at `/mcp/e/{name}`, `/sse/e/{name}` and
+//! through `switchboard stdio --endpoint`, whose clients can list, search, turn on and call
+//! nothing outside it, on every path a call can take (the short paths included), and whose keys
+//! reach that endpoint only.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
+use switchboard_fixtures::{Era, transports};
+use switchboard_upstream::{CallContext, ConnectOptions, Connection, connect};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+/// A running `switchboard serve`; killed on drop.
+struct Daemon {
+    _child: tokio::process::Child,
+    base: String,
+}
+
+impl Daemon {
+    /// Starts the daemon on `data_dir` and waits (up to 30 s) until `servers` servers are
+    /// connected.
+    async fn start(data_dir: &Path, servers: usize) -> Self {
+        let port = common::free_port();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let daemon = Self {
+            _child: child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        for _ in 0..600 {
+            if let Ok(response) = reqwest::get(format!("{}/api/status", daemon.base)).await
+                && let Ok(status) = response.json::<Value>().await
+                && status["servers"].as_array().is_some_and(|all| {
+                    all.iter().filter(|s| s["state"] == "connected").count() == servers
+                })
+            {
+                return daemon;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the daemon did not connect {servers} servers within 30 s");
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `PUT /api/endpoints/{name}` with `definition`; the status and body.
+    async fn define(&self, name: &str, definition: Value) -> (u16, Value) {
+        let response = reqwest::Client::new()
+            .put(self.url(&format!("/api/endpoints/{name}")))
+            .json(&definition)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+/// Switchboard's own rmcp-based client (2026-07-28, stateless) at `url`.
+async fn client(url: &str) -> Connection {
+    let def = ServerDefinition::new(
+        ServerId::new("switchboard").unwrap(),
+        TransportSpec::from_url(url, vec![]).unwrap(),
+    );
+    connect(&def, None, &ConnectOptions::new("test"))
+        .await
+        .expect("the client connects to Switchboard")
+}
+
+/// Opens a 2025-11-25 session at `url` (initialize, then initialized); its id.
+async fn open_session(url: &str) -> String {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "endpoints-test", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = rpc(url, Some(&session), None, "notifications/initialized", None).await;
+    assert_eq!(initialized, Value::Null);
+    session
+}
+
+/// Sends `method` (a request when `id` is given) at `url`, in `session` if given; the answer
+/// (from a JSON or an SSE body), or `null` for a notification.
+async fn rpc(
+    url: &str,
+    session: Option<&str>,
+    id: Option<u64>,
+    method: &str,
+    params: Option<Value>,
+) -> Value {
+    let mut message = json!({"jsonrpc": "2.0", "method": method});
+    if let Some(id) = id {
+        message["id"] = id.into();
+    }
+    if let Some(params) = params {
+        message["params"] = params;
+    }
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&message);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.unwrap();
+    let body = response.text().await.unwrap();
+    let Some(id) = id else { return Value::Null };
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:").map(str::trim).or(Some(line)))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|message| message["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to {method} in: {body}"))
+}
+
+/// The names in a list result's `key` array.
+fn names(result: &Value, key: &str, field: &str) -> Vec<String> {
+    let mut names: Vec<String> = result[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {result}"))
+        .iter()
+        .filter_map(|item| item[field].as_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The text of a call's result.
+fn text_of(result: &switchboard_upstream::rmcp_model::CallToolResult) -> String {
+    serde_json::to_value(&result.content).unwrap().to_string()
+}
+
+/// Two fixture servers: `alpha` is stateless (2026-07-28: calls to it take the stateless short
+/// path) and `beta` holds sessions (a session's calls to it take the session short path);
+/// the endpoint `support` includes alpha's `echo` and beta's `add`.
+async fn two_servers_and_an_endpoint()
+-> (Daemon, tempfile::TempDir, [transports::RunningFixture; 2]) {
+    let alpha = transports::streamable_http(Era::Modern).await;
+    let beta = transports::streamable_http(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    for (id, fixture) in [("alpha", &alpha), ("beta", &beta)] {
+        let added = common::run(dir.path(), &["server", "add", id, &fixture.url]).await;
+        assert!(added.status.success(), "{}", common::text(&added));
+    }
+    let daemon = Daemon::start(dir.path(), 2).await;
+    let (status, defined) = daemon
+        .define(
+            "support",
+            json!({"description": "support agents", "servers": {"alpha": ["echo"], "beta": ["add"]}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{defined}");
+    assert_eq!(defined["servers"]["alpha"], json!(["echo"]));
+    (daemon, dir, [alpha, beta])
+}
+
+// Multi-threaded: the fixtures run in this process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_client_of_an_endpoint_lists_and_calls_only_what_it_includes() {
+    let (daemon, _dir, _fixtures) = two_servers_and_an_endpoint().await;
+    let inside = client(&daemon.url("/mcp/e/support")).await;
+    let everything = client(&daemon.url("/mcp")).await;
+    let upstream = &inside.upstream;
+    assert_eq!(upstream.protocol_version().as_deref(), Some("2026-07-28"));
+
+    let mut tools: Vec<String> = upstream
+        .list_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    tools.sort();
+    assert_eq!(tools, ["alpha__echo", "beta__add"]);
+    assert!(
+        everything.upstream.list_tools().await.unwrap().len() > 2,
+        "the workspace's own door lists every tool"
+    );
+
+    let echoed = upstream
+        .call_tool(
+            "alpha__echo",
+            json!({"message": "inside"}).as_object().cloned(),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text_of(&echoed).contains("inside"), "{}", text_of(&echoed));
+    // A tool of an included server that the endpoint leaves out, and a server it leaves out:
+    // unknown, on the short path a stateless call of a stateless server takes too.
+    for outside in ["alpha__add", "beta__echo", "alpha__whoami"] {
+        let refused = upstream
+            .call_tool(
+                outside,
+                json!({"a": 1, "b": 2, "message": "x"}).as_object().cloned(),
+                &CallContext::default(),
+            )
+            .await;
+        let error = format!("{refused:?}");
+        assert!(
+            error.contains(&format!("unknown tool '{outside}'")),
+            "{outside}: {error}"
+        );
+    }
+
+    // The admin API's reads for a model API, of the endpoint's tools only.
+    let exported: Value = reqwest::get(daemon.url("/api/tools?endpoint=support&format=openai"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let exported = exported.to_string();
+    assert!(
+        exported.contains("alpha__echo") && exported.contains("beta__add"),
+        "{exported}"
+    );
+    assert!(!exported.contains("alpha__add"), "{exported}");
+    let found: Value = reqwest::get(daemon.url("/api/tools/search?endpoint=support&q=echo"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let found: Vec<&str> = found["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|hit| hit["name"].as_str())
+        .collect();
+    assert_eq!(found, ["alpha__echo"]);
+    let unknown = reqwest::get(daemon.url("/api/tools?endpoint=nowhere"))
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+
+    // Prompts and resources of included servers only (beta's, too: it is included).
+    let mut prompts: Vec<String> = upstream
+        .list_prompts()
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    prompts.sort();
+    assert_eq!(prompts, ["alpha__greet", "beta__greet"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_of_an_endpoint_cannot_reach_outside_it_nor_move_to_another_door() {
+    let (daemon, _dir, [alpha, _beta]) = two_servers_and_an_endpoint().await;
+    // Only alpha's echo and nothing of beta: resources and prompts of beta go too.
+    let (status, _) = daemon
+        .define("narrow", json!({"servers": {"alpha": ["echo"]}}))
+        .await;
+    assert_eq!(status, 201);
+    let url = daemon.url("/mcp/e/narrow");
+    let session = open_session(&url).await;
+    let s = Some(session.as_str());
+
+    let tools = rpc(&url, s, Some(1), "tools/list", None).await;
+    assert_eq!(names(&tools["result"], "tools", "name"), ["alpha__echo"]);
+    let prompts = rpc(&url, s, Some(2), "prompts/list", None).await;
+    assert_eq!(
+        names(&prompts["result"], "prompts", "name"),
+        ["alpha__greet"]
+    );
+    let mut every: Vec<String> = client(&daemon.url("/mcp"))
+        .await
+        .upstream
+        .list_resources()
+        .await
+        .unwrap()
+        .iter()
+        .map(|resource| resource.uri.clone())
+        .collect();
+    every.sort();
+    assert_eq!(every.len(), 2, "{every:?}");
+    let (alpha_greeting, beta_greeting) = match every.iter().find(|uri| uri.contains("alpha")) {
+        Some(alpha) => (
+            alpha.clone(),
+            every.iter().find(|uri| *uri != alpha).unwrap().clone(),
+        ),
+        None => panic!("alpha's resource is named by its prefix: {every:?}"),
+    };
+    let resources = rpc(&url, s, Some(3), "resources/list", None).await;
+    assert_eq!(
+        names(&resources["result"], "resources", "uri"),
+        [alpha_greeting],
+        "no resource of beta"
+    );
+    let beta_greeting = beta_greeting.as_str();
+    let read = rpc(
+        &url,
+        s,
+        Some(4),
+        "resources/read",
+        Some(json!({"uri": beta_greeting})),
+    )
+    .await;
+    assert!(
+        read["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no connected server has a resource")),
+        "{read}"
+    );
+    let got = rpc(
+        &url,
+        s,
+        Some(5),
+        "prompts/get",
+        Some(json!({"name": "beta__greet", "arguments": {"name": "x"}})),
+    )
+    .await;
+    assert!(
+        got["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown prompt")),
+        "{got}"
+    );
+    let subscribed = rpc(
+        &url,
+        s,
+        Some(6),
+        "resources/subscribe",
+        Some(json!({"uri": beta_greeting})),
+    )
+    .await;
+    assert!(subscribed["error"].is_object(), "{subscribed}");
+
+    // Calls: the included tool works; one outside is unknown on the full path too.
+    let echoed = rpc(
+        &url,
+        s,
+        Some(7),
+        "tools/call",
+        Some(json!({"name": "alpha__echo", "arguments": {"message": "in a session"}})),
+    )
+    .await;
+    assert!(echoed.to_string().contains("in a session"), "{echoed}");
+    let before = alpha.state.last_call_id.lock().unwrap().clone();
+    let refused = rpc(
+        &url,
+        s,
+        Some(8),
+        "tools/call",
+        Some(json!({"name": "alpha__add", "arguments": {"a": 1, "b": 2}})),
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool 'alpha__add'")),
+        "{refused}"
+    );
+    assert_eq!(
+        *alpha.state.last_call_id.lock().unwrap(),
+        before,
+        "the refused call never reached the server"
+    );
+
+    // The session is the endpoint's: the workspace's own door does not take it.
+    let moved = rpc(&daemon.url("/mcp"), s, Some(9), "tools/list", None).await;
+    assert!(
+        moved["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("opened at endpoint 'narrow'")),
+        "{moved}"
+    );
+    let moved_call = rpc(
+        &daemon.url("/mcp"),
+        s,
+        Some(10),
+        "tools/call",
+        Some(json!({"name": "alpha__add", "arguments": {"a": 1, "b": 2}})),
+    )
+    .await;
+    assert!(moved_call["error"].is_object(), "{moved_call}");
+
+    // An endpoint that is not defined is not served.
+    let missing = reqwest::Client::new()
+        .post(daemon.url("/mcp/e/nowhere"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    // Redefined: the session's list follows at once.
+    let (status, _) = daemon
+        .define("narrow", json!({"servers": {"alpha": ["echo", "add"]}}))
+        .await;
+    assert_eq!(status, 200);
+    let tools = rpc(&url, s, Some(11), "tools/list", None).await;
+    assert_eq!(
+        names(&tools["result"], "tools", "name"),
+        ["alpha__add", "alpha__echo"]
+    );
+    // Removed: its sessions reach nothing, and it is not served.
+    let removed = reqwest::Client::new()
+        .delete(daemon.url("/api/endpoints/narrow"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 204);
+    let gone = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 13, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404, "a removed endpoint's door is closed");
+}
+
+/// A session's call of a tool on a server with sessions goes straight into Switchboard's
+/// session with it (the session short path); a tool outside the endpoint must be refused
+/// there too, before anything is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_short_path_refuses_a_tool_outside_the_endpoint() {
+    let (daemon, _dir, [_alpha, beta]) = two_servers_and_an_endpoint().await;
+    let url = daemon.url("/mcp/e/support");
+    let session = open_session(&url).await;
+    let s = Some(session.as_str());
+    let added = rpc(
+        &url,
+        s,
+        Some(1),
+        "tools/call",
+        Some(json!({"name": "beta__add", "arguments": {"a": 2, "b": 3}})),
+    )
+    .await;
+    assert!(added["result"].is_object(), "{added}");
+    let before = beta.state.last_call_id.lock().unwrap().clone();
+    assert_ne!(before, None, "beta saw the call");
+    let refused = rpc(
+        &url,
+        s,
+        Some(2),
+        "tools/call",
+        Some(json!({"name": "beta__echo", "arguments": {"message": "x"}})),
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool 'beta__echo'")),
+        "{refused}"
+    );
+    assert_eq!(*beta.state.last_call_id.lock().unwrap(), before);
+}
+
+/// In the deferred view, search finds only the endpoint's tools, `list_servers` lists only its
+/// servers, and `set_active` cannot name what it leaves out.
+#[tokio::test(flavor = "multi_thread")]
+async fn search_and_activation_stay_inside_the_endpoint() {
+    let (daemon, _dir, _fixtures) = two_servers_and_an_endpoint().await;
+    let url = daemon.url("/mcp/e/support?tools=deferred");
+    let session = open_session(&url).await;
+    let s = Some(session.as_str());
+    let meta_call = async |id: u64, name: &str, arguments: Value| {
+        rpc(
+            &url,
+            s,
+            Some(id),
+            "tools/call",
+            Some(json!({"name": name, "arguments": arguments})),
+        )
+        .await
+    };
+    let found = meta_call(1, "search_tools", json!({"query": "echo the message back"})).await;
+    let found = found.to_string();
+    assert!(found.contains("alpha__echo"), "{found}");
+    assert!(!found.contains("beta__echo"), "{found}");
+    let found = meta_call(
+        2,
+        "search_tools",
+        json!({"query": "whoami working directory"}),
+    )
+    .await;
+    assert!(!found.to_string().contains("alpha__whoami"), "{found}");
+
+    let servers = meta_call(3, "list_servers", json!({})).await;
+    let listed: Value =
+        serde_json::from_str(servers["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let tools: Vec<(String, u64)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["server"].as_str().unwrap().to_owned(),
+                s["tools"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(tools, [("alpha".into(), 1), ("beta".into(), 1)]);
+
+    let turned = meta_call(
+        4,
+        "set_active",
+        json!({"tools": ["beta__echo"], "active": true}),
+    )
+    .await;
+    assert!(
+        turned["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no tool is named 'beta__echo'")),
+        "{turned}"
+    );
+    let turned = meta_call(
+        5,
+        "set_active",
+        json!({"servers": ["gamma"], "active": true}),
+    )
+    .await;
+    assert!(turned["error"].is_object(), "{turned}");
+    let turned = meta_call(
+        5,
+        "set_active",
+        json!({"tools": ["alpha__echo"], "active": true}),
+    )
+    .await;
+    assert!(turned["result"].is_object(), "{turned}");
+    let called = meta_call(
+        6,
+        "call_tool",
+        json!({"name": "beta__echo", "arguments": {"message": "x"}}),
+    )
+    .await;
+    assert!(
+        called.to_string().contains("unknown tool 'beta__echo'"),
+        "{called}"
+    );
+}
+
+/// An HTTP+SSE client opens its session at the endpoint's stream and posts to the endpoint's
+/// message path; posting that session's messages elsewhere finds no session.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_sse_client_of_an_endpoint_sees_only_what_it_includes() {
+    let (daemon, _dir, _fixtures) = two_servers_and_an_endpoint().await;
+    let inside = client(&daemon.url("/sse/e/support")).await;
+    let mut tools: Vec<String> = inside
+        .upstream
+        .list_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    tools.sort();
+    assert_eq!(tools, ["alpha__echo", "beta__add"]);
+    let refused = inside
+        .upstream
+        .call_tool(
+            "beta__echo",
+            json!({"message": "x"}).as_object().cloned(),
+            &CallContext::default(),
+        )
+        .await;
+    assert!(
+        format!("{refused:?}").contains("unknown tool"),
+        "{refused:?}"
+    );
+
+    // The stream names the endpoint's message path; the plain one does not take its session.
+    let stream = reqwest::get(daemon.url("/sse/e/support")).await.unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut body = stream.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("sessionId=") {
+        use futures::StreamExt;
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("the endpoint event comes")
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let path = seen
+        .lines()
+        .find_map(|line| line.strip_prefix("data:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(path.starts_with("/message/e/support?sessionId="), "{path}");
+    let elsewhere = path.replace("/message/e/support", "/message");
+    let posted = reqwest::Client::new()
+        .post(daemon.url(&elsewhere))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 404);
+    let missing = reqwest::get(daemon.url("/sse/e/nowhere")).await.unwrap();
+    assert_eq!(missing.status(), 404);
+}
+
+/// `switchboard endpoint` defines endpoints and issues keys in the store; a running daemon
+/// follows, and `switchboard stdio --endpoint` serves only what the endpoint includes. A key
+/// of the endpoint reaches its doors and nothing else, until revoked.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_defines_an_endpoint_its_keys_reach_only_it_and_stdio_serves_it() {
+    let (daemon, dir, _fixtures) = two_servers_and_an_endpoint().await;
+    let set = common::run(
+        dir.path(),
+        &[
+            "endpoint",
+            "set",
+            "ops",
+            "--server",
+            "alpha:whoami,echo",
+            "--description",
+            "operations",
+        ],
+    )
+    .await;
+    assert!(set.status.success(), "{}", common::text(&set));
+    let listed = common::run(dir.path(), &["endpoint", "list", "--json"]).await;
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        2,
+        "support and ops: {listed}"
+    );
+    let issued = common::run(dir.path(), &["endpoint", "add-key", "ops"]).await;
+    assert!(issued.status.success(), "{}", common::text(&issued));
+    let key = String::from_utf8(issued.stdout).unwrap().trim().to_owned();
+    assert!(key.starts_with("sbe_"), "{key}");
+
+    // The daemon follows the store (its --store-check), within seconds.
+    let with_key = |path: &str| {
+        reqwest::Client::new()
+            .post(daemon.url(path))
+            .bearer_auth(&key)
+            .header("accept", "application/json, text/event-stream")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "key-test", "version": "1"}}}),
+            )
+            .send()
+    };
+    let mut reached = 0;
+    for _ in 0..200 {
+        reached = with_key("/mcp/e/ops").await.unwrap().status().as_u16();
+        if reached == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(reached, 200, "the key reaches its endpoint");
+    for elsewhere in ["/mcp", "/mcp/e/support"] {
+        let refused = with_key(elsewhere).await.unwrap();
+        assert_eq!(refused.status(), 403, "{elsewhere}");
+        let said = refused.text().await.unwrap();
+        assert!(said.contains("reaches endpoint 'ops' only"), "{said}");
+    }
+    let admin = reqwest::Client::new()
+        .get(daemon.url("/api/servers"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(admin.status(), 403, "no admin API with an endpoint's key");
+
+    // stdio, in front of the daemon, through the endpoint.
+    let mut bridge = common::command(dir.path(), &["stdio", "--endpoint", "ops"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut to_bridge = bridge.stdin.take().unwrap();
+    let mut from_bridge = tokio::io::BufReader::new(bridge.stdout.take().unwrap()).lines();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "bridge-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ] {
+        to_bridge
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let listed = loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), from_bridge.next_line())
+            .await
+            .expect("the bridge answers")
+            .unwrap()
+            .expect("the bridge's stdout stays open");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    assert_eq!(
+        names(&listed["result"], "tools", "name"),
+        ["alpha__echo", "alpha__whoami"]
+    );
+    drop(to_bridge);
+    let _ = bridge.wait().await;
+
+    // Revoked: the key is no endpoint's any more (on a listener that asks for keys, it is
+    // refused; see the gateway's own tests).
+    let id = common::run(dir.path(), &["endpoint", "list", "--json"]).await;
+    let id: Value = serde_json::from_slice(&id.stdout).unwrap();
+    let id = id
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "ops")
+        .and_then(|e| e["keys"][0]["id"].as_str())
+        .unwrap()
+        .to_owned();
+    let revoked = common::run(dir.path(), &["endpoint", "revoke-key", "ops", &id]).await;
+    assert!(revoked.status.success(), "{}", common::text(&revoked));
+    let mut confined = 403;
+    for _ in 0..200 {
+        confined = with_key("/mcp").await.unwrap().status().as_u16();
+        if confined != 403 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        confined, 200,
+        "once revoked, the key confines nothing: a loopback listener serves this machine"
+    );
+}
