@@ -21,6 +21,7 @@ pub mod server;
 pub mod state;
 pub mod supervision;
 pub mod tenancy;
+pub mod tool_override;
 pub mod tool_settings;
 
 pub use activation::{Activation, ActivationChange, Layers};
@@ -37,4 +38,5 @@ pub use server::{
 pub use state::{ConnectionState, IllegalTransition, StateMachine};
 pub use supervision::{Backoff, Supervision};
 pub use tenancy::{Principal, Role, TenantId, UserId, UserServerSettings, Workspace};
+pub use tool_override::ToolOverride;
 pub use tool_settings::{ToolSettings, ToolSettingsChange};

@@ -98,6 +98,10 @@ pub struct ToolPolicies {
     /// annotates them neither `readOnlyHint` nor `idempotentHint`.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub safe_to_retry: BTreeSet<String>,
+    /// What an admin says of a tool in place of its server (name, description, annotations,
+    /// fixed arguments); a tool not listed is as its server says.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, crate::ToolOverride>,
 }
 
 fn is_default_retries(preset: &crate::RetryPreset) -> bool {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::policy::Caller;
 use crate::rate_limit::RateLimit;
 use crate::server::{ServerDefinition, TaskMode};
+use crate::tool_override::{OverrideError, ToolOverride};
 
 /// One tool's settings, as shown by the admin API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,6 +31,9 @@ pub struct ToolSettings {
     /// Whether its calls may be sent again after a transient failure although the server does
     /// not annotate it `readOnlyHint` or `idempotentHint`.
     pub safe_to_retry: bool,
+    /// What an admin says of it in place of its server, if anything.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    pub tool_override: Option<ToolOverride>,
 }
 
 /// A change to one tool's settings; what is `None` stays as it is.
@@ -54,6 +58,10 @@ pub struct ToolSettingsChange {
     /// Name it safe to send again after a transient failure, or not.
     #[serde(default)]
     pub safe_to_retry: Option<bool>,
+    /// `Some(None)` (JSON `null`): as its server says; `Some(Some(over))`: this override in
+    /// place of any before (checked by [`ToolSettingsChange::check`]).
+    #[serde(default, rename = "override", deserialize_with = "present")]
+    pub tool_override: Option<Option<ToolOverride>>,
 }
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`); for
@@ -71,6 +79,14 @@ impl ToolSettingsChange {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
+
+    /// Checks what the change sets (an override's shape and size).
+    pub fn check(&self) -> Result<(), OverrideError> {
+        match &self.tool_override {
+            Some(Some(over)) => over.check(),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl ServerDefinition {
@@ -83,6 +99,7 @@ impl ServerDefinition {
             allowed_callers: self.policies.allowed_callers.get(tool).cloned(),
             rate_limit: self.policies.rate_limits.get(tool).copied(),
             safe_to_retry: self.policies.safe_to_retry.contains(tool),
+            tool_override: self.policies.overrides.get(tool).cloned(),
         }
     }
 
@@ -132,6 +149,17 @@ impl ServerDefinition {
             }
             None => {}
         }
+        match &change.tool_override {
+            Some(Some(over)) if !over.is_empty() => {
+                self.policies
+                    .overrides
+                    .insert(tool.to_owned(), over.clone());
+            }
+            Some(_) => {
+                self.policies.overrides.remove(tool);
+            }
+            None => {}
+        }
         match change.safe_to_retry {
             Some(true) => {
                 self.policies.safe_to_retry.insert(tool.to_owned());
@@ -161,7 +189,8 @@ mod tests {
         let mut def = definition();
         let change: ToolSettingsChange = serde_json::from_str(
             r#"{"enabled": false, "pinned": true, "task_mode": "required",
-                "allowed_callers": ["direct", "agent:triage"], "rate_limit": "10/s:20"}"#,
+                "allowed_callers": ["direct", "agent:triage"], "rate_limit": "10/s:20",
+                "override": {"description": "Reads one file", "fixed_arguments": {"root": "/srv"}}}"#,
         )
         .unwrap();
         def.change_tool("t", &change);
@@ -170,11 +199,14 @@ mod tests {
         assert_eq!(settings.task_mode, TaskMode::Required);
         assert_eq!(settings.allowed_callers.unwrap().len(), 2);
         assert_eq!(settings.rate_limit.unwrap().to_string(), "10/s:20");
+        let over = settings.tool_override.unwrap();
+        assert_eq!(over.description.as_deref(), Some("Reads one file"));
+        assert_eq!(over.fixed_arguments["root"], "/srv");
         assert!(def.tool_settings("other").enabled);
 
         let back: ToolSettingsChange = serde_json::from_str(
             r#"{"enabled": true, "pinned": false, "task_mode": "optional", "allowed_callers": null,
-                "rate_limit": null}"#,
+                "rate_limit": null, "override": null}"#,
         )
         .unwrap();
         def.change_tool("t", &back);

@@ -439,6 +439,7 @@ pub(crate) async fn change_tool(
     let def = app
         .hub
         .change_definition(&id, |def| {
+            change.check().map_err(|e| e.to_string())?;
             def.change_tool(&tool, &change);
             Ok(())
         })
@@ -565,6 +566,8 @@ pub(crate) async fn call(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("text/event-stream"));
     let repeatable = app.hub.call_repeatable(&id, &tool);
+    let mut call = call;
+    call.arguments = app.hub.with_fixed_arguments(&id, &tool, call.arguments);
     if !streams {
         let context = CallContext {
             repeatable,

@@ -739,6 +739,7 @@ impl Hub {
                 prefix: slot.definition().exposed_prefix(),
                 catalog: read(&slot.catalog).clone(),
                 description: slot.definition().description.clone(),
+                overrides: slot.definition().policies.overrides.clone(),
             })
             .collect();
         let catalog = ExposedCatalog::build(&contributions);
@@ -1014,13 +1015,33 @@ impl Hub {
             .unwrap_or_default()
     }
 
-    /// Whether the server's upstream tool `tool` names the callers allowed to call it.
-    pub fn restricts_callers(&self, id: &ServerId, tool: &str) -> bool {
+    /// `arguments` of a call of the server's upstream tool `tool` as the server gets them: the
+    /// values an admin fixed (its override's `fixed_arguments`) set over what the client sent.
+    pub fn with_fixed_arguments(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
+        match self.slot(id) {
+            Ok(slot) => match slot.definition().policies.overrides.get(tool) {
+                Some(over) => over.fix(arguments),
+                None => arguments,
+            },
+            Err(_) => arguments,
+        }
+    }
+
+    /// Whether the server's policies check or change every call of its upstream tool `tool`:
+    /// it names the callers allowed to call it, or an admin fixed some of its arguments.
+    pub fn policies_apply_to_calls(&self, id: &ServerId, tool: &str) -> bool {
         self.slot(id).is_ok_and(|slot| {
-            slot.definition()
-                .policies
-                .allowed_callers
-                .contains_key(tool)
+            let policies = &slot.definition().policies;
+            policies.allowed_callers.contains_key(tool)
+                || policies
+                    .overrides
+                    .get(tool)
+                    .is_some_and(|over| !over.fixed_arguments.is_empty())
         })
     }
 

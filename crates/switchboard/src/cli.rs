@@ -730,8 +730,42 @@ pub enum ServerCommand {
     /// `off`, `quick` (2 tries, 1 s; the default) or `standard` (3 tries, 1 s doubling).
     /// `--safe TOOL` counts a tool's calls as safe to repeat too; `--not-safe TOOL` no longer.
     SetRetries(RetriesArgs),
+    /// Say what clients see of a tool in place of its server: `--name`, `--title`,
+    /// `--description`, `--annotation destructiveHint=true`, and `--fixed repo='"acme/site"'`
+    /// (a JSON value the call always gets, hidden from the model); `--clear` for the server's
+    /// own again.
+    OverrideTool(OverrideArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
+}
+
+/// Options of `server override-tool`.
+#[derive(Debug, Args)]
+pub struct OverrideArgs {
+    /// The server's id.
+    pub id: String,
+    /// The tool, by the server's own name.
+    pub tool: String,
+    /// The name clients call it by (before the server's prefix).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Its title.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Its description, in place of the server's.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// An annotation set over the server's: `readOnlyHint`, `destructiveHint`,
+    /// `idempotentHint`, `openWorldHint` (`=true` or `=false`), `title` (repeatable).
+    #[arg(long = "annotation", value_name = "NAME=VALUE")]
+    pub annotations: Vec<String>,
+    /// An argument fixed to a JSON value (a bare word is taken as a string), left out of the
+    /// schema clients see (repeatable).
+    #[arg(long = "fixed", value_name = "NAME=JSON")]
+    pub fixed: Vec<String>,
+    /// Forget the override: the tool is as its server says.
+    #[arg(long, conflicts_with_all = ["name", "title", "description", "annotations", "fixed"])]
+    pub clear: bool,
 }
 
 /// Options of `login`.

@@ -880,6 +880,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::SetCallers(args) => set_callers(store, args).await,
         ServerCommand::SetRateLimit(args) => set_rate_limit(store, args).await,
         ServerCommand::SetRetries(args) => set_retries(store, args).await,
+        ServerCommand::OverrideTool(args) => override_tool(store, args).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
 }
@@ -999,6 +1000,52 @@ async fn set_callers(store: &Store, args: cli::CallersArgs) -> anyhow::Result<i3
         "{} of {id} may now be called by {who}. {DAEMON_PICKS_IT_UP}",
         args.tools.join(", ")
     );
+    Ok(0)
+}
+
+async fn override_tool(store: &Store, args: cli::OverrideArgs) -> anyhow::Result<i32> {
+    let tool_override = if args.clear {
+        None
+    } else {
+        let value_of = |text: &str| -> Value {
+            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+        };
+        let pairs = |items: &[String], what: &str| -> anyhow::Result<Vec<(String, Value)>> {
+            items
+                .iter()
+                .map(|item| match item.split_once('=') {
+                    Some((name, value)) => Ok((name.trim().to_owned(), value_of(value))),
+                    None => bail!("{what} {item}: write NAME=VALUE"),
+                })
+                .collect()
+        };
+        Some(switchboard_core::ToolOverride {
+            name: args.name,
+            title: args.title,
+            description: args.description,
+            annotations: pairs(&args.annotations, "--annotation")?
+                .into_iter()
+                .collect(),
+            fixed_arguments: pairs(&args.fixed, "--fixed")?.into_iter().collect(),
+        })
+    };
+    let change = ToolSettingsChange {
+        tool_override: Some(tool_override),
+        ..Default::default()
+    };
+    change.check()?;
+    let id = change_tools(store, &args.id, std::slice::from_ref(&args.tool), &change).await?;
+    if args.clear {
+        println!(
+            "{} of {id} is as its server says again. {DAEMON_PICKS_IT_UP}",
+            args.tool
+        );
+    } else {
+        println!(
+            "Clients see {} of {id} as you said (`server show {id}` lists it). {DAEMON_PICKS_IT_UP}",
+            args.tool
+        );
+    }
     Ok(0)
 }
 
@@ -1135,6 +1182,10 @@ fn toml_like(def: &ServerDefinition) -> String {
     }
     for (tool, limit) in &def.policies.rate_limits {
         out += &format!("rate limit:   {tool}: {limit}\n");
+    }
+    for (tool, over) in &def.policies.overrides {
+        let said = serde_json::to_string(over).unwrap_or_default();
+        out += &format!("override:     {tool}: {}\n", render::safe(&said));
     }
     out
 }

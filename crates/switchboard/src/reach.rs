@@ -211,7 +211,7 @@ impl Reach {
                 Ok(upstream
                     .call_tool(
                         tool,
-                        Some(arguments),
+                        hub.with_fixed_arguments(&id, tool, Some(arguments)),
                         &CallContext {
                             progress: Some(progress),
                             cancel,

@@ -135,7 +135,7 @@ async fn stateless_call(
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.supports_tasks());
     if task_path(shared, tool, takes_tasks)
-        || checks_caller(shared, tool, Some(meta), &parts.headers)
+        || has_policies(shared, tool, Some(meta), &parts.headers)
         || super::off_for_request(&shared.hub, None, parts, tool)
     {
         return None;
@@ -238,7 +238,7 @@ async fn session_call(
     let catalog = shared.hub.exposed();
     let tool = catalog.tools.get(&call.params.name)?;
     if task_path(shared, tool, negotiated.capabilities.supports_tasks())
-        || checks_caller(
+        || has_policies(
             shared,
             tool,
             call.extensions
@@ -322,15 +322,18 @@ fn task_path(
     }
 }
 
-/// Whether a call of `tool` has a caller to check (the tool names its allowed callers, or the
-/// call declares who makes it), which the full path does.
-fn checks_caller(
+/// Whether a call of `tool` has policies to apply, which the full path does: a caller to check
+/// (the tool names its allowed callers, or the call declares who makes it), or arguments an
+/// admin fixed.
+fn has_policies(
     shared: &Shared,
     tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
     meta: Option<&rmcp::model::JsonObject>,
     headers: &axum::http::HeaderMap,
 ) -> bool {
-    shared.hub.restricts_callers(&tool.server, &tool.upstream)
+    shared
+        .hub
+        .policies_apply_to_calls(&tool.server, &tool.upstream)
         || super::caller::declares_caller(meta, headers)
 }
 

@@ -1100,7 +1100,9 @@ impl AggregateServer {
         }
         let upstream = admitted?;
         let name = tool.upstream.clone();
-        let arguments = request.arguments.take();
+        let arguments = self
+            .hub()
+            .with_fixed_arguments(&server, &name, request.arguments.take());
         let patience = upstream.timeouts().tool_call;
         // The tasks extension: how this call may become a task, if its client can take one.
         let takes_tasks = context

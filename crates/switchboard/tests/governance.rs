@@ -1,7 +1,10 @@
+//! What each client may see and do.
+//!
 //! Endpoints: a named set of servers and tools served at `/mcp/e/{name}`, `/sse/e/{name}` and
 //! through `switchboard stdio --endpoint`, whose clients can list, search, turn on and call
 //! nothing outside it, on every path a call can take (the short paths included), and whose keys
-//! reach that endpoint only.
+//! reach that endpoint only. Tool overrides: what an admin says of a tool in place of its server
+//! (name, description, annotations, arguments fixed and hidden), on every path too.
 
 mod common;
 
@@ -756,5 +759,173 @@ async fn the_cli_defines_an_endpoint_its_keys_reach_only_it_and_stdio_serves_it(
     assert_eq!(
         confined, 200,
         "once revoked, the key confines nothing: a loopback listener serves this machine"
+    );
+}
+
+/// `tools/list` of a stateless client at `url`, by exposed name.
+async fn listed(url: &str) -> std::collections::BTreeMap<String, Value> {
+    client(url)
+        .await
+        .upstream
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| (tool.name.to_string(), serde_json::to_value(&tool).unwrap()))
+        .collect()
+}
+
+/// An admin's override of a tool changes what every client lists and searches (its name,
+/// description and annotations, its schema without the fixed arguments) and what every call
+/// sends its server (the fixed values, whatever the client sent), on the full path and on both
+/// short paths; a malformed one is refused with the reason, and a cleared one gives the
+/// server's tool back.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
+    let (daemon, dir, _fixtures) = two_servers_and_an_endpoint().await;
+    let patch = |path: &str, body: Value| {
+        reqwest::Client::new()
+            .patch(daemon.url(path))
+            .json(&body)
+            .send()
+    };
+    let refused = patch(
+        "/api/servers/alpha/tools/echo",
+        json!({"override": {"annotations": {"dangerous": true}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 400);
+    assert!(
+        refused
+            .text()
+            .await
+            .unwrap()
+            .contains("'dangerous' is not a tool annotation")
+    );
+    let set = patch(
+        "/api/servers/alpha/tools/echo",
+        json!({"override": {"name": "say", "description": "Says the approved words",
+            "annotations": {"destructiveHint": true},
+            "fixed_arguments": {"message": "approved words"}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
+
+    let mcp = daemon.url("/mcp");
+    let mut tools = listed(&mcp).await;
+    for _ in 0..100 {
+        if tools.contains_key("alpha__say") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tools = listed(&mcp).await;
+    }
+    assert!(!tools.contains_key("alpha__echo"), "{:?}", tools.keys());
+    let say = &tools["alpha__say"];
+    assert_eq!(say["description"], "Says the approved words");
+    assert_eq!(say["annotations"]["destructiveHint"], true);
+    assert!(
+        say["inputSchema"]["properties"].get("message").is_none(),
+        "the fixed argument is hidden: {say}"
+    );
+
+    // A stateless call (the stateless short path would take it, but the fixed argument is the
+    // full path's to set): the server gets the fixed value, whatever the client sent.
+    let stateless = client(&mcp).await;
+    for sent in [json!({}), json!({"message": "something else"})] {
+        let said = stateless
+            .upstream
+            .call_tool(
+                "alpha__say",
+                sent.as_object().cloned(),
+                &CallContext::default(),
+            )
+            .await
+            .unwrap();
+        let said = text_of(&said);
+        assert!(
+            said.contains("approved words") && !said.contains("something else"),
+            "{said}"
+        );
+    }
+    // A session's call, on the full path.
+    let session = open_session(&mcp).await;
+    let called = rpc(
+        &mcp,
+        Some(&session),
+        Some(1),
+        "tools/call",
+        Some(json!({"name": "alpha__say", "arguments": {"message": "x"}})),
+    )
+    .await;
+    assert!(called.to_string().contains("approved words"), "{called}");
+    // Search reads the admin's words.
+    let found: Value = reqwest::get(daemon.url("/api/tools/search?q=approved+words"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(found["tools"][0]["name"], "alpha__say", "{found}");
+
+    // The CLI, on a server with sessions (whose session calls the session short path would
+    // take): `b` is fixed at 40.
+    let cli = common::run(
+        dir.path(),
+        &[
+            "server",
+            "override-tool",
+            "beta",
+            "add",
+            "--fixed",
+            "b=40",
+            "--description",
+            "Adds forty",
+        ],
+    )
+    .await;
+    assert!(cli.status.success(), "{}", common::text(&cli));
+    let shown = common::run(dir.path(), &["server", "show", "beta"]).await;
+    assert!(
+        common::text(&shown).contains("override:     add:"),
+        "{}",
+        common::text(&shown)
+    );
+    let mut sum = Value::Null;
+    for id in 2..200 {
+        sum = rpc(
+            &mcp,
+            Some(&session),
+            Some(id),
+            "tools/call",
+            Some(json!({"name": "beta__add", "arguments": {"a": 2, "b": 1}})),
+        )
+        .await;
+        if sum.to_string().contains("42") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(sum.to_string().contains("\"42\""), "{sum}");
+
+    // Cleared: the server's tool again.
+    let cleared = patch("/api/servers/alpha/tools/echo", json!({"override": null}))
+        .await
+        .unwrap();
+    assert_eq!(cleared.status(), 200);
+    let mut tools = listed(&mcp).await;
+    for _ in 0..100 {
+        if tools.contains_key("alpha__echo") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tools = listed(&mcp).await;
+    }
+    assert!(
+        tools.contains_key("alpha__echo") && !tools.contains_key("alpha__say"),
+        "{:?}",
+        tools.keys()
     );
 }
