@@ -5,8 +5,8 @@
 // progress), runs another and watches its messages in the inspector, cancels a long one, answers the server's question in a dialog, reads
 // a resource and gets a prompt, then adds the built-in human server and answers its tool's question,
 // adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app,
-// defines an endpoint of two of its tools and issues a key for it, and imports a client's
-// configuration.
+// defines an endpoint of two of its tools and issues a key for it, approves a client's call
+// after seeing its arguments, and imports a client's configuration.
 //
 //   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
 //
@@ -483,6 +483,25 @@ try {
   await page.waitForFunction(() => document.querySelector("#endpoint-status").textContent.startsWith("Revoked"));
   seen.keysAfterRevoking = (await (await fetch(`${base}/api/endpoints/support`)).json()).keys.length;
   await page.click("[data-close-endpoints]");
+
+  // A call that waits for a person's approval: the question shows the exact arguments, and
+  // the call goes on once approved.
+  const json = { "content-type": "application/json" };
+  await fetch(`${base}/api/servers/everything/tools/echo`, { method: "PATCH", headers: json, body: JSON.stringify({ approval: true }) });
+  const approvedCall = fetch(`${base}/mcp`, {
+    method: "POST",
+    headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+      "mcp-method": "tools/call", "mcp-name": "everything__echo" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params: {
+      name: "everything__echo", arguments: { message: "deploy to production" },
+      _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } } }),
+  }).then((response) => response.text());
+  await page.waitForSelector('[data-question] .message pre');
+  seen.approvalShows = (await page.textContent('[data-question] .message')).replace(/\s+/g, " ").trim();
+  await shot(page, "approval");
+  await page.click('[data-question] [data-action="accept"]');
+  seen.approvedCall = await approvedCall;
+  await fetch(`${base}/api/servers/everything/tools/echo`, { method: "PATCH", headers: json, body: JSON.stringify({ approval: false }) });
 
   // A dark theme, and what survives a reload: the theme, the open server and tab, the activity.
   await page.click('[data-server="everything"] [data-action="open"]');

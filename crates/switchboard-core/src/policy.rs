@@ -102,7 +102,24 @@ pub struct ToolPolicies {
     /// fixed arguments); a tool not listed is as its server says.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, crate::ToolOverride>,
+    /// Tools whose every call from an MCP client waits for a person's approval.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub approval: BTreeSet<String>,
+    /// Whether every tool annotated `destructiveHint: true` (by its server or an override)
+    /// waits for approval too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve_destructive: bool,
+    /// How long a call waits for approval before it is refused, in seconds (default
+    /// [`DEFAULT_APPROVAL_WAIT_SECS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_secs: Option<u64>,
 }
+
+/// How long a call waits for a person's approval unless the server says otherwise: 5 minutes.
+pub const DEFAULT_APPROVAL_WAIT_SECS: u64 = 300;
+
+/// The longest approval wait a server may set: a day.
+pub const MAX_APPROVAL_WAIT_SECS: u64 = 86_400;
 
 fn is_default_retries(preset: &crate::RetryPreset) -> bool {
     *preset == crate::RetryPreset::default()
@@ -124,6 +141,18 @@ pub struct CallerRefused {
 }
 
 impl ToolPolicies {
+    /// How long a call of `tool` waits for a person's approval, if it needs one: the tool is
+    /// listed, or it is `destructive` (as annotated) and the server approves those.
+    pub fn approval_wait(&self, tool: &str, destructive: bool) -> Option<std::time::Duration> {
+        (self.approval.contains(tool) || (destructive && self.approve_destructive)).then(|| {
+            std::time::Duration::from_secs(
+                self.approval_timeout_secs
+                    .unwrap_or(DEFAULT_APPROVAL_WAIT_SECS)
+                    .clamp(1, MAX_APPROVAL_WAIT_SECS),
+            )
+        })
+    }
+
     /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
         self.pinned.is_empty()
@@ -185,6 +214,25 @@ mod tests {
             policies
                 .check_caller("lookup", &Caller::CodeExecution)
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_call_waits_for_approval_when_its_tool_is_listed_or_destructive_on_a_server_that_says_so() {
+        let mut policies = ToolPolicies::default();
+        assert_eq!(policies.approval_wait("delete", true), None);
+        policies.approval.insert("merge".into());
+        let default = std::time::Duration::from_secs(DEFAULT_APPROVAL_WAIT_SECS);
+        assert_eq!(policies.approval_wait("merge", false), Some(default));
+        assert_eq!(policies.approval_wait("delete", true), None);
+        policies.approve_destructive = true;
+        assert_eq!(policies.approval_wait("delete", true), Some(default));
+        assert_eq!(policies.approval_wait("read", false), None);
+        policies.approval_timeout_secs = Some(0);
+        assert_eq!(
+            policies.approval_wait("merge", false),
+            Some(std::time::Duration::from_secs(1)),
+            "at least a second"
         );
     }
 

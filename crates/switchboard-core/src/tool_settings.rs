@@ -34,6 +34,9 @@ pub struct ToolSettings {
     /// What an admin says of it in place of its server, if anything.
     #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
     pub tool_override: Option<ToolOverride>,
+    /// Whether each call of it from an MCP client waits for a person's approval (listed; a
+    /// server that approves destructive tools adds those).
+    pub approval: bool,
 }
 
 /// A change to one tool's settings; what is `None` stays as it is.
@@ -62,6 +65,9 @@ pub struct ToolSettingsChange {
     /// place of any before (checked by [`ToolSettingsChange::check`]).
     #[serde(default, rename = "override", deserialize_with = "present")]
     pub tool_override: Option<Option<ToolOverride>>,
+    /// Make each call of it wait for a person's approval, or not.
+    #[serde(default)]
+    pub approval: Option<bool>,
 }
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`); for
@@ -100,6 +106,7 @@ impl ServerDefinition {
             rate_limit: self.policies.rate_limits.get(tool).copied(),
             safe_to_retry: self.policies.safe_to_retry.contains(tool),
             tool_override: self.policies.overrides.get(tool).cloned(),
+            approval: self.policies.approval.contains(tool),
         }
     }
 
@@ -160,6 +167,15 @@ impl ServerDefinition {
             }
             None => {}
         }
+        match change.approval {
+            Some(true) => {
+                self.policies.approval.insert(tool.to_owned());
+            }
+            Some(false) => {
+                self.policies.approval.remove(tool);
+            }
+            None => {}
+        }
         match change.safe_to_retry {
             Some(true) => {
                 self.policies.safe_to_retry.insert(tool.to_owned());
@@ -190,7 +206,8 @@ mod tests {
         let change: ToolSettingsChange = serde_json::from_str(
             r#"{"enabled": false, "pinned": true, "task_mode": "required",
                 "allowed_callers": ["direct", "agent:triage"], "rate_limit": "10/s:20",
-                "override": {"description": "Reads one file", "fixed_arguments": {"root": "/srv"}}}"#,
+                "override": {"description": "Reads one file", "fixed_arguments": {"root": "/srv"}},
+                "approval": true}"#,
         )
         .unwrap();
         def.change_tool("t", &change);
@@ -202,11 +219,12 @@ mod tests {
         let over = settings.tool_override.unwrap();
         assert_eq!(over.description.as_deref(), Some("Reads one file"));
         assert_eq!(over.fixed_arguments["root"], "/srv");
+        assert!(settings.approval);
         assert!(def.tool_settings("other").enabled);
 
         let back: ToolSettingsChange = serde_json::from_str(
             r#"{"enabled": true, "pinned": false, "task_mode": "optional", "allowed_callers": null,
-                "rate_limit": null, "override": null}"#,
+                "rate_limit": null, "override": null, "approval": false}"#,
         )
         .unwrap();
         def.change_tool("t", &back);

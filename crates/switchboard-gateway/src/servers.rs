@@ -250,6 +250,11 @@ pub(crate) struct ServerChange {
     rate_limit: Option<Option<switchboard_core::RateLimit>>,
     /// How requests safe to repeat are retried: `off`, `quick` or `standard`.
     retries: Option<switchboard_core::RetryPreset>,
+    /// Whether every tool annotated destructive waits for a person's approval.
+    approve_destructive: Option<bool>,
+    /// How long a call waits for approval, in seconds; `null` for the default.
+    #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
+    approval_timeout_secs: Option<Option<u64>>,
     /// The OAuth client registered for the server; `null` for none (then client ID metadata
     /// documents and dynamic registration are used).
     #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
@@ -350,6 +355,20 @@ pub(crate) async fn change(
             }
             if let Some(retries) = change.retries {
                 def.policies.retries = retries;
+            }
+            if let Some(destructive) = change.approve_destructive {
+                def.policies.approve_destructive = destructive;
+            }
+            if let Some(timeout) = change.approval_timeout_secs {
+                if timeout.is_some_and(|secs| {
+                    !(1..=switchboard_core::policy::MAX_APPROVAL_WAIT_SECS).contains(&secs)
+                }) {
+                    return Err(format!(
+                        "approval_timeout_secs is 1 to {}",
+                        switchboard_core::policy::MAX_APPROVAL_WAIT_SECS
+                    ));
+                }
+                def.policies.approval_timeout_secs = timeout;
             }
             if let Some(client) = change.oauth_client {
                 def.oauth_client = match client {

@@ -1952,8 +1952,11 @@ function questionCard(question) {
         ...refuse));
     body.onsubmit = (event) => event.preventDefault();
   } else if (question.kind === "form") {
+    // A call waiting for approval names its arguments' digest, which the form fills in.
+    const approval = "arguments_sha256" in properties;
     body = element("form", {}, ...fieldsOf(question.schema),
-      element("div", { class: "row" }, element("button", { type: "submit", "data-action": "accept" }, "Send"), ...refuse));
+      element("div", { class: "row" }, element("button", { type: "submit", "data-action": "accept" }, approval ? "Approve" : "Send"),
+        ...(approval ? [button("Refuse", "decline")] : refuse)));
     body.onsubmit = (event) => {
       event.preventDefault();
       answerWith(body);

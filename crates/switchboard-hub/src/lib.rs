@@ -8,6 +8,7 @@
 //! A server that is down, slow or broken only ever affects its own task.
 
 mod activation;
+mod approval;
 mod auth;
 mod configure;
 mod connection;
@@ -35,6 +36,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use activation::{ActivationError, ConversationLayers, Scope};
+pub use approval::{ApprovalError, DIGEST_FIELD, arguments_digest};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use configure::{ConnectionTest, ImportOutcome};
 pub use era_link::ClientEra;
@@ -1033,11 +1035,14 @@ impl Hub {
     }
 
     /// Whether the server's policies check or change every call of its upstream tool `tool`:
-    /// it names the callers allowed to call it, or an admin fixed some of its arguments.
+    /// it names the callers allowed to call it, its calls may wait for approval, or an admin
+    /// fixed some of its arguments.
     pub fn policies_apply_to_calls(&self, id: &ServerId, tool: &str) -> bool {
         self.slot(id).is_ok_and(|slot| {
             let policies = &slot.definition().policies;
             policies.allowed_callers.contains_key(tool)
+                || policies.approval.contains(tool)
+                || policies.approve_destructive
                 || policies
                     .overrides
                     .get(tool)

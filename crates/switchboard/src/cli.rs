@@ -735,8 +735,31 @@ pub enum ServerCommand {
     /// (a JSON value the call always gets, hidden from the model); `--clear` for the server's
     /// own again.
     OverrideTool(OverrideArgs),
+    /// Make each call of some tools from MCP clients wait for a person's approval (in the
+    /// console, or `POST /api/questions/{id}`): `set-approval <id> <tool>...`, `--destructive`
+    /// for every tool annotated destructive, `--off` to undo, `--timeout SECS` for the wait
+    /// (300 by default; then the call is refused).
+    SetApproval(ApprovalArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
+}
+
+/// Options of `server set-approval`.
+#[derive(Debug, Args)]
+pub struct ApprovalArgs {
+    /// The server's id.
+    pub id: String,
+    /// Upstream tool names.
+    pub tools: Vec<String>,
+    /// Every tool annotated `destructiveHint: true` (by the server or an override).
+    #[arg(long)]
+    pub destructive: bool,
+    /// No longer wait for approval (for the tools named, or with `--destructive`).
+    #[arg(long)]
+    pub off: bool,
+    /// How long a call waits for approval, in seconds (1 to 86400), before it is refused.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: Option<u64>,
 }
 
 /// Options of `server override-tool`.

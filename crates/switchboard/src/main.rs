@@ -881,6 +881,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::SetRateLimit(args) => set_rate_limit(store, args).await,
         ServerCommand::SetRetries(args) => set_retries(store, args).await,
         ServerCommand::OverrideTool(args) => override_tool(store, args).await,
+        ServerCommand::SetApproval(args) => set_approval(store, args).await,
         ServerCommand::Import(args) => import(store, args).await,
     }
 }
@@ -1000,6 +1001,44 @@ async fn set_callers(store: &Store, args: cli::CallersArgs) -> anyhow::Result<i3
         "{} of {id} may now be called by {who}. {DAEMON_PICKS_IT_UP}",
         args.tools.join(", ")
     );
+    Ok(0)
+}
+
+async fn set_approval(store: &Store, args: cli::ApprovalArgs) -> anyhow::Result<i32> {
+    if args.tools.is_empty() && !args.destructive && args.timeout.is_none() {
+        bail!("name tools, or --destructive, or a --timeout");
+    }
+    let (id, mut def) = configured_server(store, &args.id).await?;
+    let change = ToolSettingsChange {
+        approval: Some(!args.off),
+        ..Default::default()
+    };
+    for tool in &args.tools {
+        def.change_tool(tool, &change);
+    }
+    if args.destructive {
+        def.policies.approve_destructive = !args.off;
+    }
+    if args.timeout.is_some() {
+        def.policies.approval_timeout_secs = args.timeout;
+    }
+    store.put_server(&def).await?;
+    let policies = &def.policies;
+    let mut waiting: Vec<&str> = policies.approval.iter().map(String::as_str).collect();
+    if policies.approve_destructive {
+        waiting.push("every tool annotated destructive");
+    }
+    let secs = policies
+        .approval_timeout_secs
+        .unwrap_or(switchboard_core::policy::DEFAULT_APPROVAL_WAIT_SECS);
+    if waiting.is_empty() {
+        println!("No call of {id} waits for approval. {DAEMON_PICKS_IT_UP}");
+    } else {
+        println!(
+            "Calls of {} on {id} wait for a person's approval (in the console), {secs} s at              most. {DAEMON_PICKS_IT_UP}",
+            waiting.join(", ")
+        );
+    }
     Ok(0)
 }
 
@@ -1182,6 +1221,13 @@ fn toml_like(def: &ServerDefinition) -> String {
     }
     for (tool, limit) in &def.policies.rate_limits {
         out += &format!("rate limit:   {tool}: {limit}\n");
+    }
+    if !def.policies.approval.is_empty() || def.policies.approve_destructive {
+        let mut waiting: Vec<&str> = def.policies.approval.iter().map(String::as_str).collect();
+        if def.policies.approve_destructive {
+            waiting.push("destructive tools");
+        }
+        out += &format!("approval:     {}\n", waiting.join(", "));
     }
     for (tool, over) in &def.policies.overrides {
         let said = serde_json::to_string(over).unwrap_or_default();

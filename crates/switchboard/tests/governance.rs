@@ -929,3 +929,171 @@ async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
         tools.keys()
     );
 }
+
+/// The questions waiting on the daemon's desk for `server`, waiting (up to 10 s) for one.
+async fn waiting_question(daemon: &Daemon, server: &str) -> Value {
+    for _ in 0..200 {
+        let listed: Value = reqwest::get(daemon.url("/api/questions"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(question) = listed["questions"]
+            .as_array()
+            .and_then(|all| all.iter().find(|q| q["server"] == server))
+        {
+            return question.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no question from {server} within 10 s");
+}
+
+/// `POST /api/questions/{id}` with `answer`; the status.
+async fn answer(daemon: &Daemon, id: &str, answer: Value) -> u16 {
+    reqwest::Client::new()
+        .post(daemon.url(&format!("/api/questions/{id}")))
+        .json(&answer)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A call of a tool that needs approval waits on the desk, where a person sees the server, the
+/// tool and the exact arguments; nothing reaches the server before they approve, an approval
+/// naming other arguments does not fit, and a refusal or the time running out refuses the call.
+/// A server that approves destructive tools holds every tool annotated so (here by an
+/// override) the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_needs_approval_waits_for_a_person_who_sees_its_exact_arguments() {
+    let (daemon, dir, [alpha, _beta]) = two_servers_and_an_endpoint().await;
+    let patch = |path: &str, body: Value| {
+        reqwest::Client::new()
+            .patch(daemon.url(path))
+            .json(&body)
+            .send()
+    };
+    let set = patch("/api/servers/alpha/tools/echo", json!({"approval": true}))
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
+    let set = patch("/api/servers/alpha", json!({"approval_timeout_secs": 2}))
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
+    let mcp = daemon.url("/mcp");
+    let stateless = client(&mcp).await;
+    let call = |message: &'static str| {
+        let upstream = stateless.upstream.clone();
+        tokio::spawn(async move {
+            upstream
+                .call_tool(
+                    "alpha__echo",
+                    json!({"message": message}).as_object().cloned(),
+                    &CallContext::default(),
+                )
+                .await
+        })
+    };
+
+    // Approved, after an approval of other arguments was refused as not fitting.
+    let before = alpha.state.last_call_id.lock().unwrap().clone();
+    let approved = call("ship it");
+    let question = waiting_question(&daemon, "alpha").await;
+    let asked = question["message"].as_str().unwrap();
+    assert!(
+        asked.contains("ship it") && asked.contains("alpha__echo"),
+        "{question}"
+    );
+    let digest = question["schema"]["properties"]["arguments_sha256"]["enum"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(digest.len(), 64);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        *alpha.state.last_call_id.lock().unwrap(),
+        before,
+        "nothing reaches the server before a person approves"
+    );
+    let id = question["id"].as_str().unwrap();
+    let other = json!({"action": "accept", "content": {"arguments_sha256": "0".repeat(64)}});
+    assert_eq!(answer(&daemon, id, other).await, 422);
+    let right = json!({"action": "accept", "content": {"arguments_sha256": digest}});
+    assert_eq!(answer(&daemon, id, right).await, 204);
+    let said = approved.await.unwrap().unwrap();
+    assert!(text_of(&said).contains("ship it"), "{}", text_of(&said));
+
+    // Refused.
+    let refused = call("drop the tables");
+    let question = waiting_question(&daemon, "alpha").await;
+    let id = question["id"].as_str().unwrap();
+    assert_eq!(answer(&daemon, id, json!({"action": "decline"})).await, 204);
+    let error = format!("{:?}", refused.await.unwrap());
+    assert!(
+        error.contains("a person refused this call of tool 'alpha__echo'"),
+        "{error}"
+    );
+
+    // Nobody answers: refused after the server's wait, and the question is gone.
+    let error = format!("{:?}", call("later").await.unwrap());
+    assert!(
+        error.contains("nobody approved this call of tool 'alpha__echo' within 2 s"),
+        "{error}"
+    );
+    let left: Value = reqwest::get(daemon.url("/api/questions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(left["questions"], json!([]));
+
+    // Destructive tools, on a server with sessions: beta's `add`, annotated destructive by an
+    // override, waits too (its session call is not taken by the short path).
+    let cli = common::run(
+        dir.path(),
+        &["server", "set-approval", "beta", "--destructive"],
+    )
+    .await;
+    assert!(cli.status.success(), "{}", common::text(&cli));
+    let set = patch(
+        "/api/servers/beta/tools/add",
+        json!({"override": {"annotations": {"destructiveHint": true}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(set.status(), 200);
+    let session = open_session(&mcp).await;
+    let held = tokio::spawn({
+        let mcp = mcp.clone();
+        async move {
+            let mut last = Value::Null;
+            for id in 1..100 {
+                last = rpc(
+                    &mcp,
+                    Some(&session),
+                    Some(id),
+                    "tools/call",
+                    Some(json!({"name": "beta__add", "arguments": {"a": 1, "b": 2}})),
+                )
+                .await;
+                // Until the daemon read the CLI's change, the call goes through.
+                if last["error"].is_object() {
+                    return last;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            last
+        }
+    });
+    let question = waiting_question(&daemon, "beta").await;
+    assert_eq!(question["tool"], "add");
+    let id = question["id"].as_str().unwrap();
+    assert_eq!(answer(&daemon, id, json!({"action": "cancel"})).await, 204);
+    let error = held.await.unwrap();
+    assert_eq!(error["error"]["data"]["approval"], "refused", "{error}");
+}

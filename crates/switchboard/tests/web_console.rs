@@ -359,6 +359,20 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         "its endpoint, and not /mcp"
     );
     assert_eq!(seen["keysAfterRevoking"], 0);
+    // A call waiting for approval, shown with its exact arguments, and approved.
+    let shown = seen["approvalShows"].as_str().unwrap();
+    assert!(
+        shown.contains("everything__echo")
+            && shown.contains("\"message\": \"deploy to production\""),
+        "{shown}"
+    );
+    assert!(
+        seen["approvedCall"]
+            .as_str()
+            .unwrap()
+            .contains("Echo: deploy to production"),
+        "{seen:#}"
+    );
     assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
     assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");
     assert_eq!(seen["afterReload"]["tab"], "prompts", "{seen:#}");

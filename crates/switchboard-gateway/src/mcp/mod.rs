@@ -1103,6 +1103,25 @@ impl AggregateServer {
         let arguments = self
             .hub()
             .with_fixed_arguments(&server, &name, request.arguments.take());
+        // A call that needs a person's approval waits for it here, with the exact arguments
+        // the server would get; nothing is sent unless they approve.
+        let destructive = tool
+            .item
+            .annotations
+            .as_ref()
+            .and_then(|hints| hints.destructive_hint)
+            == Some(true);
+        if let Some(wait) = self.hub().approval_wait(&server, &name, destructive) {
+            self.hub()
+                .approve_call(&server, &name, &request.name, arguments.as_ref(), wait)
+                .await
+                .map_err(|refused| {
+                    ErrorData::invalid_params(
+                        refused.to_string(),
+                        Some(serde_json::json!({"approval": refused.kind()})),
+                    )
+                })?;
+        }
         let patience = upstream.timeouts().tool_call;
         // The tasks extension: how this call may become a task, if its client can take one.
         let takes_tasks = context
