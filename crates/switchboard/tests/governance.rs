@@ -386,23 +386,41 @@ async fn a_session_of_an_endpoint_cannot_reach_outside_it_nor_move_to_another_do
         "the refused call never reached the server"
     );
 
-    // The session is the endpoint's: the workspace's own door does not take it.
-    let moved = rpc(&daemon.url("/mcp"), s, Some(9), "tools/list", None).await;
-    assert!(
-        moved["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("opened at endpoint 'narrow'")),
-        "{moved}"
-    );
-    let moved_call = rpc(
-        &daemon.url("/mcp"),
-        s,
-        Some(10),
-        "tools/call",
-        Some(json!({"name": "alpha__add", "arguments": {"a": 1, "b": 2}})),
-    )
-    .await;
-    assert!(moved_call["error"].is_object(), "{moved_call}");
+    // The session is the endpoint's: at the workspace's own door it is no session, for a
+    // request, its stream or its end; at its own door it goes on.
+    let elsewhere = |method: reqwest::Method| {
+        reqwest::Client::new()
+            .request(method, daemon.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
+            .send()
+    };
+    for method in [
+        reqwest::Method::POST,
+        reqwest::Method::GET,
+        reqwest::Method::DELETE,
+    ] {
+        let refused = elsewhere(method.clone()).await.unwrap();
+        assert_eq!(refused.status(), 404, "{method}");
+        let said = refused.text().await.unwrap();
+        assert!(said.contains("opened at another"), "{method}: {said}");
+    }
+    let still = rpc(&url, s, Some(10), "tools/list", None).await;
+    assert_eq!(names(&still["result"], "tools", "name"), ["alpha__echo"]);
+    // Bound from its `initialize`: a session whose first request goes elsewhere is refused too.
+    let fresh = open_session(&url).await;
+    let moved = reqwest::Client::new()
+        .post(daemon.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &fresh)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 404);
 
     // An endpoint that is not defined is not served.
     let missing = reqwest::Client::new()

@@ -292,6 +292,15 @@ pub async fn track_sessions(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
+        // Another door's session (an endpoint's at `/mcp`, or the other way round) is no
+        // session here: its stream, its end and its requests stay at its own door.
+        if !door.shared.opened_at(id, request.uri().path()) {
+            return jsonrpc_error(
+                StatusCode::NOT_FOUND,
+                -32600,
+                &format!("no session '{id}' at this door: it was opened at another"),
+            );
+        }
         door.activity.heard(id);
     }
     if request.method() == Method::DELETE {

@@ -181,6 +181,21 @@ impl Shared {
         )
     }
 
+    /// Whether the Streamable HTTP session `id`, if this replica holds it, was opened at the
+    /// door `path` names (an endpoint's, or the workspace's own): a session answers at its own
+    /// door only. A session not known here yet is left to its handlers, which check the same.
+    pub(crate) fn opened_at(&self, id: &str, path: &str) -> bool {
+        let state = lock(&self.direct_sessions)
+            .get(id)
+            .and_then(std::sync::Weak::upgrade);
+        state.is_none_or(|state| {
+            state
+                .endpoint
+                .get()
+                .is_none_or(|bound| bound.as_deref() == crate::endpoints::endpoint_in(path))
+        })
+    }
+
     /// Whether a shutdown began (new requests are refused).
     pub fn is_draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::SeqCst)
@@ -1261,8 +1276,10 @@ impl ServerHandler for AggregateServer {
         }
         context.peer.set_peer_info(request.clone());
         // The session's user and thread, if its client names them (so that changes of their
-        // layers reach it before it sends anything else).
+        // layers reach it before it sends anything else), and the door it is opened at (an
+        // endpoint's, or the workspace's own), which it keeps.
         self.conversation(&context)?;
+        self.boundary(&context)?;
         let result = self.negotiate_initialize(&request)?;
         let _ = self.session.negotiated.set(Negotiated {
             version: result.protocol_version.clone(),
