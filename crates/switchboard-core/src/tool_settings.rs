@@ -113,78 +113,54 @@ impl ServerDefinition {
     /// Applies `change` to the upstream tool `tool`. Defaults are not stored: a tool set back
     /// to them simply follows them.
     pub fn change_tool(&mut self, tool: &str, change: &ToolSettingsChange) {
-        if let Some(enabled) = change.enabled {
-            if enabled {
-                self.disabled_tools.remove(tool);
-            } else {
-                self.disabled_tools.insert(tool.to_owned());
-            }
-        }
-        if let Some(pinned) = change.pinned {
-            if pinned {
-                self.policies.pinned.insert(tool.to_owned());
-            } else {
-                self.policies.pinned.remove(tool);
-            }
-        }
+        // `disabled_tools` holds the tool when it is off.
+        mark(&mut self.disabled_tools, tool, change.enabled.map(|on| !on));
+        mark(&mut self.policies.pinned, tool, change.pinned);
+        mark(&mut self.policies.approval, tool, change.approval);
+        mark(&mut self.policies.safe_to_retry, tool, change.safe_to_retry);
         match change.task_mode {
-            Some(TaskMode::Optional) => {
-                self.task_modes.remove(tool);
-            }
-            Some(mode) => {
-                self.task_modes.insert(tool.to_owned(), mode);
-            }
-            None => {}
+            Some(TaskMode::Optional) => set(&mut self.task_modes, tool, Some(None)),
+            mode => set(&mut self.task_modes, tool, mode.map(Some)),
         }
-        match &change.allowed_callers {
-            Some(Some(callers)) => {
-                self.policies
-                    .allowed_callers
-                    .insert(tool.to_owned(), callers.clone());
-            }
-            Some(None) => {
-                self.policies.allowed_callers.remove(tool);
-            }
-            None => {}
+        set(
+            &mut self.policies.allowed_callers,
+            tool,
+            change.allowed_callers.clone(),
+        );
+        set(&mut self.policies.rate_limits, tool, change.rate_limit);
+        // An override that says nothing is none.
+        let over = change
+            .tool_override
+            .clone()
+            .map(|over| over.filter(|over| !over.is_empty()));
+        set(&mut self.policies.overrides, tool, over);
+    }
+}
+
+/// Puts `tool` in `set` (`Some(true)`) or takes it out (`Some(false)`); `None` leaves it.
+fn mark(set: &mut BTreeSet<String>, tool: &str, member: Option<bool>) {
+    match member {
+        Some(true) => {
+            set.insert(tool.to_owned());
         }
-        match change.rate_limit {
-            Some(Some(limit)) => {
-                self.policies.rate_limits.insert(tool.to_owned(), limit);
-            }
-            Some(None) => {
-                self.policies.rate_limits.remove(tool);
-            }
-            None => {}
+        Some(false) => {
+            set.remove(tool);
         }
-        match &change.tool_override {
-            Some(Some(over)) if !over.is_empty() => {
-                self.policies
-                    .overrides
-                    .insert(tool.to_owned(), over.clone());
-            }
-            Some(_) => {
-                self.policies.overrides.remove(tool);
-            }
-            None => {}
+        None => {}
+    }
+}
+
+/// Sets `tool`'s value in `map` (`Some(Some(value))`) or removes it (`Some(None)`: the
+/// default, which is not stored); `None` leaves it.
+fn set<T>(map: &mut std::collections::BTreeMap<String, T>, tool: &str, value: Option<Option<T>>) {
+    match value {
+        Some(Some(value)) => {
+            map.insert(tool.to_owned(), value);
         }
-        match change.approval {
-            Some(true) => {
-                self.policies.approval.insert(tool.to_owned());
-            }
-            Some(false) => {
-                self.policies.approval.remove(tool);
-            }
-            None => {}
+        Some(None) => {
+            map.remove(tool);
         }
-        match change.safe_to_retry {
-            Some(true) => {
-                self.policies.safe_to_retry.insert(tool.to_owned());
-            }
-            Some(false) => {
-                self.policies.safe_to_retry.remove(tool);
-            }
-            None => {}
-        }
+        None => {}
     }
 }
 

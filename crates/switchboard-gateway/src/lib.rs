@@ -1173,6 +1173,11 @@ mod tests {
             ("GET", "/mcp"),
             ("POST", "/mcp"),
             ("POST", "/api/questions/q1"),
+            ("PUT", "/api/endpoints/e"),
+            ("POST", "/api/endpoints/e/keys"),
+            ("POST", "/mcp/e/e"),
+            ("GET", "/sse/e/e"),
+            ("PATCH", "/api/servers/s/tools/t"),
         ] {
             let request = axum::http::Request::builder()
                 .method(method)

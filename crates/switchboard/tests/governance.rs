@@ -59,6 +59,15 @@ impl Daemon {
         format!("{}{path}", self.base)
     }
 
+    /// `PATCH path` with `body`.
+    async fn patch(&self, path: &str, body: Value) -> reqwest::Result<reqwest::Response> {
+        reqwest::Client::new()
+            .patch(self.url(path))
+            .json(&body)
+            .send()
+            .await
+    }
+
     /// `PUT /api/endpoints/{name}` with `definition`; the status and body.
     async fn define(&self, name: &str, definition: Value) -> (u16, Value) {
         let response = reqwest::Client::new()
@@ -793,6 +802,19 @@ async fn listed(url: &str) -> std::collections::BTreeMap<String, Value> {
         .collect()
 }
 
+/// [`listed`] at `url` once it lists `name` (or after 5 s, for the caller to say what it lists).
+async fn listed_once(url: &str, name: &str) -> std::collections::BTreeMap<String, Value> {
+    let mut tools = listed(url).await;
+    for _ in 0..100 {
+        if tools.contains_key(name) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tools = listed(url).await;
+    }
+    tools
+}
+
 /// An admin's override of a tool changes what every client lists and searches (its name,
 /// description and annotations, its schema without the fixed arguments) and what every call
 /// sends its server (the fixed values, whatever the client sent), on the full path and on both
@@ -801,18 +823,13 @@ async fn listed(url: &str) -> std::collections::BTreeMap<String, Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
     let (daemon, dir, _fixtures) = two_servers_and_an_endpoint().await;
-    let patch = |path: &str, body: Value| {
-        reqwest::Client::new()
-            .patch(daemon.url(path))
-            .json(&body)
-            .send()
-    };
-    let refused = patch(
-        "/api/servers/alpha/tools/echo",
-        json!({"override": {"annotations": {"dangerous": true}}}),
-    )
-    .await
-    .unwrap();
+    let refused = daemon
+        .patch(
+            "/api/servers/alpha/tools/echo",
+            json!({"override": {"annotations": {"dangerous": true}}}),
+        )
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 400);
     assert!(
         refused
@@ -821,25 +838,19 @@ async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
             .unwrap()
             .contains("'dangerous' is not a tool annotation")
     );
-    let set = patch(
-        "/api/servers/alpha/tools/echo",
-        json!({"override": {"name": "say", "description": "Says the approved words",
+    let set = daemon
+        .patch(
+            "/api/servers/alpha/tools/echo",
+            json!({"override": {"name": "say", "description": "Says the approved words",
             "annotations": {"destructiveHint": true},
             "fixed_arguments": {"message": "approved words"}}}),
-    )
-    .await
-    .unwrap();
+        )
+        .await
+        .unwrap();
     assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
 
     let mcp = daemon.url("/mcp");
-    let mut tools = listed(&mcp).await;
-    for _ in 0..100 {
-        if tools.contains_key("alpha__say") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        tools = listed(&mcp).await;
-    }
+    let tools = listed_once(&mcp, "alpha__say").await;
     assert!(!tools.contains_key("alpha__echo"), "{:?}", tools.keys());
     let say = &tools["alpha__say"];
     assert_eq!(say["description"], "Says the approved words");
@@ -929,18 +940,12 @@ async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
     assert!(sum.to_string().contains("\"42\""), "{sum}");
 
     // Cleared: the server's tool again.
-    let cleared = patch("/api/servers/alpha/tools/echo", json!({"override": null}))
+    let cleared = daemon
+        .patch("/api/servers/alpha/tools/echo", json!({"override": null}))
         .await
         .unwrap();
     assert_eq!(cleared.status(), 200);
-    let mut tools = listed(&mcp).await;
-    for _ in 0..100 {
-        if tools.contains_key("alpha__echo") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        tools = listed(&mcp).await;
-    }
+    let tools = listed_once(&mcp, "alpha__echo").await;
     assert!(
         tools.contains_key("alpha__echo") && !tools.contains_key("alpha__say"),
         "{:?}",
@@ -988,17 +993,13 @@ async fn answer(daemon: &Daemon, id: &str, answer: Value) -> u16 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_that_needs_approval_waits_for_a_person_who_sees_its_exact_arguments() {
     let (daemon, dir, [alpha, _beta]) = two_servers_and_an_endpoint().await;
-    let patch = |path: &str, body: Value| {
-        reqwest::Client::new()
-            .patch(daemon.url(path))
-            .json(&body)
-            .send()
-    };
-    let set = patch("/api/servers/alpha/tools/echo", json!({"approval": true}))
+    let set = daemon
+        .patch("/api/servers/alpha/tools/echo", json!({"approval": true}))
         .await
         .unwrap();
     assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
-    let set = patch("/api/servers/alpha", json!({"approval_timeout_secs": 2}))
+    let set = daemon
+        .patch("/api/servers/alpha", json!({"approval_timeout_secs": 2}))
         .await
         .unwrap();
     assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
@@ -1078,12 +1079,13 @@ async fn a_call_that_needs_approval_waits_for_a_person_who_sees_its_exact_argume
     )
     .await;
     assert!(cli.status.success(), "{}", common::text(&cli));
-    let set = patch(
-        "/api/servers/beta/tools/add",
-        json!({"override": {"annotations": {"destructiveHint": true}}}),
-    )
-    .await
-    .unwrap();
+    let set = daemon
+        .patch(
+            "/api/servers/beta/tools/add",
+            json!({"override": {"annotations": {"destructiveHint": true}}}),
+        )
+        .await
+        .unwrap();
     assert_eq!(set.status(), 200);
     let session = open_session(&mcp).await;
     let held = tokio::spawn({
