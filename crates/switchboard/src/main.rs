@@ -1035,7 +1035,7 @@ async fn set_approval(store: &Store, args: cli::ApprovalArgs) -> anyhow::Result<
         println!("No call of {id} waits for approval. {DAEMON_PICKS_IT_UP}");
     } else {
         println!(
-            "Calls of {} on {id} wait for a person's approval (in the console), {secs} s at              most. {DAEMON_PICKS_IT_UP}",
+            "Calls of {} on {id} wait for a person's approval (in the console), {secs} s at most. {DAEMON_PICKS_IT_UP}",
             waiting.join(", ")
         );
     }
