@@ -5,7 +5,8 @@
 // progress), runs another and watches its messages in the inspector, cancels a long one, answers the server's question in a dialog, reads
 // a resource and gets a prompt, then adds the built-in human server and answers its tool's question,
 // adds an MCP App server (the ext-apps basic example), runs its tool and clicks in its app,
-// defines an endpoint of two of its tools and issues a key for it, approves a client's call
+// defines an endpoint of two of its tools and issues a key for it, approves a client's call,
+// reads the call and the approval in the audit log and exports it
 // after seeing its arguments, and imports a client's configuration.
 //
 //   node console.mjs <daemon-base-url> <server-everything-entry.js> [screenshot-dir]
@@ -502,6 +503,32 @@ try {
   await page.click('[data-question] [data-action="accept"]');
   seen.approvedCall = await approvedCall;
   await fetch(`${base}/api/servers/everything/tools/echo`, { method: "PATCH", headers: json, body: JSON.stringify({ approval: false }) });
+
+  // The audit log: the approval and the call it let through, filtered, and exported.
+  const rowsOf = (kind) => page.waitForFunction((kind) => {
+    const rows = [...document.querySelectorAll("#audit-records tbody tr")];
+    return rows.length > 0 && rows.every((row) => row.dataset.kind === kind);
+  }, kind);
+  const rowTexts = () => page.$$eval("#audit-records tbody tr", (rows) => rows.map((row) =>
+    [...row.cells].map((cell) => cell.textContent.replace(/\s+/g, " ").trim()).join(" | ")));
+  await page.click("#show-audit");
+  await page.waitForSelector("#audit-panel:not([hidden])");
+  await page.selectOption('#audit-filters select[name="kind"]', "approval");
+  await page.click('#audit-filters button[type="submit"]');
+  await rowsOf("approval");
+  seen.auditApprovals = await rowTexts();
+  await page.selectOption('#audit-filters select[name="kind"]', "call");
+  await page.fill('#audit-filters input[name="tool"]', "echo");
+  await page.click('#audit-filters button[type="submit"]');
+  await rowsOf("call");
+  seen.auditCalls = await rowTexts();
+  await shot(page, "audit");
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#audit-export")]);
+  const chunks = [];
+  for await (const chunk of await download.createReadStream()) chunks.push(chunk);
+  const exported = Buffer.concat(chunks).toString("utf8").trim().split("\n").map((line) => JSON.parse(line));
+  seen.auditExported = { name: download.suggestedFilename(), lines: exported.length, kinds: [...new Set(exported.map((r) => r.kind))], tools: [...new Set(exported.map((r) => r.tool))] };
+  await page.click("[data-close-audit]");
 
   // A dark theme, and what survives a reload: the theme, the open server and tab, the activity.
   await page.click('[data-server="everything"] [data-action="open"]');

@@ -7,6 +7,7 @@
 
 pub mod activation;
 pub mod approved;
+pub mod audit;
 pub mod catalog;
 pub mod config;
 pub mod endpoint;
@@ -15,6 +16,7 @@ pub mod exposure;
 pub mod network;
 pub mod policy;
 pub mod rate_limit;
+pub mod redact;
 pub mod retry;
 pub mod search;
 pub mod server;
@@ -26,6 +28,7 @@ pub mod tool_settings;
 
 pub use activation::{Activation, ActivationChange, Layers};
 pub use approved::{ApprovalError, ApprovedCommand};
+pub use audit::{AuditArguments, AuditKind, AuditQuery, AuditRecord, CallOrigin};
 pub use endpoint::{Endpoint, EndpointDefinition, ToolSet};
 pub use error::{ErrorSource, RetryClass};
 pub use policy::{Caller, CallerRefused, ToolPolicies};

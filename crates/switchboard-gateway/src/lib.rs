@@ -15,6 +15,7 @@
 
 mod activation;
 mod apps;
+mod audit;
 mod commands;
 mod endpoints;
 mod events;
@@ -355,6 +356,8 @@ pub(crate) fn workspace_router(
         .route("/api/servers", get(servers::list).post(servers::create))
         .route("/api/servers/import", post(servers::import))
         .route("/api/commands", get(commands::list))
+        .route("/api/audit", get(audit::list))
+        .route("/api/audit/export", get(audit::export))
         .route("/api/endpoints", get(endpoints::list))
         .route(
             "/api/endpoints/{name}",
@@ -468,7 +471,11 @@ pub(crate) fn workspace_router(
                     if request.method() == axum::http::Method::POST && draining.is_draining() {
                         return shutting_down();
                     }
+                    let change = audit::change_in(&endpoint_hub, &request);
                     let mut response = next.run(request).await;
+                    if let Some(change) = change {
+                        change.record(&endpoint_hub, response.status());
+                    }
                     if let origins::Sender::CorsApp(origin) = sender {
                         origins::grant(&mut response, origin);
                     }

@@ -403,7 +403,10 @@ async fn complete(app: &AppState, callback: AuthorizationCallback) -> Response {
         Err(error) => return store_unavailable(&error),
     };
     let id = login.server.clone();
+    let workspace = login.workspace.clone();
     let outcome = redeem(app, login, &callback).await;
+    app.hub
+        .audit_sign_in(&workspace, &id, outcome.as_ref().err().map(String::as_str));
     let failure_elsewhere = outcome.as_ref().err().filter(|_| listener.is_none());
     if let Err(error) = store
         .finish_pending_sign_in(state, failure_elsewhere.map(String::as_str))

@@ -587,9 +587,13 @@ pub(crate) async fn call(
     let repeatable = app.hub.call_repeatable(&id, &tool);
     let mut call = call;
     call.arguments = app.hub.with_fixed_arguments(&id, &tool, call.arguments);
+    let origin = app
+        .hub
+        .call_origin("api", None, None, &tool, call.arguments.as_ref());
     if !streams {
         let context = CallContext {
             repeatable,
+            origin,
             ..Default::default()
         };
         let result = upstream.call_tool(&tool, call.arguments, &context).await?;
@@ -601,6 +605,7 @@ pub(crate) async fn call(
         progress: Some(progress),
         cancel: cancel.clone(),
         repeatable,
+        origin,
         ..Default::default()
     };
     let (events, received) = tokio::sync::mpsc::unbounded_channel::<Event>();

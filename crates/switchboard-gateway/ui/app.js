@@ -332,6 +332,79 @@ async function editEndpoint(endpoint) {
   (endpoint ? form.elements.description : form.elements.name).focus();
 }
 
+// ---- the audit log: what ran, and who changed what ----
+
+/** The filters of the audit page, as a query string (without `before`). */
+function auditQuery() {
+  const query = new URLSearchParams();
+  for (const [name, value] of new FormData($("#audit-filters"))) {
+    if (String(value).trim()) query.set(name, String(value).trim());
+  }
+  return query;
+}
+
+/** "sha256 1f2e…" for a digest, the JSON for redacted arguments; the details' words. */
+function auditDetail(record) {
+  const parts = [];
+  if (record.arguments?.sha256) parts.push(`arguments sha256 ${record.arguments.sha256.slice(0, 12)}…`);
+  else if (record.arguments) parts.push(`arguments ${JSON.stringify(record.arguments)}`);
+  const detail = record.detail ?? {};
+  if (detail.called_as) parts.push(`called as ${detail.called_as}`);
+  if (detail.reason) parts.push(detail.reason);
+  if (detail.method) parts.push(`${detail.method} ${detail.path}`);
+  if (detail.command) parts.push(`switchboard ${detail.command}`);
+  if (detail.arguments_sha256) parts.push(`approved sha256 ${detail.arguments_sha256.slice(0, 12)}…`);
+  return parts.join(" · ");
+}
+
+/** Shows a page of the audit log: the first (`before` absent), or the one after the last. */
+async function loadAudit(before) {
+  const query = auditQuery();
+  query.set("limit", "50");
+  if (before) query.set("before", before);
+  let page;
+  try {
+    page = await api("GET", `/api/audit?${query}`);
+  } catch (error) {
+    $("#audit-status").textContent = `Cannot read the audit log: ${error.message}`;
+    return;
+  }
+  const rows = page.records.map((record) => element("tr", { "data-kind": record.kind, "data-outcome": record.outcome },
+    element("td", {}, new Date(record.at_ms).toLocaleString()),
+    element("td", {}, record.kind.replace("_", "-")),
+    element("td", {}, record.actor),
+    element("td", {}, [record.door, record.endpoint && `endpoint ${record.endpoint}`, record.client].filter(Boolean).join(" · ")),
+    element("td", {}, [record.server, record.tool].filter(Boolean).join(" / ")),
+    element("td", { class: ["ok", "approved"].includes(record.outcome) ? "" : "error" }, record.outcome),
+    element("td", {}, record.duration_ms ?? ""),
+    element("td", {}, auditDetail(record))));
+  const body = $("#audit-records tbody");
+  if (before) body.append(...rows); else body.replaceChildren(...rows);
+  $("#audit-status").textContent = body.children.length ? "" : "Nothing recorded matches.";
+  const older = $("#audit-older");
+  older.hidden = page.next == null;
+  older.dataset.before = page.next ?? "";
+}
+
+$("#show-audit").addEventListener("click", () => {
+  $("#audit-panel").hidden = false;
+  loadAudit();
+  $("#audit-panel").scrollIntoView({ block: "nearest" });
+});
+$("#audit-filters").addEventListener("submit", (event) => { event.preventDefault(); loadAudit(); });
+$("#audit-older").addEventListener("click", (event) => loadAudit(event.target.dataset.before));
+document.querySelector("[data-close-audit]").addEventListener("click", () => { $("#audit-panel").hidden = true; });
+$("#audit-export").addEventListener("click", async () => {
+  const response = await api("GET", `/api/audit/export?${auditQuery()}`, undefined, { raw: true });
+  if (!response.ok) {
+    $("#audit-status").textContent = `Cannot export the audit log: ${response.status} ${response.statusText}`;
+    return;
+  }
+  const link = element("a", { href: URL.createObjectURL(await response.blob()), download: "switchboard-audit.jsonl" });
+  link.click();
+  URL.revokeObjectURL(link.href);
+});
+
 $("#show-endpoints").addEventListener("click", () => {
   $("#endpoints-panel").hidden = false;
   loadEndpoints();
@@ -595,6 +668,8 @@ async function loadMe() {
     return;
   }
   $("#who").hidden = me.workspace !== "user";
+  // The audit log is the operator's and tenant admins'.
+  $("#show-audit").hidden = me.workspace === "user" && me.role !== "admin";
   if (me.workspace === "user") {
     $("#who").textContent = `${me.user} · ${me.tenant} · ${me.role}`;
     await loadApprovedCommands();

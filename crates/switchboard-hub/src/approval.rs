@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use sha2::Digest;
 use switchboard_core::ServerId;
+use switchboard_core::audit::AuditKind;
 use switchboard_core::endpoint::hex_of;
 
 use crate::Hub;
@@ -118,7 +119,7 @@ impl Hub {
                 wait,
             )
             .await;
-        match asked {
+        let decided = match asked {
             Ok(answer) if answer.action == Action::Accept => {
                 tracing::info!(server = %id, tool, "a person approved a call");
                 Ok(())
@@ -130,7 +131,17 @@ impl Hub {
                 tool: exposed.to_owned(),
                 waited: wait,
             }),
-        }
+        };
+        let outcome = match &decided {
+            Ok(()) => "approved",
+            Err(refused) => refused.kind(),
+        };
+        self.audit(AuditKind::Approval, outcome, |record| {
+            record
+                .about(id.as_str(), Some(tool))
+                .with_detail(json!({"called_as": exposed, "arguments_sha256": digest}))
+        });
+        decided
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod activation;
 mod approval;
+mod audit;
 mod auth;
 mod configure;
 mod connection;
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use activation::{ActivationError, ConversationLayers, Scope};
 pub use approval::{ApprovalError, DIGEST_FIELD, arguments_digest};
+pub use audit::{AuditLog, AuditReadError, AuditRetention};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use configure::{ConnectionTest, ImportOutcome};
 pub use era_link::ClientEra;
@@ -224,6 +226,8 @@ pub struct Hub {
     desk: Desk,
     inspector: inspector::Inspector,
     subscriptions: subscriptions::Subscriptions,
+    /// Where the hub's calls, approvals and changes are recorded, once enabled.
+    audit: std::sync::OnceLock<Arc<audit::AuditRecorder>>,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -286,6 +290,7 @@ impl Hub {
             desk,
             inspector: inspector::Inspector::default(),
             subscriptions: subscriptions::Subscriptions::default(),
+            audit: std::sync::OnceLock::new(),
         })
     }
 
@@ -788,6 +793,8 @@ impl Hub {
         .await;
         tasks.abort_all();
         write(&self.servers).clear();
+        // Calls that ended as their servers stopped are in the log before the process ends.
+        self.audit_flushed().await;
     }
 
     /// Status of every server in the hub, ordered by id.

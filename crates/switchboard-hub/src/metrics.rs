@@ -21,6 +21,7 @@ use switchboard_core::{ConnectionState, ServerId};
 use switchboard_upstream::{CallObserver, CallOutcome, CallRecord};
 use tokio::sync::broadcast;
 
+use crate::audit::AuditRecorder;
 use crate::{HubEvent, ServerStatus, read, write};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,6 +67,10 @@ pub struct HubMetrics {
     pub(crate) calls_announced: broadcast::Sender<HubEvent>,
     /// Each called tool's handles, by server and tool.
     handles: RwLock<HashMap<String, HashMap<String, Arc<ToolHandles>>>>,
+    /// Where finished calls are recorded, once the hub keeps an audit log.
+    audit: std::sync::OnceLock<Arc<AuditRecorder>>,
+    /// Audit records the log dropped (its queue full), read at each scrape.
+    audit_dropped: Gauge,
 }
 
 impl std::fmt::Debug for HubMetrics {
@@ -109,6 +114,12 @@ impl HubMetrics {
             "1 for each server's current connection state",
             states.clone(),
         );
+        let audit_dropped = Gauge::default();
+        registry.register(
+            "audit_dropped",
+            "Audit records dropped because the store could not keep up (0 unless the audit log is behind)",
+            audit_dropped.clone(),
+        );
         Self {
             registry,
             calls,
@@ -119,7 +130,14 @@ impl HubMetrics {
             scraping: Mutex::new(()),
             calls_announced: broadcast::channel(1024).0,
             handles: RwLock::default(),
+            audit: std::sync::OnceLock::new(),
+            audit_dropped,
         }
+    }
+
+    /// Records every finished call in `audit` from now on.
+    pub(crate) fn record_calls_in(&self, audit: Arc<AuditRecorder>) {
+        let _ = self.audit.set(audit);
     }
 
     /// A server's connection moved to `to`.
@@ -149,6 +167,10 @@ impl HubMetrics {
                     state: status.state.as_str(),
                 })
                 .set(1);
+        }
+        if let Some(audit) = self.audit.get() {
+            self.audit_dropped
+                .set(i64::try_from(audit.dropped()).unwrap_or(i64::MAX));
         }
         let mut text = String::new();
         if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
@@ -209,6 +231,9 @@ impl CallObserver for HubMetrics {
             })
             .inc();
         handles.duration.observe(call.elapsed.as_secs_f64());
+        if let Some(audit) = self.audit.get() {
+            audit.call(&call);
+        }
         if self.calls_announced.receiver_count() > 0 {
             let _ = self.calls_announced.send(HubEvent::ToolCalled {
                 server: call.server.clone(),

@@ -117,6 +117,7 @@ async fn echo_directly(
             Default::default(),
             None,
             repeatable,
+            None,
             &tracing::Span::none(),
         )
         .await

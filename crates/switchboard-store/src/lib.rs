@@ -10,6 +10,7 @@
 
 mod activations;
 mod approved;
+mod audit;
 mod changes;
 pub mod credentials;
 mod db;

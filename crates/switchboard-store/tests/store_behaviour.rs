@@ -99,6 +99,7 @@ on_both_engines!(
     oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server,
     the_fingerprint_moves_with_servers_and_layers,
     endpoints_are_the_tenants_and_move_the_fingerprint,
+    the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_past_retention,
     a_server_change_moves_the_fingerprint_only_for_the_workspaces_that_see_it,
     each_workspace_sees_its_tenants_shared_servers_and_its_own_only,
     each_user_signs_in_to_a_shared_server_as_themselves,
@@ -479,6 +480,101 @@ async fn endpoints_are_the_tenants_and_move_the_fingerprint(place: Place) {
     carol.revoke_endpoint_key("lite", &kept.id).await.unwrap();
     carol.remove_endpoint("lite").await.unwrap();
     assert!(ana.endpoints().await.unwrap().is_empty());
+}
+
+/// The audit log: appended in batches, read newest first a page at a time with filters; a
+/// tenant admin reads their tenant's records, a member none, the operator every tenant's;
+/// records past their age, and the oldest beyond the most kept, are deleted.
+async fn the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_past_retention(
+    place: Place,
+) {
+    use switchboard_core::audit::{AuditKind, AuditQuery, AuditRecord};
+    let (local, ana, _bob, carol) = acme(&place).await;
+    let record = |at_ms: u64, tenant: &str, kind: AuditKind, server: &str| {
+        let mut record =
+            AuditRecord::new(kind, at_ms, tenant, "ana", "ok").about(server, Some("t"));
+        record.arguments = Some(serde_json::json!({"sha256": "ab"}));
+        record.duration_ms = Some(12);
+        record
+    };
+    let mut batch = Vec::new();
+    for at in 1..=6 {
+        batch.push(record(at * 1000, "acme", AuditKind::Call, "docs"));
+    }
+    batch.push(record(7000, "acme", AuditKind::Change, "mail"));
+    batch.push(record(8000, "default", AuditKind::Call, "docs"));
+    local.append_audit(&batch).await.unwrap();
+
+    let everything = local.audit_page(&AuditQuery::default()).await.unwrap();
+    assert_eq!(everything.len(), 8);
+    assert_eq!(everything[0].tenant, "default", "newest first");
+    assert_eq!(everything[1].kind, AuditKind::Change);
+    let read_back = &everything[2];
+    assert_eq!(
+        read_back.arguments,
+        Some(serde_json::json!({"sha256": "ab"}))
+    );
+    assert_eq!((read_back.duration_ms, read_back.at_ms), (Some(12), 6000));
+
+    // A tenant admin reads their tenant's, whatever tenant they name; a member reads none.
+    let query = AuditQuery {
+        tenant: Some("default".into()),
+        ..Default::default()
+    };
+    let acmes = carol.audit_page(&query).await.unwrap();
+    assert_eq!(acmes.len(), 7);
+    assert!(acmes.iter().all(|record| record.tenant == "acme"));
+    assert!(matches!(
+        ana.audit_page(&AuditQuery::default()).await,
+        Err(switchboard_store::StoreError::Forbidden(_))
+    ));
+
+    // Filters and pages.
+    let calls = AuditQuery {
+        kind: Some(AuditKind::Call),
+        server: Some("docs".into()),
+        tenant: Some("acme".into()),
+        since: Some(2000),
+        until: Some(6000),
+        limit: Some(3),
+        ..Default::default()
+    };
+    let page = local.audit_page(&calls).await.unwrap();
+    let times: Vec<u64> = page.iter().map(|record| record.at_ms).collect();
+    assert_eq!(times, [5000, 4000, 3000]);
+    let next = AuditQuery {
+        before: page.last().unwrap().id,
+        ..calls
+    };
+    let times: Vec<u64> = local
+        .audit_page(&next)
+        .await
+        .unwrap()
+        .iter()
+        .map(|record| record.at_ms)
+        .collect();
+    assert_eq!(times, [2000]);
+    assert!(matches!(
+        local
+            .audit_page(&AuditQuery {
+                limit: Some(0),
+                ..Default::default()
+            })
+            .await,
+        Err(switchboard_store::StoreError::Invalid(_))
+    ));
+
+    // Retention: older than 3 s goes, then all but the newest 4.
+    assert_eq!(local.prune_audit(3000, 100).await.unwrap(), 2);
+    assert_eq!(local.prune_audit(0, 4).await.unwrap(), 2);
+    let left: Vec<u64> = local
+        .audit_page(&AuditQuery::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|record| record.at_ms)
+        .collect();
+    assert_eq!(left, [8000, 7000, 6000, 5000]);
 }
 
 /// Every open workspace follows the fingerprint; a change to servers moves only what the

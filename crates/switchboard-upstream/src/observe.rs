@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use rmcp::model::{CallToolResult, ServerJsonRpcMessage, ServerResult};
-use switchboard_core::ServerId;
+use switchboard_core::{CallOrigin, ServerId};
 
 use crate::error::UpstreamError;
 
@@ -171,6 +171,8 @@ pub struct CallRecord<'a> {
     pub outcome: CallOutcome,
     /// From the call's start to its outcome (its answer read to the end).
     pub elapsed: Duration,
+    /// Where the call came in (its door, endpoint, client, arguments), when its caller said.
+    pub origin: Option<&'a CallOrigin>,
 }
 
 /// Who hears of every finished call. Called on the call's own task: keep it quick.
@@ -191,12 +193,19 @@ impl CallWatch {
         Self { observer, server }
     }
 
-    pub(crate) fn report(&self, tool: &str, outcome: CallOutcome, started: Instant) {
+    pub(crate) fn report(
+        &self,
+        tool: &str,
+        outcome: CallOutcome,
+        started: Instant,
+        origin: Option<&CallOrigin>,
+    ) {
         self.observer.finished(CallRecord {
             server: &self.server,
             tool,
             outcome,
             elapsed: started.elapsed(),
+            origin,
         });
     }
 
@@ -206,6 +215,7 @@ impl CallWatch {
         self,
         tool: String,
         started: Instant,
+        origin: Option<Arc<CallOrigin>>,
         messages: BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>>,
     ) -> BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>> {
         /// Reports once: on the answer, on an error, or when dropped unreported.
@@ -213,11 +223,12 @@ impl CallWatch {
             watch: Option<CallWatch>,
             tool: String,
             started: Instant,
+            origin: Option<Arc<CallOrigin>>,
         }
         impl Pending {
             fn settle(&mut self, outcome: CallOutcome) {
                 if let Some(watch) = self.watch.take() {
-                    watch.report(&self.tool, outcome, self.started);
+                    watch.report(&self.tool, outcome, self.started, self.origin.as_deref());
                 }
             }
         }
@@ -230,6 +241,7 @@ impl CallWatch {
             watch: Some(self),
             tool,
             started,
+            origin,
         };
         messages
             .map(move |item| {

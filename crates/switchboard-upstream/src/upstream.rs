@@ -101,6 +101,8 @@ pub struct CallContext {
     /// The caller's W3C trace context, passed on to the server when Switchboard exports no
     /// traces of its own (when it does, the server gets the exchange's span instead).
     pub trace: Option<switchboard_telemetry::TraceContext>,
+    /// Where a `tools/call` came in, for the observer's record of it (the audit log).
+    pub origin: Option<Arc<switchboard_core::CallOrigin>>,
 }
 
 /// What a stateless server's `subscriptions/listen` stream covers.
@@ -289,6 +291,7 @@ impl Upstream {
         cancelled: tokio_util::sync::CancellationToken,
         polling: Option<crate::direct::CallerPolling>,
         repeatable: bool,
+        origin: Option<Arc<switchboard_core::CallOrigin>>,
         parent: &tracing::Span,
     ) -> Result<DirectReply, UpstreamError> {
         let span = switchboard_telemetry::exchange_span(
@@ -311,9 +314,10 @@ impl Upstream {
             }
         }
         // Boxed: the caller's future holds only this one's, small, and moves it cheaply.
-        let reply =
-            Box::pin(self.call_tool_direct_traced(request, input, cancelled, polling, repeatable))
-                .await;
+        let reply = Box::pin(
+            self.call_tool_direct_traced(request, input, cancelled, polling, repeatable, origin),
+        )
+        .await;
         if span.is_disabled() {
             return reply;
         }
@@ -340,6 +344,7 @@ impl Upstream {
         cancelled: tokio_util::sync::CancellationToken,
         polling: Option<crate::direct::CallerPolling>,
         repeatable: bool,
+        origin: Option<Arc<switchboard_core::CallOrigin>>,
     ) -> Result<DirectReply, UpstreamError> {
         let Some(direct) = &self.direct else {
             return Err(UpstreamError::Unsupported("direct calls"));
@@ -376,15 +381,25 @@ impl Upstream {
         };
         match reply {
             Ok(DirectReply::Message(message)) => {
-                calls.report(&tool, observe::outcome_of_message(&message), started);
+                calls.report(
+                    &tool,
+                    observe::outcome_of_message(&message),
+                    started,
+                    origin.as_deref(),
+                );
                 Ok(DirectReply::Message(message))
             }
             Ok(DirectReply::Stream(messages)) => Ok(DirectReply::Stream(
-                calls.clone().follow(tool, started, messages),
+                calls.clone().follow(tool, started, origin, messages),
             )),
             Ok(DirectReply::NotSent) => Ok(DirectReply::NotSent),
             Err(error) => {
-                calls.report(&tool, CallOutcome::of_error(&error), started);
+                calls.report(
+                    &tool,
+                    CallOutcome::of_error(&error),
+                    started,
+                    origin.as_deref(),
+                );
                 Err(error)
             }
         }
@@ -709,7 +724,12 @@ impl Upstream {
             })
             .await;
         if let Some(calls) = &self.calls {
-            calls.report(name, CallOutcome::of(&result), started);
+            calls.report(
+                name,
+                CallOutcome::of(&result),
+                started,
+                context.origin.as_deref(),
+            );
         }
         result
     }

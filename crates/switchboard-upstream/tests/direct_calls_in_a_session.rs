@@ -59,6 +59,7 @@ async fn send_cancellable(
             cancelled,
             None,
             false,
+            None,
             &tracing::Span::none(),
         )
         .await

@@ -77,6 +77,20 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub standalone: bool,
 
+    /// What the audit log keeps of each tool call's arguments: `digest` (their SHA-256, the
+    /// default), `redacted` (the arguments, with secrets and personal data masked) or
+    /// `omitted`; `off` keeps no audit log. Calls, changes, sign-ins and approvals are recorded
+    /// in the store (`GET /api/audit`).
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_AUDIT",
+        value_name = "MODE",
+        default_value = "digest",
+        value_parser = parse_audit
+    )]
+    pub audit: AuditMode,
+
     /// Log more (repeat for more detail). `RUST_LOG` overrides this.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -84,6 +98,20 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--audit`: how calls' arguments are kept, or `None` for no audit log.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditMode(pub Option<switchboard_core::AuditArguments>);
+
+fn parse_audit(text: &str) -> Result<AuditMode, String> {
+    match text {
+        "off" => Ok(AuditMode(None)),
+        other => other
+            .parse()
+            .map(|arguments| AuditMode(Some(arguments)))
+            .map_err(|e: switchboard_core::audit::AuditError| format!("{e}, or off")),
+    }
 }
 
 /// Top-level commands.
@@ -442,6 +470,24 @@ pub struct ServeArgs {
     pub allow_upstream_network: Vec<switchboard_core::network::AllowedNetwork>,
     #[command(flatten)]
     pub oidc: OidcArgs,
+    /// Days the audit log keeps its records; older ones are deleted every hour.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_AUDIT_RETENTION_DAYS",
+        value_name = "DAYS",
+        default_value_t = 90,
+        value_parser = clap::value_parser!(u32).range(1..=36_500)
+    )]
+    pub audit_retention_days: u32,
+    /// The most records the audit log keeps; the oldest beyond it are deleted every hour.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_AUDIT_MAX_RECORDS",
+        value_name = "N",
+        default_value_t = 10_000_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub audit_max_records: u64,
     /// Most tool calls each client may make, as `10/s`, `600/min` or `1000/h` with an optional
     /// burst (`10/s:40`). A client is the user a request names (`X-Switchboard-User`), else its
     /// API key, else its MCP session. Calls beyond it are refused with error -32029.

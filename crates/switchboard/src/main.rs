@@ -201,6 +201,25 @@ fn child_policy(
     }
 }
 
+/// What the audit log keeps of calls' arguments (`None`: no log), for every command (set once
+/// in [`run`]).
+static AUDIT: std::sync::OnceLock<Option<switchboard_core::AuditArguments>> =
+    std::sync::OnceLock::new();
+
+/// Starts this process's audit log over `store`, unless `--audit off`; with `retention` it
+/// also deletes old records (the daemon does; a command's run only adds its own).
+fn audit_log(
+    store: &Store,
+    retention: Option<switchboard_hub::AuditRetention>,
+) -> Option<Arc<switchboard_hub::AuditLog>> {
+    let arguments = (*AUDIT.get()?)?;
+    Some(switchboard_hub::AuditLog::start(
+        store.clone(),
+        arguments,
+        retention,
+    ))
+}
+
 fn data_dir(cli: &Cli) -> PathBuf {
     cli.data_dir.clone().unwrap_or_else(|| {
         let platform = directories::ProjectDirs::from("dev", "switchboard", "switchboard")
@@ -228,6 +247,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         );
     }
     let _ = CHILDREN.set(Arc::new(children));
+    let _ = AUDIT.set(cli.audit.0);
     if let Some(path) = &cli.config {
         apply_config_file(&store, path).await?;
     }
@@ -241,9 +261,73 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             daemon.url()
         );
     }
+    // A change made here (the store written directly) is recorded as the operator's.
+    let change = cli_change(&cli.command).map(|words| (words, audit_log(&store, None)));
+    let sign_in = match &cli.command {
+        Command::Login(args) => Some(args.server.clone()),
+        _ => None,
+    };
+    let ran = run_command(cli.command, store, daemon, &dir, &location).await;
+    if let Some((words, Some(log))) = change {
+        let outcome = match &ran {
+            Ok(0) => "ok",
+            _ => "failed",
+        };
+        let mut record =
+            switchboard_hub::AuditLog::operators(switchboard_core::AuditKind::Change, outcome)
+                .with_detail(serde_json::json!({"command": words}));
+        record.door = Some("cli".to_owned());
+        if let Some(server) = sign_in {
+            record = record.about(&server, None);
+            record.kind = switchboard_core::AuditKind::SignIn;
+        }
+        log.record(record);
+        log.flushed().await;
+    }
+    ran
+}
+
+/// The words of `command` (its subcommands' names, never a value given to them) when it
+/// changes what the store holds: servers, approved commands, endpoints, tenants, users, the
+/// vault, sign-ins. Reads (`list`, `show`, `check`, `test`) are none.
+fn cli_change(command: &Command) -> Option<String> {
+    use clap::CommandFactory;
+    if !matches!(
+        command,
+        Command::Server(_)
+            | Command::Commands(_)
+            | Command::Endpoint(_)
+            | Command::Tenant(_)
+            | Command::User(_)
+            | Command::Vault(_)
+            | Command::Login(_)
+            | Command::Logout(_)
+    ) {
+        return None;
+    }
+    let matches = Cli::command()
+        .try_get_matches_from(std::env::args_os())
+        .ok()?;
+    let mut words = Vec::new();
+    let mut at = matches.subcommand();
+    while let Some((name, below)) = at {
+        words.push(name.to_owned());
+        at = below.subcommand();
+    }
+    let last = words.last()?;
+    (!matches!(last.as_str(), "list" | "show" | "check" | "test")).then(|| words.join(" "))
+}
+
+async fn run_command(
+    command: Command,
+    store: Store,
+    daemon: Option<daemon::Daemon>,
+    dir: &std::path::Path,
+    location: &StoreLocation,
+) -> anyhow::Result<i32> {
     let only = |id: &str| Some(id.to_owned());
-    match cli.command {
-        Command::Serve(args) => serve(store, *args, &dir, &location).await,
+    match command {
+        Command::Serve(args) => serve(store, *args, dir, location).await,
         Command::Stdio(args) => match daemon {
             Some(daemon) => stdio_through(&daemon, args).await,
             None => stdio(store, args).await,
@@ -502,7 +586,11 @@ fn relaying_options() -> ConnectOptions {
 /// from the same store as any daemon (SQLite in WAL mode takes both), and logs only to stderr.
 async fn stdio(store: Store, args: cli::StdioArgs) -> anyhow::Result<i32> {
     let oauth = switchboard_hub::OAuthOptions::from_env();
+    let audit = audit_log(&store, None);
     let hub = Hub::with_oauth(store, relaying_options(), oauth);
+    if let Some(audit) = audit {
+        hub.enable_audit(audit);
+    }
     enable_search_model(&hub, &args.search_model).await?;
     hub.start_all().await?;
     // Give servers a moment to connect, so the first tools/list is complete; later arrivals
@@ -581,6 +669,13 @@ async fn serve(
     let follower =
         switchboard_hub::StoreFollower::start(store.clone(), args.store_check, stop.clone());
     let encoder = load_search_model(&args.search_model).await?;
+    let audit = audit_log(
+        &store,
+        Some(switchboard_hub::AuditRetention {
+            max_age: Duration::from_secs(u64::from(args.audit_retention_days) * 24 * 3600),
+            max_records: args.audit_max_records,
+        }),
+    );
     // Tenant admins' and members' servers reach public addresses over https and what the
     // operator allows; the operator's own reach anything.
     let allowed = switchboard_core::network::AllowedNetworks::new(
@@ -602,6 +697,7 @@ async fn serve(
         client_rate_limit: args.client_rate_limit,
         inspector_history: usize::from(args.inspector_history),
         encoder: encoder.clone(),
+        audit: audit.clone(),
     });
     let provider = identity_provider(&args.oidc, args.users, &oauth).await?;
     let access = access_for(
@@ -615,6 +711,9 @@ async fn serve(
         &args.cors_origin,
     )?;
     let hub = Hub::with_oauth(store, options, oauth);
+    if let Some(audit) = audit {
+        hub.enable_audit(audit);
+    }
     if let Some(limit) = args.client_rate_limit {
         hub.limit_each_client(limit);
     }
@@ -1486,7 +1585,11 @@ async fn connected_hub_with(
         .max()
         .unwrap_or_default()
         + Duration::from_secs(5);
+    let audit = audit_log(&store, None);
     let hub = Hub::with_oauth(store, options(), oauth);
+    if let Some(audit) = audit {
+        hub.enable_audit(audit);
+    }
     let total = definitions.len();
     for def in definitions {
         hub.start(def).await;
@@ -1594,6 +1697,8 @@ struct DaemonWorkspaces {
     /// Messages each server's inspector history keeps (0: none).
     inspector_history: usize,
     encoder: Option<Arc<switchboard_hub::SentenceEncoder>>,
+    /// The daemon's audit log, which every workspace records into.
+    audit: Option<Arc<switchboard_hub::AuditLog>>,
 }
 
 impl switchboard_gateway::WorkspaceHubs for DaemonWorkspaces {
@@ -1606,6 +1711,9 @@ impl switchboard_gateway::WorkspaceHubs for DaemonWorkspaces {
             self.options.clone(),
             self.oauth.clone(),
         );
+        if let Some(audit) = &self.audit {
+            hub.enable_audit(audit.clone());
+        }
         if let Some(limit) = self.client_rate_limit {
             hub.limit_each_client(limit);
         }

@@ -208,18 +208,22 @@ impl Reach {
             Self::Here(hub) => {
                 let id = crate::parse_id(server)?;
                 let upstream = hub.upstream_for_tool(&id, tool)?;
-                Ok(upstream
+                let arguments = hub.with_fixed_arguments(&id, tool, Some(arguments));
+                let origin = hub.call_origin("cli", None, None, tool, arguments.as_ref());
+                let result = upstream
                     .call_tool(
                         tool,
-                        hub.with_fixed_arguments(&id, tool, Some(arguments)),
+                        arguments,
                         &CallContext {
                             progress: Some(progress),
                             cancel,
                             repeatable: hub.call_repeatable(&id, tool),
+                            origin,
                             ..Default::default()
                         },
                     )
-                    .await?)
+                    .await?;
+                Ok(result)
             }
             Self::Daemon(daemon) => {
                 call_at_daemon(daemon, server, tool, arguments, progress, cancel).await

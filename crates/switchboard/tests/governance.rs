@@ -27,11 +27,17 @@ impl Daemon {
     /// Starts the daemon on `data_dir` and waits (up to 30 s) until `servers` servers are
     /// connected.
     async fn start(data_dir: &Path, servers: usize) -> Self {
+        Self::start_with(data_dir, servers, &[]).await
+    }
+
+    /// As [`Daemon::start`], with `options` for `serve`.
+    async fn start_with(data_dir: &Path, servers: usize, options: &[&str]) -> Self {
         let port = common::free_port();
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
             .arg("--data-dir")
             .arg(data_dir)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(options)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -1116,4 +1122,271 @@ async fn a_call_that_needs_approval_waits_for_a_person_who_sees_its_exact_argume
     assert_eq!(answer(&daemon, id, json!({"action": "cancel"})).await, 204);
     let error = held.await.unwrap();
     assert_eq!(error["error"]["data"]["approval"], "refused", "{error}");
+
+    // Each decision is in the audit log, with the digest approved; the calls refused are
+    // there as refused, with why.
+    let decisions = audit(&daemon, "kind=approval&server=alpha").await;
+    let outcomes: Vec<&str> = decisions
+        .iter()
+        .map(|record| record["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["timed_out", "refused", "approved"],
+        "{decisions:?}"
+    );
+    assert_eq!(decisions[2]["detail"]["arguments_sha256"], digest.as_str());
+    assert_eq!(decisions[2]["tool"], "echo");
+    let refused = audit(&daemon, "kind=call&outcome=refused").await;
+    let reasons: Vec<&str> = refused
+        .iter()
+        .map(|record| record["detail"]["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons[0].contains("a person refused this call of tool 'beta__add'")
+            && reasons[1].contains("nobody approved")
+            && reasons[2].contains("a person refused"),
+        "{reasons:?}"
+    );
+    let ran = audit(&daemon, "kind=call&server=alpha&outcome=ok").await;
+    assert_eq!(
+        ran.len(),
+        1,
+        "only the approved call reached alpha: {ran:?}"
+    );
+}
+
+/// The audit log's records matching `query` (a query string), newest first.
+async fn audit(daemon: &Daemon, query: &str) -> Vec<Value> {
+    let response = reqwest::get(daemon.url(&format!("/api/audit?{query}")))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let page: Value = response.json().await.unwrap();
+    page["records"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_call_and_change_is_in_the_audit_log_with_who_where_and_how_it_ended() {
+    let (daemon, dir, _fixtures) = two_servers_and_an_endpoint().await;
+    // The stateless short path, at the workspace's door.
+    let stateless = client(&daemon.url("/mcp")).await;
+    let said = stateless
+        .upstream
+        .call_tool(
+            "alpha__echo",
+            json!({"message": "one"}).as_object().cloned(),
+            &CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text_of(&said).contains("one"));
+    // The session short path, at the endpoint's door.
+    let endpoint = daemon.url("/mcp/e/support");
+    let session = open_session(&endpoint).await;
+    let added = rpc(
+        &endpoint,
+        Some(&session),
+        Some(1),
+        "tools/call",
+        Some(json!({"name": "beta__add", "arguments": {"a": 2, "b": 3}})),
+    )
+    .await;
+    assert!(added["result"].is_object(), "{added}");
+    // The full path (a fixed argument sends calls there), recorded with the arguments the
+    // server gets.
+    let set = daemon
+        .patch(
+            "/api/servers/alpha/tools/echo",
+            json!({"override": {"fixed_arguments": {"message": "fixed"}}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200);
+    let full = rpc(
+        &daemon.url("/mcp"),
+        Some(&open_session(&daemon.url("/mcp")).await),
+        Some(2),
+        "tools/call",
+        Some(json!({"name": "alpha__echo", "arguments": {}})),
+    )
+    .await;
+    assert!(full.to_string().contains("fixed"), "{full}");
+    // The admin API's call, as the console's Try makes it.
+    let tried = reqwest::Client::new()
+        .post(daemon.url("/api/servers/beta/tools/add/call"))
+        .json(&json!({"arguments": {"a": 1, "b": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tried.status(), 200);
+    // A change made on the command line, straight to the store.
+    let cli = common::run(dir.path(), &["server", "set-prefix", "beta", "b2"]).await;
+    assert!(cli.status.success(), "{}", common::text(&cli));
+
+    let calls = audit(&daemon, "kind=call").await;
+    assert_eq!(calls.len(), 4, "{calls:#?}");
+    let digest = |arguments: Value| switchboard_hub::arguments_digest(arguments.as_object());
+    let (api, full, endpoint_call, stateless_call) = (&calls[0], &calls[1], &calls[2], &calls[3]);
+    assert_eq!(
+        (
+            stateless_call["door"].as_str(),
+            stateless_call["server"].as_str()
+        ),
+        (Some("mcp"), Some("alpha"))
+    );
+    assert_eq!(stateless_call["tool"], "echo");
+    assert_eq!(stateless_call["detail"]["called_as"], "alpha__echo");
+    assert_eq!(stateless_call["outcome"], "ok");
+    assert_eq!(stateless_call["actor"], "operator");
+    assert_eq!(
+        stateless_call["arguments"]["sha256"],
+        digest(json!({"message": "one"}))
+    );
+    assert!(stateless_call["duration_ms"].is_u64());
+    assert!(stateless_call["endpoint"].is_null());
+    assert_eq!(endpoint_call["endpoint"], "support");
+    assert_eq!(endpoint_call["server"], "beta");
+    assert!(
+        endpoint_call["client"]
+            .as_str()
+            .unwrap()
+            .starts_with("endpoints-test ("),
+        "the client's own name: {endpoint_call}"
+    );
+    assert_eq!(
+        full["arguments"]["sha256"],
+        digest(json!({"message": "fixed"})),
+        "the arguments as the server got them"
+    );
+    assert_eq!(
+        (api["door"].as_str(), api["server"].as_str()),
+        (Some("api"), Some("beta"))
+    );
+    // No argument is kept by default: only its digest.
+    assert!(!calls.iter().any(|c| c.to_string().contains("\"one\"")));
+
+    let changes = audit(&daemon, "kind=change").await;
+    let cli_change = &changes[0];
+    assert_eq!(cli_change["door"], "cli");
+    assert_eq!(cli_change["detail"]["command"], "server set-prefix");
+    assert_eq!(cli_change["outcome"], "ok");
+    assert!(
+        !cli_change.to_string().contains("b2"),
+        "a command's values are not kept: {cli_change}"
+    );
+    let patched = &changes[1];
+    assert_eq!(patched["detail"]["method"], "PATCH");
+    assert_eq!(patched["detail"]["path"], "/api/servers/alpha/tools/echo");
+    assert_eq!(patched["server"], "alpha");
+    assert!(
+        !patched.to_string().contains("fixed"),
+        "no body is kept: {patched}"
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["detail"]["path"] == "/api/endpoints/support"),
+        "{changes:?}"
+    );
+
+    // Pages: newest first, each page's `next` the next page's `before`; filters combine.
+    let mut seen = Vec::new();
+    let mut before = String::new();
+    loop {
+        let page: Value =
+            reqwest::get(daemon.url(&format!("/api/audit?kind=call&limit=1{before}")))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+        seen.extend(
+            page["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].clone()),
+        );
+        match page["next"].as_i64() {
+            Some(next) => before = format!("&before={next}"),
+            None => break,
+        }
+        assert!(seen.len() <= 4, "paging ends");
+    }
+    let ids: Vec<Value> = calls.iter().map(|r| r["id"].clone()).collect();
+    // The last page may be full with nothing after it: at most one empty page more.
+    assert_eq!(seen, ids);
+    assert_eq!(
+        audit(&daemon, "kind=call&server=beta&endpoint=support")
+            .await
+            .len(),
+        1
+    );
+
+    // The export: the same records, one JSON object per line.
+    let export = reqwest::get(daemon.url("/api/audit/export?kind=call"))
+        .await
+        .unwrap();
+    assert_eq!(export.headers()["content-type"], "application/x-ndjson");
+    let lines: Vec<Value> = export
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines, calls);
+
+    // A query the log cannot answer is refused with the reason.
+    for bad in ["kind=login", "limit=0", "limit=5000", "colour=red"] {
+        let refused = reqwest::get(daemon.url(&format!("/api/audit?{bad}")))
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "{bad}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_log_keeps_redacted_arguments_when_asked_and_is_not_there_when_off() {
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let added = common::run(dir.path(), &["server", "add", "alpha", &fixture.url]).await;
+    assert!(added.status.success(), "{}", common::text(&added));
+    let secret = "ghp_0123456789abcdefghij0123456789abcdef";
+    let message = format!("deploy with {secret} and tell ada@example.org");
+    {
+        let daemon = Daemon::start_with(dir.path(), 1, &["--audit", "redacted"]).await;
+        let stateless = client(&daemon.url("/mcp")).await;
+        stateless
+            .upstream
+            .call_tool(
+                "alpha__echo",
+                json!({"message": message}).as_object().cloned(),
+                &CallContext::default(),
+            )
+            .await
+            .unwrap();
+        let calls = audit(&daemon, "kind=call").await;
+        let kept = calls[0]["arguments"]["message"].as_str().unwrap();
+        assert_eq!(
+            kept,
+            "deploy with [redacted:github_token] and tell [redacted:email]"
+        );
+    }
+    let daemon = Daemon::start_with(dir.path(), 1, &["--audit", "off"]).await;
+    let off = reqwest::get(daemon.url("/api/audit")).await.unwrap();
+    assert_eq!(off.status(), 404);
+    assert!(off.text().await.unwrap().contains("--audit off"));
+    for file in std::fs::read_dir(dir.path()).unwrap() {
+        let file = file.unwrap().path();
+        if file.to_string_lossy().contains("switchboard.db") {
+            let stored = std::fs::read(&file).unwrap();
+            assert!(
+                !stored.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "the secret is in {}",
+                file.display()
+            );
+        }
+    }
 }

@@ -1589,4 +1589,74 @@ async fn a_tenant_admin_defines_endpoints_that_bound_what_members_reach() {
         .await
         .unwrap();
     assert_eq!(other_tenant.status(), 404, "globex has no endpoint 'lite'");
+
+    // The audit log: ana's call through the endpoint is recorded as hers, in acme; carol (an
+    // admin) reads acme's records and only those, ana (a member) none, the operator all.
+    let called = daemon
+        .mcp_at(
+            "/mcp/e/lite",
+            Some(&ana),
+            stateless(
+                3,
+                "tools/call",
+                json!({"name": "shared__echo", "arguments": {"message": "hi"}}),
+            ),
+            &[],
+        )
+        .await;
+    assert!(called["result"].is_object(), "{called}");
+    let (status, _) = daemon
+        .send(
+            Some(&gus),
+            "PUT",
+            "/api/endpoints/g",
+            Some(json!({"servers": {"shared": "*"}})),
+        )
+        .await;
+    assert_eq!(status, 403, "gus is a member");
+    let (status, answer) = daemon.send(Some(&ana), "GET", "/api/audit", None).await;
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) = daemon
+        .send(Some(&carol), "GET", "/api/audit?tenant=globex", None)
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let records = answer["records"].as_array().unwrap();
+    assert!(
+        records.iter().all(|record| record["tenant"] == "acme"),
+        "{answer}"
+    );
+    let call = records
+        .iter()
+        .find(|record| record["kind"] == "call" && record["outcome"] == "ok")
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(
+        (
+            call["actor"].as_str(),
+            call["endpoint"].as_str(),
+            call["tool"].as_str()
+        ),
+        (Some("ana"), Some("lite"), Some("echo"))
+    );
+    assert!(
+        records.iter().any(|record| record["kind"] == "change"
+            && record["actor"] == "carol"
+            && record["detail"]["path"] == "/api/endpoints/lite"),
+        "{answer}"
+    );
+    assert!(
+        records.iter().any(|record| record["kind"] == "change"
+            && record["actor"] == "ana"
+            && record["outcome"] == "403"),
+        "a refused change is recorded too: {answer}"
+    );
+    let (status, answer) = daemon
+        .send(
+            Some(OPERATOR_KEY),
+            "GET",
+            "/api/audit?kind=change&tenant=globex",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["records"][0]["actor"], "gus", "{answer}");
 }

@@ -373,6 +373,36 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
             .contains("Echo: deploy to production"),
         "{seen:#}"
     );
+    // The audit page: the approval, and the call it let through, with its door.
+    let approvals = seen["auditApprovals"].as_array().unwrap();
+    assert!(
+        approvals[0]
+            .as_str()
+            .unwrap()
+            .contains("| everything / echo | approved |"),
+        "{approvals:?}"
+    );
+    let calls = seen["auditCalls"].as_array().unwrap();
+    assert!(
+        calls.iter().any(|row| {
+            let row = row.as_str().unwrap();
+            row.contains("| mcp")
+                && row.contains("called as everything__echo")
+                && row.contains("| ok |")
+        }),
+        "{calls:?}"
+    );
+    assert_eq!(
+        seen["auditExported"]["name"], "switchboard-audit.jsonl",
+        "{seen:#}"
+    );
+    assert_eq!(seen["auditExported"]["kinds"], json!(["call"]), "{seen:#}");
+    assert_eq!(seen["auditExported"]["tools"], json!(["echo"]), "{seen:#}");
+    assert_eq!(
+        seen["auditExported"]["lines"].as_u64(),
+        Some(calls.len() as u64),
+        "{seen:#}"
+    );
     assert_eq!(seen["afterReload"]["theme"], "dark", "{seen:#}");
     assert_eq!(seen["afterReload"]["server"], "everything", "{seen:#}");
     assert_eq!(seen["afterReload"]["tab"], "prompts", "{seen:#}");

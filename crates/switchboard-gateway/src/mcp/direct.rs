@@ -146,7 +146,15 @@ async fn stateless_call(
         .ok()
         .filter(|upstream| upstream.calls_directly() && !upstream.has_sessions())?;
     let span = request_span(&call, parts);
-    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span) {
+    let origin = super::call_origin(
+        &shared.hub,
+        Some(parts),
+        None,
+        &call.params.name,
+        call.params.arguments.as_ref(),
+    );
+    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span, origin.as_deref())
+    {
         return Some(json(Era::Stateless, refused));
     }
     let log_level = meta.log_level();
@@ -163,6 +171,7 @@ async fn stateless_call(
         caller_polls: false,
         repeatable: repeatable(shared, tool),
         span,
+        origin,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -269,7 +278,15 @@ async fn session_call(
             && !upstream.roots_held_by_another(session)
     })?;
     let span = request_span(&call, parts);
-    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span) {
+    let origin = super::call_origin(
+        &shared.hub,
+        Some(parts),
+        Some(&state),
+        &call.params.name,
+        call.params.arguments.as_ref(),
+    );
+    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span, origin.as_deref())
+    {
         return Some(json(Era::Session, refused));
     }
     // Cancelled by the client, or when its session ends; reachable by the client's
@@ -303,6 +320,7 @@ async fn session_call(
         caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
         repeatable: repeatable(shared, tool),
         span,
+        origin,
     };
     relay(shared, stop, catalog, call).await
 }
@@ -435,6 +453,8 @@ struct Call {
     repeatable: bool,
     /// The client's request as traces show it ([`request_span`]).
     span: tracing::Span,
+    /// Where it came in, for the audit log (when one is kept).
+    origin: Option<Arc<switchboard_core::CallOrigin>>,
 }
 
 /// Whether a call of `tool` may be sent again after a transient failure.
@@ -467,6 +487,7 @@ async fn relay(
         caller_polls,
         repeatable,
         span,
+        origin,
     } = call;
     tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
     shared.subscribing.settled(&server).await;
@@ -491,7 +512,7 @@ async fn relay(
     let parent = span.clone();
     let sent = async move {
         upstream
-            .call_tool_direct(request, input, cancel, passed, repeatable, &parent)
+            .call_tool_direct(request, input, cancel, passed, repeatable, origin, &parent)
             .await
     };
     let relayed = Relayed {
@@ -1235,6 +1256,7 @@ fn refused_by_rate_limit(
     tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
     id: &RequestId,
     span: &tracing::Span,
+    origin: Option<&switchboard_core::CallOrigin>,
 ) -> Option<ServerJsonRpcMessage> {
     let admission = span.in_scope(switchboard_telemetry::admission_span);
     let refused = admission
@@ -1245,6 +1267,11 @@ fn refused_by_rate_limit(
         })
         .err()?;
     let error = super::rate_limited(refused);
+    if let Some(origin) = origin {
+        shared
+            .hub
+            .audit_refused_call(&tool.server, &tool.upstream, origin, &error.message);
+    }
     super::trace_error(&admission, &error);
     super::trace_error(span, &error);
     Some(JsonRpcMessage::Error(JsonRpcError {

@@ -247,6 +247,7 @@ impl Exchange {
             request_state,
             repeatable: false,
             trace: super::incoming_trace(context),
+            origin: None,
         };
         let upstream = work(call);
         // One future forwards progress and then the result, so the last reports are never

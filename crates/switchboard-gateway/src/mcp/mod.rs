@@ -366,6 +366,41 @@ fn off_for_request(
     !conversation::Activity::of(hub, boundary, named, own).is_on(tool)
 }
 
+/// The door a request came in at, as the audit log names it: `sse` for HTTP+SSE, `stdio` for
+/// standard input (no HTTP request), `mcp` for Streamable HTTP.
+fn door_of(parts: Option<&axum::http::request::Parts>) -> &'static str {
+    match parts.map(|parts| parts.uri.path()) {
+        None => "stdio",
+        Some(path) if path.starts_with("/sse") || path.starts_with("/message") => "sse",
+        Some(_) => "mcp",
+    }
+}
+
+/// Where a call of `exposed` with `arguments` came in (in `session`, if it has one), for its
+/// audit record; `None`, computing nothing, when the hub keeps no audit log. The client is
+/// named by its `clientInfo` and by who the access checks verified it is.
+fn call_origin(
+    hub: &Hub,
+    parts: Option<&axum::http::request::Parts>,
+    session: Option<&SessionState>,
+    exposed: &str,
+    arguments: Option<&rmcp::model::JsonObject>,
+) -> Option<Arc<switchboard_core::CallOrigin>> {
+    if !hub.audits() {
+        return None;
+    }
+    let verified = conversation::client_of(parts);
+    let client = match session.and_then(|session| session.negotiated.get()) {
+        Some(negotiated) => format!("{} ({verified})", negotiated.client),
+        None => verified,
+    };
+    let endpoint = match session.and_then(|session| session.endpoint.get()) {
+        Some(bound) => bound.as_deref(),
+        None => crate::endpoints::endpoint_of(parts),
+    };
+    hub.call_origin(door_of(parts), endpoint, Some(&client), exposed, arguments)
+}
+
 /// The deferred view's own tools (`search_tools`, `call_tool`, `list_servers`, `set_active`)
 /// over a catalog of `tools` tools, as `tools/list` gives them: what every client of the view
 /// reads before it searches.
@@ -379,6 +414,8 @@ struct Negotiated {
     version: rmcp::model::ProtocolVersion,
     /// What the client declared it can be asked for (sampling, elicitation, roots).
     capabilities: rmcp::model::ClientCapabilities,
+    /// The client's name, as its `clientInfo` gave it.
+    client: String,
 }
 
 /// The aggregated MCP server, one per downstream session.
@@ -1073,6 +1110,17 @@ impl AggregateServer {
             ));
         };
         let server = tool.server.clone();
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let exposed = request.name.clone();
+        // A call refused on its way is recorded, with the arguments it had then.
+        let refused = |error: &ErrorData, arguments: Option<&rmcp::model::JsonObject>| {
+            if let Some(origin) =
+                call_origin(self.hub(), parts, Some(&self.session), &exposed, arguments)
+            {
+                self.hub()
+                    .audit_refused_call(&server, &tool.upstream, &origin, &error.message);
+            }
+        };
         // The checks admitting the call, in a span of their own.
         let admission = switchboard_telemetry::admission_span();
         let admitted = async {
@@ -1090,15 +1138,10 @@ impl AggregateServer {
                     None,
                 ));
             }
-            let caller = caller::caller_of(
-                &request,
-                &context.meta,
-                context.extensions.get::<axum::http::request::Parts>(),
-            )?;
+            let caller = caller::caller_of(&request, &context.meta, parts)?;
             self.hub()
                 .check_caller(&server, &tool.upstream, &caller)
                 .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-            let parts = context.extensions.get::<axum::http::request::Parts>();
             self.hub()
                 .admit_call(&server, &tool.upstream, || {
                     Some(conversation::client_of(parts))
@@ -1112,6 +1155,7 @@ impl AggregateServer {
         .await;
         if let Err(error) = &admitted {
             trace_error(&admission, error);
+            refused(error, request.arguments.as_ref());
         }
         let upstream = admitted?;
         let name = tool.upstream.clone();
@@ -1130,13 +1174,23 @@ impl AggregateServer {
             self.hub()
                 .approve_call(&server, &name, &request.name, arguments.as_ref(), wait)
                 .await
-                .map_err(|refused| {
-                    ErrorData::invalid_params(
-                        refused.to_string(),
-                        Some(serde_json::json!({"approval": refused.kind()})),
-                    )
+                .map_err(|not_approved| {
+                    let error = ErrorData::invalid_params(
+                        not_approved.to_string(),
+                        Some(serde_json::json!({"approval": not_approved.kind()})),
+                    );
+                    refused(&error, arguments.as_ref());
+                    error
                 })?;
         }
+        // Recorded as the server gets it: with the arguments an admin fixed.
+        let origin = call_origin(
+            self.hub(),
+            parts,
+            Some(&self.session),
+            &request.name,
+            arguments.as_ref(),
+        );
         let patience = upstream.timeouts().tool_call;
         // The tasks extension: how this call may become a task, if its client can take one.
         let takes_tasks = context
@@ -1156,6 +1210,7 @@ impl AggregateServer {
         let repeatable = self.hub().call_repeatable(&server, &name);
         let work = move |mut call: switchboard_upstream::CallContext| {
             call.repeatable = repeatable;
+            call.origin = origin.clone();
             async move {
                 upstream
                     .call_tool(&name, arguments, &call)
@@ -1284,6 +1339,7 @@ impl ServerHandler for AggregateServer {
         let _ = self.session.negotiated.set(Negotiated {
             version: result.protocol_version.clone(),
             capabilities: request.capabilities.clone(),
+            client: switchboard_core::audit::bounded(&request.client_info.name),
         });
         Ok(result)
     }

@@ -1,0 +1,366 @@
+//! The audit log's records: who did what through Switchboard, kept in the store so that a
+//! platform team can show what ran (every tool call, every configuration change, sign-in and
+//! approval decision).
+//!
+//! A call's arguments are kept as the daemon's [`AuditArguments`] setting says: their SHA-256
+//! (the default, the digest an approval names), the arguments with secrets and personal data
+//! masked ([`crate::redact`]), or not at all. The store writes and reads records; the hub
+//! makes them; this module says what they hold and how a query filters them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The most records one page of a query returns.
+pub const MAX_PAGE: u32 = 1000;
+
+/// The page size when a query names none.
+pub const DEFAULT_PAGE: u32 = 100;
+
+/// The longest text a record keeps in one field (an actor, a tool name, an outcome): longer
+/// text is cut, so that no caller makes a record large by sending a long name.
+pub const MAX_FIELD_CHARS: usize = 256;
+
+/// The most bytes a record's redacted arguments or detail keep; beyond that the record keeps
+/// their digest instead.
+pub const MAX_DETAIL_BYTES: usize = 16 * 1024;
+
+/// What a record is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditKind {
+    /// A tool call that reached a server, or was refused on its way.
+    Call,
+    /// A person's answer to an approval question (or its timeout).
+    Approval,
+    /// A change of the configuration (servers, endpoints, keys, users, settings).
+    Change,
+    /// A sign-in to an upstream server.
+    SignIn,
+}
+
+impl AuditKind {
+    /// Every kind, in the order the API lists them.
+    pub const ALL: [Self; 4] = [Self::Call, Self::Approval, Self::Change, Self::SignIn];
+
+    /// Its name in records and queries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Call => "call",
+            Self::Approval => "approval",
+            Self::Change => "change",
+            Self::SignIn => "sign_in",
+        }
+    }
+}
+
+impl fmt::Display for AuditKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for AuditKind {
+    type Err = AuditError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+            .ok_or_else(|| AuditError::UnknownKind(text.to_owned()))
+    }
+}
+
+/// How a call's arguments are kept in the audit log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditArguments {
+    /// Their SHA-256 only (of their JSON, as an approval names it).
+    #[default]
+    Digest,
+    /// The arguments, with secrets and personal data masked ([`crate::redact`]).
+    Redacted,
+    /// Nothing of them.
+    Omitted,
+}
+
+impl FromStr for AuditArguments {
+    type Err = AuditError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "digest" => Ok(Self::Digest),
+            "redacted" => Ok(Self::Redacted),
+            "omitted" => Ok(Self::Omitted),
+            other => Err(AuditError::UnknownArguments(other.to_owned())),
+        }
+    }
+}
+
+/// Why an audit query or setting was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuditError {
+    /// A kind that is not one of [`AuditKind::ALL`].
+    #[error("unknown audit record kind '{0}' (call, approval, change or sign_in)")]
+    UnknownKind(String),
+    /// An arguments setting that is not one of digest, redacted or omitted.
+    #[error("unknown audit arguments setting '{0}' (digest, redacted or omitted)")]
+    UnknownArguments(String),
+    /// A page size out of range.
+    #[error("a page holds 1 to {MAX_PAGE} records")]
+    PageSize,
+}
+
+/// Where a call came in, for its audit record: the door, the endpoint, the client and the
+/// arguments as the log keeps them. Made by the front door for each call it relays.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallOrigin {
+    /// The door: `mcp` (Streamable HTTP), `sse` (HTTP+SSE), `ws`, `stdio`, `api` (the admin
+    /// API's call), `cli` (`switchboard call` in-process).
+    pub door: &'static str,
+    /// The endpoint the client came through, if any.
+    pub endpoint: Option<String>,
+    /// The client, as it named itself (`clientInfo`) or its `X-Switchboard-Client`.
+    pub client: Option<String>,
+    /// The name the client called the tool by.
+    pub exposed: String,
+    /// The arguments, as the log keeps them.
+    pub arguments: Option<Value>,
+}
+
+/// One record of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Its number in the log, rising with time; set by the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// When it happened (ms since the Unix epoch).
+    pub at_ms: u64,
+    /// What it is of.
+    pub kind: AuditKind,
+    /// The tenant it happened in.
+    pub tenant: String,
+    /// Who did it: `operator`, a user's id, or `cli:<login>` for the command line.
+    pub actor: String,
+    /// The door it came through (see [`CallOrigin::door`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<String>,
+    /// The endpoint it came through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The client it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The server it concerns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The tool it concerns, by its name at the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// A call's arguments, as the log keeps them: `{"sha256": ...}` or the redacted object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// How it ended: `ok`, `tool_error`, `failed`, `timeout`, `cancelled`, `refused`,
+    /// `approved`, `timed_out`, or an HTTP status for a change.
+    pub outcome: String,
+    /// How long it took, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// What else there is to say (a change's method and path, a refusal's reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
+}
+
+impl AuditRecord {
+    /// A record of `kind` by `actor` in `tenant`, now (`at_ms`), ending as `outcome`; the rest
+    /// empty. Every text is cut to [`MAX_FIELD_CHARS`].
+    pub fn new(kind: AuditKind, at_ms: u64, tenant: &str, actor: &str, outcome: &str) -> Self {
+        Self {
+            id: None,
+            at_ms,
+            kind,
+            tenant: bounded(tenant),
+            actor: bounded(actor),
+            door: None,
+            endpoint: None,
+            client: None,
+            server: None,
+            tool: None,
+            arguments: None,
+            outcome: bounded(outcome),
+            duration_ms: None,
+            detail: None,
+        }
+    }
+
+    /// This record with the server and tool it concerns.
+    pub fn about(mut self, server: &str, tool: Option<&str>) -> Self {
+        self.server = Some(bounded(server));
+        self.tool = tool.map(bounded);
+        self
+    }
+
+    /// This record with a call's origin: its door, endpoint, client and arguments, and the
+    /// name it was called by (in the detail when it differs from the tool's).
+    pub fn from_origin(mut self, origin: &CallOrigin) -> Self {
+        self.door = Some(origin.door.to_owned());
+        self.endpoint = origin.endpoint.as_deref().map(bounded);
+        self.client = origin.client.as_deref().map(bounded);
+        self.arguments = origin.arguments.clone();
+        if self.tool.as_deref() != Some(origin.exposed.as_str()) {
+            self.detail = Some(serde_json::json!({"called_as": bounded(&origin.exposed)}));
+        }
+        self
+    }
+
+    /// This record with `detail` (`{"cut": true}` instead when larger than
+    /// [`MAX_DETAIL_BYTES`]).
+    pub fn with_detail(mut self, detail: Value) -> Self {
+        self.detail = Some(if detail.to_string().len() > MAX_DETAIL_BYTES {
+            serde_json::json!({"cut": true})
+        } else {
+            detail
+        });
+        self
+    }
+}
+
+/// `text` cut to [`MAX_FIELD_CHARS`] characters.
+pub fn bounded(text: &str) -> String {
+    match text.char_indices().nth(MAX_FIELD_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// What a query of the audit log asks for: every filter optional, newest first, a page at a
+/// time (`before`: the last page's smallest id).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Only records of this kind.
+    pub kind: Option<AuditKind>,
+    /// Only records by this actor.
+    pub actor: Option<String>,
+    /// Only records of this server.
+    pub server: Option<String>,
+    /// Only records of this tool.
+    pub tool: Option<String>,
+    /// Only records that ended so.
+    pub outcome: Option<String>,
+    /// Only records that came through this endpoint.
+    pub endpoint: Option<String>,
+    /// Only records of this tenant (the operator's queries; a tenant's are always its own).
+    pub tenant: Option<String>,
+    /// Only records at or after this time (ms since the Unix epoch).
+    pub since: Option<u64>,
+    /// Only records before this time (ms since the Unix epoch).
+    pub until: Option<u64>,
+    /// Only records numbered below this (the next page).
+    pub before: Option<i64>,
+    /// The most records to return ([`DEFAULT_PAGE`] when absent, at most [`MAX_PAGE`]).
+    pub limit: Option<u32>,
+}
+
+impl AuditQuery {
+    /// The page size this query asks for, checked.
+    pub fn page_size(&self) -> Result<u32, AuditError> {
+        match self.limit {
+            None => Ok(DEFAULT_PAGE),
+            Some(limit) if (1..=MAX_PAGE).contains(&limit) => Ok(limit),
+            Some(_) => Err(AuditError::PageSize),
+        }
+    }
+}
+
+/// A call's arguments as `setting` keeps them: `{"sha256": digest}` (with `digest`, the one
+/// an approval names, computed by the caller), the redacted arguments (their digest when
+/// they are larger than [`MAX_DETAIL_BYTES`]), or nothing.
+pub fn kept_arguments(
+    setting: AuditArguments,
+    arguments: Option<&Map<String, Value>>,
+    digest: impl FnOnce() -> String,
+) -> Option<Value> {
+    match setting {
+        AuditArguments::Omitted => None,
+        AuditArguments::Digest => Some(serde_json::json!({"sha256": digest()})),
+        AuditArguments::Redacted => {
+            let redacted =
+                crate::redact::redact(&Value::Object(arguments.cloned().unwrap_or_default()));
+            if redacted.to_string().len() > MAX_DETAIL_BYTES {
+                Some(serde_json::json!({"sha256": digest(), "cut": true}))
+            } else {
+                Some(redacted)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinds_and_settings_read_back_from_their_names() {
+        for kind in AuditKind::ALL {
+            assert_eq!(kind.as_str().parse::<AuditKind>(), Ok(kind));
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                json!(kind.as_str()),
+                "the API and the store name it alike"
+            );
+        }
+        assert!("login".parse::<AuditKind>().is_err());
+        assert_eq!(
+            "redacted".parse::<AuditArguments>(),
+            Ok(AuditArguments::Redacted)
+        );
+        assert!("all".parse::<AuditArguments>().is_err());
+    }
+
+    #[test]
+    fn long_text_is_cut_so_no_caller_makes_a_record_large() {
+        let long = "x".repeat(10_000);
+        let record = AuditRecord::new(AuditKind::Call, 1, "default", &long, "ok");
+        assert_eq!(record.actor.chars().count(), MAX_FIELD_CHARS + 1);
+        assert!(record.actor.ends_with('…'));
+        assert_eq!(bounded("é".repeat(300).as_str()).chars().count(), 257);
+    }
+
+    #[test]
+    fn arguments_are_kept_as_the_setting_says() {
+        let arguments = json!({"query": "weather", "api_key": "sk-live-0123456789abcdef"});
+        let arguments = arguments.as_object();
+        assert_eq!(
+            kept_arguments(AuditArguments::Digest, arguments, || "d".into()),
+            Some(json!({"sha256": "d"}))
+        );
+        assert_eq!(
+            kept_arguments(AuditArguments::Omitted, arguments, || "d".into()),
+            None
+        );
+        let redacted = kept_arguments(AuditArguments::Redacted, arguments, || "d".into()).unwrap();
+        assert_eq!(redacted["query"], "weather");
+        assert_ne!(redacted["api_key"], "sk-live-0123456789abcdef");
+        let huge = json!({"text": "a".repeat(MAX_DETAIL_BYTES + 1)});
+        assert_eq!(
+            kept_arguments(AuditArguments::Redacted, huge.as_object(), || "d".into()),
+            Some(json!({"sha256": "d", "cut": true}))
+        );
+    }
+
+    #[test]
+    fn a_page_size_out_of_range_is_refused() {
+        let mut query = AuditQuery::default();
+        assert_eq!(query.page_size(), Ok(DEFAULT_PAGE));
+        query.limit = Some(0);
+        assert_eq!(query.page_size(), Err(AuditError::PageSize));
+        query.limit = Some(MAX_PAGE + 1);
+        assert_eq!(query.page_size(), Err(AuditError::PageSize));
+        query.limit = Some(MAX_PAGE);
+        assert_eq!(query.page_size(), Ok(MAX_PAGE));
+    }
+}
