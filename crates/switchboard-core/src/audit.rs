@@ -39,11 +39,19 @@ pub enum AuditKind {
     Change,
     /// A sign-in to an upstream server.
     SignIn,
+    /// A tool's definition found changed (held or warned of), or a new one accepted.
+    Definition,
 }
 
 impl AuditKind {
     /// Every kind, in the order the API lists them.
-    pub const ALL: [Self; 4] = [Self::Call, Self::Approval, Self::Change, Self::SignIn];
+    pub const ALL: [Self; 5] = [
+        Self::Call,
+        Self::Approval,
+        Self::Change,
+        Self::SignIn,
+        Self::Definition,
+    ];
 
     /// Its name in records and queries.
     pub fn as_str(self) -> &'static str {
@@ -52,6 +60,7 @@ impl AuditKind {
             Self::Approval => "approval",
             Self::Change => "change",
             Self::SignIn => "sign_in",
+            Self::Definition => "definition",
         }
     }
 }
@@ -103,7 +112,7 @@ impl FromStr for AuditArguments {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuditError {
     /// A kind that is not one of [`AuditKind::ALL`].
-    #[error("unknown audit record kind '{0}' (call, approval, change or sign_in)")]
+    #[error("unknown audit record kind '{0}' (call, approval, change, sign_in or definition)")]
     UnknownKind(String),
     /// An arguments setting that is not one of digest, redacted or omitted.
     #[error("unknown audit arguments setting '{0}' (digest, redacted or omitted)")]

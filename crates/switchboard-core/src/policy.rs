@@ -113,6 +113,20 @@ pub struct ToolPolicies {
     /// [`DEFAULT_APPROVAL_WAIT_SECS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout_secs: Option<u64>,
+    /// What happens when a tool's definition is not the one approved (first seen, or accepted
+    /// by an admin): warned of, held back from clients, or not looked for.
+    #[serde(default, skip_serializing_if = "is_default_definition_changes")]
+    pub definition_changes: crate::definitions::DefinitionChanges,
+    /// What is checked and rewritten on each call's way (masking, a webhook).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::guardrails::Guardrails::is_empty"
+    )]
+    pub guardrails: crate::guardrails::Guardrails,
+}
+
+fn is_default_definition_changes(setting: &crate::definitions::DefinitionChanges) -> bool {
+    *setting == crate::definitions::DefinitionChanges::default()
 }
 
 /// How long a call waits for a person's approval unless the server says otherwise: 5 minutes.

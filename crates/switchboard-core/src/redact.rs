@@ -1,16 +1,47 @@
-//! Masking secrets and personal data in JSON before it is kept (the audit log's redacted
-//! arguments): values under keys that name a secret, and text that looks like a credential
-//! (bearer tokens, JWTs, cloud and forge tokens, private keys, Switchboard's own keys) or like
-//! personal data (e-mail addresses, payment card numbers that pass the Luhn check, US social
-//! security numbers).
+//! Masking secrets and personal data in JSON before it is kept or passed on (the audit log's
+//! redacted arguments, guardrails): two pattern sets. `secrets`: values under keys that name a
+//! secret, and text that looks like a credential (bearer tokens, JWTs, cloud and forge tokens,
+//! private keys, Switchboard's own keys). `personal`: e-mail addresses, payment card numbers
+//! that pass the Luhn check, US social security numbers.
 //!
 //! Written here because no maintained crate does this for arbitrary JSON; the patterns are the
 //! well-known prefixes these issuers document, so a masked value says which kind it was.
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use regex::{Captures, Regex};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// A set of patterns masked together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PatternSet {
+    /// Credentials: secret-named keys, tokens, keys.
+    Secrets,
+    /// Personal data: e-mail addresses, card numbers, social security numbers.
+    Personal,
+}
+
+impl std::str::FromStr for PatternSet {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "secrets" => Ok(Self::Secrets),
+            "personal" => Ok(Self::Personal),
+            other => Err(format!(
+                "'{other}' is not a pattern set (secrets or personal)"
+            )),
+        }
+    }
+}
+
+/// Both pattern sets.
+pub fn every_set() -> BTreeSet<PatternSet> {
+    BTreeSet::from([PatternSet::Secrets, PatternSet::Personal])
+}
 
 /// Keys whose values are masked whatever they hold (compared without case, `-` and `_`).
 const SECRET_KEYS: &[&str] = &[
@@ -34,39 +65,44 @@ const SECRET_KEYS: &[&str] = &[
     "sessiontoken",
 ];
 
-/// The patterns of text that looks like a credential or personal data, each with the name its
-/// mask carries.
-fn patterns() -> &'static [(&'static str, Regex)] {
-    static PATTERNS: OnceLock<Vec<(&'static str, Regex)>> = OnceLock::new();
+/// The patterns of text that looks like a credential or personal data, each with its set and
+/// the name its mask carries.
+fn patterns() -> &'static [(PatternSet, &'static str, Regex)] {
+    static PATTERNS: OnceLock<Vec<(PatternSet, &'static str, Regex)>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
+        use PatternSet::{Personal, Secrets};
         [
             (
+                Secrets,
                 "private_key",
                 r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
             ),
-            ("bearer", r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
+            (Secrets, "bearer", r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
             (
+                Secrets,
                 "jwt",
                 r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
             ),
-            ("aws_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+            (Secrets, "aws_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
             (
+                Secrets,
                 "github_token",
                 r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
             ),
-            ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-            ("api_key", r"\bsk-[A-Za-z0-9_-]{16,}"),
-            ("switchboard_key", r"\bsb[ek]_[0-9a-f]{64}\b"),
+            (Secrets, "slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+            (Secrets, "api_key", r"\bsk-[A-Za-z0-9_-]{16,}"),
+            (Secrets, "switchboard_key", r"\bsb[ek]_[0-9a-f]{64}\b"),
             (
+                Personal,
                 "email",
                 r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
             ),
-            ("ssn", r"\b\d{3}-\d{2}-\d{4}\b"),
-            ("card", r"\b\d(?:[ -]?\d){12,18}\b"),
+            (Personal, "ssn", r"\b\d{3}-\d{2}-\d{4}\b"),
+            (Personal, "card", r"\b\d(?:[ -]?\d){12,18}\b"),
         ]
         .into_iter()
-        .filter_map(|(name, pattern)| match Regex::new(pattern) {
-            Ok(regex) => Some((name, regex)),
+        .filter_map(|(set, name, pattern)| match Regex::new(pattern) {
+            Ok(regex) => Some((set, name, regex)),
             // A constant pattern; the unit tests compile every one.
             Err(_) => None,
         })
@@ -100,11 +136,16 @@ fn passes_luhn(text: &str) -> bool {
     sum.is_multiple_of(10)
 }
 
-/// `text` with every match of a pattern masked as `[redacted:<kind>]`.
+/// `text` with every match of a pattern of both sets masked as `[redacted:<kind>]`.
 pub fn redact_text(text: &str) -> String {
+    redact_text_with(text, &every_set())
+}
+
+/// `text` with every match of a pattern of `sets` masked as `[redacted:<kind>]`.
+pub fn redact_text_with(text: &str, sets: &BTreeSet<PatternSet>) -> String {
     let mut text = text.to_owned();
-    for (name, pattern) in patterns() {
-        if !pattern.is_match(&text) {
+    for (set, name, pattern) in patterns() {
+        if !sets.contains(set) || !pattern.is_match(&text) {
             continue;
         }
         text = pattern
@@ -124,17 +165,26 @@ pub fn redact_text(text: &str) -> String {
 /// `value` with secrets and personal data masked: every value under a key naming a secret,
 /// and every matching part of every string, at any depth.
 pub fn redact(value: &Value) -> Value {
+    redact_with(value, &every_set())
+}
+
+/// `value` with the patterns of `sets` masked at any depth (with `secrets`, every value under a
+/// key naming a secret too).
+pub fn redact_with(value: &Value, sets: &BTreeSet<PatternSet>) -> Value {
     match value {
-        Value::String(text) => Value::String(redact_text(text)),
-        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::String(text) => Value::String(redact_text_with(text, sets)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|item| redact_with(item, sets)).collect())
+        }
         Value::Object(fields) => Value::Object(
             fields
                 .iter()
                 .map(|(key, value)| {
-                    let kept = if is_secret_key(key) && !value.is_null() {
+                    let secret = sets.contains(&PatternSet::Secrets) && is_secret_key(key);
+                    let kept = if secret && !value.is_null() {
                         Value::String("[redacted:secret]".to_owned())
                     } else {
-                        redact(value)
+                        redact_with(value, sets)
                     };
                     (key.clone(), kept)
                 })
@@ -189,6 +239,21 @@ mod tests {
         for kind in ["github_token", "aws_key", "jwt", "private_key", "api_key"] {
             assert!(notes.contains(&format!("[redacted:{kind}]")), "{notes}");
         }
+    }
+
+    #[test]
+    fn only_the_sets_asked_for_are_masked() {
+        let value = json!({"password": "hunter2", "note": "ada@example.org"});
+        let secrets = redact_with(&value, &BTreeSet::from([PatternSet::Secrets]));
+        assert_eq!(
+            secrets,
+            json!({"password": "[redacted:secret]", "note": "ada@example.org"})
+        );
+        let personal = redact_with(&value, &BTreeSet::from([PatternSet::Personal]));
+        assert_eq!(
+            personal,
+            json!({"password": "hunter2", "note": "[redacted:email]"})
+        );
     }
 
     #[test]

@@ -388,6 +388,14 @@ pub(crate) fn workspace_router(
             patch(servers::change_tool),
         )
         .route("/api/servers/{id}/tools/{tool}/call", post(servers::call))
+        .route(
+            "/api/servers/{id}/definitions",
+            get(servers::changed_definitions),
+        )
+        .route(
+            "/api/servers/{id}/definitions/{tool}/accept",
+            post(servers::accept_definition),
+        )
         .route("/api/servers/{id}/resources", get(servers::resources))
         .route("/api/servers/{id}/prompts", get(servers::prompts))
         .route("/api/servers/{id}/resource", get(servers::read_resource))

@@ -255,6 +255,11 @@ pub(crate) struct ServerChange {
     /// How long a call waits for approval, in seconds; `null` for the default.
     #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
     approval_timeout_secs: Option<Option<u64>>,
+    /// What happens when a tool's definition is not the approved one: `warn`, `hold`, `off`.
+    definition_changes: Option<switchboard_core::definitions::DefinitionChanges>,
+    /// What is checked and rewritten on each call's way; `null` for none.
+    #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
+    guardrails: Option<Option<switchboard_core::guardrails::Guardrails>>,
     /// The OAuth client registered for the server; `null` for none (then client ID metadata
     /// documents and dynamic registration are used).
     #[serde(default, deserialize_with = "switchboard_core::tool_settings::present")]
@@ -355,6 +360,14 @@ pub(crate) async fn change(
             }
             if let Some(retries) = change.retries {
                 def.policies.retries = retries;
+            }
+            if let Some(setting) = change.definition_changes {
+                def.policies.definition_changes = setting;
+            }
+            if let Some(guardrails) = change.guardrails {
+                let guardrails = guardrails.unwrap_or_default();
+                guardrails.check().map_err(|e| e.to_string())?;
+                def.policies.guardrails = guardrails;
             }
             if let Some(destructive) = change.approve_destructive {
                 def.policies.approve_destructive = destructive;
@@ -864,5 +877,50 @@ mod tests {
             serde_json::from_value::<OAuthClientChange>(json!({"client_id": "a", "extra": 1}))
                 .is_err()
         );
+    }
+}
+
+/// `GET /api/servers/{id}/definitions`: its tools whose definitions are not the approved ones,
+/// each with the approved and the current definition (and whether it is held back).
+pub(crate) async fn changed_definitions(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Answer {
+    let id = server_id(id)?;
+    app.hub.definition(&id).await?;
+    Ok(Json(app.hub.changed_definitions(&id)?).into_response())
+}
+
+/// The body of an acceptance: the SHA-256 of the definition the person saw.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AcceptBody {
+    #[serde(default)]
+    sha256: Option<String>,
+}
+
+/// `POST /api/servers/{id}/definitions/{tool}/accept` with `{"sha256"?}`: the tool's current
+/// definition becomes the approved one, and a held tool is served again (204); 404 when there
+/// is none waiting, 409 when it changed again since the one named.
+pub(crate) async fn accept_definition(
+    State(app): State<AppState>,
+    Path((id, tool)): Path<(String, String)>,
+    body: Option<Json<AcceptBody>>,
+) -> Answer {
+    let id = server_id(id)?;
+    app.hub.definition(&id).await?;
+    let seen = body.and_then(|Json(body)| body.sha256);
+    match app.hub.accept_definition(&id, &tool, seen.as_deref()).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(error @ switchboard_hub::AcceptError::NothingToAccept { .. }) => {
+            Err(ApiError::new(StatusCode::NOT_FOUND, error))
+        }
+        Err(error @ switchboard_hub::AcceptError::ChangedAgain { .. }) => {
+            Err(ApiError::new(StatusCode::CONFLICT, error))
+        }
+        Err(switchboard_hub::AcceptError::Hub(error)) => Err(error.into()),
+        Err(switchboard_hub::AcceptError::Store(error)) => {
+            Err(ApiError::new(crate::store_status(&error), error))
+        }
     }
 }

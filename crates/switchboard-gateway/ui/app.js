@@ -1120,6 +1120,7 @@ async function openDetail(id) {
     closeApp("another server was opened");
     stopInspecting();
     stopFollowing();
+    heldTools = new Set();
     for (const tab of document.querySelectorAll("[data-tab]")) tab.classList.toggle("active", tab.dataset.tab === "tools");
     for (const pane of document.querySelectorAll("[data-pane]")) pane.hidden = pane.dataset.pane !== "tools";
   }
@@ -1155,6 +1156,7 @@ async function loadDetail() {
     if (!latest()) return;
     tools = listed;
     renderTools();
+    loadDefinitionChanges(id);
     const [resources, prompts] = await Promise.all([
       api("GET", `/api/servers/${id}/resources`).catch(() => ({ resources: [], resource_templates: [] })),
       api("GET", `/api/servers/${id}/prompts`).catch(() => ({ prompts: [] })),
@@ -1342,6 +1344,53 @@ function openPrompt(id, prompt) {
   showView(prompt.name, [form]);
 }
 
+// ---- tools whose definitions changed (a "rug pull"), to accept ----
+
+/** The open server's tools held back from clients (their definitions changed). */
+let heldTools = new Set();
+
+/** The defining fields of a tool, as the API compares them. */
+const DEFINING_FIELDS = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
+
+/** Shows server `id`'s tools whose definitions are not the approved ones: each changed field
+ * as approved and as now, and Accept for whoever may change the server. */
+async function loadDefinitionChanges(id) {
+  let changes;
+  try {
+    changes = await api("GET", `/api/servers/${id}/definitions`);
+  } catch (error) {
+    changes = [];
+  }
+  if (selected !== id) return;
+  heldTools = new Set(changes.filter((change) => change.held).map((change) => change.tool));
+  renderTools();
+  const shown = (value) => value === undefined ? "(none)" : JSON.stringify(value, null, 2);
+  $("#definition-changes").replaceChildren(...changes.map((change) => {
+    const fields = DEFINING_FIELDS.filter((field) =>
+      JSON.stringify(change.approved.definition[field]) !== JSON.stringify(change.current[field]));
+    const accept = element("button", { type: "button", "data-action": "accept-definition", onclick: async () => {
+      try {
+        await api("POST", `/api/servers/${id}/definitions/${encodeURIComponent(change.tool)}/accept`, { sha256: change.current_sha256 });
+        say(`Accepted the new definition of ${change.tool}.`);
+        loadDetail();
+      } catch (error) {
+        say(error.message, true);
+      }
+    } }, "Accept the new definition");
+    const approved = change.approved.accepted_by ? `accepted by ${change.approved.accepted_by}` : "as first seen";
+    return element("li", { class: "definition-change", "data-definition-change": change.tool },
+      element("span", { class: "name" }, `${change.tool}: its definition changed`),
+      element("span", { class: "controls" }, element("span", { class: change.held ? "badge state-error" : "badge state-reconnecting" },
+        change.held ? "held back from clients" : "served as it is now"), accept),
+      element("span", { class: "desc" }, `Approved ${approved} on ${new Date(change.approved.approved_at_ms).toLocaleString()}. What changed:`),
+      ...fields.map((field) => element("div", { class: "diff", "data-field": field },
+        element("strong", {}, field),
+        element("span", { class: "muted" }, "approved"), element("span", { class: "muted" }, "now"),
+        element("pre", { class: "was" }, shown(change.approved.definition[field])),
+        element("pre", { class: "now" }, shown(change.current[field])))));
+  }));
+}
+
 function renderTools() {
   const filter = $("#tool-filter").value.trim().toLowerCase();
   const shown = tools.filter((tool) =>
@@ -1364,7 +1413,8 @@ function renderTools() {
     const tryIt = element("button", { type: "button", "data-try": tool.name,
       disabled: tool.settings.enabled ? undefined : "", onclick: () => openTry(tool) }, "Try");
     return element("li", { class: tool.settings.enabled ? "" : "off", "data-tool": tool.name },
-      element("span", { class: "name" }, tool.title ? `${tool.title} (${tool.name})` : tool.name),
+      element("span", { class: "name" }, tool.title ? `${tool.title} (${tool.name})` : tool.name,
+        heldTools.has(tool.name) ? element("span", { class: "badge state-error", "data-held": "" }, " held") : undefined),
       element("span", { class: "controls" }, element("label", { class: "inline" }, toggle, "on"), tryIt),
       element("span", { class: "desc" }, tool.description ?? ""));
   }));
@@ -2113,6 +2163,7 @@ function handle(event) {
   }
   if (["status", "configured", "state_changed", "catalog_changed", "scope_needed", "lagged"].includes(event.type)) reloadSoon();
   if (event.type === "endpoint_changed" && !$("#endpoints-panel").hidden) loadEndpoints();
+  if (event.type === "tool_definition_changed" && event.server === selected) loadDetail();
   if (event.type === "catalog_changed" && event.server === selected) loadDetail();
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use sha2::Digest;
 use switchboard_core::ServerId;
 use switchboard_core::audit::AuditKind;
+use switchboard_core::definitions::canonical_json;
 use switchboard_core::endpoint::hex_of;
 
 use crate::Hub;
@@ -51,10 +52,11 @@ impl ApprovalError {
     }
 }
 
-/// SHA-256 of `arguments` as JSON, lower-case hex: what an approval names.
+/// SHA-256 of `arguments` as canonical JSON (keys sorted: the same arguments in another
+/// order have the same digest), lower-case hex: what an approval and the audit log name.
 pub fn arguments_digest(arguments: Option<&Map<String, Value>>) -> String {
     let text = match arguments {
-        Some(arguments) => Value::Object(arguments.clone()).to_string(),
+        Some(arguments) => canonical_json(&Value::Object(arguments.clone())),
         None => "{}".to_owned(),
     };
     hex_of(&sha2::Sha256::digest(text.as_bytes()))
@@ -158,5 +160,7 @@ mod tests {
         assert_eq!(digest, arguments_digest(one.as_object()));
         assert_ne!(digest, arguments_digest(other.as_object()));
         assert_eq!(arguments_digest(None), arguments_digest(Some(&Map::new())));
+        let reordered = json!({"force": true, "path": "/srv/a"});
+        assert_eq!(digest, arguments_digest(reordered.as_object()));
     }
 }

@@ -28,6 +28,9 @@ pub const QUEUE: usize = 65_536;
 /// The most records written in one transaction.
 const BATCH: usize = 1024;
 
+/// How long the writer waits for more records to write with the first of a batch.
+const LINGER: Duration = Duration::from_millis(100);
+
 /// How often old records are deleted (and once at start).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
@@ -148,15 +151,27 @@ async fn write_records(
         tokio::select! {
             received = waiting.recv() => {
                 let Some(first) = received else { return };
+                // What comes within a moment joins the batch: one commit (one sync of the
+                // database file) for many records, so a busy log takes the store's write lock
+                // at most a few times a second. A flush is answered without that wait.
+                let linger = tokio::time::Instant::now() + LINGER;
                 let mut next = Some(first);
                 while let Some(message) = next.take() {
                     match message {
                         Message::Record(record) => batch.push(*record),
                         Message::Flush(done) => flushes.push(done),
                     }
-                    if batch.len() < BATCH {
-                        next = waiting.try_recv().ok();
+                    if batch.len() >= BATCH {
+                        break;
                     }
+                    next = match waiting.try_recv() {
+                        Ok(message) => Some(message),
+                        Err(_) if !flushes.is_empty() => None,
+                        Err(_) => tokio::time::timeout_at(linger, waiting.recv())
+                            .await
+                            .ok()
+                            .flatten(),
+                    };
                 }
                 if let Err(error) = store.append_audit(&batch).await {
                     tracing::error!(
@@ -197,7 +212,7 @@ pub(crate) struct AuditRecorder {
 }
 
 /// The tenant and actor records of `workspace` name: the operator's, or the user's.
-fn actor_of(workspace: &Workspace) -> (String, String) {
+pub(crate) fn actor_of(workspace: &Workspace) -> (String, String) {
     match workspace {
         Workspace::Local => (workspace.tenant().to_string(), "operator".to_owned()),
         Workspace::User(principal) => (principal.tenant.to_string(), principal.user.to_string()),
@@ -208,6 +223,16 @@ impl AuditRecorder {
     fn new(log: Arc<AuditLog>, workspace: &Workspace) -> Self {
         let (tenant, actor) = actor_of(workspace);
         Self { log, tenant, actor }
+    }
+
+    /// Who this hub's records name.
+    pub(crate) fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    /// Hands `record` to the log.
+    pub(crate) fn record(&self, record: AuditRecord) {
+        self.log.record(record);
     }
 
     /// How many records the log dropped.

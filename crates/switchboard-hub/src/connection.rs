@@ -527,7 +527,16 @@ impl ConnectionTask {
                 Ok(()) = self.checks.changed(), if unhealthy.is_none() => {
                     self.checks.borrow_and_update();
                     match upstream.health_check().await {
-                        Ok(()) => self.settle_checks(),
+                        Ok(()) => {
+                            // As at each periodic check, a stateless server's lists are read
+                            // again: whoever asked for a check sees what it lists now.
+                            if upstream.is_stateless()
+                                && let Err(error) = self.refresh_catalog(&upstream, Refresh::ALL).await
+                            {
+                                tracing::warn!(server = %self.server(), %error, "reading the lists again failed; keeping the previous ones");
+                            }
+                            self.settle_checks();
+                        }
                         // Busy (429), not down: it answered.
                         Err(error) if !is_down(&error) => self.settle_checks(),
                         Err(error) => {
@@ -654,6 +663,15 @@ impl ConnectionTask {
         if catalog == *previous {
             return Ok(());
         }
+        // Compared with the approved definitions before it is served (and before its status
+        // says it changed, so that whoever reads the status reads the catalog too).
+        crate::definitions::Reviewer {
+            store: &self.store,
+            events: &self.events,
+            audit: self.metrics.audit(),
+        }
+        .review(&self.slot, &catalog)
+        .await;
         self.slot.status.send_modify(|status| {
             status.tools = catalog.tools.len();
             status.resources = catalog.resources.len();

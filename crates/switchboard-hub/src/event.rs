@@ -194,6 +194,16 @@ pub enum HubEvent {
         /// The layer.
         scope: String,
     },
+    /// A tool's definition is not the one approved (first seen, or accepted): `held` when it is
+    /// kept from clients until someone accepts it.
+    ToolDefinitionChanged {
+        /// The server.
+        server: ServerId,
+        /// The tool, by its name at the server.
+        tool: String,
+        /// Whether it is held back.
+        held: bool,
+    },
     /// An endpoint was defined, changed or removed: what its clients see may have changed.
     EndpointChanged {
         /// The endpoint.

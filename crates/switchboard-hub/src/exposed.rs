@@ -186,6 +186,8 @@ pub(crate) struct Contribution {
     pub(crate) description: String,
     /// What admins say of its tools in place of the server, by upstream name.
     pub(crate) overrides: std::collections::BTreeMap<String, switchboard_core::ToolOverride>,
+    /// Its tools held back from clients (their definitions changed), by upstream name.
+    pub(crate) held: std::collections::BTreeSet<String>,
 }
 
 /// Every exposed tool, prompt, resource and template, each mapped to its one owner.
@@ -267,16 +269,20 @@ impl ExposedCatalog {
         let tools = NameTable::build(
             "tool",
             contributions.iter().flat_map(|c| {
-                c.catalog.tools.iter().map(|tool| {
-                    let exposed = match c.overrides.get(tool.name.as_ref()) {
-                        Some(over) => expose_tool(&c.prefix, &overridden(tool, over)),
-                        None => expose_tool(&c.prefix, tool),
-                    };
-                    (
-                        exposed.name.to_string(),
-                        entry(c, tool.name.to_string(), exposed),
-                    )
-                })
+                c.catalog
+                    .tools
+                    .iter()
+                    .filter(|tool| !c.held.contains(tool.name.as_ref()))
+                    .map(|tool| {
+                        let exposed = match c.overrides.get(tool.name.as_ref()) {
+                            Some(over) => expose_tool(&c.prefix, &overridden(tool, over)),
+                            None => expose_tool(&c.prefix, tool),
+                        };
+                        (
+                            exposed.name.to_string(),
+                            entry(c, tool.name.to_string(), exposed),
+                        )
+                    })
             }),
         )
         // Model APIs take fewer names than MCP: a call may name a tool as they do.
@@ -637,6 +643,7 @@ mod tests {
             catalog: Arc::new(catalog),
             description: String::new(),
             overrides: Default::default(),
+            held: Default::default(),
         }
     }
 

@@ -13,10 +13,12 @@ mod audit;
 mod auth;
 mod configure;
 mod connection;
+mod definitions;
 mod endpoints;
 mod era_link;
 mod event;
 mod exposed;
+mod guardrails;
 mod inspector;
 mod last_known;
 mod metrics;
@@ -41,12 +43,14 @@ pub use approval::{ApprovalError, DIGEST_FIELD, arguments_digest};
 pub use audit::{AuditLog, AuditReadError, AuditRetention};
 pub use auth::{OAuthOptions, SignInError, begin_sign_in, server_auth, server_auth_for};
 pub use configure::{ConnectionTest, ImportOutcome};
+pub use definitions::{AcceptError, ChangedDefinition};
 pub use era_link::ClientEra;
 pub use event::{ConfigChange, HubEvent, ServerStatus, StatusReport};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Renamed, Revisions, UnknownResource, for_models,
     name_advice, tool_document,
 };
+pub use guardrails::{GuardedCall, GuardrailRefusal};
 pub use inspector::{TrafficMessage, TrafficReceiver};
 pub use rate_limits::Limited;
 pub use semantic::SemanticError;
@@ -165,6 +169,8 @@ pub(crate) struct ServerSlot {
     pub(crate) sessions_link: Arc<era_link::SessionsLink>,
     /// The order of its catalog's writes to the store ([`last_known`]).
     pub(crate) catalog_writes: Arc<last_known::Writes>,
+    /// Its tools whose definitions are not the approved ones ([`definitions`]).
+    pub(crate) changed_definitions: RwLock<definitions::Changed>,
 }
 
 impl ServerSlot {
@@ -415,7 +421,8 @@ impl Hub {
     pub fn follow(self: &Arc<Self>, mut changes: watch::Receiver<Option<StoreFingerprint>>) {
         let hub = Arc::downgrade(self);
         tokio::spawn(async move {
-            let (mut seen_servers, mut seen_layers, mut seen_endpoints) = (None, None, None);
+            let (mut seen_servers, mut seen_layers, mut seen_endpoints, mut seen_accepted) =
+                (None, None, None, None);
             loop {
                 let now = changes.borrow_and_update().clone();
                 if let Some(now) = now {
@@ -447,6 +454,12 @@ impl Hub {
                             }
                         }
                     }
+                    // A definition accepted elsewhere (another replica, the CLI) is served here
+                    // too; the first reading only marks where things stand.
+                    if seen_accepted.is_some_and(|seen| seen != now.accepted_definitions) {
+                        hub.review_all_definitions().await;
+                    }
+                    seen_accepted = Some(now.accepted_definitions);
                 }
                 if changes.changed().await.is_err() {
                     return;
@@ -485,7 +498,14 @@ impl Hub {
                 Some((_, current)) if *current == def => {}
                 Some((slot, current)) if current.connects_like(&def) => {
                     tracing::info!(server = %id, "changed in the store: applying it to the running connection");
+                    let review =
+                        current.policies.definition_changes != def.policies.definition_changes;
                     self.apply_in_place(slot, def);
+                    if review {
+                        let catalog = read(&slot.catalog).clone();
+                        self.review_definitions(slot, &catalog).await;
+                        self.rebuild_exposed();
+                    }
                     self.announce_configured(&id, ConfigChange::Changed);
                 }
                 Some((slot, _)) => {
@@ -553,6 +573,7 @@ impl Hub {
             checks_answered: watch::channel(0).0,
             sessions_link: Arc::default(),
             catalog_writes: Arc::default(),
+            changed_definitions: RwLock::default(),
         });
         // Its tools are listed (and searchable) from the start: the last catalog it listed,
         // until it lists one now.
@@ -563,6 +584,8 @@ impl Hub {
                 status.resource_templates = catalog.resource_templates.len();
                 status.prompts = catalog.prompts.len();
             });
+            // Compared with the approved definitions before anything of it is served.
+            self.review_definitions(&slot, &catalog).await;
             *write(&slot.catalog) = Arc::new(catalog);
         }
         write(&self.servers).insert(slot.id.clone(), slot.clone());
@@ -747,6 +770,7 @@ impl Hub {
                 catalog: read(&slot.catalog).clone(),
                 description: slot.definition().description.clone(),
                 overrides: slot.definition().policies.overrides.clone(),
+                held: slot.held_tools(),
             })
             .collect();
         let catalog = ExposedCatalog::build(&contributions);
@@ -1042,14 +1066,15 @@ impl Hub {
     }
 
     /// Whether the server's policies check or change every call of its upstream tool `tool`:
-    /// it names the callers allowed to call it, its calls may wait for approval, or an admin
-    /// fixed some of its arguments.
+    /// it names the callers allowed to call it, its calls may wait for approval, the server has
+    /// guardrails, or an admin fixed some of its arguments.
     pub fn policies_apply_to_calls(&self, id: &ServerId, tool: &str) -> bool {
         self.slot(id).is_ok_and(|slot| {
             let policies = &slot.definition().policies;
             policies.allowed_callers.contains_key(tool)
                 || policies.approval.contains(tool)
                 || policies.approve_destructive
+                || !policies.guardrails.is_empty()
                 || policies
                     .overrides
                     .get(tool)

@@ -135,6 +135,11 @@ impl HubMetrics {
         }
     }
 
+    /// Where finished calls are recorded, if anywhere.
+    pub(crate) fn audit(&self) -> Option<&AuditRecorder> {
+        self.audit.get().map(|audit| &**audit)
+    }
+
     /// Records every finished call in `audit` from now on.
     pub(crate) fn record_calls_in(&self, audit: Arc<AuditRecorder>) {
         let _ = self.audit.set(audit);

@@ -62,6 +62,11 @@ struct Args {
     /// reaches every replica.
     #[arg(long, value_name = "N")]
     replicas: Option<usize>,
+    /// Guardrails on the two servers the load calls, to measure what they cost: `redact` (both
+    /// pattern sets masked in arguments and results) or `webhook` (that, and an allow-all
+    /// webhook on loopback asked before and after each call).
+    #[arg(long, value_name = "MODE")]
+    guardrails: Option<GuardrailsMode>,
     /// Internal: run as the plain TCP relay to this address (a floor's child process).
     #[arg(long, hide = true, value_name = "ADDR")]
     tcp_relay: Option<std::net::SocketAddr>,
@@ -448,6 +453,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         servers.push((format!("idle-{i}"), url.clone()));
     }
     let (daemon, _) = start_daemon(&binary, &servers, Duration::from_secs(30), None).await?;
+    if let Some(mode) = args.guardrails {
+        set_guardrails(&daemon, mode).await?;
+    }
     let pid = daemon.child.id();
     let charged_daemon = Charged { pid, ticks };
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -606,6 +614,49 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if errors > 0 {
         bail!("{errors} calls failed; every load run must be error-free");
+    }
+    Ok(())
+}
+
+/// What guardrails the load's servers get (`--guardrails`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum GuardrailsMode {
+    /// Both pattern sets masked in arguments and results.
+    Redact,
+    /// That, and an allow-all webhook on loopback asked before and after each call.
+    Webhook,
+}
+
+/// Gives the two servers the load calls the guardrails of `mode` (with `webhook`, started here:
+/// it answers every call `allow`).
+async fn set_guardrails(daemon: &Daemon, mode: GuardrailsMode) -> anyhow::Result<()> {
+    let mut guardrails = json!({
+        "redact_arguments": ["secrets", "personal"],
+        "redact_results": ["secrets", "personal"],
+    });
+    if matches!(mode, GuardrailsMode::Webhook) {
+        let app = axum::Router::new().route(
+            "/check",
+            axum::routing::post(|| async { axum::Json(json!({"action": "allow"})) }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        guardrails["webhook"] = json!({"url": format!("http://{}/check", listener.local_addr()?)});
+        tokio::spawn(async move { axum::serve(listener, app).await });
+    }
+    let http = reqwest::Client::new();
+    for server in ["legacy", "modern"] {
+        let mut request = http
+            .patch(format!("{}/api/servers/{server}", daemon.base))
+            .json(&json!({"guardrails": guardrails}));
+        if let Some(key) = &daemon.operator_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "setting {server}'s guardrails: {}",
+            response.text().await?
+        );
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ mod audit;
 mod changes;
 pub mod credentials;
 mod db;
+mod definitions;
 mod endpoints;
 pub use endpoints::endpoint_key_digest;
 pub mod keys;
@@ -156,6 +157,9 @@ pub struct StoreFingerprint {
     pub activations: (i64, i64),
     /// The endpoints' number and the sum of their change times.
     pub endpoints: (i64, i64),
+    /// The tool definitions admins accepted: their number and the sum of their times (first
+    /// sightings are left out: each workspace compares with them as it lists its tools).
+    pub accepted_definitions: (i64, i64),
     /// The users' and API keys' number, and how many times they changed: a key revoked, a
     /// user removed, or either replaced by another between two readings moves it.
     pub principals: (i64, i64),
@@ -514,18 +518,23 @@ impl Store {
             let group = servers.entry((tenant, owner)).or_default();
             *group = (group.0 + count, group.1.wrapping_add(sum));
         }
-        let (layers, layers_sum, endpoints, endpoints_sum, principals, principals_sum): (
-            i64,
-            i64,
-            i64,
-            i64,
-            i64,
-            i64,
-        ) = on_db!(&self.db, pool => sqlx::query_as(
+        let (
+            layers,
+            layers_sum,
+            endpoints,
+            endpoints_sum,
+            accepted,
+            accepted_sum,
+            principals,
+            principals_sum,
+        ): (i64, i64, i64, i64, i64, i64, i64, i64) = on_db!(&self.db, pool => sqlx::query_as(
                 "SELECT (SELECT COUNT(*) FROM activations),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations),
                         (SELECT COUNT(*) FROM endpoints),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM endpoints),
+                        (SELECT COUNT(*) FROM tool_definitions WHERE accepted_by <> ''),
+                        (SELECT CAST(COALESCE(SUM(approved_at_ms), 0) AS BIGINT)
+                         FROM tool_definitions WHERE accepted_by <> ''),
                         (SELECT COUNT(*) FROM users) + (SELECT COUNT(*) FROM api_keys),
                         (SELECT CAST(COALESCE(MAX(value), '0') AS BIGINT) FROM store_meta
                          WHERE name = 'principals_version')",
@@ -536,6 +545,7 @@ impl Store {
             servers: std::sync::Arc::new(servers),
             activations: (layers, layers_sum),
             endpoints: (endpoints, endpoints_sum),
+            accepted_definitions: (accepted, accepted_sum),
             principals: (principals, principals_sum),
         })
     }

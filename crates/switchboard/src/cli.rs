@@ -786,6 +786,21 @@ pub enum ServerCommand {
     /// for every tool annotated destructive, `--off` to undo, `--timeout SECS` for the wait
     /// (300 by default; then the call is refused).
     SetApproval(ApprovalArgs),
+    /// What happens when a tool's definition (name, title, description, schemas, annotations)
+    /// is no longer the approved one (first seen, or accepted): `warn` (served and announced;
+    /// the default), `hold` (kept from clients until someone accepts it) or `off`.
+    SetDefinitionChanges(DefinitionChangesArgs),
+    /// Connect to a server and show its tools whose definitions are not the approved ones, with
+    /// what changed.
+    Definitions(IdArgs),
+    /// Accept the current definitions of a server's tools, so that held ones are served again.
+    AcceptDefinition(ToolArgs),
+    /// Check and rewrite every call of a server's tools on its way: mask secrets or personal
+    /// data in the arguments (`--redact-arguments secrets,personal`) or the results
+    /// (`--redact-results ...`), and ask a webhook before and after each call (`--webhook URL`,
+    /// which may allow, refuse or rewrite; `--fail-open` lets calls through when it fails).
+    /// `--clear` removes them all.
+    SetGuardrails(GuardrailsArgs),
     /// Import servers from a Claude Desktop / Cursor / VS Code JSON file or a Switchboard TOML file.
     Import(ImportArgs),
 }
@@ -806,6 +821,40 @@ pub struct ApprovalArgs {
     /// How long a call waits for approval, in seconds (1 to 86400), before it is refused.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: Option<u64>,
+}
+
+/// Options of `server set-guardrails`.
+#[derive(Debug, Args)]
+pub struct GuardrailsArgs {
+    /// The server's id.
+    pub id: String,
+    /// Pattern sets masked in the arguments before the server gets them: `secrets`, `personal`.
+    #[arg(long, value_delimiter = ',', value_name = "SETS")]
+    pub redact_arguments: Vec<switchboard_core::redact::PatternSet>,
+    /// Pattern sets masked in the results before clients get them.
+    #[arg(long, value_delimiter = ',', value_name = "SETS")]
+    pub redact_results: Vec<switchboard_core::redact::PatternSet>,
+    /// The webhook asked before and after each call (`POST`, JSON).
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+    /// How long the webhook may take, in ms (2000 by default; at most 30000).
+    #[arg(long, value_name = "MS")]
+    pub webhook_timeout: Option<u64>,
+    /// Let calls through when the webhook fails (by default they are refused).
+    #[arg(long)]
+    pub fail_open: bool,
+    /// Remove the server's guardrails.
+    #[arg(long, conflicts_with_all = ["redact_arguments", "redact_results", "webhook"])]
+    pub clear: bool,
+}
+
+/// Options of `server set-definition-changes`.
+#[derive(Debug, Args)]
+pub struct DefinitionChangesArgs {
+    /// The server's id.
+    pub id: String,
+    /// `warn`, `hold` or `off`.
+    pub setting: switchboard_core::definitions::DefinitionChanges,
 }
 
 /// Options of `server override-tool`.

@@ -981,6 +981,86 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::SetRetries(args) => set_retries(store, args).await,
         ServerCommand::OverrideTool(args) => override_tool(store, args).await,
         ServerCommand::SetApproval(args) => set_approval(store, args).await,
+        ServerCommand::SetGuardrails(args) => {
+            use switchboard_core::guardrails::{Guardrails, OnFailure, Webhook};
+            let (id, mut def) = configured_server(store, &args.id).await?;
+            let guardrails = Guardrails {
+                redact_arguments: args.redact_arguments.into_iter().collect(),
+                redact_results: args.redact_results.into_iter().collect(),
+                webhook: args.webhook.map(|url| Webhook {
+                    url,
+                    timeout_ms: args.webhook_timeout,
+                    on_failure: if args.fail_open {
+                        OnFailure::Allow
+                    } else {
+                        OnFailure::Refuse
+                    },
+                }),
+            };
+            guardrails.check()?;
+            let said = match guardrails.is_empty() {
+                true => "Calls of {id} pass without guardrails.".replace("{id}", id.as_str()),
+                false => format!(
+                    "Calls of {id} pass through its guardrails: {}.",
+                    serde_json::to_string(&guardrails)?
+                ),
+            };
+            def.policies.guardrails = guardrails;
+            store.put_server(&def).await?;
+            println!("{said} {DAEMON_PICKS_IT_UP}");
+            Ok(0)
+        }
+        ServerCommand::SetDefinitionChanges(args) => {
+            let (id, mut def) = configured_server(store, &args.id).await?;
+            def.policies.definition_changes = args.setting;
+            store.put_server(&def).await?;
+            let said = match args.setting {
+                switchboard_core::definitions::DefinitionChanges::Warn => {
+                    "served and announced until someone accepts them"
+                }
+                switchboard_core::definitions::DefinitionChanges::Hold => {
+                    "held back from clients until someone accepts them"
+                }
+                switchboard_core::definitions::DefinitionChanges::Off => "not looked for",
+            };
+            println!("Changed tool definitions of {id} are {said}. {DAEMON_PICKS_IT_UP}");
+            Ok(0)
+        }
+        ServerCommand::Definitions(args) => {
+            let id = parse_id(&args.id)?;
+            let hub = connected_hub(store.clone(), Some(&args.id)).await?;
+            let changed = hub.changed_definitions(&id);
+            hub.shutdown().await;
+            let changed = changed?;
+            if args.json {
+                print_json(&changed)?;
+            } else if changed.is_empty() {
+                println!("Every tool of {id} is as approved.");
+            } else {
+                for change in &changed {
+                    println!("{}", render::changed_definition(change));
+                }
+            }
+            Ok(0)
+        }
+        ServerCommand::AcceptDefinition(args) => {
+            let id = parse_id(&args.id)?;
+            let hub = connected_hub(store.clone(), Some(&args.id)).await?;
+            let mut accepted = Ok(());
+            for tool in &args.tools {
+                accepted = hub.accept_definition(&id, tool, None).await;
+                if accepted.is_err() {
+                    break;
+                }
+            }
+            hub.shutdown().await;
+            accepted?;
+            println!(
+                "Accepted the current definitions of {} on {id}. {DAEMON_PICKS_IT_UP}",
+                args.tools.join(", ")
+            );
+            Ok(0)
+        }
         ServerCommand::Import(args) => import(store, args).await,
     }
 }

@@ -203,6 +203,43 @@ pub fn short(text: Option<&str>, max: usize) -> String {
     }
 }
 
+/// A tool whose definition changed: each defining field that differs, as approved and now.
+pub fn changed_definition(change: &switchboard_hub::ChangedDefinition) -> String {
+    let held = if change.held {
+        " (held back from clients)"
+    } else {
+        ""
+    };
+    let mut text = format!(
+        "{}{held}: approved {} ({}), now {}",
+        change.tool,
+        &change.approved.sha256[..12.min(change.approved.sha256.len())],
+        if change.approved.accepted_by.is_empty() {
+            "as first seen".to_owned()
+        } else {
+            format!("accepted by {}", change.approved.accepted_by)
+        },
+        &change.current_sha256[..12.min(change.current_sha256.len())],
+    );
+    for field in switchboard_core::definitions::DEFINING_FIELDS {
+        let (was, now) = (
+            change.approved.definition.get(field),
+            change.current.get(field),
+        );
+        if was != now {
+            let show = |value: Option<&serde_json::Value>| {
+                value.map_or_else(|| "(none)".to_owned(), serde_json::Value::to_string)
+            };
+            text.push_str(&format!(
+                "\n  {field}:\n    - {}\n    + {}",
+                show(was),
+                show(now)
+            ));
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1390,3 +1390,343 @@ async fn the_audit_log_keeps_redacted_arguments_when_asked_and_is_not_there_when
         }
     }
 }
+
+/// The tools listed at `url` (a stateless client's `tools/list`), by name.
+async fn tools_at(url: &str) -> std::collections::BTreeMap<String, Value> {
+    let listed = client(url).await.upstream.list_tools().await.unwrap();
+    listed
+        .into_iter()
+        .map(|tool| (tool.name.to_string(), serde_json::to_value(&tool).unwrap()))
+        .collect()
+}
+
+/// `GET /api/servers/{server}/definitions`, once it lists `count` changed tools (up to 10 s).
+async fn changed_definitions(daemon: &Daemon, server: &str, count: usize) -> Vec<Value> {
+    let mut changed = Vec::new();
+    for _ in 0..200 {
+        changed = reqwest::get(daemon.url(&format!("/api/servers/{server}/definitions")))
+            .await
+            .unwrap()
+            .json::<Vec<Value>>()
+            .await
+            .unwrap();
+        if changed.len() == count {
+            return changed;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{server} never listed {count} changed definitions: {changed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_whose_definition_changed_is_held_or_warned_of_until_an_admin_accepts_it() {
+    let (daemon, dir, [alpha, beta]) = two_servers_and_an_endpoint().await;
+    let set = daemon
+        .patch("/api/servers/beta", json!({"definition_changes": "hold"}))
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
+    let mcp = daemon.url("/mcp");
+    assert!(tools_at(&mcp).await.contains_key("beta__add"));
+    assert!(changed_definitions(&daemon, "beta", 0).await.is_empty());
+
+    // Both servers change `add` under the same name: beta says its list changed (its
+    // `add_tool` does), alpha (stateless) is listed again by a check.
+    for fixture in [&alpha, &beta] {
+        fixture
+            .state
+            .rug_pull
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    let told = reqwest::Client::new()
+        .post(daemon.url("/api/servers/beta/tools/add_tool/call"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(told.status(), 200);
+    let checked = reqwest::Client::new()
+        .post(daemon.url("/api/servers/alpha/check"))
+        .send()
+        .await
+        .unwrap();
+    assert!(checked.status().is_success());
+    // beta holds it: not listed, not found, not called.
+    let held = changed_definitions(&daemon, "beta", 1).await;
+    assert_eq!(held[0]["tool"], "add");
+    assert_eq!(held[0]["held"], true);
+    assert_eq!(
+        held[0]["approved"]["definition"]["description"],
+        "Adds two numbers"
+    );
+    assert!(
+        held[0]["current"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("id_rsa"),
+        "{held:?}"
+    );
+    let listed = tools_at(&mcp).await;
+    assert!(!listed.contains_key("beta__add"), "held: {listed:?}");
+    assert!(listed.contains_key("beta__echo"), "the rest is served");
+    let session = open_session(&mcp).await;
+    let refused = rpc(
+        &mcp,
+        Some(&session),
+        Some(1),
+        "tools/call",
+        Some(json!({"name": "beta__add", "arguments": {"a": 1, "b": 2}})),
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool 'beta__add'")),
+        "{refused}"
+    );
+    // alpha warns: served as it is now, and shown as changed.
+    let warned = changed_definitions(&daemon, "alpha", 1).await;
+    assert_eq!(warned[0]["held"], false);
+    assert!(
+        listed["alpha__add"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("id_rsa")
+    );
+
+    // An acceptance names the definition the person saw: another is refused (409).
+    let accept = |server: &str, body: Value| {
+        reqwest::Client::new()
+            .post(daemon.url(&format!("/api/servers/{server}/definitions/add/accept")))
+            .json(&body)
+            .send()
+    };
+    let stale = accept("beta", json!({"sha256": "0".repeat(64)}))
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 409);
+    let sha256 = held[0]["current_sha256"].as_str().unwrap();
+    let accepted = accept("beta", json!({"sha256": sha256})).await.unwrap();
+    assert_eq!(accepted.status(), 204, "{}", accepted.text().await.unwrap());
+    assert!(changed_definitions(&daemon, "beta", 0).await.is_empty());
+    let listed = tools_at(&mcp).await;
+    assert!(
+        listed["beta__add"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("id_rsa"),
+        "accepted, it is served as it is now"
+    );
+    let again = accept("beta", json!({})).await.unwrap();
+    assert_eq!(again.status(), 404, "nothing waits any more");
+
+    // The CLI shows what changed, and accepts alpha's; the daemon reads the acceptance from
+    // the store.
+    let shown = common::run(dir.path(), &["server", "definitions", "alpha"]).await;
+    assert!(shown.status.success(), "{}", common::text(&shown));
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("add: approved")
+            && shown.contains("- \"Adds two numbers\"")
+            && shown.contains("id_rsa"),
+        "{shown}"
+    );
+    let cli = common::run(dir.path(), &["server", "accept-definition", "alpha", "add"]).await;
+    assert!(cli.status.success(), "{}", common::text(&cli));
+    assert!(changed_definitions(&daemon, "alpha", 0).await.is_empty());
+
+    // Each detection and decision is in the audit log.
+    let decisions = audit(&daemon, "kind=definition").await;
+    let outcomes: Vec<(&str, &str)> = decisions
+        .iter()
+        .map(|r| {
+            (
+                r["server"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(outcomes.contains(&("beta", "held")), "{outcomes:?}");
+    assert!(outcomes.contains(&("alpha", "warned")), "{outcomes:?}");
+    assert!(outcomes.contains(&("beta", "accepted")), "{outcomes:?}");
+    assert!(outcomes.contains(&("alpha", "accepted")), "{outcomes:?}");
+}
+
+/// A guardrail webhook on loopback: it refuses a call whose message says "forbidden",
+/// rewrites one that says "rewrite me", withholds a result that says "withhold", and lets
+/// everything else through; it hangs while `hang` is set. It keeps every body it was sent.
+struct PolicyWebhook {
+    url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    hang: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+async fn policy_webhook() -> PolicyWebhook {
+    use std::sync::atomic::Ordering;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let hang = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (kept, hanging) = (seen.clone(), hang.clone());
+    let app = axum::Router::new().route(
+        "/check",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let (kept, hanging) = (kept.clone(), hanging.clone());
+            async move {
+                kept.lock().unwrap().push(body.clone());
+                if hanging.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                let message = body["arguments"]["message"].as_str().unwrap_or_default();
+                let verdict = match body["phase"].as_str() {
+                    Some("before") if message.contains("forbidden") => {
+                        json!({"action": "refuse", "reason": "no forbidden words"})
+                    }
+                    Some("before") if message.contains("rewrite me") => {
+                        json!({"action": "rewrite", "arguments": {"message": "rewritten"}})
+                    }
+                    Some("after") if body["result"].to_string().contains("withhold") => {
+                        json!({"action": "refuse", "reason": "not for the model"})
+                    }
+                    _ => json!({"action": "allow"}),
+                };
+                axum::Json(verdict)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/check", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    PolicyWebhook { url, seen, hang }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn guardrails_mask_check_and_rewrite_calls_and_a_failed_webhook_refuses_or_lets_through() {
+    let (daemon, dir, _fixtures) = two_servers_and_an_endpoint().await;
+    let webhook = policy_webhook().await;
+    let cli = common::run(
+        dir.path(),
+        &[
+            "server",
+            "set-guardrails",
+            "alpha",
+            "--redact-arguments",
+            "secrets",
+            "--redact-results",
+            "personal",
+            "--webhook",
+            &webhook.url,
+            "--webhook-timeout",
+            "500",
+        ],
+    )
+    .await;
+    assert!(cli.status.success(), "{}", common::text(&cli));
+    let stateless = client(&daemon.url("/mcp")).await;
+    let echo = |message: String| {
+        let upstream = stateless.upstream.clone();
+        async move {
+            upstream
+                .call_tool(
+                    "alpha__echo",
+                    json!({"message": message}).as_object().cloned(),
+                    &CallContext::default(),
+                )
+                .await
+        }
+    };
+    // Until the daemon reads the CLI's change, calls pass unguarded.
+    let secret = "ghp_0123456789abcdefghij0123456789abcdef";
+    let mut said = String::new();
+    for _ in 0..100 {
+        said = text_of(&echo(format!("deploy with {secret}")).await.unwrap());
+        if !said.contains(secret) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        said.contains("deploy with [redacted:github_token]"),
+        "the server got the argument masked: {said}"
+    );
+    let before = webhook
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|b| b["phase"] == "before")
+        .cloned()
+        .unwrap();
+    assert_eq!(before["server"], "alpha");
+    assert_eq!(before["tool"], "echo");
+    assert_eq!(before["called_as"], "alpha__echo");
+    assert_eq!(before["actor"], "operator");
+    assert!(
+        !before.to_string().contains(secret),
+        "nor does the webhook see it: {before}"
+    );
+
+    // Results: personal data masked before the client sees it.
+    let said = text_of(&echo("write to ada@example.org".into()).await.unwrap());
+    assert!(said.contains("write to [redacted:email]"), "{said}");
+
+    // The webhook refuses, rewrites, withholds.
+    let refused = format!("{:?}", echo("say a forbidden word".into()).await);
+    assert!(
+        refused.contains("a guardrail refused this call of tool 'alpha__echo': no forbidden words"),
+        "{refused}"
+    );
+    let said = text_of(&echo("rewrite me please".into()).await.unwrap());
+    assert!(
+        said.contains("rewritten") && !said.contains("please"),
+        "{said}"
+    );
+    let withheld = echo("withhold this".into()).await.unwrap();
+    assert_eq!(withheld.is_error, Some(true));
+    assert!(
+        text_of(&withheld).contains("The result was withheld")
+            && !text_of(&withheld).contains("withhold this\""),
+        "{}",
+        text_of(&withheld)
+    );
+
+    // A webhook that does not answer in time refuses the call (fail closed) ...
+    webhook
+        .hang
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let failed = format!("{:?}", echo("anything".into()).await);
+    assert!(
+        failed.contains("the guardrail webhook of tool 'alpha__echo' failed")
+            && failed.contains("no answer within 500 ms"),
+        "{failed}"
+    );
+    // ... or lets it through (fail open).
+    let set = daemon
+        .patch(
+            "/api/servers/alpha",
+            json!({"guardrails": {"webhook": {"url": webhook.url, "timeout_ms": 200, "on_failure": "allow"}}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
+    let said = text_of(&echo("still served".into()).await.unwrap());
+    assert!(said.contains("still served"), "{said}");
+
+    // The refusals are in the audit log; a bad webhook URL is refused with the reason.
+    let refused = audit(&daemon, "kind=call&outcome=refused&server=alpha").await;
+    assert!(
+        refused.iter().any(|r| r["detail"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no forbidden words")),
+        "{refused:?}"
+    );
+    let bad = daemon
+        .patch(
+            "/api/servers/alpha",
+            json!({"guardrails": {"webhook": {"url": "file:///etc/passwd"}}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("http(s) URL"));
+}

@@ -1659,4 +1659,47 @@ async fn a_tenant_admin_defines_endpoints_that_bound_what_members_reach() {
         .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["records"][0]["actor"], "gus", "{answer}");
+
+    // A shared tool's changed definition: shown to the member, accepted only by an admin.
+    upstream
+        .state
+        .rug_pull
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, _) = daemon
+        .send(Some(&ana), "POST", "/api/servers/shared/check", None)
+        .await;
+    assert!(status < 300, "{status}");
+    let (status, changed) = daemon
+        .send(Some(&ana), "GET", "/api/servers/shared/definitions", None)
+        .await;
+    assert_eq!(status, 200, "{changed}");
+    assert_eq!(changed[0]["tool"], "add", "{changed}");
+    let accept = "/api/servers/shared/definitions/add/accept";
+    let (status, answer) = daemon
+        .send(Some(&ana), "POST", accept, Some(json!({})))
+        .await;
+    assert_eq!(
+        status, 403,
+        "a member accepts nothing for the tenant: {answer}"
+    );
+    let (status, answer) = daemon
+        .send(Some(&carol), "POST", "/api/servers/shared/check", None)
+        .await;
+    assert!(status < 300, "{answer}");
+    let (status, answer) = daemon
+        .send(Some(&carol), "POST", accept, Some(json!({})))
+        .await;
+    assert_eq!(status, 204, "{answer}");
+    // Ana's workspace reads the acceptance from the store.
+    let mut left = Value::Null;
+    for _ in 0..200 {
+        (_, left) = daemon
+            .send(Some(&ana), "GET", "/api/servers/shared/definitions", None)
+            .await;
+        if left == json!([]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left, json!([]), "accepted for the tenant");
 }

@@ -482,3 +482,104 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
         .unwrap();
     assert_eq!(expired.status(), 404);
 }
+
+/// A tool whose definition changed under the same name, on a server that holds such tools, is
+/// shown in the console with each changed field as approved and as now (headless Chromium:
+/// `tests/npm/console-definitions.mjs`); once a person accepts it, clients see it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_sees_what_changed_in_a_held_tool_and_accepts_it() {
+    use switchboard_fixtures::{Era, transports};
+    let npm = common::npm_dir(&["playwright-core"]);
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    let added = common::run(dir.path(), &["server", "add", "beta", &fixture.url]).await;
+    assert!(added.status.success(), "{}", common::text(&added));
+    let held = common::run(
+        dir.path(),
+        &["server", "set-definition-changes", "beta", "hold"],
+    )
+    .await;
+    assert!(held.status.success(), "{}", common::text(&held));
+    let (_daemon, port) = common::spawn_daemon(dir.path());
+    common::await_health(port).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let tools = || async {
+        let listed: Value = reqwest::get(format!("{base}/api/tools?format=mcp"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        listed.to_string()
+    };
+    for _ in 0..200 {
+        if tools().await.contains("\"beta__add\"") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(tools().await.contains("\"beta__add\""), "{}", tools().await);
+    fixture
+        .state
+        .rug_pull
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let told = http
+        .post(format!("{base}/api/servers/beta/tools/add_tool/call"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(told.status(), 200);
+    for _ in 0..200 {
+        if !tools().await.contains("\"beta__add\"") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!tools().await.contains("\"beta__add\""), "held back");
+
+    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node")
+            .arg(npm.join("console-definitions.mjs"))
+            .arg(&base)
+            .args(["beta", "add"])
+            .args(screenshots.iter())
+            .env("CHROMIUM", common::chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser finishes within 120 s")
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser: {}",
+        common::text(&output)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    assert_eq!(seen["change"], "add: its definition changed", "{seen:#}");
+    assert_eq!(seen["badge"], "held back from clients", "{seen:#}");
+    assert_eq!(seen["markedHeld"], json!(["add"]), "{seen:#}");
+    assert_eq!(seen["fields"].as_array().unwrap().len(), 1, "{seen:#}");
+    assert_eq!(seen["fields"][0]["field"], "description");
+    assert_eq!(seen["fields"][0]["was"], "\"Adds two numbers\"");
+    assert!(
+        seen["fields"][0]["now"]
+            .as_str()
+            .unwrap()
+            .contains("id_rsa"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["message"], "Accepted the new definition of add.",
+        "{seen:#}"
+    );
+    assert_eq!(seen["problems"], json!([]), "{seen:#}");
+    assert!(
+        tools().await.contains("\"beta__add\""),
+        "served again once accepted"
+    );
+}

@@ -1183,6 +1183,29 @@ impl AggregateServer {
                     error
                 })?;
         }
+        // Guardrails: the arguments masked and checked before the server gets them.
+        let guardrails = self.hub().guardrails(&server);
+        let guarded = switchboard_hub::GuardedCall {
+            server: &server,
+            tool: &name,
+            exposed: &request.name,
+        };
+        let arguments = match &guardrails {
+            Some(guardrails) => self
+                .hub()
+                .guard_arguments(guardrails, guarded, arguments)
+                .await
+                .map_err(|stopped| {
+                    let error = ErrorData::invalid_params(
+                        stopped.to_string(),
+                        Some(serde_json::json!({"guardrail": stopped.kind()})),
+                    );
+                    refused(&error, None);
+                    error
+                })?,
+            None => arguments,
+        };
+        let checked_arguments = guardrails.as_ref().map(|_| arguments.clone());
         // Recorded as the server gets it: with the arguments an admin fixed.
         let origin = call_origin(
             self.hub(),
@@ -1197,6 +1220,18 @@ impl AggregateServer {
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks());
         let task_mode = match self.hub().task_mode(&server, &name) {
+            // A task's result is not seen here: with guardrails, a call runs to its result.
+            TaskMode::Required if guardrails.is_some() => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "tool '{}' runs only as a task, and its server's guardrails check every \
+                         result: it cannot be called through Switchboard",
+                        request.name
+                    ),
+                    None,
+                ));
+            }
+            _ if guardrails.is_some() => TaskMode::Forbidden,
             TaskMode::Required if !takes_tasks => {
                 return Err(ErrorData::missing_required_client_capability(
                     rmcp::model::ClientCapabilities::builder()
@@ -1270,7 +1305,23 @@ impl AggregateServer {
         };
         match outcome {
             Outcome::InputRequired(required) => Ok(CallToolResponse::InputRequired(required)),
-            Outcome::Done(result) => call_result(&catalog, &server, result),
+            Outcome::Done(result) => match (call_result(&catalog, &server, result)?, &guardrails) {
+                // Guardrails: the result checked and masked before the client gets it.
+                (CallToolResponse::Complete(result), Some(guardrails)) => {
+                    let guarded = switchboard_hub::GuardedCall {
+                        server: &server,
+                        tool: &tool.upstream,
+                        exposed: &exposed,
+                    };
+                    let arguments = checked_arguments.flatten();
+                    Ok(CallToolResponse::Complete(
+                        self.hub()
+                            .guard_result(guardrails, guarded, arguments.as_ref(), result)
+                            .await,
+                    ))
+                }
+                (response, _) => Ok(response),
+            },
         }
     }
 }
