@@ -70,35 +70,52 @@ fn as_i64(value: u64) -> i64 {
 }
 
 impl Store {
-    /// Appends `records` in one transaction.
+    /// Appends `records` in one transaction, a few hundred rows to a statement.
     pub async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        const COLUMNS_WRITTEN: usize = 13;
+        const ROWS_PER_STATEMENT: usize = 500;
         if records.is_empty() {
             return Ok(());
         }
         on_db!(&self.db, pool => {
             let mut tx = pool.begin().await?;
-            for record in records {
-                sqlx::query(
+            for chunk in records.chunks(ROWS_PER_STATEMENT) {
+                let mut sql = String::from(
                     "INSERT INTO audit_log (at_ms, tenant, kind, actor, door, endpoint, client,
                                             server, tool, outcome, duration_ms, arguments_json,
-                                            detail_json)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind(as_i64(record.at_ms))
-                .bind(&record.tenant)
-                .bind(record.kind.as_str())
-                .bind(&record.actor)
-                .bind(record.door.as_deref())
-                .bind(record.endpoint.as_deref())
-                .bind(record.client.as_deref())
-                .bind(record.server.as_deref())
-                .bind(record.tool.as_deref())
-                .bind(&record.outcome)
-                .bind(record.duration_ms.map(as_i64))
-                .bind(record.arguments.as_ref().map(|value| value.to_string()))
-                .bind(record.detail.as_ref().map(|value| value.to_string()))
-                .execute(&mut *tx)
-                .await?;
+                                            detail_json) VALUES ",
+                );
+                for row in 0..chunk.len() {
+                    if row > 0 {
+                        sql.push(',');
+                    }
+                    sql.push('(');
+                    for column in 0..COLUMNS_WRITTEN {
+                        if column > 0 {
+                            sql.push(',');
+                        }
+                        sql.push_str(&format!("${}", row * COLUMNS_WRITTEN + column + 1));
+                    }
+                    sql.push(')');
+                }
+                let mut insert = sqlx::query(&sql);
+                for record in chunk {
+                    insert = insert
+                        .bind(as_i64(record.at_ms))
+                        .bind(&record.tenant)
+                        .bind(record.kind.as_str())
+                        .bind(&record.actor)
+                        .bind(record.door.as_deref())
+                        .bind(record.endpoint.as_deref())
+                        .bind(record.client.as_deref())
+                        .bind(record.server.as_deref())
+                        .bind(record.tool.as_deref())
+                        .bind(&record.outcome)
+                        .bind(record.duration_ms.map(as_i64))
+                        .bind(record.arguments.as_ref().map(|value| value.to_string()))
+                        .bind(record.detail.as_ref().map(|value| value.to_string()));
+                }
+                insert.execute(&mut *tx).await?;
             }
             tx.commit().await?;
         });
@@ -150,13 +167,22 @@ impl Store {
     }
 
     /// Deletes the records from before `before_ms`, and then the oldest beyond the newest
-    /// `keep_at_most`; how many it deleted. Every tenant's: retention is the daemon's.
+    /// `keep_at_most`; how many it deleted. Every tenant's: retention is the daemon's. Ids rise
+    /// with time, so the old records are those below the first id at or after `before_ms`,
+    /// found by reading up from the oldest (the table keeps no index on the time).
     pub async fn prune_audit(&self, before_ms: u64, keep_at_most: u64) -> Result<u64, StoreError> {
-        let old = on_db!(&self.db, pool => sqlx::query("DELETE FROM audit_log WHERE at_ms < $1")
-            .bind(as_i64(before_ms))
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected()))?;
+        let first_kept: Option<i64> = on_db!(&self.db, pool => sqlx::query_scalar(
+            "SELECT id FROM audit_log WHERE at_ms >= $1 ORDER BY id LIMIT 1",
+        )
+        .bind(as_i64(before_ms))
+        .fetch_optional(pool)
+        .await)?;
+        // None at or after it: every record is older.
+        let old = on_db!(&self.db, pool => sqlx::query("DELETE FROM audit_log WHERE id < $1")
+        .bind(first_kept.unwrap_or(i64::MAX))
+        .execute(pool)
+        .await
+        .map(|done| done.rows_affected()))?;
         let newest: Option<i64> = on_db!(&self.db, pool => sqlx::query_scalar(
             "SELECT MAX(id) FROM audit_log",
         )

@@ -576,6 +576,28 @@ async fn the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_pas
         .map(|record| record.at_ms)
         .collect();
     assert_eq!(left, [8000, 7000, 6000, 5000]);
+
+    // A batch larger than one statement takes is written whole, in order.
+    let many: Vec<AuditRecord> = (0..1_200)
+        .map(|n| record(10_000 + n, "default", AuditKind::Call, "bulk"))
+        .collect();
+    local.append_audit(&many).await.unwrap();
+    let bulk = AuditQuery {
+        server: Some("bulk".into()),
+        limit: Some(1000),
+        ..Default::default()
+    };
+    let first = local.audit_page(&bulk).await.unwrap();
+    let rest = local
+        .audit_page(&AuditQuery {
+            before: first.last().unwrap().id,
+            ..bulk
+        })
+        .await
+        .unwrap();
+    assert_eq!((first.len(), rest.len()), (1000, 200));
+    assert_eq!(first[0].at_ms, 11_199);
+    assert_eq!(rest.last().unwrap().at_ms, 10_000);
 }
 
 /// Every open workspace follows the fingerprint; a change to servers moves only what the
