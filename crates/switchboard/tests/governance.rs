@@ -155,6 +155,28 @@ async fn rpc(
         .unwrap_or_else(|| panic!("no answer to {method} in: {body}"))
 }
 
+/// Calls `tool` with `arguments` at `url` (in `session`, if given) as request `id`; the answer.
+async fn call_tool_in(
+    url: &str,
+    session: Option<&str>,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    let params = json!({"name": tool, "arguments": arguments});
+    rpc(url, session, Some(id), "tools/call", Some(params)).await
+}
+
+/// Asserts that `answer` is the error a call of `tool` outside what its client may reach gets:
+/// the tool is unknown there.
+fn assert_unknown_tool(answer: &Value, tool: &str) {
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("unknown tool '{tool}'")),
+        "{answer}"
+    );
+}
+
 /// The names in a list result's `key` array.
 fn names(result: &Value, key: &str, field: &str) -> Vec<String> {
     let mut names: Vec<String> = result[key]
@@ -371,30 +393,18 @@ async fn a_session_of_an_endpoint_cannot_reach_outside_it_nor_move_to_another_do
     assert!(subscribed["error"].is_object(), "{subscribed}");
 
     // Calls: the included tool works; one outside is unknown on the full path too.
-    let echoed = rpc(
+    let echoed = call_tool_in(
         &url,
         s,
-        Some(7),
-        "tools/call",
-        Some(json!({"name": "alpha__echo", "arguments": {"message": "in a session"}})),
+        7,
+        "alpha__echo",
+        json!({"message": "in a session"}),
     )
     .await;
     assert!(echoed.to_string().contains("in a session"), "{echoed}");
     let before = alpha.state.last_call_id.lock().unwrap().clone();
-    let refused = rpc(
-        &url,
-        s,
-        Some(8),
-        "tools/call",
-        Some(json!({"name": "alpha__add", "arguments": {"a": 1, "b": 2}})),
-    )
-    .await;
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("unknown tool 'alpha__add'")),
-        "{refused}"
-    );
+    let refused = call_tool_in(&url, s, 8, "alpha__add", json!({"a": 1, "b": 2})).await;
+    assert_unknown_tool(&refused, "alpha__add");
     assert_eq!(
         *alpha.state.last_call_id.lock().unwrap(),
         before,
@@ -485,31 +495,12 @@ async fn the_session_short_path_refuses_a_tool_outside_the_endpoint() {
     let url = daemon.url("/mcp/e/support");
     let session = open_session(&url).await;
     let s = Some(session.as_str());
-    let added = rpc(
-        &url,
-        s,
-        Some(1),
-        "tools/call",
-        Some(json!({"name": "beta__add", "arguments": {"a": 2, "b": 3}})),
-    )
-    .await;
+    let added = call_tool_in(&url, s, 1, "beta__add", json!({"a": 2, "b": 3})).await;
     assert!(added["result"].is_object(), "{added}");
     let before = beta.state.last_call_id.lock().unwrap().clone();
     assert_ne!(before, None, "beta saw the call");
-    let refused = rpc(
-        &url,
-        s,
-        Some(2),
-        "tools/call",
-        Some(json!({"name": "beta__echo", "arguments": {"message": "x"}})),
-    )
-    .await;
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("unknown tool 'beta__echo'")),
-        "{refused}"
-    );
+    let refused = call_tool_in(&url, s, 2, "beta__echo", json!({"message": "x"})).await;
+    assert_unknown_tool(&refused, "beta__echo");
     assert_eq!(*beta.state.last_call_id.lock().unwrap(), before);
 }
 
@@ -887,12 +878,12 @@ async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
     }
     // A session's call, on the full path.
     let session = open_session(&mcp).await;
-    let called = rpc(
+    let called = call_tool_in(
         &mcp,
         Some(&session),
-        Some(1),
-        "tools/call",
-        Some(json!({"name": "alpha__say", "arguments": {"message": "x"}})),
+        1,
+        "alpha__say",
+        json!({"message": "x"}),
     )
     .await;
     assert!(called.to_string().contains("approved words"), "{called}");
@@ -930,12 +921,12 @@ async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
     );
     let mut sum = Value::Null;
     for id in 2..200 {
-        sum = rpc(
+        sum = call_tool_in(
             &mcp,
             Some(&session),
-            Some(id),
-            "tools/call",
-            Some(json!({"name": "beta__add", "arguments": {"a": 2, "b": 1}})),
+            id,
+            "beta__add",
+            json!({"a": 2, "b": 1}),
         )
         .await;
         if sum.to_string().contains("42") {
@@ -1099,12 +1090,12 @@ async fn a_call_that_needs_approval_waits_for_a_person_who_sees_its_exact_argume
         async move {
             let mut last = Value::Null;
             for id in 1..100 {
-                last = rpc(
+                last = call_tool_in(
                     &mcp,
                     Some(&session),
-                    Some(id),
-                    "tools/call",
-                    Some(json!({"name": "beta__add", "arguments": {"a": 1, "b": 2}})),
+                    id,
+                    "beta__add",
+                    json!({"a": 1, "b": 2}),
                 )
                 .await;
                 // Until the daemon read the CLI's change, the call goes through.
@@ -1184,12 +1175,12 @@ async fn every_call_and_change_is_in_the_audit_log_with_who_where_and_how_it_end
     // The session short path, at the endpoint's door.
     let endpoint = daemon.url("/mcp/e/support");
     let session = open_session(&endpoint).await;
-    let added = rpc(
+    let added = call_tool_in(
         &endpoint,
         Some(&session),
-        Some(1),
-        "tools/call",
-        Some(json!({"name": "beta__add", "arguments": {"a": 2, "b": 3}})),
+        1,
+        "beta__add",
+        json!({"a": 2, "b": 3}),
     )
     .await;
     assert!(added["result"].is_object(), "{added}");
@@ -1203,12 +1194,12 @@ async fn every_call_and_change_is_in_the_audit_log_with_who_where_and_how_it_end
         .await
         .unwrap();
     assert_eq!(set.status(), 200);
-    let full = rpc(
+    let full = call_tool_in(
         &daemon.url("/mcp"),
         Some(&open_session(&daemon.url("/mcp")).await),
-        Some(2),
-        "tools/call",
-        Some(json!({"name": "alpha__echo", "arguments": {}})),
+        2,
+        "alpha__echo",
+        json!({}),
     )
     .await;
     assert!(full.to_string().contains("fixed"), "{full}");
@@ -1470,20 +1461,15 @@ async fn a_tool_whose_definition_changed_is_held_or_warned_of_until_an_admin_acc
     assert!(!listed.contains_key("beta__add"), "held: {listed:?}");
     assert!(listed.contains_key("beta__echo"), "the rest is served");
     let session = open_session(&mcp).await;
-    let refused = rpc(
+    let refused = call_tool_in(
         &mcp,
         Some(&session),
-        Some(1),
-        "tools/call",
-        Some(json!({"name": "beta__add", "arguments": {"a": 1, "b": 2}})),
+        1,
+        "beta__add",
+        json!({"a": 1, "b": 2}),
     )
     .await;
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("unknown tool 'beta__add'")),
-        "{refused}"
-    );
+    assert_unknown_tool(&refused, "beta__add");
     // alpha warns: served as it is now, and shown as changed.
     let warned = changed_definitions(&daemon, "alpha", 1).await;
     assert_eq!(warned[0]["held"], false);
