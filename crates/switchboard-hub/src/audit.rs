@@ -87,7 +87,16 @@ impl AuditLog {
         arguments: AuditArguments,
         retention: Option<AuditRetention>,
     ) -> Arc<Self> {
-        let (queue, waiting) = mpsc::channel(QUEUE);
+        Self::start_with_queue(store, arguments, retention, QUEUE)
+    }
+
+    fn start_with_queue(
+        store: Store,
+        arguments: AuditArguments,
+        retention: Option<AuditRetention>,
+        queue: usize,
+    ) -> Arc<Self> {
+        let (queue, waiting) = mpsc::channel(queue);
         let log = Arc::new(Self {
             queue,
             arguments,
@@ -129,9 +138,13 @@ impl AuditLog {
     /// Waits (up to a few seconds) until every record handed over before now is written.
     pub async fn flushed(&self) {
         let (done, written) = oneshot::channel();
-        if self.queue.send(Message::Flush(done)).await.is_ok() {
-            let _ = tokio::time::timeout(FLUSH_WAIT, written).await;
-        }
+        // Bounded as a whole: a queue full behind a store that does not answer waits no longer.
+        let _ = tokio::time::timeout(FLUSH_WAIT, async {
+            if self.queue.send(Message::Flush(done)).await.is_ok() {
+                let _ = written.await;
+            }
+        })
+        .await;
     }
 }
 
@@ -379,5 +392,28 @@ impl Hub {
         let recorder = self.audit.get().ok_or(AuditReadError::Off)?;
         recorder.log.flushed().await;
         Ok(self.store.audit_page(query).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store that cannot keep up loses the records beyond the queue, counted, and never makes
+    /// a caller wait; what was queued is written.
+    #[tokio::test(flavor = "current_thread")]
+    async fn records_beyond_a_full_queue_are_dropped_and_counted_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let log = AuditLog::start_with_queue(store.clone(), AuditArguments::Digest, None, 2);
+        // The writer has not run yet (one thread, nothing awaited): the queue fills.
+        for outcome in ["a", "b", "c", "d", "e"] {
+            log.record(AuditLog::operators(AuditKind::Change, outcome));
+        }
+        assert_eq!(log.dropped(), 3);
+        log.flushed().await;
+        let kept = store.audit_page(&AuditQuery::default()).await.unwrap();
+        let outcomes: Vec<&str> = kept.iter().map(|r| r.outcome.as_str()).collect();
+        assert_eq!(outcomes, ["b", "a"]);
     }
 }
