@@ -70,52 +70,37 @@ fn as_i64(value: u64) -> i64 {
 }
 
 impl Store {
-    /// Appends `records` in one transaction, a few hundred rows to a statement.
+    /// Appends `records` in one transaction, one prepared statement (kept by the connection)
+    /// run for each: parsing a statement of many rows costs SQLite more than running one many
+    /// times.
     pub async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
-        const COLUMNS_WRITTEN: usize = 13;
-        const ROWS_PER_STATEMENT: usize = 500;
         if records.is_empty() {
             return Ok(());
         }
         on_db!(&self.db, pool => {
             let mut tx = pool.begin().await?;
-            for chunk in records.chunks(ROWS_PER_STATEMENT) {
-                let mut sql = String::from(
+            for record in records {
+                sqlx::query(
                     "INSERT INTO audit_log (at_ms, tenant, kind, actor, door, endpoint, client,
                                             server, tool, outcome, duration_ms, arguments_json,
-                                            detail_json) VALUES ",
-                );
-                for row in 0..chunk.len() {
-                    if row > 0 {
-                        sql.push(',');
-                    }
-                    sql.push('(');
-                    for column in 0..COLUMNS_WRITTEN {
-                        if column > 0 {
-                            sql.push(',');
-                        }
-                        sql.push_str(&format!("${}", row * COLUMNS_WRITTEN + column + 1));
-                    }
-                    sql.push(')');
-                }
-                let mut insert = sqlx::query(&sql);
-                for record in chunk {
-                    insert = insert
-                        .bind(as_i64(record.at_ms))
-                        .bind(&record.tenant)
-                        .bind(record.kind.as_str())
-                        .bind(&record.actor)
-                        .bind(record.door.as_deref())
-                        .bind(record.endpoint.as_deref())
-                        .bind(record.client.as_deref())
-                        .bind(record.server.as_deref())
-                        .bind(record.tool.as_deref())
-                        .bind(&record.outcome)
-                        .bind(record.duration_ms.map(as_i64))
-                        .bind(record.arguments.as_ref().map(|value| value.to_string()))
-                        .bind(record.detail.as_ref().map(|value| value.to_string()));
-                }
-                insert.execute(&mut *tx).await?;
+                                            detail_json)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                )
+                .bind(as_i64(record.at_ms))
+                .bind(&record.tenant)
+                .bind(record.kind.as_str())
+                .bind(&record.actor)
+                .bind(record.door.as_deref())
+                .bind(record.endpoint.as_deref())
+                .bind(record.client.as_deref())
+                .bind(record.server.as_deref())
+                .bind(record.tool.as_deref())
+                .bind(&record.outcome)
+                .bind(record.duration_ms.map(as_i64))
+                .bind(record.arguments.as_ref().map(|value| value.to_string()))
+                .bind(record.detail.as_ref().map(|value| value.to_string()))
+                .execute(&mut *tx)
+                .await?;
             }
             tx.commit().await?;
         });
