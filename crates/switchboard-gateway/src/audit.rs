@@ -104,14 +104,18 @@ pub(crate) struct Change {
 }
 
 /// The change `request` makes, if it is one and `hub` keeps an audit log: a write to the
-/// admin API. Calls (recorded as calls), answers to questions, connection tests and app views
-/// change no configuration. Everything else is let through without a copy of anything.
+/// admin API. Calls (recorded as calls), checks, completions, prompts got, answers to
+/// questions, connection tests and app views change no configuration. Everything else is let
+/// through without a copy of anything.
 pub(crate) fn change_in(hub: &Hub, request: &axum::extract::Request) -> Option<Change> {
     let method = request.method();
     let path = request.uri().path();
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
         || !path.starts_with("/api/")
         || path.ends_with("/call")
+        || path.ends_with("/check")
+        || path.ends_with("/complete")
+        || path.ends_with("/get")
         || path.starts_with("/api/questions")
         || path.starts_with("/api/apps/")
         || path == "/api/test-connection"

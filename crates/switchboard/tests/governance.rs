@@ -1257,7 +1257,20 @@ async fn every_call_and_change_is_in_the_audit_log_with_who_where_and_how_it_end
     // No argument is kept by default: only its digest.
     assert!(!calls.iter().any(|c| c.to_string().contains("\"one\"")));
 
+    // A check changes nothing: it is not recorded as a change.
+    let checked = reqwest::Client::new()
+        .post(daemon.url("/api/servers/alpha/check"))
+        .send()
+        .await
+        .unwrap();
+    assert!(checked.status().is_success());
     let changes = audit(&daemon, "kind=change").await;
+    assert!(
+        !changes.iter().any(|c| c["detail"]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/check"))),
+        "{changes:?}"
+    );
     let cli_change = &changes[0];
     assert_eq!(cli_change["door"], "cli");
     assert_eq!(cli_change["detail"]["command"], "server set-prefix");
