@@ -100,13 +100,22 @@ impl Hub {
     }
 
     /// Removes server `id` and everything stored for it (its tokens among them), stopping it.
+    /// A server that was not running (disabled) is announced as stopped all the same, so
+    /// consoles drop it.
     pub async fn remove_definition(
         self: &std::sync::Arc<Self>,
         id: &ServerId,
     ) -> Result<(), HubError> {
         let _edit = self.edits.lock().await;
+        let was_running = crate::read(&self.servers).contains_key(id);
         self.store.remove_server(id).await?;
         self.sync_with_store().await?;
+        if !was_running {
+            let _ = self.events.send(crate::HubEvent::Configured {
+                server: id.clone(),
+                change: crate::ConfigChange::Stopped,
+            });
+        }
         Ok(())
     }
 

@@ -753,3 +753,27 @@ async fn settings_apply_without_reconnecting_and_calls_in_flight_finish() {
     assert!(restarted, "a change of the connection starts it again");
     hub.shutdown().await;
 }
+
+/// A disabled server (never running) that is removed is announced as stopped: consoles that
+/// listed it drop it, as they drop a running one.
+#[tokio::test]
+async fn removing_a_disabled_server_is_announced() {
+    let (hub, _dir) = hub().await;
+    let mut def = http("off", "http://127.0.0.1:9/mcp");
+    def.enabled = false;
+    hub.put_definition(def, false).await.unwrap();
+    let mut events = hub.subscribe();
+    hub.remove_definition(&id("off")).await.unwrap();
+    let announced = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Ok(switchboard_hub::HubEvent::Configured { server, change }) = events.recv().await
+                && server.as_str() == "off"
+            {
+                return change;
+            }
+        }
+    })
+    .await
+    .expect("the removal is announced");
+    assert_eq!(announced, switchboard_hub::ConfigChange::Stopped);
+}
