@@ -766,7 +766,8 @@ async fn removing_a_disabled_server_is_announced() {
     hub.remove_definition(&id("off")).await.unwrap();
     let announced = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
-            if let Ok(switchboard_hub::HubEvent::Configured { server, change }) = events.recv().await
+            if let Ok(switchboard_hub::HubEvent::Configured { server, change }) =
+                events.recv().await
                 && server.as_str() == "off"
             {
                 return change;
