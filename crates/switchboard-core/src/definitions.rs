@@ -21,6 +21,16 @@ pub const DEFINING_FIELDS: [&str; 6] = [
     "annotations",
 ];
 
+/// The most approved definitions kept for one server: a server that names new tools at every
+/// listing does not grow the store without bound. Tools beyond it are not compared (and said
+/// so in the log).
+pub const MAX_KEPT_PER_SERVER: usize = 10_000;
+
+/// How many of `new` first sightings may be kept for a server that has `kept` already.
+pub fn room_for_first_sightings(kept: usize, new: usize) -> usize {
+    new.min(MAX_KEPT_PER_SERVER.saturating_sub(kept))
+}
+
 /// What happens when a tool's definition is not the one approved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -146,6 +156,14 @@ mod tests {
             digest_of(&definition),
             digest_of(&definition_of(&annotated))
         );
+    }
+
+    #[test]
+    fn a_server_keeps_at_most_so_many_definitions() {
+        assert_eq!(room_for_first_sightings(0, 50), 50);
+        assert_eq!(room_for_first_sightings(MAX_KEPT_PER_SERVER - 10, 50), 10);
+        assert_eq!(room_for_first_sightings(MAX_KEPT_PER_SERVER, 50), 0);
+        assert_eq!(room_for_first_sightings(MAX_KEPT_PER_SERVER + 5, 50), 0);
     }
 
     #[test]

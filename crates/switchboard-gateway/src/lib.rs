@@ -1193,6 +1193,11 @@ mod tests {
             ("POST", "/mcp/e/e"),
             ("GET", "/sse/e/e"),
             ("PATCH", "/api/servers/s/tools/t"),
+            ("PATCH", "/api/servers/s"),
+            ("GET", "/api/audit"),
+            ("GET", "/api/audit/export"),
+            ("GET", "/api/servers/s/definitions"),
+            ("POST", "/api/servers/s/definitions/t/accept"),
         ] {
             let request = axum::http::Request::builder()
                 .method(method)
@@ -1264,6 +1269,8 @@ mod tests {
             ("GET", "/api/status"),
             ("GET", "/api/endpoints"),
             ("POST", "/api/endpoints/support/keys"),
+            ("GET", "/api/audit"),
+            ("GET", "/api/audit/export"),
         ] {
             assert_eq!(
                 status(method, elsewhere, Some(&key)).await,

@@ -17,7 +17,7 @@ use serde_json::Value;
 use switchboard_core::ServerId;
 use switchboard_core::audit::AuditKind;
 use switchboard_core::definitions::{
-    ApprovedDefinition, DefinitionChanges, definition_of, digest_of,
+    ApprovedDefinition, DefinitionChanges, definition_of, digest_of, room_for_first_sightings,
 };
 use switchboard_store::Store;
 use tokio::sync::broadcast;
@@ -141,7 +141,7 @@ impl Reviewer<'_> {
             }
         };
         let approved = read_approved().await?;
-        let first_seen: Vec<ApprovedDefinition> = listed
+        let mut first_seen: Vec<ApprovedDefinition> = listed
             .iter()
             .filter(|(tool, _)| !approved.contains_key(tool))
             .map(|(tool, definition)| ApprovedDefinition {
@@ -152,6 +152,15 @@ impl Reviewer<'_> {
                 accepted_by: String::new(),
             })
             .collect();
+        let room = room_for_first_sightings(approved.len(), first_seen.len());
+        if room < first_seen.len() {
+            tracing::warn!(
+                server = %slot.id,
+                left_out = first_seen.len() - room,
+                "the server names more tools than are kept; the rest are not compared"
+            );
+            first_seen.truncate(room);
+        }
         if first_seen.is_empty() {
             return Some(approved);
         }

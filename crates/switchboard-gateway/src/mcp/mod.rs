@@ -1187,8 +1187,8 @@ impl AggregateServer {
         let guardrails = self.hub().guardrails(&server);
         let guarded = switchboard_hub::GuardedCall {
             server: &server,
-            tool: &name,
-            exposed: &request.name,
+            tool: &tool.upstream,
+            exposed: &exposed,
         };
         let arguments = match &guardrails {
             Some(guardrails) => self
@@ -1308,11 +1308,6 @@ impl AggregateServer {
             Outcome::Done(result) => match (call_result(&catalog, &server, result)?, &guardrails) {
                 // Guardrails: the result checked and masked before the client gets it.
                 (CallToolResponse::Complete(result), Some(guardrails)) => {
-                    let guarded = switchboard_hub::GuardedCall {
-                        server: &server,
-                        tool: &tool.upstream,
-                        exposed: &exposed,
-                    };
                     let arguments = checked_arguments.flatten();
                     Ok(CallToolResponse::Complete(
                         self.hub()
