@@ -580,6 +580,11 @@ pub struct ServerDefinition {
     /// Pinned tools and allowed callers, by upstream tool name.
     #[serde(default, skip_serializing_if = "crate::ToolPolicies::is_empty")]
     pub policies: crate::ToolPolicies,
+    /// The only tools (by upstream name) a member bound by grants may reach of this shared
+    /// server, set as their workspace reads it (see [`crate::grants`]); `None`: every tool.
+    /// Never stored or shown: the tools outside it are withheld, not disabled.
+    #[serde(skip)]
+    pub granted_tools: Option<BTreeSet<String>>,
 }
 
 /// Whether the front door runs a call of a tool as a task (the `io.modelcontextprotocol/tasks`
@@ -728,6 +733,7 @@ impl ServerDefinition {
             prefix: None,
             task_modes: BTreeMap::new(),
             policies: crate::ToolPolicies::default(),
+            granted_tools: None,
         }
     }
 
@@ -798,7 +804,15 @@ impl ServerDefinition {
 
     /// Whether the upstream tool `name` may be exposed and called.
     pub fn tool_enabled(&self, name: &str) -> bool {
-        !self.disabled_tools.contains(name)
+        self.tool_granted(name) && !self.disabled_tools.contains(name)
+    }
+
+    /// Whether the grants of the workspace's member reach the upstream tool `name` (always,
+    /// when grants do not bound them). A tool they do not is withheld: not even named.
+    pub fn tool_granted(&self, name: &str) -> bool {
+        self.granted_tools
+            .as_ref()
+            .is_none_or(|granted| granted.contains(name))
     }
 }
 

@@ -166,6 +166,10 @@ pub struct Principal {
     pub user: UserId,
     /// What they may do there.
     pub role: Role,
+    /// The groups their identity provider's token names (the store's groups add theirs); a
+    /// name no group of the tenant has gives nothing.
+    #[serde(skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub groups: std::collections::BTreeSet<crate::GroupName>,
 }
 
 impl fmt::Display for Principal {
@@ -330,6 +334,7 @@ mod tests {
             tenant: TenantId::new("acme").unwrap(),
             user: UserId::new("ana").unwrap(),
             role: Role::Member,
+            groups: Default::default(),
         });
         assert!(!member.manages_tenant());
         assert_eq!(member.to_string(), "acme/ana");

@@ -45,6 +45,9 @@ pub(crate) fn boundary_of(
         }
         (named, held) => named.or(held),
     };
+    if let Some(refusal) = endpoint.and_then(|name| hub.endpoint_door_refusal(name)) {
+        return Err(crate::ApiError::new(StatusCode::FORBIDDEN, refusal));
+    }
     match endpoint {
         Some(name) if hub.endpoint(name).is_none() => Err(crate::ApiError::new(
             StatusCode::NOT_FOUND,
@@ -89,16 +92,25 @@ pub(crate) fn no_such_endpoint(name: &str) -> Response {
     (StatusCode::NOT_FOUND, Json(body)).into_response()
 }
 
-/// Answers requests for an endpoint that is not defined with 404, before any session opens.
+/// Answers requests for an endpoint that is not defined with 404, and those from a member whose
+/// grants do not include it with 403, before any session opens.
 pub(crate) async fn require_endpoint(
     State(hub): State<std::sync::Arc<switchboard_hub::Hub>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if let Some(name) = endpoint_in(request.uri().path())
-        && hub.endpoint(name).is_none()
-    {
-        return no_such_endpoint(name);
+    if let Some(name) = endpoint_in(request.uri().path()) {
+        if let Some(refusal) = hub.endpoint_door_refusal(name) {
+            let body = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": {"code": -32600, "message": refusal},
+            });
+            return (StatusCode::FORBIDDEN, Json(body)).into_response();
+        }
+        if hub.endpoint(name).is_none() {
+            return no_such_endpoint(name);
+        }
     }
     next.run(request).await
 }
@@ -134,14 +146,17 @@ fn endpoint_error(error: StoreError) -> Response {
 }
 
 /// `GET /api/endpoints`: every endpoint (its keys by id and issue time; a key itself is shown
-/// only when it is issued).
+/// only when it is issued); for a member bound by grants, those granted to them.
 pub(crate) async fn list(State(app): State<AppState>) -> Response {
-    Json(app.hub.endpoints()).into_response()
+    let mut endpoints = app.hub.endpoints();
+    endpoints.retain(|endpoint| app.hub.endpoint_door_refusal(&endpoint.name).is_none());
+    Json(endpoints).into_response()
 }
 
-/// `GET /api/endpoints/{name}`.
+/// `GET /api/endpoints/{name}` (404 for a member whose grants do not include it).
 pub(crate) async fn show(State(app): State<AppState>, Path(name): Path<String>) -> Response {
-    match app.hub.endpoint(&name) {
+    let granted = app.hub.endpoint_door_refusal(&name).is_none();
+    match app.hub.endpoint(&name).filter(|_| granted) {
         Some(endpoint) => Json(endpoint).into_response(),
         None => endpoint_error(StoreError::Missing(format!("endpoint named '{name}'"))),
     }

@@ -20,6 +20,7 @@ mod commands;
 mod endpoints;
 mod events;
 mod export;
+mod grants;
 pub mod listener;
 pub mod mcp;
 mod oauth;
@@ -358,6 +359,19 @@ pub(crate) fn workspace_router(
         .route("/api/commands", get(commands::list))
         .route("/api/audit", get(audit::list))
         .route("/api/audit/export", get(audit::export))
+        .route("/api/groups", get(grants::list_groups))
+        .route(
+            "/api/groups/{name}",
+            axum::routing::put(grants::put_group).delete(grants::remove_group),
+        )
+        .route(
+            "/api/grants",
+            get(grants::list_grants).post(grants::add_grant),
+        )
+        .route(
+            "/api/grants/{id}",
+            axum::routing::delete(grants::revoke_grant),
+        )
         .route("/api/endpoints", get(endpoints::list))
         .route(
             "/api/endpoints/{name}",
@@ -1198,6 +1212,11 @@ mod tests {
             ("GET", "/api/audit/export"),
             ("GET", "/api/servers/s/definitions"),
             ("POST", "/api/servers/s/definitions/t/accept"),
+            ("GET", "/api/groups"),
+            ("PUT", "/api/groups/g"),
+            ("GET", "/api/grants"),
+            ("POST", "/api/grants"),
+            ("DELETE", "/api/grants/x"),
         ] {
             let request = axum::http::Request::builder()
                 .method(method)
@@ -1271,6 +1290,8 @@ mod tests {
             ("POST", "/api/endpoints/support/keys"),
             ("GET", "/api/audit"),
             ("GET", "/api/audit/export"),
+            ("GET", "/api/groups"),
+            ("POST", "/api/grants"),
         ] {
             assert_eq!(
                 status(method, elsewhere, Some(&key)).await,

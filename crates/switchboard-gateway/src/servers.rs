@@ -146,17 +146,28 @@ pub(crate) async fn show(State(app): State<AppState>, Path(id): Path<String>) ->
 }
 
 /// `GET /api/me`: whose workspace the caller is in.
-pub(crate) async fn me(State(app): State<AppState>) -> Response {
-    match app.hub.store().workspace() {
+pub(crate) async fn me(State(app): State<AppState>) -> Answer {
+    Ok(match app.hub.store().workspace() {
         switchboard_core::Workspace::Local => Json(json!({"workspace": "local"})).into_response(),
-        switchboard_core::Workspace::User(principal) => Json(json!({
-            "workspace": "user",
-            "tenant": principal.tenant,
-            "user": principal.user,
-            "role": principal.role,
-        }))
-        .into_response(),
-    }
+        switchboard_core::Workspace::User(principal) => {
+            let groups = app
+                .hub
+                .my_groups()
+                .await
+                .map_err(|e| ApiError::new(crate::store_status(&e), e))?;
+            // `null`: not bound by grants; else the servers, tools and endpoints granted.
+            let reach = app.hub.reach();
+            Json(json!({
+                "workspace": "user",
+                "tenant": principal.tenant,
+                "user": principal.user,
+                "role": principal.role,
+                "groups": groups,
+                "reach": reach,
+            }))
+            .into_response()
+        }
+    })
 }
 
 /// A server's definition from an `mcpServers` entry under `id` (an `"id"` key in it ignored).

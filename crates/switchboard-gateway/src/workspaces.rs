@@ -67,7 +67,13 @@ pub struct TokenClaims {
     pub tenant: TenantFrom,
     /// A value that, in the token's `roles` or `groups` claim, makes its user a tenant admin.
     pub admin_role: Option<String>,
+    /// The claim listing the user's groups (`groups` unless configured): those the tenant has
+    /// are theirs for the request, beside the groups the store lists them in.
+    pub groups: Option<String>,
 }
+
+/// The most groups taken from one token (a claim listing more is cut there).
+const MAX_CLAIMED_GROUPS: usize = 256;
 
 /// Where a token's tenant comes from.
 #[derive(Debug, Clone)]
@@ -112,12 +118,38 @@ impl TokenClaims {
                     _ => false,
                 })
         });
+        let groups = self
+            .groups
+            .as_ref()
+            .map(|name| claimed_groups(claims.get(name)))
+            .unwrap_or_default();
         Ok(Principal {
             tenant,
             user,
             role: if admin { Role::Admin } else { Role::Member },
+            groups,
         })
     }
+}
+
+/// The group names a claim lists (an array of strings, or one string of names separated by
+/// spaces); names that are not group names are left out.
+fn claimed_groups(
+    claim: Option<&serde_json::Value>,
+) -> std::collections::BTreeSet<switchboard_core::GroupName> {
+    let names: Vec<&str> = match claim {
+        Some(serde_json::Value::Array(values)) => values
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .collect(),
+        Some(serde_json::Value::String(value)) => value.split(' ').collect(),
+        _ => Vec::new(),
+    };
+    names
+        .into_iter()
+        .filter_map(|name| switchboard_core::GroupName::new(name).ok())
+        .take(MAX_CLAIMED_GROUPS)
+        .collect()
 }
 
 impl Users {
@@ -749,6 +781,7 @@ mod tests {
             user: "email".into(),
             tenant: TenantFrom::Fixed(TenantId::new("acme").unwrap()),
             admin_role: None,
+            groups: Some("groups".into()),
         };
         for unverified in [
             serde_json::json!({"email": "ana@acme.test"}),
@@ -778,6 +811,40 @@ mod tests {
             by_subject
                 .principal(&claims(serde_json::json!({"sub": "ana"})))
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_tokens_groups_claim_names_its_users_groups() {
+        let claims_of = |groups: Option<&str>| TokenClaims {
+            user: "sub".into(),
+            tenant: TenantFrom::Fixed(TenantId::new("acme").unwrap()),
+            admin_role: None,
+            groups: groups.map(str::to_owned),
+        };
+        let names = |principal: Principal| -> Vec<String> {
+            principal.groups.iter().map(ToString::to_string).collect()
+        };
+        let listed = claims(serde_json::json!({"sub": "ana", "groups": ["eng", "a b", 7, "ops"]}));
+        assert_eq!(
+            names(claims_of(Some("groups")).principal(&listed).unwrap()),
+            ["eng", "ops"]
+        );
+        let spaced = claims(serde_json::json!({"sub": "ana", "teams": "eng ops"}));
+        assert_eq!(
+            names(claims_of(Some("teams")).principal(&spaced).unwrap()),
+            ["eng", "ops"]
+        );
+        assert!(names(claims_of(None).principal(&listed).unwrap()).is_empty());
+        let many: Vec<String> = (0..1000).map(|i| format!("g{i}")).collect();
+        let flood = claims(serde_json::json!({"sub": "ana", "groups": many}));
+        assert_eq!(
+            claims_of(Some("groups"))
+                .principal(&flood)
+                .unwrap()
+                .groups
+                .len(),
+            MAX_CLAIMED_GROUPS
         );
     }
 }

@@ -1,13 +1,14 @@
 //! The tenant's endpoints the hub serves ([`switchboard_core::Endpoint`]): read from the store at
 //! start and whenever another process changes them ([`Hub::follow`]), written through on every
 //! change, which goes out on the bus as [`HubEvent::EndpointChanged`] so that the sessions of
-//! an endpoint see their lists change at once.
+//! an endpoint see their lists change at once. Beside them, the workspace's reach
+//! ([`switchboard_core::Reach`]): which endpoints' doors its member's grants open.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use switchboard_core::endpoint::EndpointKey;
-use switchboard_core::{Endpoint, EndpointDefinition};
+use switchboard_core::{Endpoint, EndpointDefinition, Reach};
 use switchboard_store::{StoreError, endpoint_key_digest};
 
 use crate::{Hub, HubEvent, read, write};
@@ -18,6 +19,8 @@ pub(crate) struct Endpoints {
     by_name: RwLock<BTreeMap<String, Arc<Endpoint>>>,
     /// Changes are written one at a time, so the store and memory agree.
     changing: tokio::sync::Mutex<()>,
+    /// What the workspace's member was granted, when grants bound them.
+    reach: RwLock<Option<Arc<Reach>>>,
 }
 
 impl Hub {
@@ -43,7 +46,30 @@ impl Hub {
                 .events
                 .send(HubEvent::EndpointChanged { name: name.clone() });
         }
+        drop(_one_at_a_time);
+        self.load_reach().await
+    }
+
+    /// Reads what the workspace's member was granted again (their grants, groups, or an
+    /// endpoint granted to them changed).
+    pub(crate) async fn load_reach(&self) -> Result<(), StoreError> {
+        let reach = self.store.reach().await?.map(Arc::new);
+        *write(&self.endpoints.reach) = reach;
         Ok(())
+    }
+
+    /// What the workspace's member was granted; `None` when grants do not bound the workspace
+    /// (the operator, a tenant admin, a tenant without grants).
+    pub fn reach(&self) -> Option<Arc<Reach>> {
+        read(&self.endpoints.reach).clone()
+    }
+
+    /// Why this workspace may not use the door of the endpoint `name`: its member's grants do
+    /// not include it.
+    pub fn endpoint_door_refusal(&self, name: &str) -> Option<String> {
+        self.reach()
+            .filter(|reach| !reach.includes_endpoint(name))
+            .map(|_| format!("you have no grant for endpoint '{name}': a tenant admin grants it"))
     }
 
     /// Every endpoint, by name.

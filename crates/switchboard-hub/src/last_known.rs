@@ -73,12 +73,7 @@ pub(crate) fn save(
     writes: &std::sync::Arc<Writes>,
 ) {
     let kept = Kept {
-        tools: catalog
-            .tools
-            .iter()
-            .chain(&catalog.disabled_tools)
-            .cloned()
-            .collect(),
+        tools: catalog.all_tools().cloned().collect(),
         resources: catalog.resources.clone(),
         resource_templates: catalog.resource_templates.clone(),
         prompts: catalog.prompts.clone(),

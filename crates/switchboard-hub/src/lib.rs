@@ -18,6 +18,7 @@ mod endpoints;
 mod era_link;
 mod event;
 mod exposed;
+mod grants;
 mod guardrails;
 mod inspector;
 mod last_known;
@@ -122,6 +123,9 @@ pub struct ServerCatalog {
     pub tools: Vec<Tool>,
     /// The tools the user disabled, as the server lists them (for the console's toggles).
     pub disabled_tools: Vec<Tool>,
+    /// The tools the workspace's member was not granted: never listed, shown or called, kept
+    /// only so that a grant given later serves them without reconnecting.
+    pub(crate) withheld_tools: Vec<Tool>,
     /// Resources.
     pub resources: Vec<Resource>,
     /// Resource templates.
@@ -138,9 +142,22 @@ impl ServerCatalog {
         listed: impl IntoIterator<Item = Tool>,
         def: &ServerDefinition,
     ) {
-        (self.tools, self.disabled_tools) = listed
+        let (granted, withheld): (Vec<Tool>, Vec<Tool>) = listed
+            .into_iter()
+            .partition(|tool| def.tool_granted(&tool.name));
+        self.withheld_tools = withheld;
+        (self.tools, self.disabled_tools) = granted
             .into_iter()
             .partition(|tool| def.tool_enabled(&tool.name));
+    }
+
+    /// Every tool the server listed, granted or not (what is kept as its last known catalog,
+    /// shared by every workspace).
+    pub(crate) fn all_tools(&self) -> impl Iterator<Item = &Tool> {
+        self.tools
+            .iter()
+            .chain(&self.disabled_tools)
+            .chain(&self.withheld_tools)
     }
 }
 
@@ -423,6 +440,7 @@ impl Hub {
         tokio::spawn(async move {
             let (mut seen_servers, mut seen_layers, mut seen_endpoints, mut seen_accepted) =
                 (None, None, None, None);
+            let mut seen_grants = None;
             loop {
                 let now = changes.borrow_and_update().clone();
                 if let Some(now) = now {
@@ -430,6 +448,12 @@ impl Hub {
                     // Only the servers this hub's workspace sees: a change in another tenant,
                     // or to another user's own servers, does not make it read them again.
                     let servers = now.servers_seen_by(hub.store.workspace());
+                    // Grants bound what a member's workspace reads of the shared servers.
+                    if seen_grants.is_some_and(|seen| seen != now.grants) {
+                        seen_servers = None;
+                        seen_endpoints = None;
+                    }
+                    seen_grants = Some(now.grants);
                     if seen_servers != Some(servers) {
                         match hub.sync_with_store().await {
                             Ok(()) => seen_servers = Some(servers),
@@ -530,9 +554,7 @@ impl Hub {
     /// request.
     fn apply_in_place(&self, slot: &ServerSlot, def: ServerDefinition) {
         let mut catalog = ServerCatalog::clone(&read(&slot.catalog));
-        let listed = std::mem::take(&mut catalog.tools)
-            .into_iter()
-            .chain(std::mem::take(&mut catalog.disabled_tools));
+        let listed: Vec<Tool> = catalog.all_tools().cloned().collect();
         catalog.set_tools(listed, &def);
         slot.status.send_modify(|status| {
             status.display_name = def.display_name.clone();

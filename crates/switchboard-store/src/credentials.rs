@@ -269,6 +269,7 @@ impl Store {
                     tenant: record.tenant,
                     user: record.id,
                     role: record.role,
+                    groups: Default::default(),
                 })
             }
         };

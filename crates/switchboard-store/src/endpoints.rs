@@ -25,7 +25,14 @@ impl Store {
     /// The tenant's endpoints, by name. A row that does not decode is left out with a warning:
     /// its clients are refused (the endpoint is not there) rather than given more.
     pub async fn endpoints(&self) -> Result<Vec<Endpoint>, StoreError> {
-        let tenant = self.workspace.tenant();
+        self.endpoints_of(&self.workspace.tenant()).await
+    }
+
+    /// `tenant`'s endpoints, by name (see [`Store::endpoints`]).
+    pub(crate) async fn endpoints_of(
+        &self,
+        tenant: &switchboard_core::TenantId,
+    ) -> Result<Vec<Endpoint>, StoreError> {
         let rows: Vec<(String, String)> = on_db!(&self.db, pool => sqlx::query_as(
             "SELECT name, endpoint_json FROM endpoints WHERE tenant = $1 ORDER BY name",
         )

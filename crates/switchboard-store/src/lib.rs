@@ -16,6 +16,7 @@ pub mod credentials;
 mod db;
 mod definitions;
 mod endpoints;
+mod grants;
 pub use endpoints::endpoint_key_digest;
 pub mod keys;
 mod sessions;
@@ -163,6 +164,8 @@ pub struct StoreFingerprint {
     /// The users' and API keys' number, and how many times they changed: a key revoked, a
     /// user removed, or either replaced by another between two readings moves it.
     pub principals: (i64, i64),
+    /// The groups', memberships' and grants' number, and how many times they changed.
+    pub grants: (i64, i64),
 }
 
 impl StoreFingerprint {
@@ -472,7 +475,10 @@ impl Store {
         .fetch_optional(pool)
         .await)?;
         match row {
-            Some(row) => Ok(Some(self.server_as_seen(row).await?)),
+            Some(row) => {
+                let reach = self.reach().await?;
+                self.server_as_seen(row, reach.as_ref()).await
+            }
             None => Ok(None),
         }
     }
@@ -489,9 +495,10 @@ impl Store {
         .fetch_all(pool)
         .await)?;
         rows.dedup_by(|later, first| later.name == first.name);
+        let reach = self.reach().await?;
         let mut servers = Vec::with_capacity(rows.len());
         for row in rows {
-            servers.push(self.server_as_seen(row).await?);
+            servers.extend(self.server_as_seen(row, reach.as_ref()).await?);
         }
         Ok(servers)
     }
@@ -527,7 +534,9 @@ impl Store {
             accepted_sum,
             principals,
             principals_sum,
-        ): (i64, i64, i64, i64, i64, i64, i64, i64) = on_db!(&self.db, pool => sqlx::query_as(
+            grants,
+            grants_version,
+        ): (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) = on_db!(&self.db, pool => sqlx::query_as(
                 "SELECT (SELECT COUNT(*) FROM activations),
                         (SELECT CAST(COALESCE(SUM(updated_at_ms), 0) AS BIGINT) FROM activations),
                         (SELECT COUNT(*) FROM endpoints),
@@ -537,7 +546,11 @@ impl Store {
                          FROM tool_definitions WHERE accepted_by <> ''),
                         (SELECT COUNT(*) FROM users) + (SELECT COUNT(*) FROM api_keys),
                         (SELECT CAST(COALESCE(MAX(value), '0') AS BIGINT) FROM store_meta
-                         WHERE name = 'principals_version')",
+                         WHERE name = 'principals_version'),
+                        (SELECT COUNT(*) FROM grants) + (SELECT COUNT(*) FROM group_members)
+                            + (SELECT COUNT(*) FROM user_groups),
+                        (SELECT CAST(COALESCE(MAX(value), '0') AS BIGINT) FROM store_meta
+                         WHERE name = 'grants_version')",
             )
             .fetch_one(pool)
             .await)?;
@@ -547,6 +560,7 @@ impl Store {
             endpoints: (endpoints, endpoints_sum),
             accepted_definitions: (accepted, accepted_sum),
             principals: (principals, principals_sum),
+            grants: (grants, grants_version),
         })
     }
 
@@ -727,10 +741,25 @@ impl Store {
         }
     }
 
-    /// A server as this workspace sees it: a shared one with its user's own settings over it.
-    async fn server_as_seen(&self, row: ServerRow) -> Result<ServerDefinition, StoreError> {
+    /// A server as this workspace sees it: a shared one with its user's own settings over it,
+    /// and only the tools `reach` (the member's grants, if they are bound by some) includes;
+    /// `None` for a shared server `reach` leaves out.
+    async fn server_as_seen(
+        &self,
+        row: ServerRow,
+        reach: Option<&switchboard_core::Reach>,
+    ) -> Result<Option<ServerDefinition>, StoreError> {
         let shared = row.owner.is_empty();
+        let granted = match (shared, reach) {
+            (true, Some(reach)) => match reach.server(&row.name) {
+                None => return Ok(None),
+                Some(switchboard_core::ToolSet::All) => None,
+                Some(switchboard_core::ToolSet::Only(tools)) => Some(tools.clone()),
+            },
+            _ => None,
+        };
         let mut def = self.decode_server(row).await?;
+        def.granted_tools = granted;
         if shared
             && self.workspace.user().is_some()
             && let Some(mine) = self.my_settings(&def.id).await?
@@ -740,7 +769,7 @@ impl Store {
                 detail,
             })?;
         }
-        Ok(def)
+        Ok(Some(def))
     }
 
     pub(crate) async fn decode_server(
@@ -812,6 +841,7 @@ impl Store {
             prefix: row.exposed_prefix,
             task_modes,
             policies,
+            granted_tools: None,
         })
     }
 }

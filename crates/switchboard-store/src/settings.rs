@@ -66,6 +66,14 @@ impl Store {
                 "server '{id}' is your own: change it directly"
             )));
         }
+        // A shared server the member's grants leave out is not there for them.
+        if self
+            .reach()
+            .await?
+            .is_some_and(|reach| reach.server(id.as_str()).is_none())
+        {
+            return Err(StoreError::NotFound(id.clone()));
+        }
         // The settings must fit the server (no header it sets itself, none on a built-in one),
         // and a stdio server's variables are the operator's to choose: a user sets only those
         // the server's approved command leaves to users (`PATH`, `LD_PRELOAD` or

@@ -63,11 +63,17 @@ impl Store {
     /// fingerprint shows: every process then forgets the keys it remembered, even when a change
     /// leaves the numbers as they were (a key revoked and another made).
     async fn principals_changed(&self) -> Result<(), StoreError> {
+        self.bump_version("principals_version").await
+    }
+
+    /// Adds one to the counter `name` of `store_meta`, which a fingerprint reads.
+    pub(crate) async fn bump_version(&self, name: &str) -> Result<(), StoreError> {
         on_db!(&self.db, pool => sqlx::query(
-            "INSERT INTO store_meta (name, value) VALUES ('principals_version', '1')
+            "INSERT INTO store_meta (name, value) VALUES ($1, '1')
              ON CONFLICT(name) DO UPDATE
              SET value = CAST(CAST(store_meta.value AS BIGINT) + 1 AS TEXT)",
         )
+        .bind(name)
         .execute(pool)
         .await
         .map(drop))?;
@@ -141,6 +147,13 @@ impl Store {
                     "DELETE FROM pending_sign_ins WHERE tenant = $1",
                     &[id.as_str()],
                 ),
+                ("DELETE FROM endpoints WHERE tenant = $1", &[id.as_str()]),
+                ("DELETE FROM grants WHERE tenant = $1", &[id.as_str()]),
+                (
+                    "DELETE FROM group_members WHERE tenant = $1",
+                    &[id.as_str()],
+                ),
+                ("DELETE FROM user_groups WHERE tenant = $1", &[id.as_str()]),
                 ("DELETE FROM tenants WHERE id = $1", &[id.as_str()]),
             ])
             .await?;
@@ -244,6 +257,7 @@ impl Store {
             tenant: user.tenant,
             user: user.id,
             role: user.role,
+            groups: Default::default(),
         })
     }
 
@@ -287,6 +301,8 @@ impl Store {
         };
         let threads = format!("{tenant}/{id}/");
         let principal = crate::grant_principal(Some(id));
+        // A user given this id later inherits none of this one's groups and grants.
+        let subject = switchboard_core::grants::Subject::User(id.clone()).to_string();
         let removed = self
             .delete_together(&[
                 (
@@ -310,6 +326,14 @@ impl Store {
                 (
                     "DELETE FROM pending_sign_ins WHERE tenant = $1 AND user_id = $2",
                     &[tenant.as_str(), id.as_str()],
+                ),
+                (
+                    "DELETE FROM group_members WHERE tenant = $1 AND user_id = $2",
+                    &[tenant.as_str(), id.as_str()],
+                ),
+                (
+                    "DELETE FROM grants WHERE tenant = $1 AND subject = $2",
+                    &[tenant.as_str(), &subject],
                 ),
                 (
                     "DELETE FROM users WHERE tenant = $1 AND id = $2",
@@ -380,6 +404,7 @@ impl Store {
             tenant: user.tenant,
             user: user.id,
             role: user.role,
+            groups: Default::default(),
         }))
     }
 
@@ -432,7 +457,10 @@ impl Store {
 
     /// Runs `deletes` (each SQL with its text parameters) in one transaction; returns how many
     /// rows the last one removed.
-    async fn delete_together(&self, deletes: &[(&str, &[&str])]) -> Result<u64, StoreError> {
+    pub(crate) async fn delete_together(
+        &self,
+        deletes: &[(&str, &[&str])],
+    ) -> Result<u64, StoreError> {
         let removed = on_db!(&self.db, pool => {
             let mut tx = pool.begin().await?;
             let mut removed = 0;
@@ -449,7 +477,7 @@ impl Store {
         Ok(removed)
     }
 
-    async fn require_tenant(&self, tenant: &TenantId) -> Result<(), StoreError> {
+    pub(crate) async fn require_tenant(&self, tenant: &TenantId) -> Result<(), StoreError> {
         let found: Option<String> = on_db!(&self.db, pool => sqlx::query_scalar(
             "SELECT id FROM tenants WHERE id = $1",
         )

@@ -114,6 +114,7 @@ on_both_engines!(
     an_mcp_session_is_found_only_in_its_workspace_until_ended_or_quiet,
     a_servers_last_known_catalog_is_each_workspaces_own,
     a_tools_first_definition_is_kept_once_and_only_an_admin_accepts_another,
+    grants_bound_what_members_read_of_shared_servers_and_go_with_their_subject,
 );
 
 fn http_server(id: &str, url: &str) -> ServerDefinition {
@@ -802,6 +803,7 @@ fn principal(
         tenant: switchboard_core::TenantId::new(tenant).unwrap(),
         user: switchboard_core::UserId::new(user).unwrap(),
         role,
+        groups: Default::default(),
     })
 }
 
@@ -825,6 +827,104 @@ async fn acme(place: &Place) -> (Store, Store, Store, Store) {
     let bob = local.for_workspace(principal("acme", "bob", Role::Member));
     let carol = local.for_workspace(principal("acme", "carol", Role::Admin));
     (local, ana, bob, carol)
+}
+
+/// Once a tenant holds a grant, a member's workspace reads only the shared servers (and tools)
+/// granted to them or their groups; admins and their own servers are not bound; a change moves
+/// the fingerprint; removing a group, a user or the tenant takes their grants with them.
+async fn grants_bound_what_members_read_of_shared_servers_and_go_with_their_subject(place: Place) {
+    use switchboard_core::grants::{Group, GroupName};
+    let (local, ana, bob, carol) = acme(&place).await;
+    let acme = switchboard_core::TenantId::new("acme").unwrap();
+    for id in ["docs", "tracker"] {
+        carol
+            .add_server(&http_server(id, "https://x.test/mcp"))
+            .await
+            .unwrap();
+    }
+    bob.add_server(&http_server("bobs", "https://y.test/mcp"))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&bob.list_servers().await.unwrap()),
+        ["bobs", "docs", "tracker"]
+    );
+    let grant = |json: serde_json::Value| -> switchboard_core::Grant {
+        serde_json::from_value(json).unwrap()
+    };
+    let eng = Group {
+        name: GroupName::new("eng").unwrap(),
+        description: None,
+        members: [switchboard_core::UserId::new("ana").unwrap()].into(),
+    };
+    assert!(matches!(
+        ana.put_group(&acme, &eng).await,
+        Err(switchboard_store::StoreError::Forbidden(_))
+    ));
+    let before = local.fingerprint().await.unwrap().grants;
+    assert!(carol.put_group(&acme, &eng).await.unwrap());
+    let (docs, new) = carol
+        .add_grant(
+            &acme,
+            grant(serde_json::json!({"subject": "group:eng", "server": "docs"})),
+        )
+        .await
+        .unwrap();
+    assert!(new);
+    let (again, new) = carol
+        .add_grant(
+            &acme,
+            grant(serde_json::json!({"subject": "group:eng", "server": "docs"})),
+        )
+        .await
+        .unwrap();
+    assert!(!new && again.id == docs.id);
+    local
+        .add_grant(
+            &acme,
+            grant(serde_json::json!({"subject": "user:bob", "server": "tracker", "tool": "echo"})),
+        )
+        .await
+        .expect("the operator manages any tenant's grants");
+    assert_ne!(local.fingerprint().await.unwrap().grants, before);
+
+    assert_eq!(ids(&ana.list_servers().await.unwrap()), ["docs"]);
+    assert_eq!(ids(&bob.list_servers().await.unwrap()), ["bobs", "tracker"]);
+    let tracker = bob
+        .get_server(&ServerId::new("tracker").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tracker.tool_enabled("echo") && !tracker.tool_enabled("add"));
+    assert!(
+        bob.get_server(&ServerId::new("docs").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        ids(&carol.list_servers().await.unwrap()),
+        ["docs", "tracker"]
+    );
+
+    // The group goes with its grants; the user with theirs.
+    let moved = local.fingerprint().await.unwrap().grants;
+    carol.remove_group(&acme, &eng.name).await.unwrap();
+    assert_ne!(local.fingerprint().await.unwrap().grants, moved);
+    assert!(ana.list_servers().await.unwrap().is_empty());
+    local
+        .remove_user(&acme, &switchboard_core::UserId::new("bob").unwrap())
+        .await
+        .unwrap();
+    assert!(carol.grants(&acme).await.unwrap().is_empty());
+    assert_eq!(
+        ids(&ana.list_servers().await.unwrap()),
+        ["docs", "tracker"],
+        "no grant left"
+    );
+    local.remove_tenant(&acme).await.unwrap();
+    local.add_tenant(&acme, "Acme again").await.unwrap();
+    assert!(local.groups(&acme).await.unwrap().is_empty());
 }
 
 fn ids(servers: &[ServerDefinition]) -> Vec<String> {

@@ -169,6 +169,13 @@ pub enum Command {
     /// Manage users and their API keys, for a daemon serving many users (`serve --users`).
     #[command(subcommand)]
     User(UserCommand),
+    /// Manage a tenant's groups of users (`serve --users`).
+    #[command(subcommand)]
+    Group(GroupCommand),
+    /// Grant a tenant's endpoints, servers and tools to users and groups (`serve --users`):
+    /// once a tenant holds a grant, its members reach only what they were granted.
+    #[command(subcommand)]
+    Grant(GrantCommand),
     /// Rotate the keys that seal secrets at rest.
     #[command(subcommand)]
     Vault(VaultCommand),
@@ -350,6 +357,85 @@ pub enum UserCommand {
         user: String,
         /// The key's name.
         name: String,
+    },
+}
+
+/// `--tenant`, for the commands that work in one tenant.
+#[derive(Debug, Args)]
+pub struct TenantFlag {
+    /// The tenant.
+    #[arg(long, default_value = switchboard_core::tenancy::DEFAULT_TENANT)]
+    pub tenant: String,
+}
+
+/// `group` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// Define a group with exactly these members (replacing one of that name).
+    Set {
+        /// Its name (as the identity provider's `groups` claim names it, if it does).
+        name: String,
+        /// A member: a user id of the tenant (repeatable).
+        #[arg(long = "member", value_name = "USER")]
+        members: Vec<String>,
+        /// What it is.
+        #[arg(long)]
+        description: Option<String>,
+        #[command(flatten)]
+        tenant: TenantFlag,
+    },
+    /// List the tenant's groups and their members.
+    List {
+        #[command(flatten)]
+        tenant: TenantFlag,
+        /// Print machine-readable JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a group and the grants made to it.
+    Remove {
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        tenant: TenantFlag,
+    },
+}
+
+/// `grant` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum GrantCommand {
+    /// Grant an endpoint, a shared server, or one tool of it to a user or group: `add --to
+    /// group:eng --server github --tool create_issue`.
+    Add {
+        /// Whom: `user:<id>` or `group:<name>`.
+        #[arg(long, value_name = "SUBJECT")]
+        to: String,
+        /// An endpoint: its door, and everything it includes.
+        #[arg(long, conflicts_with_all = ["server", "tool"], required_unless_present = "server")]
+        endpoint: Option<String>,
+        /// A shared server: all its tools, prompts and resources.
+        #[arg(long)]
+        server: Option<String>,
+        /// Only this tool of the server (by the server's own name).
+        #[arg(long, requires = "server")]
+        tool: Option<String>,
+        #[command(flatten)]
+        tenant: TenantFlag,
+    },
+    /// List the tenant's grants.
+    List {
+        #[command(flatten)]
+        tenant: TenantFlag,
+        /// Print machine-readable JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a grant by its id.
+    Revoke {
+        /// The grant's id (from `grant list`).
+        id: String,
+        #[command(flatten)]
+        tenant: TenantFlag,
     },
 }
 
@@ -542,6 +628,10 @@ pub struct OidcArgs {
     /// A value that, in a token's `roles` or `groups` claim, makes its user a tenant admin.
     #[arg(long, env = "SWITCHBOARD_OIDC_ADMIN_ROLE")]
     pub oidc_admin_role: Option<String>,
+    /// The claim listing a token's groups: those the tenant has (`switchboard group set`) are
+    /// its user's, for the grants made to them. `none` takes no groups from tokens.
+    #[arg(long, env = "SWITCHBOARD_OIDC_GROUPS_CLAIM", default_value = "groups")]
+    pub oidc_groups_claim: String,
 }
 
 impl ServeArgs {

@@ -10,6 +10,7 @@ mod bridge;
 mod cli;
 mod daemon;
 mod endpoints;
+mod grants;
 mod login;
 mod reach;
 mod render;
@@ -299,6 +300,8 @@ fn cli_change(command: &Command) -> Option<String> {
             | Command::Endpoint(_)
             | Command::Tenant(_)
             | Command::User(_)
+            | Command::Group(_)
+            | Command::Grant(_)
             | Command::Vault(_)
             | Command::Login(_)
             | Command::Logout(_)
@@ -389,6 +392,8 @@ async fn run_command(
         Command::Endpoint(command) => endpoints::endpoint_command(&store, command).await,
         Command::Tenant(command) => tenancy::tenant_command(&store, command).await,
         Command::User(command) => tenancy::user_command(&store, command).await,
+        Command::Group(command) => grants::group_command(&store, command).await,
+        Command::Grant(command) => grants::grant_command(&store, command).await,
         Command::Vault(command) => tenancy::vault_command(&store, command).await,
     }
 }
@@ -569,6 +574,7 @@ async fn identity_provider(
         user: args.oidc_user_claim.clone(),
         tenant,
         admin_role: args.oidc_admin_role.clone(),
+        groups: Some(args.oidc_groups_claim.clone()).filter(|claim| claim != "none"),
     };
     Ok(Some((provider, claims)))
 }

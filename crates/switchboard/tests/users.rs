@@ -202,7 +202,8 @@ impl Daemon {
         body.lines()
             .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
             .filter_map(|data| serde_json::from_str::<Value>(data).ok())
-            .find(|m| m["id"] == message["id"])
+            // A refusal before the request was read answers it with no id.
+            .find(|m| m["id"] == message["id"] || (m["id"].is_null() && m["error"].is_object()))
             .unwrap_or_else(|| panic!("no answer: {body}"))
     }
 }
@@ -615,6 +616,21 @@ impl IdentityProvider {
             "JWT",
         )
         .unwrap()
+    }
+
+    /// A token for `sub` in `org` whose `groups` claim lists `groups`.
+    fn token_in_groups(&self, sub: &str, org: &str, groups: &[&str]) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        self.key
+            .sign_claims(
+                &json!({"iss": self.issuer(), "sub": sub, "org": org, "groups": groups,
+                        "aud": "switchboard", "iat": now, "exp": now + 300}),
+                "JWT",
+            )
+            .unwrap()
     }
 
     /// A token for `sub` in `org` valid from `from` seconds from now to `until`.
@@ -1702,4 +1718,332 @@ async fn a_tenant_admin_defines_endpoints_that_bound_what_members_reach() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(left, json!([]), "accepted for the tenant");
+}
+
+/// The ids of the servers `key`'s workspace lists once they are `want` (its workspace follows
+/// the store within seconds); the last listing otherwise.
+async fn await_servers(daemon: &Daemon, key: &str, want: &[&str]) -> Vec<String> {
+    let mut listed = Vec::new();
+    for _ in 0..200 {
+        let (status, list) = daemon.send(Some(key), "GET", "/api/servers", None).await;
+        assert_eq!(status, 200, "{list}");
+        listed = ids(&list);
+        if listed == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    listed
+}
+
+/// The tool names `key` gets from `tools/list` at `path` once they are `want`.
+async fn await_tools_at(daemon: &Daemon, path: &str, key: &str, want: &[&str]) -> Vec<String> {
+    let mut names = Vec::new();
+    for id in 0..200 {
+        let answer = daemon
+            .mcp_at(path, Some(key), stateless(id, "tools/list", json!({})), &[])
+            .await;
+        names = answer["result"]["tools"]
+            .as_array()
+            .map(|tools| {
+                let mut names: Vec<String> = tools
+                    .iter()
+                    .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+                    .collect();
+                names.sort();
+                names
+            })
+            .unwrap_or_default();
+        if names == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    names
+}
+
+#[tokio::test]
+async fn grants_to_users_and_groups_bound_what_each_member_reaches_through_every_door() {
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let provider = IdentityProvider::start().await;
+    let daemon = daemon_with_provider(&provider).await;
+    let [ana, bob, carol, _gus] = people(&daemon).await;
+    for id in ["docs", "tracker"] {
+        daemon
+            .add_server(&carol, json!({"id": id, "url": upstream.url}))
+            .await;
+    }
+    // No grant yet: every member reaches every shared server.
+    assert_eq!(
+        await_servers(&daemon, &bob, &["docs", "tracker"]).await,
+        ["docs", "tracker"]
+    );
+
+    // Only a tenant admin (or the operator) manages groups and grants.
+    let eng = json!({"members": ["ana"], "description": "engineers"});
+    for (method, path, body) in [
+        ("PUT", "/api/groups/eng", Some(eng.clone())),
+        ("GET", "/api/groups", None),
+        ("GET", "/api/grants", None),
+        (
+            "POST",
+            "/api/grants",
+            Some(json!({"subject": "user:ana", "server": "docs"})),
+        ),
+    ] {
+        let (status, answer) = daemon.send(Some(&ana), method, path, body).await;
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+    }
+    let (status, answer) = daemon
+        .send(
+            Some(&carol),
+            "PUT",
+            "/api/groups/eng",
+            Some(json!({"members": ["zed"]})),
+        )
+        .await;
+    assert_eq!(
+        status, 404,
+        "a member must be a user of the tenant: {answer}"
+    );
+    let (status, answer) = daemon
+        .send(Some(&carol), "PUT", "/api/groups/eng", Some(eng))
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    for (body, want) in [
+        (json!({"subject": "group:eng", "server": "docs"}), 201),
+        (json!({"subject": "group:eng", "server": "docs"}), 200),
+        (
+            json!({"subject": "user:bob", "server": "tracker", "tool": "echo"}),
+            201,
+        ),
+        (json!({"subject": "user:bob", "server": "nowhere"}), 404),
+        (json!({"subject": "group:ops", "server": "docs"}), 404),
+        (json!({"subject": "user:bob", "endpoint": "adders"}), 404),
+        (json!({"subject": "user:bob", "tool": "echo"}), 400),
+    ] {
+        let (status, answer) = daemon
+            .send(Some(&carol), "POST", "/api/grants", Some(body.clone()))
+            .await;
+        assert_eq!(status, want, "{body}: {answer}");
+    }
+
+    // Ana (group eng) reaches docs only; bob tracker's echo only; carol, an admin, all.
+    assert_eq!(await_servers(&daemon, &ana, &["docs"]).await, ["docs"]);
+    assert_eq!(
+        await_servers(&daemon, &bob, &["tracker"]).await,
+        ["tracker"]
+    );
+    assert_eq!(
+        await_servers(&daemon, &carol, &["docs", "tracker"]).await,
+        ["docs", "tracker"]
+    );
+    daemon.await_connected(&bob, "tracker").await;
+    assert_eq!(
+        await_tools_at(&daemon, "/mcp", &bob, &["tracker__echo"]).await,
+        ["tracker__echo"]
+    );
+    // Nothing else is there for bob to call, read, search, list, pin or configure.
+    let call = |id: u64, name: &str| {
+        stateless(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": {"a": 1, "b": 2}}),
+        )
+    };
+    for name in ["tracker__add", "docs__echo"] {
+        let refused = daemon.mcp_at("/mcp", Some(&bob), call(9, name), &[]).await;
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown tool")),
+            "{name}: {refused}"
+        );
+    }
+    let (status, tools) = daemon
+        .send(Some(&bob), "GET", "/api/servers/tracker/tools", None)
+        .await;
+    assert_eq!(status, 200, "{tools}");
+    assert!(
+        !tools.to_string().contains("\"add\""),
+        "an ungranted tool is not even named: {tools}"
+    );
+    // An ungranted server is answered as one that does not exist.
+    for path in ["", "/tools", "/prompts", "/resources"] {
+        let (status, answer) = daemon
+            .send(Some(&bob), "GET", &format!("/api/servers/docs{path}"), None)
+            .await;
+        let (none_status, none) = daemon
+            .send(
+                Some(&bob),
+                "GET",
+                &format!("/api/servers/nowhere{path}"),
+                None,
+            )
+            .await;
+        assert!(status >= 400, "{path}: {answer}");
+        assert_eq!(
+            (status, answer.to_string().replace("docs", "nowhere")),
+            (none_status, none.to_string()),
+            "{path}"
+        );
+    }
+    let (status, answer) = daemon
+        .send(
+            Some(&bob),
+            "POST",
+            "/api/servers/tracker/tools/add/call",
+            Some(json!({"arguments": {"a": 1, "b": 2}})),
+        )
+        .await;
+    assert!(
+        status >= 400,
+        "the console's Try calls no ungranted tool: {status} {answer}"
+    );
+    let (status, answer) = daemon
+        .send(
+            Some(&bob),
+            "PUT",
+            "/api/servers/docs/my-settings",
+            Some(json!({"pinned": ["echo"]})),
+        )
+        .await;
+    assert_eq!(status, 404, "{answer}");
+    let (status, found) = daemon
+        .send(Some(&bob), "GET", "/api/tools/search?q=add%20numbers", None)
+        .await;
+    assert_eq!(status, 200, "{found}");
+    assert!(!found.to_string().contains("__add"), "{found}");
+    let (_, exported) = daemon.send(Some(&bob), "GET", "/api/tools", None).await;
+    assert!(!exported.to_string().contains("docs__"), "{exported}");
+
+    // An endpoint's door opens to those granted it, with what it includes.
+    let (status, answer) = daemon
+        .send(
+            Some(&carol),
+            "PUT",
+            "/api/endpoints/adders",
+            Some(json!({"servers": {"tracker": ["add"]}})),
+        )
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    let door = daemon
+        .http
+        .post(daemon.url("/mcp/e/adders"))
+        .bearer_auth(&bob)
+        .header("accept", "application/json, text/event-stream")
+        .json(&stateless(1, "tools/list", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(door.status(), 403, "no grant for the endpoint yet");
+    let (_, endpoints) = daemon.send(Some(&bob), "GET", "/api/endpoints", None).await;
+    assert_eq!(endpoints, json!([]), "an ungranted endpoint is not listed");
+    let (status, granted) = daemon
+        .send(
+            Some(&carol),
+            "POST",
+            "/api/grants",
+            Some(json!({"subject": "user:bob", "endpoint": "adders"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{granted}");
+    assert_eq!(
+        await_tools_at(&daemon, "/mcp/e/adders", &bob, &["tracker__add"]).await,
+        ["tracker__add"]
+    );
+    assert_eq!(
+        await_tools_at(&daemon, "/mcp", &bob, &["tracker__add", "tracker__echo"]).await,
+        ["tracker__add", "tracker__echo"]
+    );
+    let added = daemon
+        .mcp_at("/mcp/e/adders", Some(&bob), call(10, "tracker__add"), &[])
+        .await;
+    assert!(added["result"].is_object(), "{added}");
+    let (status, me) = daemon.send(Some(&bob), "GET", "/api/me", None).await;
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["reach"]["endpoints"], json!(["adders"]), "{me}");
+    let (_, me) = daemon.send(Some(&ana), "GET", "/api/me", None).await;
+    assert_eq!(me["groups"], json!(["eng"]), "{me}");
+
+    // A member's own servers are theirs whatever the grants say.
+    daemon
+        .add_server(&ana, json!({"id": "anas-own", "url": upstream.url}))
+        .await;
+    assert_eq!(
+        await_servers(&daemon, &ana, &["anas-own", "docs"]).await,
+        ["anas-own", "docs"]
+    );
+
+    // Groups named by the identity provider's token count when the tenant has them.
+    let erin = provider.token_in_groups("erin", "acme", &["eng", "unknown-group"]);
+    let fay = provider.token_in_groups("fay", "acme", &[]);
+    assert_eq!(await_servers(&daemon, &erin, &["docs"]).await, ["docs"]);
+    assert_eq!(
+        await_servers(&daemon, &fay, &[]).await,
+        Vec::<String>::new()
+    );
+
+    // Revoking takes effect in open workspaces; removing a group takes its grants with it.
+    let (_, grants) = daemon.send(Some(&carol), "GET", "/api/grants", None).await;
+    let bobs_endpoint = granted["id"].as_str().unwrap();
+    assert!(grants.to_string().contains(bobs_endpoint), "{grants}");
+    let (status, _) = daemon
+        .send(
+            Some(&carol),
+            "DELETE",
+            &format!("/api/grants/{bobs_endpoint}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    assert_eq!(
+        await_tools_at(&daemon, "/mcp", &bob, &["tracker__echo"]).await,
+        ["tracker__echo"]
+    );
+    let (status, _) = daemon
+        .send(Some(&carol), "DELETE", "/api/groups/eng", None)
+        .await;
+    assert_eq!(status, 204);
+    assert_eq!(
+        await_servers(&daemon, &ana, &["anas-own"]).await,
+        ["anas-own"]
+    );
+    let listed = daemon.cli(&["grant", "list", "--tenant", "acme"]).await;
+    assert!(
+        listed.contains("user:bob") && !listed.contains("group:eng"),
+        "{listed}"
+    );
+
+    // Each change is in the audit log, as carol's.
+    let (_, audit) = daemon
+        .send(
+            Some(&carol),
+            "GET",
+            "/api/audit?kind=change&actor=carol",
+            None,
+        )
+        .await;
+    for path in ["/api/groups/eng", "/api/grants"] {
+        assert!(
+            audit["records"]
+                .as_array()
+                .is_some_and(|records| records.iter().any(|r| r["detail"]["path"] == path)),
+            "{path}: {audit}"
+        );
+    }
+
+    // With the last grant revoked, the tenant is open again.
+    let bobs_tool = daemon
+        .cli(&["grant", "list", "--tenant", "acme", "--json"])
+        .await;
+    let bobs_tool: Value = serde_json::from_str(&bobs_tool).unwrap();
+    let id = bobs_tool[0]["id"].as_str().unwrap().to_owned();
+    daemon
+        .cli(&["grant", "revoke", &id, "--tenant", "acme"])
+        .await;
+    assert_eq!(
+        await_servers(&daemon, &bob, &["docs", "tracker"]).await,
+        ["docs", "tracker"]
+    );
 }
