@@ -332,6 +332,109 @@ async function editEndpoint(endpoint) {
   (endpoint ? form.elements.description : form.elements.name).focus();
 }
 
+// ---- access: a tenant's groups, and what each person may reach ----
+
+/** What a grant gives, in words. */
+function grantTarget(grant) {
+  if (grant.endpoint) return `endpoint ${grant.endpoint}`;
+  return grant.tool ? `${grant.server}: ${grant.tool}` : `${grant.server} (every tool)`;
+}
+
+async function loadAccess() {
+  let groups, grants;
+  try {
+    [groups, grants] = await Promise.all([api("GET", "/api/groups"), api("GET", "/api/grants"), loadEndpointsQuietly()]);
+  } catch (error) {
+    $("#access-status").textContent = `Cannot read the groups and grants: ${error.message}`;
+    return;
+  }
+  $("#access-rule").textContent = grants.length
+    ? "Members reach only the shared servers, tools and endpoints granted to them or their groups. Admins reach everything."
+    : "No grants yet: every member reaches every shared server. The first grant limits members to what is granted.";
+  $("#groups").replaceChildren(...groups.map((group) => element("li", { "data-group": group.name },
+    element("span", { class: "name" }, group.name),
+    element("span", { class: "desc" }, [group.members.join(", ") || "no stored members", group.description].filter(Boolean).join(" · ")),
+    element("span", { class: "controls" },
+      element("button", {
+        type: "button", "data-action": "edit-group",
+        onclick: () => {
+          const form = $("#group-form");
+          form.elements.name.value = group.name;
+          form.elements.members.value = group.members.join(" ");
+          form.elements.description.value = group.description ?? "";
+          form.elements.members.focus();
+        },
+      }, "Edit"),
+      element("button", {
+        type: "button", "data-action": "remove-group",
+        onclick: () => confirm(`Remove group ${group.name} and the grants made to it?`) &&
+          changeAccess("DELETE", `/api/groups/${encodeURIComponent(group.name)}`, undefined, `Removed ${group.name}.`),
+      }, "Remove")))));
+  $("#grant-subjects").replaceChildren(...groups.map((group) => element("option", { value: `group:${group.name}` })));
+  $("#grants tbody").replaceChildren(...grants.map((grant) => element("tr", { "data-grant": grant.id },
+    element("td", {}, grant.subject),
+    element("td", {}, grantTarget(grant)),
+    element("td", {}, new Date(grant.created_at_ms).toLocaleString()),
+    element("td", {}, element("button", {
+      type: "button", "data-action": "revoke-grant",
+      onclick: () => changeAccess("DELETE", `/api/grants/${encodeURIComponent(grant.id)}`, undefined, `Revoked: ${grant.subject} no longer has ${grantTarget(grant)}.`),
+    }, "Revoke")))));
+  const form = $("#grant-form");
+  form.elements.server.replaceChildren(...servers.filter((server) => server.shared)
+    .map((server) => element("option", { value: server.id }, server.id)));
+  form.elements.endpoint.replaceChildren(...endpoints.map((endpoint) => element("option", { value: endpoint.name }, endpoint.name)));
+}
+
+/** Reads the endpoints for the grant form, keeping any error to the endpoints panel. */
+async function loadEndpointsQuietly() {
+  try {
+    endpoints = await api("GET", "/api/endpoints");
+  } catch {
+    // The grant form offers no endpoint then.
+  }
+}
+
+async function changeAccess(method, path, body, done) {
+  try {
+    await api(method, path, body);
+    $("#access-status").textContent = done;
+  } catch (error) {
+    $("#access-status").textContent = error.message;
+  }
+  await loadAccess();
+}
+
+$("#show-access").addEventListener("click", () => {
+  $("#access-panel").hidden = false;
+  loadAccess();
+  $("#access-panel").scrollIntoView({ block: "nearest" });
+});
+document.querySelector("[data-close-access]").addEventListener("click", () => { $("#access-panel").hidden = true; });
+$("#group-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const name = form.elements.name.value.trim();
+  const body = { members: form.elements.members.value.split(/[\s,]+/).filter(Boolean) };
+  if (form.elements.description.value.trim()) body.description = form.elements.description.value.trim();
+  changeAccess("PUT", `/api/groups/${encodeURIComponent(name)}`, body, `Saved group ${name}.`);
+});
+$("#grant-form").elements.kind.addEventListener("change", (event) => {
+  const kind = event.target.value;
+  for (const label of $("#grant-form").querySelectorAll("[data-for]")) {
+    label.hidden = !(label.dataset.for === kind || (kind === "tool" && label.dataset.for === "server"));
+  }
+});
+$("#grant-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const kind = form.elements.kind.value;
+  const body = { subject: form.elements.subject.value.trim() };
+  if (kind === "endpoint") body.endpoint = form.elements.endpoint.value;
+  else body.server = form.elements.server.value;
+  if (kind === "tool") body.tool = form.elements.tool.value.trim();
+  changeAccess("POST", "/api/grants", body, `Granted ${grantTarget(body)} to ${body.subject}.`);
+});
+
 // ---- the audit log: what ran, and who changed what ----
 
 /** The filters of the audit page, as a query string (without `before`). */
@@ -670,6 +773,8 @@ async function loadMe() {
   $("#who").hidden = me.workspace !== "user";
   // The audit log is the operator's and tenant admins'.
   $("#show-audit").hidden = me.workspace === "user" && me.role !== "admin";
+  // Groups and grants are a tenant's, managed by its admins.
+  $("#show-access").hidden = !(me.workspace === "user" && me.role === "admin");
   if (me.workspace === "user") {
     $("#who").textContent = `${me.user} · ${me.tenant} · ${me.role}`;
     await loadApprovedCommands();

@@ -583,3 +583,138 @@ async fn a_person_sees_what_changed_in_a_held_tool_and_accepts_it() {
         "served again once accepted"
     );
 }
+
+/// A tenant admin puts a member in a group and grants the group one shared server from the
+/// console's Access page (headless Chromium: `tests/npm/console-access.mjs`); the member's
+/// workspace then reaches that server only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_admin_grants_a_group_one_server_from_the_console() {
+    use switchboard_fixtures::{Era, transports};
+    let npm = common::npm_dir(&["playwright-core"]);
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cli = |args: &'static [&'static str]| {
+        let dir = dir.path().to_owned();
+        async move {
+            let output = common::run(&dir, args).await;
+            assert!(
+                output.status.success(),
+                "{args:?}: {}",
+                common::text(&output)
+            );
+            String::from_utf8(output.stdout).unwrap().trim().to_owned()
+        }
+    };
+    cli(&["tenant", "add", "acme"]).await;
+    cli(&["user", "add", "acme/carol", "--admin"]).await;
+    cli(&["user", "add", "acme/ana"]).await;
+    let carol = cli(&["user", "key", "acme/carol"]).await;
+    let ana = cli(&["user", "key", "acme/ana"]).await;
+    let port = common::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _daemon = common::command(
+        dir.path(),
+        &[
+            "serve",
+            "--users",
+            "--listen",
+            &listen,
+            "--allow-upstream-network",
+            "127.0.0.1",
+        ],
+    )
+    .env("SWITCHBOARD_API_KEYS", "operator-key-0123456789abcdef")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
+    common::await_health(port).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for id in ["docs", "tracker"] {
+        let added = http
+            .post(format!("{base}/api/servers"))
+            .bearer_auth(&carol)
+            .json(&json!({"id": id, "url": fixture.url}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(added.status(), 201);
+    }
+    let anas_servers = || async {
+        let list: Value = http
+            .get(format!("{base}/api/servers"))
+            .bearer_auth(&ana)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = list["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(anas_servers().await, ["docs", "tracker"]);
+
+    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node")
+            .arg(npm.join("console-access.mjs"))
+            .arg(&base)
+            .args([carol.as_str(), "ana", "docs"])
+            .args(screenshots.iter())
+            .env("CHROMIUM", common::chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser finishes within 120 s")
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser: {}",
+        common::text(&output)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    assert!(
+        seen["ruleBefore"]
+            .as_str()
+            .is_some_and(|rule| rule.starts_with("No grants yet")),
+        "{seen:#}"
+    );
+    assert!(
+        seen["group"]
+            .as_str()
+            .is_some_and(|group| group.contains("ana") && group.contains("engineers")),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["grants"],
+        json!([["group:eng", "docs (every tool)"]]),
+        "{seen:#}"
+    );
+    assert!(
+        seen["ruleAfter"]
+            .as_str()
+            .is_some_and(|rule| rule.starts_with("Members reach only")),
+        "{seen:#}"
+    );
+    assert_eq!(seen["problems"], json!([]), "{seen:#}");
+    let mut now = Vec::new();
+    for _ in 0..200 {
+        now = anas_servers().await;
+        if now == ["docs"] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(now, ["docs"], "ana reaches what her group was granted");
+}
