@@ -108,6 +108,10 @@ pub struct EndpointKey {
     pub sha256: String,
     /// When it was issued, in milliseconds since the Unix epoch.
     pub issued_at_ms: i64,
+    /// Who issued it, on a daemon with users: the key acts as them, inside its endpoint
+    /// (`None`: the operator's, in the local workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<crate::UserId>,
 }
 
 /// Why an endpoint was refused.
@@ -299,6 +303,7 @@ mod tests {
             id: "k1".into(),
             sha256: hex_of(&digest),
             issued_at_ms: 0,
+            user: None,
         });
         assert_eq!(
             endpoint.key_with(&digest).map(|k| k.id.as_str()),

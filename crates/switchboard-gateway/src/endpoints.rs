@@ -126,6 +126,15 @@ pub(crate) fn key_refusal(
     if access.is_loopback() && !crate::request_is_local(request.headers()) {
         return Some(crate::Refusal::NotLoopback.into_response());
     }
+    beyond_its_endpoint(endpoint, request)
+}
+
+/// Why a request presenting a key of `endpoint` goes beyond what the key reaches: it is sent
+/// neither to one of that endpoint's doors nor to a read of its tools (403).
+pub(crate) fn beyond_its_endpoint(
+    endpoint: &str,
+    request: &axum::extract::Request,
+) -> Option<Response> {
     let path = request.uri().path();
     if endpoint_in(path) == Some(endpoint)
         || (request.method() == axum::http::Method::GET && KEY_READS.contains(&path))

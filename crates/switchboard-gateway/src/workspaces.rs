@@ -221,6 +221,9 @@ impl Users {
 enum Caller {
     Operator,
     User(Principal),
+    /// An endpoint's key: the endpoint's doors only, as the user who issued it (the operator,
+    /// in the local workspace, when `None`).
+    EndpointKey(switchboard_store::EndpointKeyOwner),
 }
 
 /// How long a looked-up API key is believed before it is looked up again (a key revoked in
@@ -236,6 +239,9 @@ const STORE_DOWN_FOR: Duration = Duration::from_secs(5);
 
 /// Who an API key (by digest) named when it was looked up, if anyone, and when.
 type LookedUp = (Option<Principal>, Instant);
+
+/// Whom an endpoint key (by digest) spoke for when it was looked up, if anyone, and when.
+type EndpointKeyLookedUp = (Option<switchboard_store::EndpointKeyOwner>, Instant);
 
 /// A user's workspace, open.
 struct OpenWorkspace {
@@ -265,6 +271,8 @@ pub(crate) struct Dispatcher {
     /// else's requests.
     open: Mutex<HashMap<(TenantId, UserId), Arc<Opening>>>,
     keys: Mutex<HashMap<[u8; 32], LookedUp>>,
+    /// Endpoint keys looked up, by digest, and when (forgotten when endpoints or users change).
+    endpoint_keys: Mutex<HashMap<[u8; 32], EndpointKeyLookedUp>>,
     /// Users the identity provider vouched for who are in the store already.
     recorded: Mutex<std::collections::HashSet<(TenantId, UserId)>>,
     /// When a key lookup last found the store not answering (cleared when it answers).
@@ -286,6 +294,7 @@ impl Dispatcher {
             parts,
             open: Mutex::default(),
             keys: Mutex::default(),
+            endpoint_keys: Mutex::default(),
             recorded: Mutex::default(),
             store_down_since: Mutex::default(),
             started: Instant::now(),
@@ -294,17 +303,25 @@ impl Dispatcher {
         if let Some(mut changes) = dispatcher.users.changes.clone() {
             let dispatcher = Arc::downgrade(&dispatcher);
             tokio::spawn(async move {
-                let mut seen = changes.borrow_and_update().as_ref().map(|f| f.principals);
+                let read = |fingerprint: Option<&StoreFingerprint>| {
+                    fingerprint.map(|f| (f.principals, f.endpoints))
+                };
+                let mut seen = read(changes.borrow_and_update().as_ref());
                 while changes.changed().await.is_ok() {
-                    let now = changes.borrow_and_update().as_ref().map(|f| f.principals);
+                    let now = read(changes.borrow_and_update().as_ref());
                     let Some(dispatcher) = dispatcher.upgrade() else {
                         return;
                     };
+                    let principals = |read: Option<((i64, i64), (i64, i64))>| read.map(|r| r.0);
                     if now != seen {
+                        // An endpoint key revoked, or its issuer removed, stops working at once.
+                        dispatcher.forget_endpoint_keys();
+                    }
+                    if principals(now) != principals(seen) {
                         dispatcher.forget_keys();
                         dispatcher.close_workspaces_of_removed_users().await;
-                        seen = now;
                     }
+                    seen = now;
                 }
             });
         }
@@ -359,6 +376,9 @@ impl Dispatcher {
         let digest = digest(&key);
         if self.users.operator_keys.contains(&digest) {
             return Ok(Caller::Operator);
+        }
+        if key.starts_with(switchboard_store::ENDPOINT_KEY_PREFIX) {
+            return self.identify_endpoint_key(&key, digest).await;
         }
         if let Some((provider, claims)) = &self.users.provider
             && looks_like_jwt(&key)
@@ -421,6 +441,48 @@ impl Dispatcher {
         principal
             .map(Caller::User)
             .ok_or_else(|| Refusal::NoApiKey.into_response())
+    }
+
+    /// Whom an endpoint key speaks for, looked up in the store (and remembered for
+    /// [`KEY_CACHE_TTL`], or until the endpoints or users change).
+    async fn identify_endpoint_key(&self, key: &str, digest: [u8; 32]) -> Result<Caller, Response> {
+        let remembered = self
+            .endpoint_keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&digest)
+            .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
+            .map(|(owner, _)| owner.clone());
+        let owner = match remembered {
+            Some(owner) => owner,
+            None => {
+                let owner = self
+                    .users
+                    .store
+                    .endpoint_key_owner(key)
+                    .await
+                    .map_err(|error| {
+                        tracing::warn!(%error, "cannot look up an endpoint key");
+                        Refusal::Unavailable.into_response()
+                    })?;
+                let mut keys = self.endpoint_keys.lock().unwrap_or_else(|e| e.into_inner());
+                if keys.len() >= KEY_CACHE_MAX {
+                    keys.clear();
+                }
+                keys.insert(digest, (owner.clone(), Instant::now()));
+                owner
+            }
+        };
+        owner
+            .map(Caller::EndpointKey)
+            .ok_or_else(|| Refusal::NoApiKey.into_response())
+    }
+
+    fn forget_endpoint_keys(&self) {
+        self.endpoint_keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// The user a token from the identity provider names, added to the store at their first
@@ -679,54 +741,76 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
     if dispatcher.refuses_new_requests(&request) {
         return crate::shutting_down();
     }
-    match dispatcher.identify(request.headers()).await {
-        Err(refused) => refused,
-        Ok(Caller::Operator) => {
+    let caller = match dispatcher.identify(request.headers()).await {
+        Err(refused) => return refused,
+        Ok(caller) => caller,
+    };
+    let principal = match caller {
+        Caller::Operator => {
             if let Some(key) = presented_key(request.headers()) {
                 let holder = crate::mcp::conversation::key_holder(&key);
                 request.extensions_mut().insert(holder);
             }
-            forward(&dispatcher.local, request).await
+            return forward(&dispatcher.local, request).await;
         }
-        Ok(Caller::User(principal)) => {
+        Caller::EndpointKey(owner) => {
+            if let Some(refusal) = crate::endpoints::beyond_its_endpoint(&owner.endpoint, &request)
+            {
+                return refusal;
+            }
+            let extensions = request.extensions_mut();
+            extensions.insert(crate::mcp::conversation::VerifiedClient(format!(
+                "endpoint {} key {}",
+                owner.endpoint, owner.key_id
+            )));
+            extensions.insert(crate::endpoints::EndpointKeyHolder(owner.endpoint));
+            // The key was checked here; the workspace's routes need not see it.
+            request.headers_mut().remove(header::AUTHORIZATION);
+            match owner.user {
+                None => return forward(&dispatcher.local, request).await,
+                Some(principal) => principal,
+            }
+        }
+        Caller::User(principal) => {
             request
                 .extensions_mut()
                 .insert(crate::mcp::conversation::VerifiedClient(format!(
                     "user {principal}"
                 )));
-            let headers = request.headers_mut();
-            match headers.get(USER_HEADER).map(HeaderValue::as_bytes) {
-                Some(named) if named != principal.user.as_str().as_bytes() => {
-                    return api_error(
-                        StatusCode::FORBIDDEN,
-                        format!(
-                            "this credential is user '{}''s; a request cannot speak for another user",
-                            principal.user
-                        ),
-                    );
-                }
-                _ => {}
-            }
-            if let Ok(user) = HeaderValue::from_str(principal.user.as_str()) {
-                headers.insert(USER_HEADER, user);
-            }
-            // The key was checked here; the workspace's routes need not see it.
-            headers.remove(header::AUTHORIZATION);
-            match dispatcher.workspace(&principal).await {
-                // The drain may have begun while the workspace opened.
-                Ok(_) if dispatcher.refuses_new_requests(&request) => crate::shutting_down(),
-                Ok(workspace) => {
-                    workspace
-                        .last_used
-                        .store(dispatcher.now_ms(), Ordering::Relaxed);
-                    forward(&workspace.router, request).await
-                }
-                Err(error) => api_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("cannot open your workspace: {error}"),
-                ),
-            }
+            principal
         }
+    };
+    let headers = request.headers_mut();
+    match headers.get(USER_HEADER).map(HeaderValue::as_bytes) {
+        Some(named) if named != principal.user.as_str().as_bytes() => {
+            return api_error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "this credential is user '{}''s; a request cannot speak for another user",
+                    principal.user
+                ),
+            );
+        }
+        _ => {}
+    }
+    if let Ok(user) = HeaderValue::from_str(principal.user.as_str()) {
+        headers.insert(USER_HEADER, user);
+    }
+    // The key was checked here; the workspace's routes need not see it.
+    headers.remove(header::AUTHORIZATION);
+    match dispatcher.workspace(&principal).await {
+        // The drain may have begun while the workspace opened.
+        Ok(_) if dispatcher.refuses_new_requests(&request) => crate::shutting_down(),
+        Ok(workspace) => {
+            workspace
+                .last_used
+                .store(dispatcher.now_ms(), Ordering::Relaxed);
+            forward(&workspace.router, request).await
+        }
+        Err(error) => api_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("cannot open your workspace: {error}"),
+        ),
     }
 }
 

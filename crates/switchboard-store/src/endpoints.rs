@@ -10,11 +10,25 @@ use crate::db::on_db;
 use crate::{Store, StoreError, now_ms};
 
 /// What an endpoint key looks like: a prefix saying what it is, then 256 random bits in hex.
-const KEY_PREFIX: &str = "sbe_";
+pub const ENDPOINT_KEY_PREFIX: &str = "sbe_";
 
 /// SHA-256 of `key` as presented (surrounding space ignored), as an endpoint keeps it.
 pub fn endpoint_key_digest(key: &str) -> [u8; 32] {
     sha2::Sha256::digest(key.trim().as_bytes()).into()
+}
+
+/// Whom an endpoint key speaks for, as a daemon with users finds it from the key alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointKeyOwner {
+    /// The endpoint's tenant.
+    pub tenant: switchboard_core::TenantId,
+    /// The endpoint.
+    pub endpoint: String,
+    /// The key's id.
+    pub key_id: String,
+    /// The user who issued it, as they are now (`None`: the operator's key, in the default
+    /// tenant).
+    pub user: Option<switchboard_core::Principal>,
 }
 
 fn missing(name: &str) -> StoreError {
@@ -50,6 +64,58 @@ impl Store {
             }
         }
         Ok(endpoints)
+    }
+
+    /// Whom the endpoint key `key` speaks for, in any tenant: `None` when no endpoint holds it,
+    /// or when the user who issued it is gone (a removed user's keys reach nothing).
+    pub async fn endpoint_key_owner(
+        &self,
+        key: &str,
+    ) -> Result<Option<EndpointKeyOwner>, StoreError> {
+        let digest = endpoint_key_digest(key);
+        let hex = hex_of(&digest);
+        // The digest is in the endpoint's JSON as written by `put_endpoint`; each candidate is
+        // decoded and checked below.
+        let rows: Vec<(String, String, String)> = on_db!(&self.db, pool => sqlx::query_as(
+            "SELECT tenant, name, endpoint_json FROM endpoints WHERE endpoint_json LIKE $1",
+        )
+        .bind(format!("%\"sha256\":\"{hex}\"%"))
+        .fetch_all(pool)
+        .await)?;
+        for (tenant, name, json) in rows {
+            let Ok(endpoint) = serde_json::from_str::<Endpoint>(&json) else {
+                continue;
+            };
+            let Some(kept) = endpoint.key_with(&digest) else {
+                continue;
+            };
+            let tenant =
+                switchboard_core::TenantId::new(tenant).map_err(|e| StoreError::Corrupt {
+                    server: format!("endpoint {name}"),
+                    detail: e.to_string(),
+                })?;
+            let user = match &kept.user {
+                None if tenant.is_default() => None,
+                // Another tenant's key with no user would speak for nobody there.
+                None => return Ok(None),
+                Some(user) => match self.user(&tenant, user).await? {
+                    Some(record) => Some(switchboard_core::Principal {
+                        tenant: tenant.clone(),
+                        user: record.id,
+                        role: record.role,
+                        groups: Default::default(),
+                    }),
+                    None => return Ok(None),
+                },
+            };
+            return Ok(Some(EndpointKeyOwner {
+                tenant,
+                endpoint: name,
+                key_id: kept.id.clone(),
+                user,
+            }));
+        }
+        Ok(None)
     }
 
     /// The tenant's endpoint `name`, if there is one.
@@ -91,11 +157,15 @@ impl Store {
                 "endpoint '{name}' already holds {MAX_KEYS} keys; revoke one first"
             )));
         }
-        let key = format!("{KEY_PREFIX}{}", hex_of(&rand::random::<[u8; 32]>()));
+        let key = format!(
+            "{ENDPOINT_KEY_PREFIX}{}",
+            hex_of(&rand::random::<[u8; 32]>())
+        );
         let kept = EndpointKey {
             id: hex_of(&rand::random::<[u8; 4]>()),
             sha256: hex_of(&endpoint_key_digest(&key)),
             issued_at_ms: now_ms(),
+            user: self.workspace.user().cloned(),
         };
         endpoint.keys.push(kept.clone());
         self.put_endpoint(&endpoint).await?;

@@ -17,7 +17,7 @@ mod db;
 mod definitions;
 mod endpoints;
 mod grants;
-pub use endpoints::endpoint_key_digest;
+pub use endpoints::{ENDPOINT_KEY_PREFIX, EndpointKeyOwner, endpoint_key_digest};
 pub mod keys;
 mod sessions;
 mod settings;

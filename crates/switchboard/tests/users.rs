@@ -2047,3 +2047,193 @@ async fn grants_to_users_and_groups_bound_what_each_member_reaches_through_every
         ["docs", "tracker"]
     );
 }
+
+/// The status `key` gets for `method path` (with an MCP `tools/list` body for POSTs).
+async fn status_with(daemon: &Daemon, key: &str, method: &str, path: &str) -> u16 {
+    let mut request = daemon
+        .http
+        .request(method.parse().unwrap(), daemon.url(path))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream");
+    if method == "POST" {
+        request = request
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .json(&stateless(1, "tools/list", json!({})));
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn an_endpoint_key_reaches_its_endpoint_only_and_acts_as_whoever_issued_it() {
+    let upstream = transports::streamable_http(Era::Modern).await;
+    let daemon = Daemon::start().await;
+    let [ana, _bob, carol, gus] = people(&daemon).await;
+    daemon
+        .add_server(&carol, json!({"id": "shared", "url": upstream.url}))
+        .await;
+    let (status, answer) = daemon
+        .send(
+            Some(&carol),
+            "PUT",
+            "/api/endpoints/lite",
+            Some(json!({"servers": {"shared": ["echo"]}})),
+        )
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    let (status, _) = daemon
+        .send(Some(&ana), "POST", "/api/endpoints/lite/keys", None)
+        .await;
+    assert_eq!(status, 403, "a member issues no key");
+    let (status, issued) = daemon
+        .send(Some(&carol), "POST", "/api/endpoints/lite/keys", None)
+        .await;
+    assert_eq!(status, 201, "{issued}");
+    let key = issued["key"].as_str().unwrap().to_owned();
+    let (_, shown) = daemon
+        .send(Some(&carol), "GET", "/api/endpoints/lite", None)
+        .await;
+    assert_eq!(shown["keys"][0]["user"], "carol", "{shown}");
+    daemon.await_connected(&carol, "shared").await;
+
+    // Its endpoint's door and the reads of its tools, nothing else.
+    assert_eq!(
+        await_tools_at(&daemon, "/mcp/e/lite", &key, &["shared__echo"]).await,
+        ["shared__echo"]
+    );
+    for (method, path) in [
+        ("POST", "/mcp"),
+        ("GET", "/api/servers"),
+        ("GET", "/api/endpoints"),
+        ("POST", "/api/endpoints/lite/keys"),
+        ("GET", "/api/audit"),
+        ("GET", "/api/groups"),
+    ] {
+        assert_eq!(
+            status_with(&daemon, &key, method, path).await,
+            403,
+            "{method} {path}"
+        );
+    }
+    let (status, tools) = daemon.send(Some(&key), "GET", "/api/tools", None).await;
+    assert_eq!(status, 200, "{tools}");
+    assert!(
+        tools.to_string().contains("shared__echo") && !tools.to_string().contains("shared__add"),
+        "{tools}"
+    );
+    let called = daemon
+        .mcp_at(
+            "/mcp/e/lite",
+            Some(&key),
+            stateless(
+                2,
+                "tools/call",
+                json!({"name": "shared__echo", "arguments": {"message": "hi"}}),
+            ),
+            &[],
+        )
+        .await;
+    assert!(called["result"].is_object(), "{called}");
+    let (_, audit) = daemon
+        .send(
+            Some(&carol),
+            "GET",
+            "/api/audit?kind=call&endpoint=lite",
+            None,
+        )
+        .await;
+    let call = &audit["records"][0];
+    assert_eq!(
+        (call["actor"].as_str(), call["tool"].as_str()),
+        (Some("carol"), Some("echo")),
+        "{audit}"
+    );
+    assert!(
+        call["client"].to_string().contains("endpoint lite key"),
+        "the call says which key made it: {audit}"
+    );
+    assert_eq!(
+        status_with(&daemon, "sbe_0123456789abcdef", "POST", "/mcp/e/lite").await,
+        401
+    );
+    assert_eq!(
+        status_with(&daemon, &gus, "POST", "/mcp/e/lite").await,
+        404,
+        "not globex's"
+    );
+
+    // The operator's key for an endpoint of the default tenant acts as the operator.
+    let (status, _) = daemon
+        .send(
+            Some(OPERATOR_KEY),
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "house", "url": upstream.url})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (status, _) = daemon
+        .send(
+            Some(OPERATOR_KEY),
+            "PUT",
+            "/api/endpoints/house-lite",
+            Some(json!({"servers": {"house": ["add"]}})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (_, operators) = daemon
+        .send(
+            Some(OPERATOR_KEY),
+            "POST",
+            "/api/endpoints/house-lite/keys",
+            None,
+        )
+        .await;
+    let operators = operators["key"].as_str().unwrap().to_owned();
+    assert_eq!(
+        await_tools_at(&daemon, "/mcp/e/house-lite", &operators, &["house__add"]).await,
+        ["house__add"]
+    );
+    assert_eq!(
+        status_with(&daemon, &operators, "POST", "/mcp/e/lite").await,
+        403
+    );
+
+    // A revoked key, and the key of a user who is gone, stop working.
+    let id = issued["id"].as_str().unwrap();
+    let (status, _) = daemon
+        .send(
+            Some(&carol),
+            "DELETE",
+            &format!("/api/endpoints/lite/keys/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    let mut now = 0;
+    for _ in 0..200 {
+        now = status_with(&daemon, &key, "POST", "/mcp/e/lite").await;
+        if now == 401 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(now, 401, "a revoked key");
+    let (_, second) = daemon
+        .send(Some(&carol), "POST", "/api/endpoints/lite/keys", None)
+        .await;
+    let second = second["key"].as_str().unwrap().to_owned();
+    assert_eq!(
+        status_with(&daemon, &second, "POST", "/mcp/e/lite").await,
+        200
+    );
+    daemon.cli(&["user", "remove", "acme/carol"]).await;
+    for _ in 0..200 {
+        now = status_with(&daemon, &second, "POST", "/mcp/e/lite").await;
+        if now == 401 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(now, 401, "the key of a removed user");
+}
