@@ -2,7 +2,7 @@
 // "rug pull"), held back from clients, with what changed, and accepts it, for
 // crates/switchboard/tests/web_console.rs: headless Chromium (Debian's, driven by
 // playwright-core) opens the server `<id>`, reads the changed tool's card (each field as
-// approved and as now), and presses Accept.
+// approved and as now), and presses Accept; then sets the server's guards in its edit form.
 //
 //   node console-definitions.mjs <daemon-base-url> <server-id> <tool> [screenshot-dir]
 //
@@ -43,6 +43,22 @@ try {
   await page.waitForSelector(change, { state: "detached" });
   await page.waitForSelector(`#tools > li[data-tool="${tool}"] [data-held]`, { state: "detached" });
   seen.message = await page.textContent("#message");
+  // The server's guards, in its edit form: what it holds shown, masking and a webhook set.
+  await page.click(`#servers > li[data-server="${id}"] [data-action="edit"]`);
+  await page.waitForSelector("#add-form:not([hidden])");
+  seen.definitionChangesShown = await page.inputValue("#add-form [name=definition_changes]");
+  await page.check('#add-form [name=redact_arguments][value="secrets"]');
+  await page.check('#add-form [name=redact_results][value="personal"]');
+  await page.fill("#add-form [name=webhook_url]", "http://127.0.0.1:9/check");
+  await page.fill("#add-form [name=webhook_timeout_ms]", "2500");
+  await page.selectOption("#add-form [name=webhook_on_failure]", "allow");
+  await page.click("#add-submit");
+  await page.waitForFunction((id) => document.querySelector("#message").textContent === `Saved ${id}.`, id);
+  if (screenshots) {
+    await page.click(`#servers > li[data-server="${id}"] [data-action="edit"]`);
+    await page.waitForSelector("#add-form:not([hidden])");
+    await page.locator("#call-guards").screenshot({ path: `${screenshots}/guards.png` });
+  }
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {

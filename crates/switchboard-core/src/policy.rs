@@ -169,12 +169,8 @@ impl ToolPolicies {
 
     /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
-        self.pinned.is_empty()
-            && self.allowed_callers.is_empty()
-            && self.server_rate_limit.is_none()
-            && self.rate_limits.is_empty()
-            && is_default_retries(&self.retries)
-            && self.safe_to_retry.is_empty()
+        // Every field's default, so that a policy added later is never left out of the JSON.
+        *self == Self::default()
     }
 
     /// Whether `caller` may call `tool`.
@@ -192,6 +188,39 @@ impl ToolPolicies {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_policy_set_is_in_a_servers_json() {
+        let set = [
+            ToolPolicies {
+                definition_changes: crate::definitions::DefinitionChanges::Hold,
+                ..Default::default()
+            },
+            ToolPolicies {
+                approve_destructive: true,
+                ..Default::default()
+            },
+            ToolPolicies {
+                guardrails: serde_json::from_value(
+                    serde_json::json!({"redact_arguments": ["secrets"]}),
+                )
+                .unwrap(),
+                ..Default::default()
+            },
+        ];
+        for policies in set {
+            assert!(!policies.is_empty(), "{policies:?}");
+            let mut def = crate::ServerDefinition::new(
+                crate::ServerId::new("s").unwrap(),
+                crate::TransportSpec::from_url("https://s.test/mcp", vec![]).unwrap(),
+            );
+            def.policies = policies.clone();
+            let json = serde_json::to_value(&def).unwrap();
+            let back: ToolPolicies = serde_json::from_value(json["policies"].clone()).unwrap();
+            assert_eq!(back, policies);
+        }
+        assert!(ToolPolicies::default().is_empty());
+    }
     use super::*;
 
     #[test]

@@ -1092,7 +1092,27 @@ function settingsOf(formElement) {
     if (form.get("oauth_client_secret")) change.oauth_client.client_secret = form.get("oauth_client_secret");
     if (form.get("oauth_issuer").trim()) change.oauth_client.issuer = form.get("oauth_issuer").trim();
   } else if (editing?.oauth_client) change.oauth_client = null;
+  change.definition_changes = form.get("definition_changes");
+  change.approve_destructive = form.get("approve_destructive") === "on";
+  const wait = form.get("approval_timeout_secs").trim();
+  change.approval_timeout_secs = wait ? Number(wait) : null;
+  const guardrails = { redact_arguments: form.getAll("redact_arguments"), redact_results: form.getAll("redact_results") };
+  const webhook = form.get("webhook_url").trim();
+  if (webhook) {
+    guardrails.webhook = { url: webhook, on_failure: form.get("webhook_on_failure") };
+    const timeout = form.get("webhook_timeout_ms").trim();
+    if (timeout) guardrails.webhook.timeout_ms = Number(timeout);
+  }
+  const guarded = guardrails.redact_arguments.length || guardrails.redact_results.length || guardrails.webhook;
+  change.guardrails = guarded ? guardrails : null;
   return change;
+}
+
+/** Whether the form's settings say more than a new server's defaults (then they are written). */
+function settingsSaySomething(settings) {
+  return settings.prefix !== undefined || settings.retries !== "quick" || settings.oauth_client !== undefined
+    || settings.definition_changes !== "warn" || settings.approve_destructive
+    || settings.approval_timeout_secs !== null || settings.guardrails !== null;
 }
 
 /** The server the form edits, as read when its Edit was pressed. */
@@ -1119,7 +1139,18 @@ function editServer(server) {
   form.elements.prefix.value = prefix === server.id ? "" : prefix;
   form.elements.request_ms.value = server.timeouts?.request ?? "";
   form.elements.tool_call_ms.value = server.timeouts?.tool_call ?? "";
-  form.elements.retries.value = server.policies?.retries ?? "quick";
+  const policies = server.policies ?? {};
+  form.elements.retries.value = policies.retries ?? "quick";
+  form.elements.definition_changes.value = policies.definition_changes ?? "warn";
+  form.elements.approve_destructive.checked = Boolean(policies.approve_destructive);
+  form.elements.approval_timeout_secs.value = policies.approval_timeout_secs ?? "";
+  const guardrails = policies.guardrails ?? {};
+  for (const list of ["redact_arguments", "redact_results"]) {
+    for (const box of form.querySelectorAll(`[name=${list}]`)) box.checked = (guardrails[list] ?? []).includes(box.value);
+  }
+  form.elements.webhook_url.value = guardrails.webhook?.url ?? "";
+  form.elements.webhook_timeout_ms.value = guardrails.webhook?.timeout_ms ?? "";
+  form.elements.webhook_on_failure.value = guardrails.webhook?.on_failure ?? "refuse";
   const client = server.oauth_client;
   form.elements.oauth_client_id.value = client?.client_id ?? "";
   form.elements.oauth_client_secret.value = client?.client_secret ?? "";
@@ -1167,7 +1198,7 @@ $("#add-form").addEventListener("submit", async (event) => {
       event.target.elements.id.readOnly = true;
     }
     const settings = settingsOf(event.target);
-    if (editing || settings.prefix !== undefined || settings.retries !== "quick" || settings.oauth_client !== undefined) {
+    if (editing || settingsSaySomething(settings)) {
       await api("PATCH", `/api/servers/${entry.id}`, settings);
     }
     resetAddForm();

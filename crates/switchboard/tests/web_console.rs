@@ -485,7 +485,8 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
 
 /// A tool whose definition changed under the same name, on a server that holds such tools, is
 /// shown in the console with each changed field as approved and as now (headless Chromium:
-/// `tests/npm/console-definitions.mjs`); once a person accepts it, clients see it again.
+/// `tests/npm/console-definitions.mjs`); once a person accepts it, clients see it again. The
+/// same person then sets the server's guardrails in its edit form.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_sees_what_changed_in_a_held_tool_and_accepts_it() {
     use switchboard_fixtures::{Era, transports};
@@ -581,6 +582,26 @@ async fn a_person_sees_what_changed_in_a_held_tool_and_accepts_it() {
     assert!(
         tools().await.contains("\"beta__add\""),
         "served again once accepted"
+    );
+    assert_eq!(seen["definitionChangesShown"], "hold", "{seen:#}");
+    let server: Value = reqwest::get(format!("{base}/api/servers/beta"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        server["policies"]["guardrails"],
+        json!({
+            "redact_arguments": ["secrets"],
+            "redact_results": ["personal"],
+            "webhook": {"url": "http://127.0.0.1:9/check", "timeout_ms": 2500, "on_failure": "allow"},
+        }),
+        "the guards the person set: {server:#}"
+    );
+    assert_eq!(
+        server["policies"]["definition_changes"], "hold",
+        "kept: {server:#}"
     );
 }
 
