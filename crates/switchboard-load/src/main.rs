@@ -623,18 +623,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
 enum GuardrailsMode {
     /// Both pattern sets masked in arguments and results.
     Redact,
-    /// That, and an allow-all webhook on loopback asked before and after each call.
+    /// An allow-all webhook on loopback asked before and after each call, and no masking.
     Webhook,
+    /// Both: the masking and the webhook.
+    Both,
 }
 
-/// Gives the two servers the load calls the guardrails of `mode` (with `webhook`, started here:
+/// Gives the two servers the load calls the guardrails of `mode` (a webhook is started here:
 /// it answers every call `allow`).
 async fn set_guardrails(daemon: &Daemon, mode: GuardrailsMode) -> anyhow::Result<()> {
-    let mut guardrails = json!({
-        "redact_arguments": ["secrets", "personal"],
-        "redact_results": ["secrets", "personal"],
-    });
-    if matches!(mode, GuardrailsMode::Webhook) {
+    let mut guardrails = json!({});
+    if matches!(mode, GuardrailsMode::Redact | GuardrailsMode::Both) {
+        guardrails["redact_arguments"] = json!(["secrets", "personal"]);
+        guardrails["redact_results"] = json!(["secrets", "personal"]);
+    }
+    if matches!(mode, GuardrailsMode::Webhook | GuardrailsMode::Both) {
         let app = axum::Router::new().route(
             "/check",
             axum::routing::post(|| async { axum::Json(json!({"action": "allow"})) }),
