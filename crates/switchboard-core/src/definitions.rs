@@ -73,23 +73,50 @@ pub fn definition_of(tool: &Value) -> Value {
 
 /// `value` as JSON text with the keys of every object sorted.
 pub fn canonical_json(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(fields) => {
-                let mut keys: Vec<&String> = fields.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|key| (key.clone(), sorted(&fields[key])))
-                        .collect(),
-                )
+    let mut out = Vec::new();
+    write_canonical_json(value, &mut out);
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Writes `value` as [`canonical_json`] does, to `out`, without building a sorted copy first
+/// (a digest on every audited call).
+pub fn write_canonical_json(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(fields) => write_canonical_object(fields, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (at, item) in items.iter().enumerate() {
+                if at > 0 {
+                    out.push(b',');
+                }
+                write_canonical_json(item, out);
             }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
+            out.push(b']');
         }
+        leaf => write_leaf(leaf, out),
     }
-    // A map that keeps insertion order (serde_json's `preserve_order`) keeps the sorted order.
-    sorted(value).to_string()
+}
+
+/// Writes the object `fields` as [`canonical_json`] does, to `out`.
+pub fn write_canonical_object(fields: &Map<String, Value>, out: &mut Vec<u8>) {
+    let mut keys: Vec<&String> = fields.keys().collect();
+    keys.sort_unstable();
+    out.push(b'{');
+    for (at, key) in keys.into_iter().enumerate() {
+        if at > 0 {
+            out.push(b',');
+        }
+        write_leaf(key, out);
+        out.push(b':');
+        write_canonical_json(&fields[key], out);
+    }
+    out.push(b'}');
+}
+
+/// A string, number, boolean or null as serde_json writes it (writing to memory cannot fail).
+fn write_leaf<T: Serialize + ?Sized>(leaf: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(&mut *out, leaf);
 }
 
 /// SHA-256 of `definition`'s canonical JSON, lower-case hex.
@@ -115,6 +142,33 @@ pub struct ApprovedDefinition {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_canonical_form_is_a_sorted_copy_written_compactly() {
+        // What the digests of kept definitions were made with: a sorted copy, then serde_json.
+        fn sorted(value: &Value) -> Value {
+            match value {
+                Value::Object(fields) => {
+                    let mut keys: Vec<&String> = fields.keys().collect();
+                    keys.sort();
+                    Value::Object(
+                        keys.into_iter()
+                            .map(|key| (key.clone(), sorted(&fields[key])))
+                            .collect(),
+                    )
+                }
+                Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+                other => other.clone(),
+            }
+        }
+        let value = serde_json::json!({
+            "z": [3, {"b": null, "a": "é\"\\\n\u{1f600}"}, -1.5e300, true],
+            "a": {"y": {}, "x": [], "é": 0, "\u{0}": "ctl\u{7}"},
+            "m": 18446744073709551615u64,
+        });
+        assert_eq!(canonical_json(&value), sorted(&value).to_string());
+        assert_eq!(canonical_json(&serde_json::json!("s")), "\"s\"");
+    }
     use super::*;
     use serde_json::json;
 

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use sha2::Digest;
 use switchboard_core::ServerId;
 use switchboard_core::audit::AuditKind;
-use switchboard_core::definitions::canonical_json;
+use switchboard_core::definitions::write_canonical_object;
 use switchboard_core::endpoint::hex_of;
 
 use crate::Hub;
@@ -55,11 +55,12 @@ impl ApprovalError {
 /// SHA-256 of `arguments` as canonical JSON (keys sorted: the same arguments in another
 /// order have the same digest), lower-case hex: what an approval and the audit log name.
 pub fn arguments_digest(arguments: Option<&Map<String, Value>>) -> String {
-    let text = match arguments {
-        Some(arguments) => canonical_json(&Value::Object(arguments.clone())),
-        None => "{}".to_owned(),
-    };
-    hex_of(&sha2::Sha256::digest(text.as_bytes()))
+    let mut text = Vec::with_capacity(256);
+    match arguments {
+        Some(arguments) => write_canonical_object(arguments, &mut text),
+        None => text.extend_from_slice(b"{}"),
+    }
+    hex_of(&sha2::Sha256::digest(&text))
 }
 
 impl Hub {

@@ -599,6 +599,10 @@ async fn the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_pas
     assert_eq!((first.len(), rest.len()), (1000, 200));
     assert_eq!(first[0].at_ms, 11_199);
     assert_eq!(rest.last().unwrap().at_ms, 10_000);
+    // A record written among many in one statement reads back whole.
+    let mut written = many[1_199].clone();
+    written.id = first[0].id;
+    assert_eq!(first[0], written);
 }
 
 /// Every open workspace follows the fingerprint; a change to servers moves only what the
