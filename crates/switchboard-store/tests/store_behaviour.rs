@@ -603,6 +603,22 @@ async fn the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_pas
     let mut written = many[1_199].clone();
     written.id = first[0].id;
     assert_eq!(first[0], written);
+    // And one written alone (a batch smaller than the smallest statement of many rows).
+    let few: Vec<AuditRecord> = (0..3)
+        .map(|n| record(20_000 + n, "default", AuditKind::Call, "few"))
+        .collect();
+    local.append_audit(&few).await.unwrap();
+    let read = local
+        .audit_page(&AuditQuery {
+            server: Some("few".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 3);
+    let mut alone = few[2].clone();
+    alone.id = read[0].id;
+    assert_eq!(read[0], alone);
 }
 
 /// Every open workspace follows the fingerprint; a change to servers moves only what the
