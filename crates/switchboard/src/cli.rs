@@ -368,6 +368,16 @@ pub struct TenantFlag {
     pub tenant: String,
 }
 
+/// `--tenant` and `--json`, for the lists of one tenant's things.
+#[derive(Debug, Args)]
+pub struct TenantList {
+    #[command(flatten)]
+    pub tenant: TenantFlag,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `group` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum GroupCommand {
@@ -385,13 +395,7 @@ pub enum GroupCommand {
         tenant: TenantFlag,
     },
     /// List the tenant's groups and their members.
-    List {
-        #[command(flatten)]
-        tenant: TenantFlag,
-        /// Print machine-readable JSON on stdout.
-        #[arg(long)]
-        json: bool,
-    },
+    List(TenantList),
     /// Remove a group and the grants made to it.
     Remove {
         /// Its name.
@@ -423,13 +427,7 @@ pub enum GrantCommand {
         tenant: TenantFlag,
     },
     /// List the tenant's grants.
-    List {
-        #[command(flatten)]
-        tenant: TenantFlag,
-        /// Print machine-readable JSON on stdout.
-        #[arg(long)]
-        json: bool,
-    },
+    List(TenantList),
     /// Revoke a grant by its id.
     Revoke {
         /// The grant's id (from `grant list`).

@@ -7,7 +7,7 @@ use switchboard_core::grants::{Group, GroupName, Subject, Target};
 use switchboard_core::{Grant, TenantId, UserId};
 use switchboard_store::Store;
 
-use crate::cli::{GrantCommand, GroupCommand};
+use crate::cli::{GrantCommand, GroupCommand, TenantList};
 use crate::{print_json, render};
 
 /// Runs a `group` subcommand.
@@ -38,7 +38,7 @@ pub async fn group_command(store: &Store, command: GroupCommand) -> anyhow::Resu
                 group.name
             );
         }
-        GroupCommand::List { tenant, json } => {
+        GroupCommand::List(TenantList { tenant, json }) => {
             let groups = store.groups(&TenantId::new(tenant.tenant)?).await?;
             if json {
                 print_json(&groups)?;
@@ -102,7 +102,7 @@ pub async fn grant_command(store: &Store, command: GrantCommand) -> anyhow::Resu
                 );
             }
         }
-        GrantCommand::List { tenant, json } => {
+        GrantCommand::List(TenantList { tenant, json }) => {
             let grants = store.grants(&TenantId::new(tenant.tenant)?).await?;
             if json {
                 print_json(&grants)?;

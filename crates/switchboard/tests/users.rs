@@ -1333,9 +1333,14 @@ fn stateless(id: u64, method: &str, mut params: Value) -> Value {
 
 /// `shared__echo` called in `key`'s workspace as a 2026-07-28 request; the JSON-RPC answer.
 async fn echo(daemon: &Daemon, key: &str, id: u64) -> Value {
+    echo_at(daemon, "/mcp", key, id).await
+}
+
+/// A stateless call of `shared__echo` at `path` with `key`.
+async fn echo_at(daemon: &Daemon, path: &str, key: &str, id: u64) -> Value {
     let call = json!({"name": "shared__echo", "arguments": {"message": "hi"}});
     daemon
-        .mcp(Some(key), stateless(id, "tools/call", call))
+        .mcp_at(path, Some(key), stateless(id, "tools/call", call), &[])
         .await
 }
 
@@ -1608,18 +1613,7 @@ async fn a_tenant_admin_defines_endpoints_that_bound_what_members_reach() {
 
     // The audit log: ana's call through the endpoint is recorded as hers, in acme; carol (an
     // admin) reads acme's records and only those, ana (a member) none, the operator all.
-    let called = daemon
-        .mcp_at(
-            "/mcp/e/lite",
-            Some(&ana),
-            stateless(
-                3,
-                "tools/call",
-                json!({"name": "shared__echo", "arguments": {"message": "hi"}}),
-            ),
-            &[],
-        )
-        .await;
+    let called = echo_at(&daemon, "/mcp/e/lite", &ana, 3).await;
     assert!(called["result"].is_object(), "{called}");
     let (status, _) = daemon
         .send(
@@ -2121,18 +2115,7 @@ async fn an_endpoint_key_reaches_its_endpoint_only_and_acts_as_whoever_issued_it
         tools.to_string().contains("shared__echo") && !tools.to_string().contains("shared__add"),
         "{tools}"
     );
-    let called = daemon
-        .mcp_at(
-            "/mcp/e/lite",
-            Some(&key),
-            stateless(
-                2,
-                "tools/call",
-                json!({"name": "shared__echo", "arguments": {"message": "hi"}}),
-            ),
-            &[],
-        )
-        .await;
+    let called = echo_at(&daemon, "/mcp/e/lite", &key, 2).await;
     assert!(called["result"].is_object(), "{called}");
     let (_, audit) = daemon
         .send(

@@ -10,6 +10,31 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+/// Runs the browser script `script` of `tests/npm` (at `npm`) with `args` and the screenshot
+/// directory, if `SWITCHBOARD_SCREENSHOTS` names one, within `limit`; what it printed.
+async fn browser(npm: &std::path::Path, script: &str, args: &[&str], limit: Duration) -> Value {
+    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
+    let output = tokio::time::timeout(
+        limit,
+        tokio::process::Command::new("node")
+            .arg(npm.join(script))
+            .args(args)
+            .args(screenshots.iter())
+            .env("CHROMIUM", common::chromium())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the browser finishes within {limit:?}"))
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser: {}",
+        common::text(&output)
+    );
+    serde_json::from_slice(&output.stdout).expect("the browser prints JSON")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     let npm = common::npm_dir(&[
@@ -34,25 +59,13 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
     assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"));
 
     let everything = switchboard_fixtures::server_everything_entry();
-    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
-    let mut browser = tokio::process::Command::new("node");
-    browser
-        .arg(npm.join("console.mjs"))
-        .arg(&base)
-        .arg(&everything)
-        .args(screenshots.iter())
-        .env("CHROMIUM", common::chromium())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(180), browser.output())
-        .await
-        .expect("the browser finishes within 180 s")
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the browser: {}",
-        common::text(&output)
-    );
-    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    let seen = browser(
+        &npm,
+        "console.mjs",
+        &[&base, &everything.to_string_lossy()],
+        Duration::from_secs(180),
+    )
+    .await;
 
     assert_eq!(seen["empty"], true, "an empty daemon says so: {seen:#}");
     assert_eq!(seen["formsHiddenAtFirst"], true, "{seen:#}");
@@ -540,27 +553,13 @@ async fn a_person_sees_what_changed_in_a_held_tool_and_accepts_it() {
     }
     assert!(!tools().await.contains("\"beta__add\""), "held back");
 
-    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
-    let output = tokio::time::timeout(
+    let seen = browser(
+        &npm,
+        "console-definitions.mjs",
+        &[&base, "beta", "add"],
         Duration::from_secs(120),
-        tokio::process::Command::new("node")
-            .arg(npm.join("console-definitions.mjs"))
-            .arg(&base)
-            .args(["beta", "add"])
-            .args(screenshots.iter())
-            .env("CHROMIUM", common::chromium())
-            .kill_on_drop(true)
-            .output(),
     )
-    .await
-    .expect("the browser finishes within 120 s")
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "the browser: {}",
-        common::text(&output)
-    );
-    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    .await;
     assert_eq!(seen["change"], "add: its definition changed", "{seen:#}");
     assert_eq!(seen["badge"], "held back from clients", "{seen:#}");
     assert_eq!(seen["markedHeld"], json!(["add"]), "{seen:#}");
@@ -684,27 +683,13 @@ async fn a_tenant_admin_grants_a_group_one_server_from_the_console() {
     };
     assert_eq!(anas_servers().await, ["docs", "tracker"]);
 
-    let screenshots = std::env::var("SWITCHBOARD_SCREENSHOTS").ok();
-    let output = tokio::time::timeout(
+    let seen = browser(
+        &npm,
+        "console-access.mjs",
+        &[&base, &carol, "ana", "docs"],
         Duration::from_secs(120),
-        tokio::process::Command::new("node")
-            .arg(npm.join("console-access.mjs"))
-            .arg(&base)
-            .args([carol.as_str(), "ana", "docs"])
-            .args(screenshots.iter())
-            .env("CHROMIUM", common::chromium())
-            .kill_on_drop(true)
-            .output(),
     )
-    .await
-    .expect("the browser finishes within 120 s")
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "the browser: {}",
-        common::text(&output)
-    );
-    let seen: Value = serde_json::from_slice(&output.stdout).expect("the browser prints JSON");
+    .await;
     assert!(
         seen["ruleBefore"]
             .as_str()
