@@ -84,12 +84,21 @@ pub(crate) fn endpoint_of(parts: Option<&axum::http::request::Parts>) -> Option<
 /// The answer to a request for an endpoint that is not there: 404, as a JSON-RPC error so that
 /// MCP clients show the reason.
 pub(crate) fn no_such_endpoint(name: &str) -> Response {
+    door_refusal(
+        StatusCode::NOT_FOUND,
+        format!("there is no endpoint named '{name}'"),
+    )
+}
+
+/// A refusal at an endpoint's door, before any session opens: `status`, with a JSON-RPC error
+/// saying `message` so that MCP clients show it.
+fn door_refusal(status: StatusCode, message: String) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
-        "error": {"code": -32600, "message": format!("there is no endpoint named '{name}'")},
+        "error": {"code": -32600, "message": message},
     });
-    (StatusCode::NOT_FOUND, Json(body)).into_response()
+    (status, Json(body)).into_response()
 }
 
 /// Answers requests for an endpoint that is not defined with 404, and those from a member whose
@@ -101,12 +110,7 @@ pub(crate) async fn require_endpoint(
 ) -> Response {
     if let Some(name) = endpoint_in(request.uri().path()) {
         if let Some(refusal) = hub.endpoint_door_refusal(name) {
-            let body = serde_json::json!({
-                "jsonrpc": "2.0",
-                "id": null,
-                "error": {"code": -32600, "message": refusal},
-            });
-            return (StatusCode::FORBIDDEN, Json(body)).into_response();
+            return door_refusal(StatusCode::FORBIDDEN, refusal);
         }
         if hub.endpoint(name).is_none() {
             return no_such_endpoint(name);

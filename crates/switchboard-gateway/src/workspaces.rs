@@ -764,10 +764,12 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
                 owner.endpoint, owner.key_id
             )));
             extensions.insert(crate::endpoints::EndpointKeyHolder(owner.endpoint));
-            // The key was checked here; the workspace's routes need not see it.
-            request.headers_mut().remove(header::AUTHORIZATION);
             match owner.user {
-                None => return forward(&dispatcher.local, request).await,
+                None => {
+                    // The key was checked here; the local workspace's routes need not see it.
+                    request.headers_mut().remove(header::AUTHORIZATION);
+                    return forward(&dispatcher.local, request).await;
+                }
                 Some(principal) => principal,
             }
         }

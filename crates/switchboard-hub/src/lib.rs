@@ -151,8 +151,8 @@ impl ServerCatalog {
             .partition(|tool| def.tool_enabled(&tool.name));
     }
 
-    /// Every tool the server listed, granted or not (what is kept as its last known catalog,
-    /// shared by every workspace).
+    /// Every tool the server listed, granted or not (what is kept as its last known catalog, and
+    /// split again when a definition or a grant changes).
     pub(crate) fn all_tools(&self) -> impl Iterator<Item = &Tool> {
         self.tools
             .iter()

@@ -96,8 +96,8 @@ impl Store {
                 "user '{tenant}/{stranger}' (add them with `switchboard user add` first)"
             )));
         }
-        let existing = self.groups(tenant).await?;
-        let new = !existing.iter().any(|g| g.name == group.name);
+        let existing = self.group_names(tenant).await?;
+        let new = !existing.iter().any(|name| name == group.name.as_str());
         if new && existing.len() >= MAX_GROUPS {
             return Err(StoreError::Forbidden(format!(
                 "a tenant holds at most {MAX_GROUPS} groups"
@@ -168,6 +168,16 @@ impl Store {
         self.grants_changed().await
     }
 
+    /// The names of `tenant`'s groups.
+    async fn group_names(&self, tenant: &TenantId) -> Result<Vec<String>, StoreError> {
+        Ok(on_db!(&self.db, pool => sqlx::query_scalar(
+            "SELECT name FROM user_groups WHERE tenant = $1",
+        )
+        .bind(tenant.as_str())
+        .fetch_all(pool)
+        .await)?)
+    }
+
     /// `tenant`'s grants, oldest first.
     pub async fn grants(&self, tenant: &TenantId) -> Result<Vec<KeptGrant>, StoreError> {
         self.manages_grants_of(tenant)?;
@@ -210,7 +220,12 @@ impl Store {
                 }
             }
             Subject::Group(group) => {
-                if !self.groups(tenant).await?.iter().any(|g| &g.name == group) {
+                if !self
+                    .group_names(tenant)
+                    .await?
+                    .iter()
+                    .any(|name| name == group.as_str())
+                {
                     return Err(StoreError::Missing(format!("group '{group}'")));
                 }
             }
@@ -302,12 +317,7 @@ impl Store {
             .filter_map(|name| GroupName::new(name).ok())
             .collect();
         if !principal.groups.is_empty() {
-            let defined: Vec<String> = on_db!(&self.db, pool => sqlx::query_scalar(
-                "SELECT name FROM user_groups WHERE tenant = $1",
-            )
-            .bind(tenant)
-            .fetch_all(pool)
-            .await)?;
+            let defined = self.group_names(&principal.tenant).await?;
             groups.extend(
                 principal
                     .groups
