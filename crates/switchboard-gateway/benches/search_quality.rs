@@ -7,6 +7,12 @@
 //! words shares a stem with a word of a right tool's exposed name. This prints figures; it asserts
 //! nothing.
 //!
+//! The queries fall in two halves by the first byte of the SHA-256 of their text: even bytes
+//! are the *tuning* half, odd ones the *test* half. Weights and choices of the ranking are tuned
+//! on the tuning half only; the figures to report are the test half's. The diagnostics after the
+//! figures (by server, misses, worst queries) look at the tuning half only, so that reading them
+//! never tunes on the test half.
+//!
 //! `cargo bench -p switchboard-gateway --bench search_quality`; figures are in `docs/benchmarks.md`.
 //!
 //! - R@k: the share of queries with a right tool among the first k hits (search limit 10).
@@ -16,17 +22,20 @@
 //!   each tool as its server listed it under its exposed name, against the deferred view's own
 //!   tools (`switchboard_gateway::mcp::deferred_view_tools`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rmcp::model::Tool;
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use switchboard_core::ServerId;
 use switchboard_core::exposure::Exposed;
 use switchboard_core::search::{Hit, ToolDocument, ToolIndex, words};
-use switchboard_gateway::mcp::deferred_view_tools;
+use switchboard_gateway::mcp::{
+    WorkingSet, WorkingSetLimits, deferred_view_tools, estimated_tokens, found_result,
+};
 use switchboard_hub::{SentenceEncoder, tool_document};
 
 /// How many hits each query asks for.
@@ -47,6 +56,13 @@ struct Query {
     text: String,
     expected: Vec<String>,
     hard: bool,
+    /// Whether it is in the tuning half (else the test half).
+    tuning: bool,
+}
+
+/// Whether `text` is in the tuning half: the first byte of its SHA-256 is even.
+fn in_tuning_half(text: &str) -> bool {
+    Sha256::digest(text.as_bytes())[0] % 2 == 0
 }
 
 /// A query's outcome: the rank (1-based) of its first right tool in the full ranking, if any
@@ -54,7 +70,8 @@ struct Query {
 struct Outcome<'a> {
     query: &'a Query,
     rank: Option<usize>,
-    top: Vec<String>,
+    /// The first hits' names, best first.
+    hits: Vec<String>,
 }
 
 fn dev_set() -> PathBuf {
@@ -96,6 +113,7 @@ fn queries() -> Vec<Query> {
         .expect("queries.json holds an array")
         .iter()
         .map(|q| Query {
+            tuning: in_tuning_half(q["query"].as_str().unwrap_or_default()),
             text: q["query"].as_str().unwrap_or_default().to_owned(),
             expected: q["expected"]
                 .as_array()
@@ -152,7 +170,7 @@ fn outcome(query: &Query, ranking: Vec<Hit>) -> Outcome<'_> {
     Outcome {
         query,
         rank,
-        top: ranking.iter().take(3).map(|h| h.name.clone()).collect(),
+        hits: ranking.iter().take(LIMIT).map(|h| h.name.clone()).collect(),
     }
 }
 
@@ -244,10 +262,11 @@ fn main() {
             .encode(&texts.iter().map(String::as_str).collect::<Vec<_>>())
             .expect("tools encode");
         let encoded = started.elapsed();
-        let started = Instant::now();
+        let mut latencies = Vec::with_capacity(queries.len());
         let outcomes = queries
             .iter()
             .map(|query| {
+                let started = Instant::now();
                 let asked = encoder
                     .encode(&[query.text.as_str()])
                     .expect("query encodes");
@@ -255,17 +274,24 @@ fn main() {
                     .iter()
                     .map(|tool| tool.iter().zip(&asked[0]).map(|(a, b)| a * b).sum())
                     .collect();
-                outcome(query, index.search_blended(&query.text, &similarity, tools))
+                let ranking = index.search_blended(&query.text, &similarity, tools);
+                latencies.push(started.elapsed());
+                outcome(query, ranking)
             })
             .collect();
+        latencies.sort();
+        let quantile = |q: f64| {
+            let at = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+            latencies.get(at).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+        };
         let timing = format!(
-            "model {}: {tools} tools encoded in {:.1} s; {} queries encoded and ranked in {:.1} s \
-             ({:.1} ms each)",
+            "model {}: {tools} tools encoded in {:.1} s; a query encoded and ranked in \
+             p50 {:.1} ms, p99 {:.1} ms ({} queries)",
             encoder.name(),
             encoded.as_secs_f64(),
+            quantile(0.5),
+            quantile(0.99),
             queries.len(),
-            started.elapsed().as_secs_f64(),
-            started.elapsed().as_secs_f64() * 1e3 / queries.len().max(1) as f64
         );
         (outcomes, timing)
     });
@@ -276,20 +302,32 @@ fn main() {
         .filter(|q| q.hard != is_hard(&stemmer, q))
         .collect();
 
-    // The sections after the figures are about the best ranking there is.
-    let outcomes: &[Outcome<'_>] = match &blended {
+    // The sections after the figures are about the best ranking there is, on the tuning half.
+    let outcomes: Vec<&Outcome<'_>> = match &blended {
         Some((outcomes, _)) => outcomes,
         None => &lexical,
-    };
-    let all: Vec<&Outcome<'_>> = outcomes.iter().collect();
-    let hard: Vec<&Outcome<'_>> = outcomes.iter().filter(|o| o.query.hard).collect();
+    }
+    .iter()
+    .filter(|o| o.query.tuning)
+    .collect();
+    let all: Vec<&Outcome<'_>> = outcomes.clone();
+    let hard: Vec<&Outcome<'_>> = outcomes.iter().copied().filter(|o| o.query.hard).collect();
 
+    let queries_in = |tuning: bool, hard_only: bool| {
+        queries
+            .iter()
+            .filter(|q| q.tuning == tuning && (q.hard || !hard_only))
+            .count()
+    };
     println!("Tool search quality (tests/search)");
     println!(
-        "tools {tools}, servers {}, queries {} (hard {})",
+        "tools {tools}, servers {}, queries {}: test half {} (hard {}), tuning half {} (hard {})",
         captures.len(),
         queries.len(),
-        hard.len()
+        queries_in(false, false),
+        queries_in(false, true),
+        queries_in(true, false),
+        queries_in(true, true),
     );
     println!(
         "index built in {:.1} ms; {} searches in {:.1} ms",
@@ -314,21 +352,26 @@ fn main() {
         }
     }
     println!();
-    println!("| ranking | queries | count | R@1 | R@5 | R@10 | MRR |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| ranking | half | queries | count | R@1 | R@5 | R@10 | MRR |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut rankings = vec![("words (BM25F)", &lexical)];
     if let Some((outcomes, _)) = &blended {
         rankings.push(("meaning and words", outcomes));
     }
     for (ranking, outcomes) in rankings {
-        for (label, hard_only) in [("all", false), ("hard", true)] {
+        for (half, label, tuning, hard_only) in [
+            ("test", "all", false, false),
+            ("test", "hard", false, true),
+            ("tuning", "all", true, false),
+            ("tuning", "hard", true, true),
+        ] {
             let set: Vec<&Outcome<'_>> = outcomes
                 .iter()
-                .filter(|o| !hard_only || o.query.hard)
+                .filter(|o| o.query.tuning == tuning && (!hard_only || o.query.hard))
                 .collect();
             let (r1, r5, r10, mrr) = figures(&set);
             println!(
-                "| {ranking} | {label} | {} | {r1:.3} | {r5:.3} | {r10:.3} | {mrr:.3} |",
+                "| {ranking} | {half} | {label} | {} | {r1:.3} | {r5:.3} | {r10:.3} | {mrr:.3} |",
                 set.len()
             );
         }
@@ -346,11 +389,87 @@ fn main() {
         full as f64 / deferred as f64
     );
 
+    // What a search costs a model: the compact result of the best ranking's first 8 hits for
+    // each test-half query, against the full definitions (name, description, input schema) a
+    // result gave before; and a session's list after 20 searches, each fifth hit called.
+    let by_name: HashMap<String, Tool> = catalog
+        .iter()
+        .filter_map(|tool| serde_json::from_value::<Tool>(tool.clone()).ok())
+        .map(|tool| (tool.name.to_string(), tool))
+        .collect();
+    let hits_of = |outcome: &Outcome<'_>| -> Vec<Tool> {
+        outcome
+            .hits
+            .iter()
+            .take(8)
+            .filter_map(|name| by_name.get(name).cloned())
+            .collect()
+    };
+    let ranked: &[Outcome<'_>] = match &blended {
+        Some((outcomes, _)) => outcomes,
+        None => &lexical,
+    };
+    let test_half: Vec<&Outcome<'_>> = ranked.iter().filter(|o| !o.query.tuning).collect();
+    let mut compact = Vec::new();
+    let mut full_results = Vec::new();
+    for outcome in &test_half {
+        let found = hits_of(outcome);
+        let result = found_result(&found, &outcome.query.text);
+        compact.push(count(&serde_json::to_value(&result).unwrap_or_default()));
+        let listed: Vec<Value> = found
+            .iter()
+            .map(|tool| {
+                json!({"name": tool.name, "description": tool.description,
+                       "inputSchema": tool.input_schema})
+            })
+            .collect();
+        full_results.push(count(
+            &json!([{"type": "text", "text": Value::Array(listed).to_string()}]),
+        ));
+    }
+    compact.sort_unstable();
+    full_results.sort_unstable();
+    let middle = |sorted: &[usize]| sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+    let most = |sorted: &[usize]| sorted.last().copied().unwrap_or(0);
+    println!(
+        "tokens of one search_tools result (8 hits, test half): compact p50 {}, max {}; \
+         with full schemas p50 {}, max {}",
+        middle(&compact),
+        most(&compact),
+        middle(&full_results),
+        most(&full_results)
+    );
+    let mut working = WorkingSet::default();
+    for (at, outcome) in test_half.iter().take(20).enumerate() {
+        let found = hits_of(outcome);
+        working.found(found.iter().map(|t| t.name.to_string()).collect());
+        if at % 4 == 0
+            && let Some(first) = found.first()
+        {
+            working.called(&first.name);
+        }
+    }
+    let listed = working.listed(WorkingSetLimits::default(), |name| {
+        by_name.get(name).map(estimated_tokens)
+    });
+    let session_list: Vec<Value> = deferred_view_tools(tools)
+        .into_iter()
+        .chain(listed.iter().filter_map(|name| by_name.get(name).cloned()))
+        .filter_map(|tool| serde_json::to_value(tool).ok())
+        .collect();
+    println!(
+        "a deferred session's tools/list after 20 searches and 5 calls: {} tools, {} tokens \
+         ({:.1} % of the full catalog)",
+        session_list.len(),
+        count(&json!({ "tools": session_list })),
+        100.0 * count(&json!({ "tools": session_list })) as f64 / full as f64
+    );
+
     // R@5 by the server of each query's right tools (a query counts for each server it names).
     println!();
-    println!("R@5 by server (queries naming a tool of the server; hard in brackets):");
+    println!("R@5 by server, tuning half (queries naming a tool of the server; hard in brackets):");
     let mut by_server: BTreeMap<&str, (usize, usize, usize, usize)> = BTreeMap::new();
-    for outcome in outcomes {
+    for outcome in &outcomes {
         let found = outcome.rank.is_some_and(|r| r <= 5);
         let servers: HashSet<&str> = outcome
             .query
@@ -375,7 +494,10 @@ fn main() {
     // Where the misses at 5 are: right tools that share no word with the query at all (the
     // index cannot rank what no query term matches), or matched but outranked.
     println!();
-    println!("Misses at 5: right tools matching no query word / ranked 6-10 / ranked below 10:");
+    println!(
+        "Misses at 5, tuning half: right tools matching no query word / ranked 6-10 / ranked \
+         below 10:"
+    );
     for (label, set) in [("all", &all), ("hard", &hard)] {
         let unmatched = set.iter().filter(|o| o.rank.is_none()).count();
         let near = set
@@ -401,7 +523,7 @@ fn main() {
         )
     });
     println!();
-    println!("The {WORST} worst-ranked hard queries (unmatched ones by name):");
+    println!("The {WORST} worst-ranked hard queries of the tuning half (unmatched ones by name):");
     for outcome in worst.iter().take(WORST) {
         let rank = match outcome.rank {
             Some(r) => format!("rank {r}"),
@@ -409,6 +531,9 @@ fn main() {
         };
         println!("  '{}': {rank}", outcome.query.text);
         println!("      right: {}", outcome.query.expected.join(", "));
-        println!("      found: {}", outcome.top.join(", "));
+        println!(
+            "      found: {}",
+            outcome.hits[..outcome.hits.len().min(3)].join(", ")
+        );
     }
 }

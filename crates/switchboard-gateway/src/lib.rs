@@ -228,7 +228,7 @@ pub fn router(
     let parts = RouterParts::new(
         callback_url(addr),
         stop,
-        shared.tools_view(),
+        shared.tools_options(),
         BrowserOrigins::default(),
     );
     workspace_router(shared, Some(access), &parts)
@@ -241,7 +241,7 @@ pub fn router(
 pub(crate) struct RouterParts {
     callback_url: String,
     pub(crate) stop: tokio_util::sync::CancellationToken,
-    pub(crate) tools_view: mcp::ToolsView,
+    pub(crate) tools: mcp::ToolsOptions,
     logins: Arc<oauth::PendingLogins>,
     views: Arc<apps::Views>,
     /// The pages that may use the daemon.
@@ -256,13 +256,13 @@ impl RouterParts {
     fn new(
         callback_url: String,
         stop: tokio_util::sync::CancellationToken,
-        tools_view: mcp::ToolsView,
+        tools: mcp::ToolsOptions,
         origins: BrowserOrigins,
     ) -> Self {
         Self {
             callback_url,
             stop,
-            tools_view,
+            tools,
             logins: Arc::default(),
             views: Arc::default(),
             origins: Arc::new(origins),
@@ -820,7 +820,7 @@ async fn search_tools(
 pub struct Gateway {
     listener: tokio::net::TcpListener,
     sessions: mcp::SessionLimits,
-    tools_view: mcp::ToolsView,
+    tools: mcp::ToolsOptions,
     public_url: Option<url::Url>,
     cors_origins: Vec<WebOrigin>,
     limits: listener::Limits,
@@ -836,7 +836,7 @@ impl Gateway {
         Ok(Self {
             listener,
             sessions: mcp::SessionLimits::default(),
-            tools_view: mcp::ToolsView::All,
+            tools: mcp::ToolsOptions::default(),
             public_url: None,
             cors_origins: Vec::new(),
             limits: listener::Limits::default(),
@@ -872,10 +872,10 @@ impl Gateway {
         self
     }
 
-    /// Shows MCP clients `view` of the tools unless they ask for another (see
-    /// [`mcp::ToolsView`]).
-    pub fn with_tools_view(mut self, view: mcp::ToolsView) -> Self {
-        self.tools_view = view;
+    /// Shows MCP clients the view of `tools` unless they ask for another, and bounds the
+    /// deferred view's working set (see [`mcp::ToolsOptions`]).
+    pub fn with_tools(mut self, tools: mcp::ToolsOptions) -> Self {
+        self.tools = tools;
         self
     }
 
@@ -902,7 +902,7 @@ impl Gateway {
         let addr = self.listener.local_addr().map_err(GatewayError::Serve)?;
         let stop = tokio_util::sync::CancellationToken::new();
         let streams = stop.clone();
-        let shared = mcp::Shared::with_options(hub, self.sessions, self.tools_view);
+        let shared = mcp::Shared::with_options(hub, self.sessions, self.tools);
         let draining = shared.clone();
         let callback = match &self.public_url {
             Some(public) => format!(
@@ -913,7 +913,7 @@ impl Gateway {
             None => callback_url(addr),
         };
         let origins = BrowserOrigins::new(self.public_url.as_ref(), self.cors_origins);
-        let mut parts = RouterParts::new(callback, stop.clone(), self.tools_view, origins);
+        let mut parts = RouterParts::new(callback, stop.clone(), self.tools, origins);
         parts.app_permissions = Arc::new(self.app_permissions);
         let (app, workspaces) = match access {
             Access::Users(users) => {

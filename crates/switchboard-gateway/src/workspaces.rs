@@ -599,7 +599,7 @@ impl Dispatcher {
         let shared = crate::mcp::Shared::with_options(
             hub,
             self.local_shared.session_limits(),
-            self.parts.tools_view,
+            self.parts.tools,
         );
         let mut parts = self.parts.clone();
         parts.stop = self.parts.stop.child_token();

@@ -764,12 +764,13 @@ pub struct SearchModelArg {
     pub search_model: Option<std::path::PathBuf>,
 }
 
-/// `--tools`, of `serve` and `stdio`.
+/// `--tools` and the deferred view's bound, of `serve` and `stdio`.
 #[derive(Debug, Args)]
 pub struct ToolsViewArg {
-    /// The tools clients see: `all`, or `deferred` (`search_tools`, `call_tool` and the tools
-    /// their searches found). A client may ask for the other with `?tools=` on the URL or the
-    /// `X-Switchboard-Tools` header.
+    /// The tools clients see: `all`, or `deferred` (`search_tools`, `describe_tools`,
+    /// `call_tool`, `list_servers`, `set_active`, and a working set: pinned tools, the latest
+    /// search's hits and the tools the session called). A client may ask for the other with
+    /// `?tools=` on the URL or the `X-Switchboard-Tools` header.
     #[arg(
         long,
         value_name = "VIEW",
@@ -777,6 +778,37 @@ pub struct ToolsViewArg {
         env = "SWITCHBOARD_TOOLS"
     )]
     pub tools: switchboard_gateway::mcp::ToolsView,
+    /// The most tools a deferred session's working set lists (its latest hits, then the tools
+    /// it called, the latest first; pinned tools and tools turned on come on top).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "SWITCHBOARD_DEFERRED_MAX_TOOLS"
+    )]
+    pub deferred_max_tools: usize,
+    /// The most tokens of definitions a deferred session's working set lists (estimated as a
+    /// quarter of their JSON bytes).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8_000,
+        env = "SWITCHBOARD_DEFERRED_MAX_TOKENS"
+    )]
+    pub deferred_max_tokens: usize,
+}
+
+impl ToolsViewArg {
+    /// The gateway's tools options these arguments say.
+    pub fn options(&self) -> switchboard_gateway::mcp::ToolsOptions {
+        switchboard_gateway::mcp::ToolsOptions {
+            view: self.tools,
+            working_set: switchboard_gateway::mcp::WorkingSetLimits {
+                tools: self.deferred_max_tools,
+                tokens: self.deferred_max_tokens,
+            },
+        }
+    }
 }
 
 /// Options of `search`.

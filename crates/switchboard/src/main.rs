@@ -608,7 +608,7 @@ async fn stdio(store: Store, args: cli::StdioArgs) -> anyhow::Result<i32> {
     let shared = switchboard_gateway::mcp::Shared::with_options(
         hub.clone(),
         switchboard_gateway::mcp::SessionLimits::default(),
-        args.tools.tools,
+        args.tools.options(),
     );
     let served = switchboard_gateway::mcp::stdio::serve(shared, args.endpoint).await;
     hub.shutdown().await;
@@ -733,7 +733,7 @@ async fn serve(
             max: args.max_sessions as usize,
             idle: args.session_idle,
         })
-        .with_tools_view(args.tools.tools)
+        .with_tools(args.tools.options())
         .with_app_permissions(args.app_permission.clone())
         .with_connection_limits(switchboard_gateway::listener::Limits {
             per_client: args.max_connections_per_client as usize,

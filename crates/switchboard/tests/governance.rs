@@ -505,7 +505,7 @@ async fn the_session_short_path_refuses_a_tool_outside_the_endpoint() {
 }
 
 /// In the deferred view, search finds only the endpoint's tools, `list_servers` lists only its
-/// servers, and `set_active` cannot name what it leaves out.
+/// servers, and neither `set_active` nor `describe_tools` can name what it leaves out.
 #[tokio::test(flavor = "multi_thread")]
 async fn search_and_activation_stay_inside_the_endpoint() {
     let (daemon, _dir, _fixtures) = two_servers_and_an_endpoint().await;
@@ -586,6 +586,14 @@ async fn search_and_activation_stay_inside_the_endpoint() {
         called.to_string().contains("unknown tool 'beta__echo'"),
         "{called}"
     );
+    let described = meta_call(7, "describe_tools", json!({"names": ["beta__echo"]})).await;
+    assert!(
+        described.to_string().contains("unknown tool 'beta__echo'")
+            && !described.to_string().contains("inputSchema"),
+        "{described}"
+    );
+    let described = meta_call(8, "describe_tools", json!({"names": ["alpha__echo"]})).await;
+    assert!(described.to_string().contains("inputSchema"), "{described}");
 }
 
 /// An HTTP+SSE client opens its session at the endpoint's stream and posts to the endpoint's

@@ -241,7 +241,9 @@ async fn session_call(
     if !sessions.has_session(&session.into()).await.unwrap_or(false) {
         return None;
     }
-    if super::deferred::is_meta_tool(&call.params.name) {
+    if super::deferred::is_meta_tool(&call.params.name)
+        || state.adds_to_working_set(shared, &call.params.name)
+    {
         return None;
     }
     let catalog = shared.hub.exposed();

@@ -47,7 +47,9 @@ use switchboard_upstream::{Upstream, UpstreamError};
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
-pub use deferred::ToolsView;
+pub use deferred::{
+    ToolsOptions, ToolsView, WorkingSet, WorkingSetLimits, estimated_tokens, found_result,
+};
 use exchange::{Exchange, Outcome, Parked};
 
 /// How often a session's notification task checks whether its client has gone.
@@ -104,8 +106,8 @@ pub struct Shared {
     tasks: tasks::Tasks,
     /// Servers at which a 2026-07-28 client's `subscriptions/listen` is being subscribed.
     subscribing: Arc<subscribing::Subscribing>,
-    /// The tools clients see unless they ask for another view.
-    tools_view: ToolsView,
+    /// The tools view clients get unless they ask for another, and the deferred view's bound.
+    tools: ToolsOptions,
 }
 
 impl Shared {
@@ -117,14 +119,15 @@ impl Shared {
     /// State shared by every session served from `hub`, within `limits`: an `initialize`
     /// beyond the most sessions at once is refused with an error that says so.
     pub fn with_session_limits(hub: Arc<Hub>, limits: SessionLimits) -> Arc<Self> {
-        Self::with_options(hub, limits, ToolsView::All)
+        Self::with_options(hub, limits, ToolsOptions::default())
     }
 
-    /// [`Self::with_session_limits`], showing clients `tools_view` unless they ask for another.
+    /// [`Self::with_session_limits`], showing clients the view of `tools` unless they ask for
+    /// another.
     pub fn with_options(
         hub: Arc<Hub>,
         mut limits: SessionLimits,
-        tools_view: ToolsView,
+        tools: ToolsOptions,
     ) -> Arc<Self> {
         limits.max = limits.max.max(1);
         Arc::new(Self {
@@ -139,7 +142,7 @@ impl Shared {
             direct_questions: Mutex::default(),
             tasks: tasks::Tasks::default(),
             subscribing: Arc::default(),
-            tools_view,
+            tools,
         })
     }
 
@@ -148,9 +151,9 @@ impl Shared {
         self.limits
     }
 
-    /// The tools clients see unless they ask for another view.
-    pub fn tools_view(&self) -> ToolsView {
-        self.tools_view
+    /// The tools view clients get unless they ask for another, and the deferred view's bound.
+    pub fn tools_options(&self) -> ToolsOptions {
+        self.tools
     }
 
     /// How many sessions are open.
@@ -233,8 +236,9 @@ struct SessionState {
     listen_underway: Mutex<Vec<(Vec<String>, subscribing::Underway)>>,
     /// The tools view its client asked for.
     tools_view: std::sync::OnceLock<ToolsView>,
-    /// In the deferred view, the tools its searches found (exposed names), which its list shows.
-    found_tools: Mutex<std::collections::BTreeSet<String>>,
+    /// In the deferred view, the latest search's hits and the tools it called, which its list
+    /// shows within the daemon's bound.
+    working_set: Mutex<deferred::WorkingSet>,
     /// The user and thread its client named first (a request that names none is theirs).
     conversation: std::sync::OnceLock<conversation::Conversation>,
     /// Its own activation layer: which servers and tools its client turned on or off, when it
@@ -243,6 +247,15 @@ struct SessionState {
     /// The endpoint its first request was sent to (`None`: the workspace's own door); every
     /// later request must be sent there too.
     endpoint: std::sync::OnceLock<Option<String>>,
+}
+
+impl SessionState {
+    /// Whether calling `tool` would add it to this session's working set (a deferred session's
+    /// first call of it, which the full path records and announces).
+    fn adds_to_working_set(&self, shared: &Shared, tool: &str) -> bool {
+        let view = self.tools_view.get().copied().unwrap_or(shared.tools.view);
+        view == ToolsView::Deferred && !lock(&self.working_set).was_called(tool)
+    }
 }
 
 /// What a request (in `session`, if it has one) may reach: the boundary of the endpoint it was
@@ -490,7 +503,7 @@ impl AggregateServer {
                 .tools_view
                 .get()
                 .copied()
-                .unwrap_or(self.shared.tools_view),
+                .unwrap_or(self.shared.tools.view),
         }
     }
 
@@ -642,8 +655,9 @@ impl AggregateServer {
         )))
     }
 
-    /// `search_tools` in the deferred view: the best matches, which also join the session's
-    /// list (announced to a session client with `tools/list_changed`).
+    /// `search_tools` in the deferred view: the best matches, a line each; they become the
+    /// hits of the session's working set (a change announced to a session client with
+    /// `tools/list_changed`).
     async fn search_for_client(
         &self,
         request: &CallToolRequestParams,
@@ -671,18 +685,41 @@ impl AggregateServer {
             .iter()
             .filter_map(|hit| catalog.tools.get(&hit.name).map(|t| t.item.clone()))
             .collect();
-        let mut added = false;
-        {
-            let mut listed = lock(&self.session.found_tools);
-            for tool in &found {
-                added |= listed.insert(tool.name.to_string());
-            }
-        }
-        if added && !downstream::is_modern(context) {
+        let hits = found.iter().map(|tool| tool.name.to_string()).collect();
+        let changed = lock(&self.session.working_set).found(hits);
+        if changed && !downstream::is_modern(context) {
             let _ = context.peer.notify_tool_list_changed().await;
         }
         Ok(CallToolResponse::Complete(complete(
             deferred::found_result(&found, &query),
+        )))
+    }
+
+    /// `describe_tools` in the deferred view: the full definitions of the named tools, of
+    /// those this conversation may call.
+    fn describe_for_client(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let names = deferred::describe_arguments(request.arguments.as_ref())?;
+        let catalog = self.catalog();
+        let activity = self.activity(context)?;
+        let tools = names
+            .iter()
+            .map(|name| {
+                catalog
+                    .tools
+                    .get(name)
+                    .filter(|tool| activity.is_on(tool))
+                    .map(|tool| tool.item.clone())
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(format!("unknown tool '{name}'"), None)
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CallToolResponse::Complete(complete(
+            deferred::described_result(&tools),
         )))
     }
 
@@ -1084,6 +1121,7 @@ impl AggregateServer {
         if self.tools_view(&context) == ToolsView::Deferred {
             match request.name.as_ref() {
                 deferred::SEARCH_TOOLS => return self.search_for_client(&request, &context).await,
+                deferred::DESCRIBE_TOOLS => return self.describe_for_client(&request, &context),
                 deferred::LIST_SERVERS => return self.list_servers_for_client(&context),
                 deferred::SET_ACTIVE => {
                     return self.set_active_for_client(&request, &context).await;
@@ -1158,6 +1196,13 @@ impl AggregateServer {
             refused(error, request.arguments.as_ref());
         }
         let upstream = admitted?;
+        // A called tool joins a deferred session's working set.
+        if self.tools_view(&context) == ToolsView::Deferred
+            && lock(&self.session.working_set).called(&request.name)
+            && !downstream::is_modern(&context)
+        {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
         let name = tool.upstream.clone();
         let arguments = self
             .hub()
@@ -1419,13 +1464,20 @@ impl ServerHandler for AggregateServer {
         let tools = match self.tools_view(&context) {
             ToolsView::All => active.map(|t| t.item.clone()).collect(),
             ToolsView::Deferred => {
-                // The meta-tools, then the tools pinned, found by a search, or turned on for
-                // this conversation.
-                let found = lock(&self.session.found_tools).clone();
+                // The meta-tools, then the tools pinned, turned on for this conversation, or in
+                // the session's working set (within its bound).
+                let working =
+                    lock(&self.session.working_set).listed(self.shared.tools.working_set, |name| {
+                        catalog
+                            .tools
+                            .get(name)
+                            .filter(|tool| activity.is_on(tool))
+                            .map(|tool| deferred::estimated_tokens(&tool.item))
+                    });
                 let hub = self.hub();
                 let listed = active.filter(|tool| {
                     let name = tool.item.name.as_ref();
-                    found.contains(name)
+                    working.contains(name)
                         || hub.is_pinned(&tool.server, &tool.upstream)
                         || layers.turned_on_for_conversation(tool.server.as_str(), name)
                 });
