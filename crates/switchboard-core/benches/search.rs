@@ -87,6 +87,7 @@ fn documents() -> Vec<ToolDocument> {
                     ("query".into(), "What to look for".into()),
                     (format!("{noun}_id"), format!("The {noun}'s id")),
                 ],
+                notes: String::new(),
             });
         }
     }

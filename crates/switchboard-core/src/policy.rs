@@ -105,6 +105,11 @@ pub struct ToolPolicies {
     /// Tools whose every call from an MCP client waits for a person's approval.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub approval: BTreeSet<String>,
+    /// What an operator wrote for search about a tool: aliases, the words its users say,
+    /// example requests. They join the tool's indexed text (words and meaning) and are never
+    /// shown to clients.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub search_notes: BTreeMap<String, String>,
     /// Whether every tool annotated `destructiveHint: true` (by its server or an override)
     /// waits for approval too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -37,6 +37,9 @@ pub struct ToolDocument {
     pub description: String,
     /// Its parameters: name and description.
     pub parameters: Vec<(String, String)>,
+    /// What an operator wrote for search: aliases, words users say, examples
+    /// ([`crate::ToolPolicies::search_notes`]); searched with the description.
+    pub notes: String,
 }
 
 /// The fields of a document, each with its own weight and length normalisation.
@@ -65,6 +68,15 @@ const SATURATION: f32 = 1.2;
 /// BM25F score, beside a similarity in [-1, 1]. Chosen on the dev set (`tests/search`, bench
 /// `search_quality`): 0.1 gave R@5 0.869, 0.05 and 0.3 less.
 pub const LEXICAL_SHARE: f32 = 0.1;
+
+/// The lowest score a hit of [`ToolIndex::search_blended`] may have: below it a tool is no
+/// answer to the query, however the others rank, so a request nothing serves finds nothing (by
+/// words alone a hit needs a word of the query). A sentence encoder's cosine is weak evidence
+/// near zero, so the floor is low: on the tuning half of the dev set (bench `search_quality`)
+/// every right tool found in the first 5 scored 0.2 or more, and with the test fixture's terse
+/// descriptions "repeat my words to me" scores its echo tool 0.091 while "bake a chocolate
+/// cake" and "book a flight to Paris" score no tool above 0.045.
+pub const MIN_BLENDED_SCORE: f32 = 0.05;
 
 /// The longest regular expression [`ToolIndex::search_regex`] compiles, in bytes of its
 /// compiled program (the `regex` crate matches in linear time; this bounds its memory).
@@ -165,8 +177,9 @@ impl ToolIndex {
     /// `similarity` to the query (its sentence embedding's dot product with the query's, in the
     /// order the documents were given to [`ToolIndex::new`]) plus [`LEXICAL_SHARE`] times its
     /// BM25F score over the best one's. Similarity finds tools that share no word with the
-    /// query; the lexical part keeps exact names and rare words on top. A `similarity` of the
-    /// wrong length is a caller's bug: the lexical ranking is returned then.
+    /// query; the lexical part keeps exact names and rare words on top. Hits scoring below
+    /// [`MIN_BLENDED_SCORE`] are left out. A `similarity` of the wrong length is a caller's
+    /// bug: the lexical ranking is returned then.
     pub fn search_blended(&self, query: &str, similarity: &[f32], limit: usize) -> Vec<Hit> {
         if similarity.len() != self.documents.len() {
             return self.search(query, limit);
@@ -182,26 +195,35 @@ impl ToolIndex {
             let words = lexical.get(&id).map_or(0.0, |score| score / top);
             (id, similarity + LEXICAL_SHARE * words)
         });
-        self.best(blended, limit)
+        self.best(
+            blended.filter(|(_, score)| *score >= MIN_BLENDED_SCORE),
+            limit,
+        )
     }
 
     /// The text a sentence encoder reads for `document` (the `similarity` of
     /// [`search_blended`](Self::search_blended) compares the query with it): its server as
-    /// words, with the server's description, its name as words, title and description. The
-    /// server's description carries what a tool's own words leave out ("wiki" for a Notion
-    /// tool): on the dev set it raised R@5 from 0.869 to 0.880 (`docs/benchmarks.md`).
+    /// words, with the server's description, its name as words, title and description, then
+    /// any search notes. The server's description carries what a tool's own words leave out
+    /// ("wiki" for a Notion tool): on the dev set it raised R@5 from 0.869 to 0.880
+    /// (`docs/benchmarks.md`).
     pub fn semantic_text(document: &ToolDocument) -> String {
         let server = words(&document.server).join(" ");
         let server = match document.server_description.trim() {
             "" => server,
             described => format!("{server} ({described})"),
         };
-        format!(
+        let mut text = format!(
             "{server}. {}. {} {}",
             words(&document.upstream_name).join(" "),
             document.title,
             document.description
-        )
+        );
+        if !document.notes.trim().is_empty() {
+            text.push_str(". ");
+            text.push_str(document.notes.trim());
+        }
+        text
     }
 
     /// The documents, in the order they were given.
@@ -335,7 +357,10 @@ fn fields_of(document: &ToolDocument) -> [(Field, String); FIELDS] {
             format!("{} {}", document.upstream_name, document.exposed_name),
         ),
         (Field::Title, document.title.clone()),
-        (Field::Description, document.description.clone()),
+        (
+            Field::Description,
+            format!("{} {}", document.description, document.notes),
+        ),
         (Field::Parameters, parameters),
         (
             Field::Server,
@@ -418,6 +443,25 @@ mod tests {
     }
 
     #[test]
+    fn search_notes_make_a_tool_findable_by_words_its_server_never_used() {
+        let mut pulls = tool("github", "update_pull_request_branch", "Update a branch.");
+        let other = tool("github", "create_branch", "Create a new branch.");
+        let asked = "rebase my PR on main";
+        let index = ToolIndex::new(vec![pulls.clone(), other.clone()]);
+        assert_ne!(
+            names(&index.search(asked, 2)).first(),
+            Some(&"github__update_pull_request_branch")
+        );
+        pulls.notes = "PR, rebase, bring up to date with main".into();
+        assert!(ToolIndex::semantic_text(&pulls).ends_with("bring up to date with main"));
+        let index = ToolIndex::new(vec![pulls, other]);
+        assert_eq!(
+            names(&index.search(asked, 2)).first(),
+            Some(&"github__update_pull_request_branch")
+        );
+    }
+
+    #[test]
     fn blending_ranks_a_tool_similar_in_meaning_above_word_matches_nothing_else_supports() {
         let index = ToolIndex::new(vec![
             tool("chat", "post_message", "Posts a message to a channel"),
@@ -433,14 +477,19 @@ mod tests {
     }
 
     #[test]
-    fn blending_finds_tools_that_share_no_word_with_the_query() {
+    fn blending_finds_tools_that_share_no_word_with_the_query_and_none_below_the_floor() {
         let index = ToolIndex::new(vec![
             tool("chat", "post_message", "Posts a message to a channel"),
             tool("maps", "directions", "Route between two places"),
         ]);
         assert!(index.search("walk to the museum", 5).is_empty());
-        let hits = index.search_blended("walk to the museum", &[0.1, 0.5], 5);
+        let hits = index.search_blended("walk to the museum", &[0.2, 0.5], 5);
         assert_eq!(names(&hits), ["maps__directions", "chat__post_message"]);
+        // A tool barely like the query is no answer to it.
+        let hits = index.search_blended("walk to the museum", &[0.03, 0.5], 5);
+        assert_eq!(names(&hits), ["maps__directions"]);
+        let nothing = index.search_blended("bake a cake", &[0.02, 0.045], 5);
+        assert!(nothing.is_empty(), "{nothing:?}");
     }
 
     #[test]

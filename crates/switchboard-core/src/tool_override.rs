@@ -66,6 +66,13 @@ pub struct ToolOverride {
 #[error("{0}")]
 pub struct OverrideError(String);
 
+impl OverrideError {
+    /// A refusal that says `message`.
+    pub(crate) fn new(message: String) -> Self {
+        Self(message)
+    }
+}
+
 /// Whether `name` may name a tool: 1 to 128 of `A-Z a-z 0-9 _ - .` (what MCP asks of names).
 pub fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()

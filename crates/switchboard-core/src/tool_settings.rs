@@ -37,7 +37,13 @@ pub struct ToolSettings {
     /// Whether each call of it from an MCP client waits for a person's approval (listed; a
     /// server that approves destructive tools adds those).
     pub approval: bool,
+    /// What an operator wrote for search about it, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_notes: Option<String>,
 }
+
+/// The longest search notes of one tool, in characters.
+pub const MAX_SEARCH_NOTES_CHARS: usize = 2_000;
 
 /// A change to one tool's settings; what is `None` stays as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -68,6 +74,10 @@ pub struct ToolSettingsChange {
     /// Make each call of it wait for a person's approval, or not.
     #[serde(default)]
     pub approval: Option<bool>,
+    /// `Some(None)` (JSON `null`, or empty text): no notes; `Some(Some(text))`: these, in place
+    /// of any before (at most [`MAX_SEARCH_NOTES_CHARS`] characters).
+    #[serde(default, deserialize_with = "present")]
+    pub search_notes: Option<Option<String>>,
 }
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`); for
@@ -88,6 +98,13 @@ impl ToolSettingsChange {
 
     /// Checks what the change sets (an override's shape and size).
     pub fn check(&self) -> Result<(), OverrideError> {
+        if let Some(Some(notes)) = &self.search_notes
+            && notes.chars().count() > MAX_SEARCH_NOTES_CHARS
+        {
+            return Err(OverrideError::new(format!(
+                "search notes have at most {MAX_SEARCH_NOTES_CHARS} characters"
+            )));
+        }
         match &self.tool_override {
             Some(Some(over)) => over.check(),
             _ => Ok(()),
@@ -107,6 +124,7 @@ impl ServerDefinition {
             safe_to_retry: self.policies.safe_to_retry.contains(tool),
             tool_override: self.policies.overrides.get(tool).cloned(),
             approval: self.policies.approval.contains(tool),
+            search_notes: self.policies.search_notes.get(tool).cloned(),
         }
     }
 
@@ -134,6 +152,13 @@ impl ServerDefinition {
             .clone()
             .map(|over| over.filter(|over| !over.is_empty()));
         set(&mut self.policies.overrides, tool, over);
+        // Notes that are only blanks are none.
+        let notes = change.search_notes.clone().map(|notes| {
+            notes
+                .map(|text| text.trim().to_owned())
+                .filter(|text| !text.is_empty())
+        });
+        set(&mut self.policies.search_notes, tool, notes);
     }
 }
 
@@ -183,7 +208,7 @@ mod tests {
             r#"{"enabled": false, "pinned": true, "task_mode": "required",
                 "allowed_callers": ["direct", "agent:triage"], "rate_limit": "10/s:20",
                 "override": {"description": "Reads one file", "fixed_arguments": {"root": "/srv"}},
-                "approval": true}"#,
+                "approval": true, "search_notes": "PR, pull request"}"#,
         )
         .unwrap();
         def.change_tool("t", &change);
@@ -196,11 +221,12 @@ mod tests {
         assert_eq!(over.description.as_deref(), Some("Reads one file"));
         assert_eq!(over.fixed_arguments["root"], "/srv");
         assert!(settings.approval);
+        assert_eq!(settings.search_notes.as_deref(), Some("PR, pull request"));
         assert!(def.tool_settings("other").enabled);
 
         let back: ToolSettingsChange = serde_json::from_str(
             r#"{"enabled": true, "pinned": false, "task_mode": "optional", "allowed_callers": null,
-                "rate_limit": null, "override": null, "approval": false}"#,
+                "rate_limit": null, "override": null, "approval": false, "search_notes": " "}"#,
         )
         .unwrap();
         def.change_tool("t", &back);

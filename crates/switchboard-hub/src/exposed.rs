@@ -174,6 +174,7 @@ pub fn tool_document(
         title,
         description: item.description.as_deref().unwrap_or_default().to_owned(),
         parameters,
+        notes: String::new(),
     }
 }
 
@@ -188,6 +189,8 @@ pub(crate) struct Contribution {
     pub(crate) overrides: std::collections::BTreeMap<String, switchboard_core::ToolOverride>,
     /// Its tools held back from clients (their definitions changed), by upstream name.
     pub(crate) held: std::collections::BTreeSet<String>,
+    /// What an operator wrote for search about its tools, by upstream name.
+    pub(crate) search_notes: std::collections::BTreeMap<String, String>,
 }
 
 /// Every exposed tool, prompt, resource and template, each mapped to its one owner.
@@ -206,6 +209,8 @@ pub struct ExposedCatalog {
     pub revisions: Revisions,
     /// The servers' descriptions, for the search index.
     descriptions: Vec<(ServerId, String)>,
+    /// The operators' search notes of each server's tools (by upstream name), for the index.
+    search_notes: Vec<(ServerId, std::collections::BTreeMap<String, String>)>,
     /// The tools' search index, built when first searched.
     search: std::sync::OnceLock<switchboard_core::search::ToolIndex>,
     /// The tools' sentence embeddings, in the search index's order, once the semantic stage
@@ -335,13 +340,18 @@ impl ExposedCatalog {
                 .iter()
                 .map(|c| (c.server.clone(), c.description.clone()))
                 .collect(),
+            search_notes: contributions
+                .iter()
+                .filter(|c| !c.search_notes.is_empty())
+                .map(|c| (c.server.clone(), c.search_notes.clone()))
+                .collect(),
             search: std::sync::OnceLock::new(),
             tool_vectors: std::sync::OnceLock::new(),
         }
     }
 
-    /// The search index over the exposed tools (names, titles, descriptions, parameters, and
-    /// their servers), built the first time it is asked for.
+    /// The search index over the exposed tools (names, titles, descriptions, parameters, their
+    /// servers, and operators' search notes), built the first time it is asked for.
     pub fn search_index(&self) -> &switchboard_core::search::ToolIndex {
         self.search.get_or_init(|| {
             let documents = self
@@ -354,7 +364,16 @@ impl ExposedCatalog {
                         .find(|(server, _)| *server == tool.server)
                         .map(|(_, description)| description.clone())
                         .unwrap_or_default();
-                    tool_document(tool, server_description)
+                    let mut document = tool_document(tool, server_description);
+                    if let Some(notes) = self
+                        .search_notes
+                        .iter()
+                        .find(|(server, _)| *server == tool.server)
+                        .and_then(|(_, notes)| notes.get(&tool.upstream))
+                    {
+                        document.notes = notes.clone();
+                    }
+                    document
                 })
                 .collect();
             switchboard_core::search::ToolIndex::new(documents)
@@ -494,8 +513,6 @@ pub fn for_models(tool: &Tool) -> bool {
     visibility.is_none_or(|audiences| audiences.iter().any(|a| a == "model"))
 }
 
-/// The tool as exposed: prefixed name, and MCP Apps UI references (`_meta.ui.resourceUri` and
-/// the older flat `_meta["ui/resourceUri"]`) pointing at the prefixed resource.
 /// `tool` as an admin's override says it: its name, title, description and annotations set,
 /// its fixed arguments left out of its schema.
 fn overridden(tool: &Tool, over: &switchboard_core::ToolOverride) -> Tool {
@@ -532,6 +549,8 @@ fn overridden(tool: &Tool, over: &switchboard_core::ToolOverride) -> Tool {
     tool
 }
 
+/// The tool as exposed: prefixed name, and MCP Apps UI references (`_meta.ui.resourceUri` and
+/// the older flat `_meta["ui/resourceUri"]`) pointing at the prefixed resource.
 fn expose_tool(prefix: &Prefix, tool: &Tool) -> Tool {
     let mut exposed = tool.clone();
     exposed.name = switchboard_core::exposure::exposed_tool_name(prefix, &tool.name).into();
@@ -644,6 +663,7 @@ mod tests {
             description: String::new(),
             overrides: Default::default(),
             held: Default::default(),
+            search_notes: Default::default(),
         }
     }
 

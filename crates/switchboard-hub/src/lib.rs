@@ -793,6 +793,7 @@ impl Hub {
                 description: slot.definition().description.clone(),
                 overrides: slot.definition().policies.overrides.clone(),
                 held: slot.held_tools(),
+                search_notes: slot.definition().policies.search_notes.clone(),
             })
             .collect();
         let catalog = ExposedCatalog::build(&contributions);

@@ -888,6 +888,10 @@ pub enum ServerCommand {
     /// Set who may call tools (`allowed_callers`): `--callers direct,code_execution,agent:<name>`,
     /// or `--any` for everyone again.
     SetCallers(CallersArgs),
+    /// Give a tool search notes: aliases, the words its users say, example requests
+    /// ("PR, pull request; bring my branch up to date with main"). They join what tool search
+    /// reads of it (words and meaning) and are never shown to clients; `--clear` removes them.
+    SetToolNotes(ToolNotesArgs),
     /// Limit calls to a server (no tools named) or to each of some of its tools:
     /// `--limit 10/s` (or `600/min`, `1000/h`, with an optional burst: `10/s:40`), or `--none`.
     SetRateLimit(RateLimitArgs),
@@ -1148,6 +1152,21 @@ pub struct PrefixArgs {
     pub id: String,
     /// The new prefix (lowercase letters, digits, hyphens), or `''` for names unchanged.
     pub prefix: String,
+}
+
+/// Options of `server set-tool-notes`.
+#[derive(Debug, Args)]
+pub struct ToolNotesArgs {
+    /// The server's id.
+    pub id: String,
+    /// The tool, by the server's own name.
+    pub tool: String,
+    /// The notes (at most 2,000 characters).
+    #[arg(required_unless_present = "clear", conflicts_with = "clear")]
+    pub notes: Option<String>,
+    /// Remove the tool's notes.
+    #[arg(long)]
+    pub clear: bool,
 }
 
 /// Options of `server set-callers`.

@@ -983,6 +983,7 @@ async fn server_command(store: &Store, command: ServerCommand) -> anyhow::Result
         ServerCommand::Pin(args) => pin_tools(store, args, true).await,
         ServerCommand::Unpin(args) => pin_tools(store, args, false).await,
         ServerCommand::SetCallers(args) => set_callers(store, args).await,
+        ServerCommand::SetToolNotes(args) => set_tool_notes(store, args).await,
         ServerCommand::SetRateLimit(args) => set_rate_limit(store, args).await,
         ServerCommand::SetRetries(args) => set_retries(store, args).await,
         ServerCommand::OverrideTool(args) => override_tool(store, args).await,
@@ -1185,6 +1186,25 @@ async fn set_callers(store: &Store, args: cli::CallersArgs) -> anyhow::Result<i3
     println!(
         "{} of {id} may now be called by {who}. {DAEMON_PICKS_IT_UP}",
         args.tools.join(", ")
+    );
+    Ok(0)
+}
+
+async fn set_tool_notes(store: &Store, args: cli::ToolNotesArgs) -> anyhow::Result<i32> {
+    let change = ToolSettingsChange {
+        search_notes: Some(args.notes.filter(|_| !args.clear)),
+        ..Default::default()
+    };
+    change.check()?;
+    let id = change_tools(store, &args.id, std::slice::from_ref(&args.tool), &change).await?;
+    let what = if args.clear {
+        "no search notes"
+    } else {
+        "your search notes"
+    };
+    println!(
+        "{} of {id} is searched with {what} now. {DAEMON_PICKS_IT_UP}",
+        args.tool
     );
     Ok(0)
 }
@@ -1417,6 +1437,9 @@ fn toml_like(def: &ServerDefinition) -> String {
     for (tool, over) in &def.policies.overrides {
         let said = serde_json::to_string(over).unwrap_or_default();
         out += &format!("override:     {tool}: {}\n", render::safe(&said));
+    }
+    for (tool, notes) in &def.policies.search_notes {
+        out += &format!("search notes: {tool}: {}\n", render::safe(notes));
     }
     out
 }

@@ -739,6 +739,18 @@ async fn with_a_local_model_tools_are_found_by_meaning_without_shared_words() {
         ));
         assert_eq!(found[0]["name"], "fixture__add", "{found:#}");
     }
+    // A request no tool serves finds nothing by meaning either.
+    let nothing = json(&switchboard(
+        dir.path(),
+        &[
+            "search",
+            "bake a chocolate cake for grandma",
+            "--json",
+            "--search-model",
+            &model,
+        ],
+    ));
+    assert_eq!(nothing, serde_json::json!([]), "{nothing:#}");
     let echo = json(&switchboard(
         dir.path(),
         &[
@@ -775,6 +787,61 @@ async fn with_a_local_model_tools_are_found_by_meaning_without_shared_words() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the daemon never ranked by meaning within 10 s: {last:#}");
+}
+
+/// An operator's search notes join what search reads of a tool: the words its users say find
+/// it, `server show` lists them, and `--clear` takes them away again. Notes over the limit are
+/// refused.
+#[test]
+fn search_notes_make_a_tool_findable_by_the_words_its_users_say() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "fixture", "--", &stdio_fixture()],
+    ));
+    let asked = "which account am I signed in as";
+    let first = |dir: &Path| -> Value {
+        let found = json(&switchboard(
+            dir,
+            &["search", asked, "--json", "--limit", "1"],
+        ));
+        found[0]["name"].clone()
+    };
+    assert_ne!(first(dir.path()), "fixture__whoami");
+    ok(&switchboard(
+        dir.path(),
+        &[
+            "server",
+            "set-tool-notes",
+            "fixture",
+            "whoami",
+            "identity; which account am I signed in as; current user",
+        ],
+    ));
+    assert_eq!(first(dir.path()), "fixture__whoami");
+    let shown = ok(&switchboard(dir.path(), &["server", "show", "fixture"]));
+    assert!(
+        shown.contains("search notes: whoami: identity; which account"),
+        "{shown}"
+    );
+    let too_long = "x".repeat(2_001);
+    let refused = switchboard(
+        dir.path(),
+        &["server", "set-tool-notes", "fixture", "whoami", &too_long],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("at most 2000 characters"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    ok(&switchboard(
+        dir.path(),
+        &["server", "set-tool-notes", "fixture", "whoami", "--clear"],
+    ));
+    assert_ne!(first(dir.path()), "fixture__whoami");
+    let shown = ok(&switchboard(dir.path(), &["server", "show", "fixture"]));
+    assert!(!shown.contains("search notes"), "{shown}");
 }
 
 /// A `--config` file applied on every run updates what it declares and keeps what it cannot say:

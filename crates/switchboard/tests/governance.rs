@@ -956,6 +956,51 @@ async fn an_override_renames_redescribes_and_fixes_arguments_on_every_path() {
         "{:?}",
         tools.keys()
     );
+
+    // Search notes, through the API: the words an operator adds find the tool, its settings
+    // show them, clients never see them, and notes over the limit are refused.
+    let noted = daemon
+        .patch(
+            "/api/servers/alpha/tools/echo",
+            json!({"search_notes": "parrot; mimic what I say"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(noted.status(), 200);
+    let mut found = Value::Null;
+    for _ in 0..100 {
+        found = common::get_json(&daemon.url("/api/tools/search?q=parrot&limit=1")).await;
+        if found["tools"][0]["name"] == "alpha__echo" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(found["tools"][0]["name"], "alpha__echo", "{found:#}");
+    let listing = common::get_json(&daemon.url("/api/servers/alpha/tools")).await;
+    let echo = listing["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|tool| tool["name"] == "echo"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        echo["settings"]["search_notes"], "parrot; mimic what I say",
+        "{listing:#}"
+    );
+    let tools = listed_once(&mcp, "alpha__echo").await;
+    assert!(
+        !serde_json::to_string(&tools["alpha__echo"])
+            .unwrap()
+            .contains("parrot"),
+        "notes are for search only"
+    );
+    let too_long = daemon
+        .patch(
+            "/api/servers/alpha/tools/echo",
+            json!({"search_notes": "x".repeat(2_001)}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(too_long.status(), 400);
 }
 
 /// The questions waiting on the daemon's desk for `server`, waiting (up to 10 s) for one.
