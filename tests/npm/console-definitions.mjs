@@ -2,7 +2,8 @@
 // "rug pull"), held back from clients, with what changed, and accepts it, for
 // crates/switchboard/tests/web_console.rs: headless Chromium (Debian's, driven by
 // playwright-core) opens the server `<id>`, reads the changed tool's card (each field as
-// approved and as now), and presses Accept; then sets the server's guards in its edit form.
+// approved and as now), and presses Accept; then sets the server's guards in its edit form, and
+// the tool's search notes under its row.
 //
 //   node console-definitions.mjs <daemon-base-url> <server-id> <tool> [screenshot-dir]
 //
@@ -59,6 +60,14 @@ try {
     await page.waitForSelector("#add-form:not([hidden])");
     await page.locator("#call-guards").screenshot({ path: `${screenshots}/guards.png` });
   }
+  // The tool's search notes, under its row in the tool list.
+  await page.click(`#tools > li[data-tool="${tool}"] [data-notes]`);
+  await page.fill(`#tools > li[data-tool="${tool}"] form.search-notes textarea`, "tally; total up the figures");
+  if (screenshots) await page.locator(`#tools > li[data-tool="${tool}"]`).screenshot({ path: `${screenshots}/search-notes.png` });
+  await page.click(`#tools > li[data-tool="${tool}"] form.search-notes [type=submit]`);
+  await page.waitForFunction((tool) =>
+    document.querySelector("#message").textContent === `Search notes of ${tool} saved.`, tool);
+  seen.notesButton = (await page.textContent(`#tools > li[data-tool="${tool}"] [data-notes]`)).trim();
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {

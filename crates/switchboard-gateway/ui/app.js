@@ -1548,12 +1548,44 @@ function renderTools() {
     });
     const tryIt = element("button", { type: "button", "data-try": tool.name,
       disabled: tool.settings.enabled ? undefined : "", onclick: () => openTry(tool) }, "Try");
+    const notes = element("button", { type: "button", "data-notes": tool.name,
+      title: "Words its users say, aliases, example requests: search reads them, clients never see them",
+      onclick: () => editSearchNotes(tool) }, tool.settings.search_notes ? "Search notes ✓" : "Search notes");
     return element("li", { class: tool.settings.enabled ? "" : "off", "data-tool": tool.name },
       element("span", { class: "name" }, tool.title ? `${tool.title} (${tool.name})` : tool.name,
         heldTools.has(tool.name) ? element("span", { class: "badge state-error", "data-held": "" }, " held") : undefined),
-      element("span", { class: "controls" }, element("label", { class: "inline" }, toggle, "on"), tryIt),
+      element("span", { class: "controls" }, element("label", { class: "inline" }, toggle, "on"), notes, tryIt),
       element("span", { class: "desc" }, tool.description ?? ""));
   }));
+}
+
+/** Opens, under `tool`'s row, a form for its search notes: words search reads with the tool's
+ * own (PATCH `search_notes`; empty removes them). */
+function editSearchNotes(tool) {
+  const row = document.querySelector(`#tools > li[data-tool="${CSS.escape(tool.name)}"]`);
+  if (!row || row.querySelector("form.search-notes")) return;
+  const text = element("textarea", { name: "search_notes", maxlength: "2000", rows: "3",
+    placeholder: "e.g. PR; pull request; bring my branch up to date with main" });
+  text.value = tool.settings.search_notes ?? "";
+  const form = element("form", { class: "search-notes" },
+    element("label", {}, "Search notes (never shown to clients)", text),
+    element("button", { type: "submit" }, "Save notes"),
+    element("button", { type: "button", onclick: () => form.remove() }, "Cancel"));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const notes = text.value.trim();
+    try {
+      await api("PATCH", `/api/servers/${selected}/tools/${encodeURIComponent(tool.name)}`,
+        { search_notes: notes || null });
+      tool.settings.search_notes = notes || undefined;
+      say(notes ? `Search notes of ${tool.name} saved.` : `Search notes of ${tool.name} removed.`);
+      renderTools();
+    } catch (error) {
+      say(error.message, true);
+    }
+  });
+  row.append(form);
+  text.focus();
 }
 
 $("#tool-filter").addEventListener("input", renderTools);

@@ -499,7 +499,8 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
 /// A tool whose definition changed under the same name, on a server that holds such tools, is
 /// shown in the console with each changed field as approved and as now (headless Chromium:
 /// `tests/npm/console-definitions.mjs`); once a person accepts it, clients see it again. The
-/// same person then sets the server's guardrails in its edit form.
+/// same person then sets the server's guardrails in its edit form, and the tool's search notes
+/// under its row, which search then reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_sees_what_changed_in_a_held_tool_and_accepts_it() {
     use switchboard_fixtures::{Era, transports};
@@ -601,6 +602,24 @@ async fn a_person_sees_what_changed_in_a_held_tool_and_accepts_it() {
     assert_eq!(
         server["policies"]["definition_changes"], "hold",
         "kept: {server:#}"
+    );
+    assert_eq!(seen["notesButton"], "Search notes ✓", "{seen:#}");
+    let mut found = Value::Null;
+    for _ in 0..100 {
+        found = reqwest::get(format!("{base}/api/tools/search?q=tally&limit=1"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if found["tools"][0]["name"] == "beta__add" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        found["tools"][0]["name"], "beta__add",
+        "the notes the person wrote find the tool: {found:#}"
     );
 }
 
