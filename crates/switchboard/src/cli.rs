@@ -757,11 +757,25 @@ pub struct StdioArgs {
 /// `--search-model`, of `serve`, `stdio` and `search`.
 #[derive(Debug, Args)]
 pub struct SearchModelArg {
-    /// A sentence-embedding model directory (sentence-transformers layout: config.json,
-    /// tokenizer.json, model.safetensors; e.g. all-MiniLM-L6-v2): tool search then ranks by
-    /// meaning as well as words. Read from disk only; nothing is downloaded.
-    #[arg(long, value_name = "DIR", env = "SWITCHBOARD_SEARCH_MODEL")]
+    /// Rank tool searches by meaning as well as words, with a sentence-embedding model: a name
+    /// (`all-MiniLM-L6-v2`, fetched once from the model hub into the data directory with each
+    /// file's SHA-256 checked, then read from there offline; `SWITCHBOARD_MODEL_HUB` names a
+    /// mirror), or a model directory (sentence-transformers layout: config.json,
+    /// tokenizer.json, model.safetensors), read as it is.
+    #[arg(long, value_name = "NAME|DIR", env = "SWITCHBOARD_SEARCH_MODEL")]
     pub search_model: Option<std::path::PathBuf>,
+}
+
+impl Command {
+    /// The `--search-model` of a command that takes one.
+    pub fn search_model_mut(&mut self) -> Option<&mut SearchModelArg> {
+        match self {
+            Command::Serve(args) => Some(&mut args.search_model),
+            Command::Stdio(args) => Some(&mut args.search_model),
+            Command::Search(args) => Some(&mut args.search_model),
+            _ => None,
+        }
+    }
 }
 
 /// `--tools` and the deferred view's bound, of `serve` and `stdio`.

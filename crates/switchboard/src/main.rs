@@ -14,6 +14,7 @@ mod grants;
 mod login;
 mod reach;
 mod render;
+mod search_model;
 mod tenancy;
 
 use std::io::IsTerminal;
@@ -261,6 +262,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             "Through the daemon at {} (--standalone starts the servers here instead).",
             daemon.url()
         );
+    }
+    // A model named rather than given as a directory is fetched once, where it is used.
+    let mut cli = cli;
+    if (daemon.is_none() || matches!(cli.command, Command::Serve(_)))
+        && let Some(arg) = cli.command.search_model_mut()
+        && let Some(value) = arg.search_model.take()
+    {
+        arg.search_model = Some(search_model::resolve(&value, &dir).await?);
     }
     // A change made here (the store written directly) is recorded as the operator's.
     let change = cli_change(&cli.command).map(|words| (words, audit_log(&store, None)));

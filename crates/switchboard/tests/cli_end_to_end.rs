@@ -1276,3 +1276,118 @@ fn the_configuration_is_exported_and_imported_back_elsewhere() {
         &script[..200.min(script.len())]
     );
 }
+
+/// `--search-model all-MiniLM-L6-v2` fetches the model once from the model hub (here a loopback
+/// server standing in for it, named by `SWITCHBOARD_MODEL_HUB`) into the data directory,
+/// checking each file's SHA-256, and reads it from there after, with the hub gone. A hub that
+/// sends other weights is refused, and nothing of them is kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_search_model_given_by_name_is_fetched_once_checked_and_then_used_offline() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    ok(&switchboard(
+        dir.path(),
+        &["server", "add", "fixture", "--", &stdio_fixture()],
+    ));
+    let model = std::path::PathBuf::from(search_model());
+    let requests = Arc::new(AtomicUsize::new(0));
+    let tampered = Arc::new(AtomicBool::new(true));
+    let hub = {
+        let (requests, tampered) = (requests.clone(), tampered.clone());
+        axum::Router::new().route(
+            "/sentence-transformers/all-MiniLM-L6-v2/resolve/{revision}/{*file}",
+            axum::routing::get(
+                move |axum::extract::Path((_, file)): axum::extract::Path<(String, String)>| {
+                    let (requests, tampered, model) =
+                        (requests.clone(), tampered.clone(), model.clone());
+                    async move {
+                        requests.fetch_add(1, Ordering::SeqCst);
+                        let mut bytes = std::fs::read(model.join(&file)).unwrap_or_default();
+                        if tampered.load(Ordering::SeqCst)
+                            && file == "model.safetensors"
+                            && let Some(byte) = bytes.last_mut()
+                        {
+                            *byte ^= 1;
+                        }
+                        bytes
+                    }
+                },
+            ),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let serving = tokio::spawn(async move { axum::serve(listener, hub).await });
+    let search = |hub: &str| {
+        let mut command = common::command(
+            dir.path(),
+            &[
+                "search",
+                "what is the sum of 17 and 25",
+                "--json",
+                "--search-model",
+                "all-MiniLM-L6-v2",
+            ],
+        );
+        command
+            .env_remove("SWITCHBOARD_SEARCH_MODEL")
+            .env("SWITCHBOARD_MODEL_HUB", hub);
+        async move { command.output().await.unwrap() }
+    };
+    let cached = dir.path().join("models");
+
+    let refused = search(&url).await;
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("is not the file expected"), "{said}");
+    let kept: Vec<_> = walk(&cached);
+    assert!(
+        kept.iter().all(|path| !path.ends_with("model.safetensors")
+            && path.extension().is_none_or(|e| e != "partial")),
+        "nothing of the bad weights is kept: {kept:?}"
+    );
+
+    tampered.store(false, Ordering::SeqCst);
+    requests.store(0, Ordering::SeqCst);
+    let found = json(&search(&url).await);
+    assert_eq!(found[0]["name"], "fixture__add", "{found:#}");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        1,
+        "only the weights were still missing"
+    );
+
+    // The hub gone, the kept model is used.
+    serving.abort();
+    let found = json(&search("http://127.0.0.1:9").await);
+    assert_eq!(found[0]["name"], "fixture__add", "{found:#}");
+
+    let unknown = switchboard(
+        dir.path(),
+        &["search", "sum", "--search-model", "no-such-model"],
+    );
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("all-MiniLM-L6-v2"),
+        "the error names the models known: {}",
+        String::from_utf8_lossy(&unknown.stderr)
+    );
+}
+
+/// Every file under `directory`, if it exists.
+fn walk(directory: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
