@@ -128,8 +128,9 @@ fn is_kept(directory: &Path, file: &ModelFile) -> bool {
     std::fs::metadata(directory.join(file.path)).is_ok_and(|meta| meta.len() == file.size)
 }
 
-/// Fetches `file` from `url` into `directory`: streamed to a temporary file, refused beyond its
-/// size or with another digest, then renamed into place.
+/// Fetches `file` from `url` into `directory`: streamed to a file of this process's own,
+/// refused beyond its size or with another digest, then renamed into place (so a file kept
+/// under its name was checked, and two processes fetching at once each keep a whole one).
 async fn fetch(
     client: &reqwest::Client,
     url: &str,
@@ -145,7 +146,12 @@ async fn fetch(
     if !response.status().is_success() {
         bail!("{url} answered {}", response.status());
     }
-    let partial = target.with_extension("partial");
+    // A name of this process's own: two processes fetching at once never write one file.
+    let partial = directory.join(format!(
+        "{}.partial-{}",
+        file.path.replace('/', "_"),
+        std::process::id()
+    ));
     let mut out = std::fs::File::create(&partial)
         .with_context(|| format!("cannot write {}", partial.display()))?;
     let mut digest = Sha256::new();
