@@ -168,11 +168,7 @@ async fn fetch(
         if received != file.size {
             bail!("{url} sent {received} bytes, not {}", file.size);
         }
-        let got: String = digest
-            .finalize()
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
+        let got = switchboard_core::endpoint::hex_of(&digest.finalize());
         if got != file.sha256 {
             bail!(
                 "{url} is not the file expected: its SHA-256 is {got}, not {}",

@@ -321,6 +321,16 @@ async fn each_user_sees_and_uses_only_their_tenants_shared_servers_and_their_own
             .await;
         assert_eq!(status, 403, "{method}: {body}");
     }
+    // Nor how search ranks its tools.
+    let (status, body) = daemon
+        .send(
+            Some(&ana),
+            "PATCH",
+            "/api/servers/shared/tools/add",
+            Some(json!({"search_notes": "sum"})),
+        )
+        .await;
+    assert_eq!(status, 403, "search notes: {body}");
     let (status, _) = daemon
         .send(Some(&gus), "DELETE", "/api/servers/shared", None)
         .await;
