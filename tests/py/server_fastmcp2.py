@@ -27,7 +27,9 @@ COUNTER = {"value": 0}
 SUBSCRIBERS: list = []
 
 
-@mcp.tool
+# FastMCP lists tags in the tool's `_meta._fastmcp.tags`; Switchboard's search reads them
+# (interop_matrix.rs::a_fastmcp_tools_tags_find_it_in_search).
+@mcp.tool(tags={"parrot", "mimic"})
 def echo(text: str) -> str:
     """Echoes its text."""
     return f"echo: {text}"

@@ -37,8 +37,9 @@ pub struct ToolDocument {
     pub description: String,
     /// Its parameters: name and description.
     pub parameters: Vec<(String, String)>,
-    /// What an operator wrote for search: aliases, words users say, examples
-    /// ([`crate::ToolPolicies::search_notes`]); searched with the description.
+    /// Words for search beyond the description: what the tool's server says in its `_meta`
+    /// (tags, keywords, when to use it), then what an operator wrote (aliases, words users say,
+    /// examples: [`crate::ToolPolicies::search_notes`]); searched with the description.
     pub notes: String,
 }
 

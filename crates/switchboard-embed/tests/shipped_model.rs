@@ -67,3 +67,26 @@ fn text_longer_than_the_model_reads_is_cut_not_refused() {
     let vectors = encoder.encode(&[long.as_str()]).unwrap();
     assert_eq!(vectors[0].len(), 384);
 }
+
+/// A catalog of several batches is shared among worker threads; each vector still comes back
+/// in its text's place, the same as the text encoded alone.
+#[test]
+fn many_texts_come_back_in_their_order_whichever_worker_encodes_them() {
+    let encoder = model();
+    let texts: Vec<String> = (0..50)
+        .map(|i| format!("tool number {i} {}", "does things ".repeat(i % 7)))
+        .collect();
+    let all = encoder
+        .encode(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(all.len(), texts.len());
+    for i in [0, 17, 33, 49] {
+        let alone = encoder.encode(&[texts[i].as_str()]).unwrap();
+        let difference: f32 = all[i]
+            .iter()
+            .zip(&alone[0])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(difference < 1e-4, "text {i} changed by {difference}");
+    }
+}

@@ -748,6 +748,8 @@ struct SearchQuery {
     thread: Option<String>,
     /// Only what this endpoint includes.
     endpoint: Option<String>,
+    /// Only tools scoring at least this, in the ranking's own scale.
+    min_score: Option<f32>,
 }
 
 fn default_search_limit() -> usize {
@@ -757,8 +759,8 @@ fn default_search_limit() -> usize {
 /// The most tools one search answers with.
 const MAX_SEARCH_LIMIT: usize = 100;
 
-/// `GET /api/tools/search?q=<words>[&limit=N][&regex=true][&user=<id>][&thread=<id>]
-/// [&endpoint=<name>]`: the exposed tools (on for that conversation, inside that endpoint or the
+/// `GET /api/tools/search?q=<words>[&limit=N][&regex=true][&min_score=S][&user=<id>]
+/// [&thread=<id>][&endpoint=<name>]`: the exposed tools (on for that conversation, inside that endpoint or the
 /// one whose key the request presents) that match best, ranked, as `switchboard search` prints
 /// them.
 async fn search_tools(
@@ -774,6 +776,13 @@ async fn search_tools(
         )
             .into_response();
     };
+    if query.min_score.is_some_and(|min| !min.is_finite()) {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"error": "min_score must be a finite number"})),
+        )
+            .into_response();
+    }
     let limit = query.limit.min(MAX_SEARCH_LIMIT);
     let conversation = match conversation_of(&app, &query.user, &query.thread) {
         Ok(conversation) => conversation,
@@ -801,13 +810,18 @@ async fn search_tools(
         .search_tools(&query.q, limit, query.regex, filter)
         .await
     {
-        Ok(found) => Json(serde_json::json!({
+        Ok(mut found) => {
+            if let Some(min_score) = query.min_score {
+                found.keep_scoring_at_least(min_score);
+            }
+            Json(serde_json::json!({
             "query": query.q,
             "ranking": found.ranking,
             "note": found.note,
             "tools": found.tools,
-        }))
-        .into_response(),
+            }))
+            .into_response()
+        }
         Err(error) => (
             axum::http::StatusCode::BAD_REQUEST,
             Json(serde_json::json!({"error": error.to_string()})),

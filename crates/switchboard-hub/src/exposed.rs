@@ -174,8 +174,54 @@ pub fn tool_document(
         title,
         description: item.description.as_deref().unwrap_or_default().to_owned(),
         parameters,
-        notes: String::new(),
+        notes: search_hints(item),
     }
+}
+
+/// The `_meta` entries in which servers and the frameworks they are built with say, beside the
+/// description, what a tool is for: FastMCP's tags (`fastmcp.tags`, and `_fastmcp.tags` before
+/// FastMCP 3), and plain `tags`, `keywords` and `whenToUse`. Nothing in MCP names these; they are
+/// what agent frameworks keep per tool, and they are searched as notes are.
+const HINT_PATHS: [&[&str]; 5] = [
+    &["fastmcp", "tags"],
+    &["_fastmcp", "tags"],
+    &["tags"],
+    &["keywords"],
+    &["whenToUse"],
+];
+
+/// The most characters of hints taken from one tool, as many as an operator's search notes
+/// may hold: a server cannot make its tools match everything by listing every word.
+const MAX_HINT_CHARS: usize = switchboard_core::tool_settings::MAX_SEARCH_NOTES_CHARS;
+
+/// The words `tool`'s server gives for search in its `_meta` ([`HINT_PATHS`]): strings, and the
+/// strings of lists, joined by ", ", cut at [`MAX_HINT_CHARS`] characters.
+fn search_hints(tool: &Tool) -> String {
+    let Some(MetaObject(meta)) = tool.meta.as_ref() else {
+        return String::new();
+    };
+    let mut words: Vec<&str> = Vec::new();
+    for path in HINT_PATHS {
+        let mut at = path.iter();
+        let mut value = at.next().and_then(|first| meta.get(*first));
+        for key in at {
+            value = value.and_then(|v| v.get(key));
+        }
+        match value {
+            Some(serde_json::Value::String(text)) => words.push(text),
+            Some(serde_json::Value::Array(items)) => {
+                words.extend(items.iter().filter_map(serde_json::Value::as_str));
+            }
+            _ => {}
+        }
+    }
+    let joined = words
+        .iter()
+        .map(|word| word.trim())
+        .filter(|word| !word.is_empty())
+        .collect::<Vec<_>>()
+        .join(", ");
+    joined.chars().take(MAX_HINT_CHARS).collect()
 }
 
 /// One connected server's part of the merged catalog.
@@ -371,7 +417,10 @@ impl ExposedCatalog {
                         .find(|(server, _)| *server == tool.server)
                         .and_then(|(_, notes)| notes.get(&tool.upstream))
                     {
-                        document.notes = notes.clone();
+                        if !document.notes.is_empty() {
+                            document.notes.push_str(". ");
+                        }
+                        document.notes.push_str(notes);
                     }
                     document
                 })
@@ -671,6 +720,53 @@ mod tests {
         let mut tool = Tool::new(name.to_owned(), "", Arc::new(Default::default()));
         tool.meta = meta.map(|m| serde_json::from_value(m).unwrap());
         tool
+    }
+
+    /// A server's own search words in `_meta` (FastMCP's tags in either namespace, plain
+    /// `tags`, `keywords`, `whenToUse`) are searched, then an operator's notes; a server that
+    /// lists every word gets no more than an operator may write.
+    #[test]
+    fn a_tools_tags_and_an_operators_notes_are_both_searched_and_hints_are_bounded() {
+        let tagged = tool(
+            "echo",
+            Some(serde_json::json!({
+                "_fastmcp": {"tags": ["parrot", ""]},
+                "fastmcp": {"tags": ["mimic"]},
+                "keywords": ["repeat"],
+                "whenToUse": "when words must come back",
+                "tags": 7,
+            })),
+        );
+        let stuffed = tool(
+            "stuffed",
+            Some(serde_json::json!({"tags": vec!["word"; 3_000]})),
+        );
+        let mut with_notes = contribution(
+            "s",
+            "s",
+            ServerCatalog {
+                tools: vec![tagged, stuffed],
+                ..Default::default()
+            },
+        );
+        with_notes
+            .search_notes
+            .insert("echo".into(), "say it again".into());
+        let catalog = ExposedCatalog::build(&[with_notes]);
+        let index = catalog.search_index();
+        let echo = &index.documents()[0];
+        assert_eq!(
+            echo.notes,
+            "mimic, parrot, repeat, when words must come back. say it again"
+        );
+        assert_eq!(
+            index
+                .search("parrot", 5)
+                .first()
+                .map(|hit| hit.name.as_str()),
+            Some("s__echo")
+        );
+        assert_eq!(index.documents()[1].notes.chars().count(), MAX_HINT_CHARS);
     }
 
     /// Two servers sharing a prefix and many names get one line of advice, naming a command

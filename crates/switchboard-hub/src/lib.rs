@@ -281,6 +281,14 @@ pub struct ToolSearch {
     pub tools: Vec<FoundTool>,
 }
 
+impl ToolSearch {
+    /// Leaves out the tools scoring below `min_score`, in the scale of [`Self::ranking`] (the
+    /// blend's similarity-like score, BM25F's unbounded one, or 1 for a regex match).
+    pub fn keep_scoring_at_least(&mut self, min_score: f32) {
+        self.tools.retain(|tool| tool.score >= min_score);
+    }
+}
+
 impl Hub {
     /// A hub over `store` that connects with `options`.
     pub fn new(store: Store, options: ConnectOptions) -> Arc<Self> {

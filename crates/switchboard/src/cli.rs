@@ -837,11 +837,23 @@ pub struct SearchArgs {
     /// Match a regular expression instead of ranking words.
     #[arg(long)]
     pub regex: bool,
+    /// Leave out tools scoring below this, in the ranking's scale (meaning and words: about
+    /// -1 to 1.1, with 0.05 the floor already applied; words alone: BM25F, unbounded).
+    #[arg(long, value_parser = finite_score)]
+    pub min_score: Option<f32>,
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub search_model: SearchModelArg,
+}
+
+/// A score given on the command line: a finite number.
+fn finite_score(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(score) if score.is_finite() => Ok(score),
+        _ => Err(format!("'{text}' is not a finite number")),
+    }
 }
 
 /// Options of `call`.

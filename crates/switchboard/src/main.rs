@@ -42,6 +42,7 @@ const EXIT_FAILURE: i32 = 1;
 fn main() {
     keep_memory_from_other_processes();
     move_environment_out_of_sight();
+    one_thread_per_encoder_worker();
     let cli = Cli::parse();
     let export = init_tracing(&cli);
     let runtime = match cli.worker_threads {
@@ -138,6 +139,19 @@ fn keep_memory_from_other_processes() {
     // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers and changes only this process.
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// Keeps candle's matrix code (tool search's sentence encoder) on the thread that calls it
+/// unless the operator says otherwise: `switchboard_embed::SentenceEncoder::encode` runs a worker
+/// per core, which encodes a catalog about a quarter faster than every matrix product split over
+/// both cores, and a query is no slower. candle reads `RAYON_NUM_THREADS` for each product (and
+/// without it, `/proc/cpuinfo`, which costs a query milliseconds).
+fn one_thread_per_encoder_worker() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        // SAFETY: this runs in `main` before any other thread exists, so nothing reads or writes
+        // the environment meanwhile.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", "1") };
     }
 }
 
@@ -1875,7 +1889,9 @@ async fn search_tools(
             reach::Reach::Here(hub)
         }
     };
-    let found = reach.search(&args.query, args.limit, args.regex).await;
+    let found = reach
+        .search(&args.query, args.limit, args.regex, args.min_score)
+        .await;
     // Printed first: a stdio server's shutdown grace is no reason to keep the user waiting.
     let printed = found.and_then(|found| {
         if let Some(note) = &found.note {

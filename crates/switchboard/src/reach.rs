@@ -134,7 +134,13 @@ impl Reach {
     }
 
     /// Tools ranked for `query`.
-    pub async fn search(&self, query: &str, limit: usize, regex: bool) -> anyhow::Result<Found> {
+    pub async fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        regex: bool,
+        min_score: Option<f32>,
+    ) -> anyhow::Result<Found> {
         match self {
             Self::Here(hub) => {
                 hub.rebuild_exposed();
@@ -143,10 +149,13 @@ impl Reach {
                     // the store).
                     hub.prepare_semantic_search().await?;
                 }
-                let search = hub
+                let mut search = hub
                     .search_tools(query, limit, regex, None)
                     .await
                     .map_err(|e| anyhow::anyhow!(e))?;
+                if let Some(min_score) = min_score {
+                    search.keep_scoring_at_least(min_score);
+                }
                 Ok(Found {
                     note: search.note,
                     tools: search.tools,
@@ -158,6 +167,10 @@ impl Reach {
                     .append_pair("q", query)
                     .append_pair("limit", &limit.to_string())
                     .append_pair("regex", &regex.to_string());
+                if let Some(min_score) = min_score {
+                    url.query_pairs_mut()
+                        .append_pair("min_score", &min_score.to_string());
+                }
                 let path = format!("/api/tools/search?{}", url.query().unwrap_or_default());
                 Ok(daemon.get(&path).await?)
             }

@@ -639,7 +639,31 @@ async fn tools_are_found_by_what_they_do_from_the_cli_and_the_daemon() {
         &["search", "calculator add", "--json"],
     ));
     assert_eq!(calculator[0]["name"], "calc__add", "{calculator:#}");
-    assert!(calculator[0]["score"].as_f64().unwrap() > calculator[1]["score"].as_f64().unwrap());
+    let (best, second) = (
+        calculator[0]["score"].as_f64().unwrap(),
+        calculator[1]["score"].as_f64().unwrap(),
+    );
+    assert!(best > second);
+    // --min-score leaves out what scores below it.
+    let between = format!("{}", (best + second) / 2.0);
+    let only_the_best = || {
+        let above = json(&switchboard(
+            dir.path(),
+            &[
+                "search",
+                "calculator add",
+                "--json",
+                "--min-score",
+                &between,
+            ],
+        ));
+        assert_eq!(above.as_array().unwrap().len(), 1, "{above:#}");
+        assert_eq!(above[0]["name"], "calc__add", "{above:#}");
+    };
+    only_the_best();
+    let not_a_number = switchboard(dir.path(), &["search", "add", "--min-score", "NaN"]);
+    assert!(!not_a_number.status.success());
+    assert!(String::from_utf8_lossy(&not_a_number.stderr).contains("not a finite number"));
 
     let table = ok(&switchboard(
         dir.path(),
@@ -688,6 +712,12 @@ async fn tools_are_found_by_what_they_do_from_the_cli_and_the_daemon() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["tools"].as_array().unwrap().len(), 1, "{body}");
     assert_eq!(body["tools"][0]["name"], "calc__add", "{body}");
+    // The daemon applies --min-score too, for the CLI and the API alike.
+    only_the_best();
+    let (status, body) = api("?q=calculator%20add&min_score=1000").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["tools"], serde_json::json!([]), "{body}");
+    assert_eq!(api("?q=add&min_score=NaN").await.0, 400);
     assert_eq!(api("").await.0, 400, "no query");
     let (status, body) = api("?q=(&regex=true").await;
     assert_eq!(status, 400);
@@ -732,12 +762,21 @@ async fn with_a_local_model_tools_are_found_by_meaning_without_shared_words() {
         serde_json::json!([]),
         "no word of the question is in any tool"
     );
-    for _ in 0..2 {
-        let found = json(&switchboard(
+    // The first run encodes the tools; the second finds their vectors in the store, as a
+    // restarted daemon does, and encodes nothing.
+    for encodes in [true, false] {
+        let output = switchboard(
             dir.path(),
-            &["search", question, "--json", "--search-model", &model],
-        ));
+            &["-v", "search", question, "--json", "--search-model", &model],
+        );
+        let log = String::from_utf8_lossy(&output.stderr).into_owned();
+        let found = json(&output);
         assert_eq!(found[0]["name"], "fixture__add", "{found:#}");
+        assert_eq!(
+            log.contains("encoding tools for semantic search"),
+            encodes,
+            "{log}"
+        );
     }
     // A request no tool serves finds nothing by meaning either.
     let nothing = json(&switchboard(

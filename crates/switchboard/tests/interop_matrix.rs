@@ -530,6 +530,27 @@ async fn every_sdk_client_reaches_every_sdk_server_through_every_front_door() {
     );
 }
 
+/// FastMCP 2.x lists a tool's tags in `_meta._fastmcp.tags`, outside its description: search
+/// finds the tool by a tag, which no other word of it shares.
+#[tokio::test]
+async fn a_fastmcp_tools_tags_find_it_in_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = python("v1").display().to_string();
+    let mut server = Listening::start(&v1, &[&script("py", "server_fastmcp2.py"), "{port}"]);
+    server.wait();
+    add(dir.path(), &["fastmcp2", &server.url("/mcp")]);
+    let found = common::run(dir.path(), &["search", "parrot", "--json"]).await;
+    assert!(found.status.success(), "{}", common::text(&found));
+    let found: Value = serde_json::from_slice(&found.stdout).unwrap();
+    let names: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(names, ["fastmcp2__echo"], "{found:#}");
+}
+
 /// A Python-SDK server slow to start (11 s, past the 10 s that rmcp's `server/discover` probe
 /// waits) answers the probe late, then refuses the `initialize` sent meanwhile ("connection is
 /// serving the 2026-07-28 protocol"). Switchboard starts it again and connects with
