@@ -760,9 +760,9 @@ fn default_search_limit() -> usize {
 const MAX_SEARCH_LIMIT: usize = 100;
 
 /// `GET /api/tools/search?q=<words>[&limit=N][&regex=true][&min_score=S][&user=<id>]
-/// [&thread=<id>][&endpoint=<name>]`: the exposed tools (on for that conversation, inside that endpoint or the
-/// one whose key the request presents) that match best, ranked, as `switchboard search` prints
-/// them.
+/// [&thread=<id>][&endpoint=<name>]`: the exposed tools (on for that conversation, inside that
+/// endpoint or the one whose key the request presents) that match best, ranked, as
+/// `switchboard search` prints them, leaving out those scoring below `min_score`.
 async fn search_tools(
     State(app): State<AppState>,
     holder: Option<axum::Extension<endpoints::EndpointKeyHolder>>,
@@ -815,10 +815,10 @@ async fn search_tools(
                 found.keep_scoring_at_least(min_score);
             }
             Json(serde_json::json!({
-            "query": query.q,
-            "ranking": found.ranking,
-            "note": found.note,
-            "tools": found.tools,
+                "query": query.q,
+                "ranking": found.ranking,
+                "note": found.note,
+                "tools": found.tools,
             }))
             .into_response()
         }

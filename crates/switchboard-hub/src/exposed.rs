@@ -195,33 +195,39 @@ const HINT_PATHS: [&[&str]; 5] = [
 const MAX_HINT_CHARS: usize = switchboard_core::tool_settings::MAX_SEARCH_NOTES_CHARS;
 
 /// The words `tool`'s server gives for search in its `_meta` ([`HINT_PATHS`]): strings, and the
-/// strings of lists, joined by ", ", cut at [`MAX_HINT_CHARS`] characters.
+/// strings of lists, joined by ", ", cut at [`MAX_HINT_CHARS`] characters (a longer list is not
+/// read further).
 fn search_hints(tool: &Tool) -> String {
     let Some(MetaObject(meta)) = tool.meta.as_ref() else {
         return String::new();
     };
-    let mut words: Vec<&str> = Vec::new();
-    for path in HINT_PATHS {
-        let mut at = path.iter();
-        let mut value = at.next().and_then(|first| meta.get(*first));
-        for key in at {
-            value = value.and_then(|v| v.get(key));
+    let found = HINT_PATHS.iter().filter_map(|path| {
+        let (first, rest) = path.split_first()?;
+        rest.iter()
+            .try_fold(meta.get(*first)?, |value, key| value.get(key))
+    });
+    // A string is one word, a list's strings are several.
+    let words = found
+        .flat_map(|value| {
+            value
+                .as_array()
+                .map_or(std::slice::from_ref(value), Vec::as_slice)
+        })
+        .filter_map(serde_json::Value::as_str);
+    let mut hints = String::new();
+    let mut characters = 0;
+    for word in words.map(str::trim).filter(|word| !word.is_empty()) {
+        if !hints.is_empty() {
+            hints.push_str(", ");
+            characters += 2;
         }
-        match value {
-            Some(serde_json::Value::String(text)) => words.push(text),
-            Some(serde_json::Value::Array(items)) => {
-                words.extend(items.iter().filter_map(serde_json::Value::as_str));
-            }
-            _ => {}
+        hints.push_str(word);
+        characters += word.chars().count();
+        if characters >= MAX_HINT_CHARS {
+            return hints.chars().take(MAX_HINT_CHARS).collect();
         }
     }
-    let joined = words
-        .iter()
-        .map(|word| word.trim())
-        .filter(|word| !word.is_empty())
-        .collect::<Vec<_>>()
-        .join(", ");
-    joined.chars().take(MAX_HINT_CHARS).collect()
+    hints
 }
 
 /// One connected server's part of the merged catalog.
