@@ -95,6 +95,11 @@ http {{
         panic!("nginx did not listen within 10 s: {}", nginx.error_log());
     }
 
+    /// Its process id (one process: it runs without a master, as one worker).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What nginx logged.
     pub fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()

@@ -11,9 +11,13 @@
 //!   core, as the daemon runs): each request is parsed and sent on to the target, its response
 //!   parsed and sent back, bodies streamed through unread. Its figures are what the HTTP on both
 //!   sides costs before a relay looks at a single JSON-RPC message.
+//! - [`RelayKind::Nginx`]: nginx (Debian's) as a keep-alive reverse proxy with unbuffered
+//!   answers, one worker process, started with a configuration of its own
+//!   ([`switchboard_fixtures::nginx`]). Its figures are what the fastest HTTP relay people run
+//!   adds on this machine: the yardstick of `docs/benchmarks.md`.
 //!
-//! Each runs as a child process (this harness, re-executed with `--tcp-relay` or `--http-relay`)
-//! so that its CPU is read from `/proc` exactly as the daemon's is. Written by hand because each
+//! Each runs as a child process (nginx, or this harness re-executed with `--tcp-relay` or
+//! `--http-relay`) so that its CPU is read from `/proc` exactly as the daemon's is. Written by hand because each
 //! is a few lines over `tokio::io::copy_bidirectional` or hyper's connection builders.
 
 use std::io::{BufRead, BufReader};
@@ -30,25 +34,29 @@ pub enum RelayKind {
     Tcp,
     /// A plain HTTP/1.1 reverse proxy on hyper, no JSON-RPC.
     Http,
+    /// nginx as a keep-alive reverse proxy.
+    Nginx,
 }
 
 impl RelayKind {
     /// Both, in the order the report shows them.
-    pub const ALL: [RelayKind; 2] = [RelayKind::Tcp, RelayKind::Http];
+    pub const ALL: [RelayKind; 3] = [RelayKind::Tcp, RelayKind::Http, RelayKind::Nginx];
 
     /// The relay's name in the report.
     pub fn label(self) -> &'static str {
         match self {
             RelayKind::Tcp => "TCP",
             RelayKind::Http => "HTTP",
+            RelayKind::Nginx => "nginx",
         }
     }
 
-    /// The hidden option that runs this harness as this relay.
-    fn option(self) -> &'static str {
+    /// The hidden option that runs this harness as this relay (`None`: it is another program).
+    fn option(self) -> Option<&'static str> {
         match self {
-            RelayKind::Tcp => "--tcp-relay",
-            RelayKind::Http => "--http-relay",
+            RelayKind::Tcp => Some("--tcp-relay"),
+            RelayKind::Http => Some("--http-relay"),
+            RelayKind::Nginx => None,
         }
     }
 }
@@ -121,18 +129,34 @@ where
     })
 }
 
-/// A relay child process in front of `target`, killed on drop.
+/// A relay in front of `target`, stopped on drop.
 pub struct Relay {
-    child: Child,
+    running: Running,
     /// The relay's own port on 127.0.0.1.
     pub port: u16,
 }
 
+/// The relay's process.
+enum Running {
+    /// This harness as a relay, killed on drop.
+    Harness(Child),
+    /// nginx, stopped on drop.
+    Nginx(switchboard_fixtures::nginx::Nginx),
+}
+
 impl Relay {
-    /// Starts this harness as a relay of `kind` to `target`.
-    pub fn start(kind: RelayKind, target: SocketAddr) -> anyhow::Result<Self> {
+    /// Starts a relay of `kind` to `target`.
+    pub async fn start(kind: RelayKind, target: SocketAddr) -> anyhow::Result<Self> {
+        let Some(option) = kind.option() else {
+            let nginx =
+                switchboard_fixtures::nginx::Nginx::balancing(&format!("server {target};")).await;
+            return Ok(Self {
+                port: nginx.port,
+                running: Running::Nginx(nginx),
+            });
+        };
         let mut child = Command::new(std::env::current_exe()?)
-            .args([kind.option(), &target.to_string()])
+            .args([option, &target.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -151,18 +175,26 @@ impl Relay {
                 );
             }
         };
-        Ok(Self { child, port })
+        Ok(Self {
+            running: Running::Harness(child),
+            port,
+        })
     }
 
     /// The relay's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.running {
+            Running::Harness(child) => child.id(),
+            Running::Nginx(nginx) => nginx.pid(),
+        }
     }
 }
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Running::Harness(child) = &mut self.running {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

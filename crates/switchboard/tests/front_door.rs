@@ -1133,12 +1133,7 @@ async fn a_streamed_call_the_client_abandons_is_cancelled_at_its_server_at_once(
 async fn saw_a_cancellation(fixture: &transports::RunningFixture, limit: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
     while tokio::time::Instant::now() < deadline {
-        if fixture
-            .state
-            .cancelled_calls
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 1
-        {
+        if fixture.state.cancelled_calls.load(Ordering::SeqCst) == 1 {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1830,6 +1825,39 @@ async fn a_session_call_to_a_session_server_goes_straight_into_its_session_with_
     );
 }
 
+/// A session call the short path admits but cannot send (the server's session expired) is
+/// answered by the full path, which opens a new session with the server, and is charged
+/// against the rate limits once: with a limit of one call a minute, it runs, and the next call
+/// is the one refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_the_short_path_hands_to_the_full_path_is_charged_against_rate_limits_once() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let dir = tempfile::tempdir().unwrap();
+    add(dir.path(), &["fx", &fixture.url]);
+    ok(&switchboard(
+        dir.path(),
+        &["server", "set-rate-limit", "fx", "echo", "--limit", "1/min"],
+    ));
+    let (daemon, _) = Daemon::start(dir.path(), 1).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({})).await;
+    fixture
+        .state
+        .expire_session_once
+        .store(true, Ordering::SeqCst);
+    let echo = json!({"name": "fx__echo", "arguments": {"message": "once"}});
+    let answered = call_in_session(&url, &session, 7, echo.clone()).await;
+    let answer = answered.last().unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "once", "{answer}");
+    assert!(
+        !fixture.state.expire_session_once.load(Ordering::SeqCst),
+        "the short path tried the expired session first"
+    );
+    let refused = call_in_session(&url, &session, 8, echo).await;
+    let refused = refused.last().unwrap();
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+}
+
 /// A session whose client only calls tools straight through (never reaching rmcp's session)
 /// lives on past `--session-idle` while it keeps calling, and through calls longer than that
 /// (streamed, or silent until their result); ending the session (DELETE) cancels a call it still has running at the server.
@@ -1948,21 +1976,18 @@ async fn a_session_client_that_leaves_before_the_first_message_does_not_cancel_i
 
     let finished = &fixture.state.finished_slow_calls;
     for _ in 0..250 {
-        if finished.load(std::sync::atomic::Ordering::SeqCst) == 1 {
+        if finished.load(Ordering::SeqCst) == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(
-        finished.load(std::sync::atomic::Ordering::SeqCst),
+        finished.load(Ordering::SeqCst),
         1,
         "the call ran to its end"
     );
     assert_eq!(
-        fixture
-            .state
-            .cancelled_calls
-            .load(std::sync::atomic::Ordering::SeqCst),
+        fixture.state.cancelled_calls.load(Ordering::SeqCst),
         0,
         "the call was not cancelled"
     );
@@ -2650,22 +2675,13 @@ async fn calls_become_tasks_that_outlive_their_request_and_ask_through_it() {
     let task = request_2026(&url, "tasks/get", &id, json!({"taskId": id}), true).await;
     assert_eq!(task["result"]["status"], "cancelled", "{task}");
     for _ in 0..100 {
-        if fixture
-            .state
-            .cancelled_calls
-            .load(std::sync::atomic::Ordering::SeqCst)
-            > 0
-        {
+        if fixture.state.cancelled_calls.load(Ordering::SeqCst) > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        fixture
-            .state
-            .cancelled_calls
-            .load(std::sync::atomic::Ordering::SeqCst)
-            > 0,
+        fixture.state.cancelled_calls.load(Ordering::SeqCst) > 0,
         "the server's call was cancelled"
     );
     let unknown = request_2026(&url, "tasks/get", "nope", json!({"taskId": "nope"}), true).await;

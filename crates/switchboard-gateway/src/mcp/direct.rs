@@ -25,7 +25,12 @@
 //! exchange Switchboard parked, a session this path does not know, a shutdown under way) is not
 //! taken here: [`try_call`] returns `None` before anything is sent, and the full path answers,
 //! with the same results and errors. So does a call the server's session could not take (none
-//! open yet, or expired: [`DirectReply::NotSent`]).
+//! open yet, or expired: [`DirectReply::NotSent`]), which this path had already admitted: the
+//! request goes on marked [`Charged`], so the full path does not take its rate-limit tokens
+//! again.
+//!
+//! A call taken here is admitted by the same function as on the full path
+//! ([`super::admission`]), and refused with the same errors.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -44,19 +49,41 @@ use rmcp::model::{
 };
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use switchboard_core::exposure::Exposed;
 use switchboard_hub::ExposedCatalog;
 use switchboard_upstream::{DirectReply, Upstream, UpstreamError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::conversation::client_of;
+use super::admission::{Admission, Charged, task_mode};
 use super::{Shared, call_result, downstream::severity, lock};
 
 /// Prefix of a header value sent Base64-encoded (SEP-2243); such values take the full path.
 const BASE64_HEADER_PREFIX: &str = "=?base64?";
 
+/// What the short path made of a request.
+pub(crate) enum ShortPath {
+    /// It answered the request.
+    Answered(Response),
+    /// The full path is to answer it. `Some` when this path admitted the call (taking its
+    /// rate-limit tokens) and then could not send it; the request carries that on, so the full
+    /// path does not charge it again.
+    Declined(Option<Charged>),
+}
+
+impl ShortPath {
+    /// What a relay that sent the call (`Some`: its answer) or could not send it after its
+    /// admission (`None`) comes to.
+    fn after_admission(answer: Option<Response>) -> Self {
+        match answer {
+            Some(answer) => Self::Answered(answer),
+            None => Self::Declined(Some(Charged)),
+        }
+    }
+}
+
 /// Relays `body` (a POST to `/mcp` with `parts`) directly when it is a plain `tools/call` this
-/// path takes; `None` when the full path must answer it. `sessions` are rmcp's Streamable HTTP
+/// path takes; [`ShortPath::Declined`] when the full path must answer it. `sessions` are rmcp's Streamable HTTP
 /// sessions. A session's `notifications/cancelled` for a call relayed here cancels it (and
 /// still goes on to rmcp). At shutdown, `stop` ends a call still running after the drain
 /// deadline, as it ends every other stream.
@@ -66,15 +93,18 @@ pub(crate) async fn try_call(
     stop: &CancellationToken,
     parts: &Parts,
     body: &Bytes,
-) -> Option<Response> {
+) -> ShortPath {
     if shared.is_draining() {
-        return None;
+        return ShortPath::Declined(None);
     }
-    if !parts.headers.contains_key("mcp-session-id") {
-        return stateless_call(shared, stop, parts, body).await;
-    }
-    let session = single(&parts.headers, "mcp-session-id")?;
-    session_call(shared, sessions, stop, parts, session, body).await
+    let taken = if !parts.headers.contains_key("mcp-session-id") {
+        stateless_call(shared, stop, parts, body).await
+    } else if let Some(session) = single(&parts.headers, "mcp-session-id") {
+        session_call(shared, sessions, stop, parts, session, body).await
+    } else {
+        None
+    };
+    taken.unwrap_or(ShortPath::Declined(None))
 }
 
 /// A stateless 2026-07-28 `tools/call` of a stateless server's tool.
@@ -83,7 +113,7 @@ async fn stateless_call(
     stop: &CancellationToken,
     parts: &Parts,
     body: &Bytes,
-) -> Option<Response> {
+) -> Option<ShortPath> {
     if !plain_stateless_call(&parts.headers) {
         return None;
     }
@@ -126,7 +156,8 @@ async fn stateless_call(
         return None;
     }
     let catalog = shared.hub.exposed();
-    let tool = catalog.tools.get(&call.params.name)?;
+    let admission = Admission::new(&shared.hub, None, Some(parts));
+    let tool = admission.tool(&catalog, &call.params.name).ok()?;
     if !plain_header_value(&tool.upstream) || mentions_key(&tool.item.input_schema, "x-mcp-header")
     {
         return None;
@@ -134,9 +165,8 @@ async fn stateless_call(
     let takes_tasks = meta
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.supports_tasks());
-    if task_path(shared, tool, takes_tasks)
+    if !runs_to_its_result(shared, tool, &call, takes_tasks)
         || has_policies(shared, tool, Some(meta), &parts.headers)
-        || super::off_for_request(&shared.hub, None, parts, tool)
     {
         return None;
     }
@@ -146,17 +176,10 @@ async fn stateless_call(
         .ok()
         .filter(|upstream| upstream.calls_directly() && !upstream.has_sessions())?;
     let span = request_span(&call, parts);
-    let origin = super::call_origin(
-        &shared.hub,
-        Some(parts),
-        None,
-        &call.params.name,
-        call.params.arguments.as_ref(),
-    );
-    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span, origin.as_deref())
-    {
-        return Some(json(Era::Stateless, refused));
+    if let Some(answer) = refusal(&admission, tool, &call, parts, &id, &span, Era::Stateless) {
+        return Some(ShortPath::Answered(answer));
     }
+    let origin = admission.origin(&call.params.name, call.params.arguments.as_ref());
     let log_level = meta.log_level();
     let (server, request) = to_server(tool, id, call);
     let call = Call {
@@ -173,7 +196,9 @@ async fn stateless_call(
         span,
         origin,
     };
-    relay(shared, stop, catalog, call).await
+    Some(ShortPath::after_admission(
+        relay(shared, stop, catalog, call).await,
+    ))
 }
 
 /// A legacy session's `tools/call` of a tool on a server with sessions, or its
@@ -185,7 +210,7 @@ async fn session_call(
     parts: &Parts,
     session: &str,
     body: &Bytes,
-) -> Option<Response> {
+) -> Option<ShortPath> {
     let state = lock(&shared.direct_sessions)
         .get(session)
         .and_then(std::sync::Weak::upgrade)?;
@@ -207,12 +232,12 @@ async fn session_call(
         }
         // The client's answer to a question this path put to it.
         JsonRpcMessage::Response(JsonRpcResponse { ref id, .. }) => {
-            return answered(shared, session, id.clone(), message);
+            return answered(shared, session, id.clone(), message).map(ShortPath::Answered);
         }
         JsonRpcMessage::Error(JsonRpcError {
             id: Some(ref id), ..
         }) => {
-            return answered(shared, session, id.clone(), message);
+            return answered(shared, session, id.clone(), message).map(ShortPath::Answered);
         }
         _ => return None,
     };
@@ -247,19 +272,22 @@ async fn session_call(
         return None;
     }
     let catalog = shared.hub.exposed();
-    let tool = catalog.tools.get(&call.params.name)?;
-    if task_path(shared, tool, negotiated.capabilities.supports_tasks())
-        || has_policies(
-            shared,
-            tool,
-            call.extensions
-                .get::<RequestMetaObject>()
-                .or(call.params.meta.as_ref())
-                .map(|m| &***m),
-            &parts.headers,
-        )
-        || super::off_for_request(&shared.hub, Some(&state), parts, tool)
-    {
+    let admission = Admission::new(&shared.hub, Some(&state), Some(parts));
+    let tool = admission.tool(&catalog, &call.params.name).ok()?;
+    if !runs_to_its_result(
+        shared,
+        tool,
+        &call,
+        negotiated.capabilities.supports_tasks(),
+    ) || has_policies(
+        shared,
+        tool,
+        call.extensions
+            .get::<RequestMetaObject>()
+            .or(call.params.meta.as_ref())
+            .map(|m| &***m),
+        &parts.headers,
+    ) {
         return None;
     }
     // A server that speaks both eras serves a session's calls over its session link, once
@@ -280,17 +308,10 @@ async fn session_call(
             && !upstream.roots_held_by_another(session)
     })?;
     let span = request_span(&call, parts);
-    let origin = super::call_origin(
-        &shared.hub,
-        Some(parts),
-        Some(&state),
-        &call.params.name,
-        call.params.arguments.as_ref(),
-    );
-    if let Some(refused) = refused_by_rate_limit(shared, parts, tool, &id, &span, origin.as_deref())
-    {
-        return Some(json(Era::Session, refused));
+    if let Some(answer) = refusal(&admission, tool, &call, parts, &id, &span, Era::Session) {
+        return Some(ShortPath::Answered(answer));
     }
+    let origin = admission.origin(&call.params.name, call.params.arguments.as_ref());
     // Cancelled by the client, or when its session ends; reachable by the client's
     // cancellation for as long as the call's responder lives (until its reading ends, even
     // after the client's connection closed).
@@ -324,22 +345,24 @@ async fn session_call(
         span,
         origin,
     };
-    relay(shared, stop, catalog, call).await
+    Some(ShortPath::after_admission(
+        relay(shared, stop, catalog, call).await,
+    ))
 }
 
-/// Whether a call of `tool` is the full path's, which runs tasks: it may become a task (its
-/// client takes tasks and the tool's mode allows them), or must be refused (the tool's calls are
-/// always tasks, and its client takes none).
-fn task_path(
+/// Whether a call of `tool` runs to its result, as this path runs calls ([`task_mode`]): not
+/// one that may become a task (the full path runs tasks), nor one refused for a client that
+/// takes no tasks (the full path refuses it).
+fn runs_to_its_result(
     shared: &Shared,
-    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+    tool: &Exposed<rmcp::model::Tool>,
+    call: &CallToolRequest,
     takes_tasks: bool,
 ) -> bool {
-    match shared.hub.task_mode(&tool.server, &tool.upstream) {
-        switchboard_core::TaskMode::Forbidden => false,
-        switchboard_core::TaskMode::Optional => takes_tasks,
-        switchboard_core::TaskMode::Required => true,
-    }
+    matches!(
+        task_mode(&shared.hub, tool, &call.params.name, takes_tasks, false),
+        Ok(switchboard_core::TaskMode::Forbidden)
+    )
 }
 
 /// Whether a call of `tool` has policies to apply, which the full path does: a caller to check
@@ -347,7 +370,7 @@ fn task_path(
 /// admin fixed.
 fn has_policies(
     shared: &Shared,
-    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+    tool: &Exposed<rmcp::model::Tool>,
     meta: Option<&rmcp::model::JsonObject>,
     headers: &axum::http::HeaderMap,
 ) -> bool {
@@ -359,7 +382,7 @@ fn has_policies(
 
 /// The request `id` calling `tool` as its server names it, and that server.
 fn to_server(
-    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
+    tool: &Exposed<rmcp::model::Tool>,
     id: RequestId,
     mut call: CallToolRequest,
 ) -> (switchboard_core::ServerId, JsonRpcRequest<CallToolRequest>) {
@@ -460,10 +483,7 @@ struct Call {
 }
 
 /// Whether a call of `tool` may be sent again after a transient failure.
-fn repeatable(
-    shared: &Shared,
-    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
-) -> bool {
+fn repeatable(shared: &Shared, tool: &Exposed<rmcp::model::Tool>) -> bool {
     shared
         .hub
         .repeatable(&tool.server, &tool.upstream, tool.item.annotations.as_ref())
@@ -1249,38 +1269,43 @@ fn is_final(message: &ServerJsonRpcMessage) -> bool {
     )
 }
 
-/// The answer to a call a rate limit refuses, if one does (the call takes its tokens
-/// otherwise). Answered here rather than by the full path, which would take the tokens of the
-/// limits that passed a second time.
-fn refused_by_rate_limit(
-    shared: &Shared,
+/// Admits `call` of `tool` ([`Admission::admit`]); `Some`, the error answer to request `id`
+/// from a client of `era`, when it is refused, marked on the request's `span` as on its
+/// admission's.
+fn refusal(
+    admission: &Admission<'_>,
+    tool: &Exposed<rmcp::model::Tool>,
+    call: &CallToolRequest,
     parts: &Parts,
-    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
     id: &RequestId,
     span: &tracing::Span,
-    origin: Option<&switchboard_core::CallOrigin>,
-) -> Option<ServerJsonRpcMessage> {
-    let admission = span.in_scope(switchboard_telemetry::admission_span);
-    let refused = admission
-        .in_scope(|| {
-            shared.hub.admit_call(&tool.server, &tool.upstream, || {
-                Some(client_of(Some(parts)))
-            })
+    era: Era,
+) -> Option<Response> {
+    let none = JsonObject::new();
+    let meta = call
+        .extensions
+        .get::<RequestMetaObject>()
+        .map_or(&none, |meta| &meta.0);
+    let caller = super::caller::caller_of(&call.params, meta, Some(parts));
+    let admission_span = span.in_scope(switchboard_telemetry::admission_span);
+    admission
+        .admit(
+            tool,
+            &call.params.name,
+            caller,
+            call.params.arguments.as_ref(),
+            &admission_span,
+        )
+        .err()
+        .map(|error| {
+            super::trace_error(span, &error);
+            let refused = JsonRpcMessage::Error(JsonRpcError {
+                jsonrpc: Default::default(),
+                id: Some(id.clone()),
+                error,
+            });
+            json(era, refused)
         })
-        .err()?;
-    let error = super::rate_limited(refused);
-    if let Some(origin) = origin {
-        shared
-            .hub
-            .audit_refused_call(&tool.server, &tool.upstream, origin, &error.message);
-    }
-    super::trace_error(&admission, &error);
-    super::trace_error(span, &error);
-    Some(JsonRpcMessage::Error(JsonRpcError {
-        jsonrpc: Default::default(),
-        id: Some(id.clone()),
-        error,
-    }))
 }
 
 /// The span of a client's `tools/call` taken here, by the name the client called (see

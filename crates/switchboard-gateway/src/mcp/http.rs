@@ -30,6 +30,7 @@ use rmcp::transport::streamable_http_server::session::{
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::direct::ShortPath;
 use super::{AggregateServer, Shared};
 
 /// The header naming a Streamable HTTP session.
@@ -434,7 +435,7 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
     if request.method() != Method::POST {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(error) => {
@@ -461,9 +462,12 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
             &format!("Parse error: {error}"),
         );
     }
-    let direct = super::direct::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes);
-    if let Some(response) = direct.await {
-        return response;
+    match super::direct::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes).await {
+        ShortPath::Answered(response) => return response,
+        ShortPath::Declined(None) => {}
+        ShortPath::Declined(Some(charged)) => {
+            parts.extensions.insert(charged);
+        }
     }
     let sent_as_json = parts
         .headers

@@ -12,6 +12,7 @@
 // revision Switchboard serves.
 #![allow(deprecated)]
 
+mod admission;
 mod caller;
 pub(crate) mod conversation;
 mod deferred;
@@ -47,6 +48,7 @@ use switchboard_upstream::{Upstream, UpstreamError};
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
+use admission::Admission;
 pub use deferred::{
     ToolsOptions, ToolsView, WorkingSet, WorkingSetLimits, estimated_tokens, found_result,
 };
@@ -258,56 +260,6 @@ impl SessionState {
     }
 }
 
-/// What a request (in `session`, if it has one) may reach: the boundary of the endpoint it was
-/// sent to, which must be its session's; or why it may reach nothing. A request on standard
-/// input (no `parts`) has no path: its session's endpoint is the one it was started for.
-fn session_boundary(
-    hub: &Hub,
-    session: Option<&SessionState>,
-    parts: Option<&axum::http::request::Parts>,
-) -> Result<conversation::Boundary, String> {
-    let Some(parts) = parts else {
-        let bound = session.and_then(|session| session.endpoint.get().cloned().flatten());
-        return Ok(conversation::Boundary::of(hub, bound.as_deref()));
-    };
-    let named = crate::endpoints::endpoint_of(Some(parts));
-    if let Some(session) = session {
-        let first = session.endpoint.get_or_init(|| named.map(str::to_owned));
-        if first.as_deref() != named {
-            return Err(match first {
-                Some(endpoint) => format!(
-                    "this session was opened at endpoint '{endpoint}': send its requests there"
-                ),
-                None => "this session was opened at the workspace's own door, not an endpoint: \
-                         open another session at the endpoint"
-                    .to_owned(),
-            });
-        }
-    }
-    Ok(conversation::Boundary::of(hub, named))
-}
-
-/// The conversation a request in `session` belongs to: what `parts` name (remembered as the
-/// session's, the first time; naming another later is refused), else what the session named.
-fn session_conversation(
-    session: &SessionState,
-    parts: Option<&axum::http::request::Parts>,
-) -> Result<conversation::Conversation, String> {
-    let named = conversation::named_by(parts)?;
-    if named.is_unnamed() {
-        return Ok(session.conversation.get().cloned().unwrap_or_default());
-    }
-    // A session belongs to one conversation: the one its client named first.
-    let first = session.conversation.get_or_init(|| named.clone());
-    if *first != named {
-        return Err(format!(
-            "this session belongs to {}; a session cannot change conversations (start another)",
-            first.describe()
-        ));
-    }
-    Ok(named)
-}
-
 /// How long a request for a server that is reconnecting waits for the attempt it asks for.
 const WAIT_FOR_RECONNECT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -354,64 +306,6 @@ pub(crate) fn not_routed(error: switchboard_hub::HubError) -> ErrorData {
         | HubError::CallerRefused { .. } => ErrorData::invalid_params(error.to_string(), None),
         _ => ErrorData::internal_error(error.to_string(), None),
     }
-}
-
-/// Whether `tool` is off for the conversation of a request (in `session`, if it has one) or
-/// outside its endpoint, or the request names its conversation or endpoint wrongly: either way
-/// the full path answers it.
-fn off_for_request(
-    hub: &Hub,
-    session: Option<&SessionState>,
-    parts: &axum::http::request::Parts,
-    tool: &switchboard_core::exposure::Exposed<rmcp::model::Tool>,
-) -> bool {
-    let Ok(boundary) = session_boundary(hub, session, Some(parts)) else {
-        return true;
-    };
-    let named = match session {
-        Some(session) => session_conversation(session, Some(parts)),
-        None => conversation::named_by(Some(parts)),
-    };
-    let Ok(named) = named else { return true };
-    let own = session
-        .map(|session| lock(&session.own_activation).clone())
-        .unwrap_or_default();
-    !conversation::Activity::of(hub, boundary, named, own).is_on(tool)
-}
-
-/// The door a request came in at, as the audit log names it: `sse` for HTTP+SSE, `stdio` for
-/// standard input (no HTTP request), `mcp` for Streamable HTTP.
-fn door_of(parts: Option<&axum::http::request::Parts>) -> &'static str {
-    match parts.map(|parts| parts.uri.path()) {
-        None => "stdio",
-        Some(path) if path.starts_with("/sse") || path.starts_with("/message") => "sse",
-        Some(_) => "mcp",
-    }
-}
-
-/// Where a call of `exposed` with `arguments` came in (in `session`, if it has one), for its
-/// audit record; `None`, computing nothing, when the hub keeps no audit log. The client is
-/// named by its `clientInfo` and by who the access checks verified it is.
-fn call_origin(
-    hub: &Hub,
-    parts: Option<&axum::http::request::Parts>,
-    session: Option<&SessionState>,
-    exposed: &str,
-    arguments: Option<&rmcp::model::JsonObject>,
-) -> Option<Arc<switchboard_core::CallOrigin>> {
-    if !hub.audits() {
-        return None;
-    }
-    let verified = conversation::client_of(parts);
-    let client = match session.and_then(|session| session.negotiated.get()) {
-        Some(negotiated) => format!("{} ({verified})", negotiated.client),
-        None => verified,
-    };
-    let endpoint = match session.and_then(|session| session.endpoint.get()) {
-        Some(bound) => bound.as_deref(),
-        None => crate::endpoints::endpoint_of(parts),
-    };
-    hub.call_origin(door_of(parts), endpoint, Some(&client), exposed, arguments)
 }
 
 /// The deferred view's own tools (`search_tools`, `call_tool`, `list_servers`, `set_active`)
@@ -513,7 +407,8 @@ impl AggregateServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<conversation::Conversation, ErrorData> {
         let parts = context.extensions.get::<axum::http::request::Parts>();
-        session_conversation(&self.session, parts).map_err(|e| ErrorData::invalid_params(e, None))
+        admission::session_conversation(&self.session, parts)
+            .map_err(|e| ErrorData::invalid_params(e, None))
     }
 
     /// What `context`'s request may reach: the boundary of the endpoint it was sent to.
@@ -522,7 +417,7 @@ impl AggregateServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<conversation::Boundary, ErrorData> {
         let parts = context.extensions.get::<axum::http::request::Parts>();
-        session_boundary(self.hub(), Some(&self.session), parts)
+        admission::session_boundary(self.hub(), Some(&self.session), parts)
             .map_err(|e| ErrorData::invalid_request(e, None))
     }
 
@@ -531,10 +426,13 @@ impl AggregateServer {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<conversation::Activity, ErrorData> {
-        let boundary = self.boundary(context)?;
-        let named = self.conversation(context)?;
-        let own = lock(&self.session.own_activation).clone();
-        Ok(conversation::Activity::of(self.hub(), boundary, named, own))
+        self.admission(context).activity()
+    }
+
+    /// The admission of calls made by `context`'s request.
+    fn admission<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> Admission<'a> {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        Admission::new(self.hub(), Some(&self.session), parts)
     }
 
     /// The server and upstream URI of the exposed `uri`, if the request's endpoint includes its
@@ -1135,67 +1033,36 @@ impl AggregateServer {
             }
         }
         let catalog = self.catalog();
-        // A tool outside the request's endpoint is unknown there, as one no server has.
-        let boundary = self.boundary(&context)?;
-        let Some(tool) = catalog
-            .tools
-            .get(&request.name)
-            .filter(|tool| boundary.includes_tool(tool.server.as_str(), &tool.upstream))
-        else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool '{}'", request.name),
-                None,
-            ));
-        };
+        let admission = self.admission(&context);
+        let tool = admission.tool(&catalog, &request.name)?;
         let server = tool.server.clone();
         let parts = context.extensions.get::<axum::http::request::Parts>();
         let exposed = request.name.clone();
-        // A call refused on its way is recorded, with the arguments it had then.
-        let refused = |error: &ErrorData, arguments: Option<&rmcp::model::JsonObject>| {
-            if let Some(origin) =
-                call_origin(self.hub(), parts, Some(&self.session), &exposed, arguments)
-            {
-                self.hub()
-                    .audit_refused_call(&server, &tool.upstream, &origin, &error.message);
-            }
-        };
-        // The checks admitting the call, in a span of their own.
-        let admission = switchboard_telemetry::admission_span();
-        let admitted = async {
-            let activity = self.activity(&context)?;
-            if let Some((false, layer)) = activity
-                .layers()
-                .decision(server.as_str(), request.name.as_ref())
-            {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "tool '{}' is turned off for this conversation (by the {layer}'s \
-                         activation); turn it or its server '{server}' on first",
-                        request.name
-                    ),
-                    None,
-                ));
-            }
-            let caller = caller::caller_of(&request, &context.meta, parts)?;
-            self.hub()
-                .check_caller(&server, &tool.upstream, &caller)
-                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-            self.hub()
-                .admit_call(&server, &tool.upstream, || {
-                    Some(conversation::client_of(parts))
-                })
-                .map_err(rate_limited)?;
+        // The checks admitting the call, in a span of their own; then its server, once ready.
+        let admission_span = switchboard_telemetry::admission_span();
+        admission.admit(
+            tool,
+            &exposed,
+            caller::caller_of(&request, &context.meta, parts),
+            request.arguments.as_ref(),
+            &admission_span,
+        )?;
+        let ready = async {
             self.shared.subscribing.settled(&server).await;
             self.upstream_soon(&server, Some(&tool.upstream), &context)
                 .await
         }
-        .instrument(admission.clone())
+        .instrument(admission_span.clone())
         .await;
-        if let Err(error) = &admitted {
-            trace_error(&admission, error);
-            refused(error, request.arguments.as_ref());
+        if let Err(error) = &ready {
+            trace_error(&admission_span, error);
+            admission.audit_refusal(tool, &exposed, request.arguments.as_ref(), error);
         }
-        let upstream = admitted?;
+        let upstream = ready?;
+        // A call refused on its way is recorded, with the arguments it had then.
+        let refused = |error: &ErrorData, arguments: Option<&rmcp::model::JsonObject>| {
+            admission.audit_refusal(tool, &exposed, arguments, error);
+        };
         // A called tool joins a deferred session's working set.
         if self.tools_view(&context) == ToolsView::Deferred
             && lock(&self.session.working_set).called(&request.name)
@@ -1252,41 +1119,19 @@ impl AggregateServer {
         };
         let checked_arguments = guardrails.as_ref().map(|_| arguments.clone());
         // Recorded as the server gets it: with the arguments an admin fixed.
-        let origin = call_origin(
-            self.hub(),
-            parts,
-            Some(&self.session),
-            &request.name,
-            arguments.as_ref(),
-        );
+        let origin = admission.origin(&request.name, arguments.as_ref());
         let patience = upstream.timeouts().tool_call;
         // The tasks extension: how this call may become a task, if its client can take one.
         let takes_tasks = context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks());
-        let task_mode = match self.hub().task_mode(&server, &name) {
-            // A task's result is not seen here: with guardrails, a call runs to its result.
-            TaskMode::Required if guardrails.is_some() => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "tool '{}' runs only as a task, and its server's guardrails check every \
-                         result: it cannot be called through Switchboard",
-                        request.name
-                    ),
-                    None,
-                ));
-            }
-            _ if guardrails.is_some() => TaskMode::Forbidden,
-            TaskMode::Required if !takes_tasks => {
-                return Err(ErrorData::missing_required_client_capability(
-                    rmcp::model::ClientCapabilities::builder()
-                        .enable_tasks()
-                        .build(),
-                ));
-            }
-            _ if !takes_tasks => TaskMode::Forbidden,
-            mode => mode,
-        };
+        let task_mode = admission::task_mode(
+            self.hub(),
+            tool,
+            &exposed,
+            takes_tasks,
+            guardrails.is_some(),
+        )?;
         let repeatable = self.hub().call_repeatable(&server, &name);
         let work = move |mut call: switchboard_upstream::CallContext| {
             call.repeatable = repeatable;
@@ -1966,26 +1811,6 @@ impl AggregateServer {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn a_session_belongs_to_the_first_conversation_it_names() {
-        let parts = |user: &str| {
-            axum::http::Request::builder()
-                .header(conversation::USER_HEADER, user)
-                .body(())
-                .unwrap()
-                .into_parts()
-                .0
-        };
-        let session = SessionState::default();
-        assert!(session_conversation(&session, None).unwrap().is_unnamed());
-        let ana = session_conversation(&session, Some(&parts("ana"))).unwrap();
-        assert_eq!(ana.user.as_deref(), Some("ana"));
-        // Later requests that name nothing are Ana's; one that names Bob is refused.
-        assert_eq!(session_conversation(&session, None).unwrap(), ana);
-        let refused = session_conversation(&session, Some(&parts("bob"))).unwrap_err();
-        assert!(refused.contains("user 'ana'"), "{refused}");
-    }
     use super::*;
 
     #[test]
