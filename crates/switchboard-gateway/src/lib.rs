@@ -310,10 +310,14 @@ pub(crate) fn workspace_router(
             Router::new()
                 .route_service(mcp::http::MCP_PATH, mcp)
                 .merge(endpoint_mcp)
+                // The branch of the two call paths: the short path takes a plain `tools/call`,
+                // rmcp's server (the full path, above) everything else.
                 .layer(middleware::from_fn_with_state(
                     door.clone(),
-                    mcp::http::check_body,
+                    mcp::http::short_path_or_rmcp,
                 ))
+                // Every POST's body bounded and parsed first.
+                .layer(middleware::from_fn(mcp::http::check_body))
                 .layer(middleware::from_fn_with_state(
                     door,
                     mcp::http::track_sessions,

@@ -1,5 +1,5 @@
 //! Admission: whether a client's `tools/call` may run, decided in one place for both of the
-//! paths a call can take, the short one ([`super::direct`]) and the full one
+//! paths a call can take, the short one ([`super::short_path`]) and the full one
 //! (`AggregateServer::call_tool`).
 //!
 //! The checks, in order: the tool is inside the endpoint the request was sent to (else it is

@@ -30,7 +30,7 @@ use rmcp::transport::streamable_http_server::session::{
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::direct::ShortPath;
+use super::short_path::ShortPath;
 use super::{AggregateServer, Shared};
 
 /// The header naming a Streamable HTTP session.
@@ -129,7 +129,7 @@ impl FrontDoor {
     pub fn new(shared: Arc<Shared>, stop: CancellationToken, idle: Duration) -> Self {
         let mut sessions = LocalSessionManager::default();
         // Only Switchboard's own tracking ends idle sessions: rmcp's keep-alive counts only what
-        // passes through rmcp, and calls on the short path (`direct`) do not.
+        // passes through rmcp, and calls on the short path (`short_path`) do not.
         sessions.session_config.keep_alive = None;
         let door = Self {
             shared,
@@ -421,17 +421,16 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"))
 }
 
+/// A POST body [`check_body`] read and found to be bounded JSON, handed on with the request so
+/// that [`short_path_or_rmcp`] need not read it again.
+#[derive(Clone)]
+struct CheckedBody(axum::body::Bytes);
+
 /// Refuses POST bodies that are too large (413) or not JSON (400 with a JSON-RPC parse error)
 /// before they reach rmcp, which would answer a parse failure with 415. Runs before rmcp reads
-/// the body, which it then gets back unchanged.
-/// A plain `tools/call` of a Streamable HTTP server's tool is then relayed directly
-/// (`direct`); everything else goes on to rmcp.
-pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: Next) -> Response {
-    if request.method() == Method::GET
-        && let Some(resumed) = super::direct::try_resume(&door.shared, request.headers())
-    {
-        return resumed;
-    }
+/// the body, which it then gets back unchanged; and turns rmcp's 415 for JSON that is no
+/// JSON-RPC message into the spec's Invalid Request.
+pub async fn check_body(request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -462,18 +461,12 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
             &format!("Parse error: {error}"),
         );
     }
-    match super::direct::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes).await {
-        ShortPath::Answered(response) => return response,
-        ShortPath::Declined(None) => {}
-        ShortPath::Declined(Some(charged)) => {
-            parts.extensions.insert(charged);
-        }
-    }
     let sent_as_json = parts
         .headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    parts.extensions.insert(CheckedBody(bytes.clone()));
     let answer = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
@@ -487,4 +480,35 @@ pub async fn check_body(State(door): State<FrontDoor>, request: Request, next: N
         );
     }
     answer
+}
+
+/// Where a request to `/mcp` branches: a plain `tools/call` of a Streamable HTTP server's tool
+/// is relayed by the short path (`short_path`), as is a GET resuming one of its streams;
+/// everything else, and a call the short path declines, goes on to rmcp's server (the full
+/// path). A call the short path admitted and could not send goes on marked
+/// [`super::admission::Charged`]. Runs after [`check_body`].
+pub async fn short_path_or_rmcp(
+    State(door): State<FrontDoor>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == Method::GET
+        && let Some(resumed) = super::short_path::try_resume(&door.shared, request.headers())
+    {
+        return resumed;
+    }
+    let (mut parts, body) = request.into_parts();
+    let Some(CheckedBody(bytes)) = parts.extensions.remove::<CheckedBody>() else {
+        return next.run(Request::from_parts(parts, body)).await;
+    };
+    match super::short_path::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes)
+        .await
+    {
+        ShortPath::Answered(response) => return response,
+        ShortPath::Declined(None) => {}
+        ShortPath::Declined(Some(charged)) => {
+            parts.extensions.insert(charged);
+        }
+    }
+    next.run(Request::from_parts(parts, body)).await
 }
