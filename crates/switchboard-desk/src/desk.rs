@@ -216,7 +216,10 @@ impl Default for Metrics {
 
 struct Inner {
     waiting: Mutex<HashMap<String, Waiting>>,
-    events: broadcast::Sender<DeskEvent>,
+    /// Made when the first follower subscribes: 256 slots of a `DeskEvent` are about 55 KB,
+    /// and a `serve --users` daemon holds a desk per open workspace that mostly nobody follows
+    /// (what is sent with no follower is dropped either way).
+    events: std::sync::OnceLock<broadcast::Sender<DeskEvent>>,
     present: AtomicUsize,
     metrics: Metrics,
 }
@@ -255,7 +258,7 @@ impl Desk {
         Self {
             inner: Arc::new(Inner {
                 waiting: Mutex::new(HashMap::new()),
-                events: broadcast::channel(256).0,
+                events: std::sync::OnceLock::new(),
                 present: AtomicUsize::new(0),
                 metrics: Metrics::default(),
             }),
@@ -322,10 +325,7 @@ impl Desk {
                 },
             );
             self.inner.metrics.pending.inc();
-            let _ = self
-                .inner
-                .events
-                .send(DeskEvent::QuestionAsked { question });
+            self.announce(DeskEvent::QuestionAsked { question });
         }
         tracing::debug!(question = %id, %server, "a question waits for a person");
         let withdrawn = Withdrawal {
@@ -376,7 +376,17 @@ impl Desk {
 
     /// What the desk announces from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<DeskEvent> {
-        self.inner.events.subscribe()
+        self.inner
+            .events
+            .get_or_init(|| broadcast::channel(256).0)
+            .subscribe()
+    }
+
+    /// Sends `event` to the followers, if there are any.
+    fn announce(&self, event: DeskEvent) {
+        if let Some(events) = self.inner.events.get() {
+            let _ = events.send(event);
+        }
     }
 
     /// Marks a console as there to answer until the returned guard is dropped.
@@ -420,7 +430,7 @@ impl Desk {
             .get_or_create(&KindLabels { kind })
             .observe(since.elapsed().as_secs_f64());
         tracing::debug!(question = %question.id, ending = ending.label(), "a question ended");
-        let _ = self.inner.events.send(DeskEvent::QuestionEnded {
+        self.announce(DeskEvent::QuestionEnded {
             id: question.id.clone(),
             server: question.server.clone(),
             ending,

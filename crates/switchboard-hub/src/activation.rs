@@ -117,7 +117,7 @@ impl Hub {
             .map(|(scope, _)| scope)
             .chain(loaded.keys().filter(|scope| !previous.contains_key(*scope)));
         for scope in changed {
-            let _ = self.events.send(HubEvent::ActivationChanged {
+            self.events.send(HubEvent::ActivationChanged {
                 scope: scope.to_string(),
             });
         }
@@ -152,7 +152,7 @@ impl Hub {
                 layers.insert(scope.clone(), Arc::new(layer.clone()));
             }
             drop(layers);
-            let _ = self.events.send(HubEvent::ActivationChanged {
+            self.events.send(HubEvent::ActivationChanged {
                 scope: scope.to_string(),
             });
         }

@@ -91,7 +91,7 @@ impl Hub {
         let was_running = crate::read(&self.servers).contains_key(&written.id);
         self.sync_with_store().await?;
         if !written.enabled && !was_running {
-            let _ = self.events.send(crate::HubEvent::Configured {
+            self.events.send(crate::HubEvent::Configured {
                 server: written.id.clone(),
                 change: crate::ConfigChange::Stored,
             });
@@ -111,7 +111,7 @@ impl Hub {
         self.store.remove_server(id).await?;
         self.sync_with_store().await?;
         if !was_running {
-            let _ = self.events.send(crate::HubEvent::Configured {
+            self.events.send(crate::HubEvent::Configured {
                 server: id.clone(),
                 change: crate::ConfigChange::Stopped,
             });

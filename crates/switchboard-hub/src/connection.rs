@@ -20,7 +20,7 @@ use switchboard_oauth::{AuthEvent, ServerAuth};
 use switchboard_store::{CachedProbe, Store};
 use switchboard_upstream::stdio::ProcessEnd;
 use switchboard_upstream::{ConnectOptions, Connection, Upstream, UpstreamError, UpstreamEvent};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use crate::event::now_ms;
 use crate::{HubEvent, ServerCatalog, ServerSlot, write};
@@ -45,7 +45,7 @@ pub(crate) struct ConnectionTask {
     options: ConnectOptions,
     auth: Option<Arc<ServerAuth>>,
     auth_events: mpsc::UnboundedReceiver<AuthEvent>,
-    events: broadcast::Sender<HubEvent>,
+    events: Arc<crate::bus::EventBus>,
     metrics: Arc<crate::metrics::HubMetrics>,
     machine: StateMachine,
 }
@@ -69,7 +69,7 @@ impl ConnectionTask {
         mut options: ConnectOptions,
         auth: Option<ServerAuth>,
         auth_events: mpsc::UnboundedReceiver<AuthEvent>,
-        events: broadcast::Sender<HubEvent>,
+        events: Arc<crate::bus::EventBus>,
         metrics: Arc<crate::metrics::HubMetrics>,
     ) -> Self {
         let auth_tx = slot.auth_events.clone();
@@ -215,7 +215,7 @@ impl ConnectionTask {
         {
             tracing::info!(server = %self.server(), scope = needed, "the scope a call needed is granted");
             self.slot.status.send_modify(|s| s.needs_scope = None);
-            let _ = self.events.send(HubEvent::ScopeNeeded {
+            self.events.send(HubEvent::ScopeNeeded {
                 server: self.server().clone(),
                 scope: None,
             });
@@ -247,7 +247,7 @@ impl ConnectionTask {
                     }
                 }
                 self.metrics.transition(self.server(), next);
-                let _ = self.events.send(HubEvent::StateChanged {
+                self.events.send(HubEvent::StateChanged {
                     server: self.server().clone(),
                     from: previous,
                     to: next,
@@ -489,7 +489,7 @@ impl ConnectionTask {
                         tracing::warn!(server = %self.server(), scope, "a call needs more scope; the next sign-in asks for it");
                         let needed = scopes_a_token_shows(scope);
                         self.slot.status.send_modify(|s| s.needs_scope = Some(needed.clone()));
-                        let _ = self.events.send(HubEvent::ScopeNeeded {
+                        self.events.send(HubEvent::ScopeNeeded {
                             server: self.server().clone(),
                             scope: Some(needed),
                         });
@@ -611,7 +611,7 @@ impl ConnectionTask {
             UpstreamEvent::PromptsChanged => Refresh::PROMPTS,
             UpstreamEvent::SessionRestarted | UpstreamEvent::ListenReopened => Refresh::ALL,
             UpstreamEvent::ResourceUpdated(uri) => {
-                let _ = self.events.send(HubEvent::ResourceUpdated {
+                self.events.send(HubEvent::ResourceUpdated {
                     server: self.server().clone(),
                     uri,
                 });
@@ -626,7 +626,7 @@ impl ConnectionTask {
                 // A server's own log messages reach clients and consoles through the events; the
                 // daemon's log takes them at debug only (a server may send thousands a second).
                 tracing::debug!(target: "switchboard::upstream::log", server = %self.server(), level, logger, %data);
-                let _ = self.events.send(HubEvent::Log {
+                self.events.send(HubEvent::Log {
                     server: self.server().clone(),
                     level,
                     logger,
@@ -680,7 +680,7 @@ impl ConnectionTask {
         });
         crate::last_known::save(&self.store, &def, &catalog, &self.slot.catalog_writes);
         *write(&self.slot.catalog) = Arc::new(catalog);
-        let _ = self.events.send(HubEvent::CatalogChanged {
+        self.events.send(HubEvent::CatalogChanged {
             server: self.server().clone(),
         });
         Ok(())

@@ -20,7 +20,6 @@ use switchboard_core::definitions::{
     ApprovedDefinition, DefinitionChanges, definition_of, digest_of, room_for_first_sightings,
 };
 use switchboard_store::Store;
-use tokio::sync::broadcast;
 
 use crate::audit::AuditRecorder;
 use crate::{Hub, HubError, HubEvent, ServerCatalog, ServerSlot, read, write};
@@ -57,7 +56,7 @@ pub(crate) type Changed = Arc<BTreeMap<String, ChangedDefinition>>;
 /// What a review reports to: the hub's event bus and audit log.
 pub(crate) struct Reviewer<'a> {
     pub(crate) store: &'a Store,
-    pub(crate) events: &'a broadcast::Sender<HubEvent>,
+    pub(crate) events: &'a crate::bus::EventBus,
     pub(crate) audit: Option<&'a AuditRecorder>,
 }
 
@@ -179,7 +178,7 @@ impl Reviewer<'_> {
             held = change.held,
             "a tool's definition is not the one approved"
         );
-        let _ = self.events.send(HubEvent::ToolDefinitionChanged {
+        self.events.send(HubEvent::ToolDefinitionChanged {
             server: server.clone(),
             tool: change.tool.clone(),
             held: change.held,
@@ -313,8 +312,7 @@ impl Hub {
         let catalog = read(&slot.catalog).clone();
         self.review_definitions(&slot, &catalog).await;
         self.rebuild_exposed();
-        let _ = self
-            .events
+        self.events
             .send(HubEvent::CatalogChanged { server: id.clone() });
         Ok(())
     }

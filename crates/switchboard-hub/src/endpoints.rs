@@ -42,8 +42,7 @@ impl Hub {
             .map(|(name, _)| name)
             .chain(loaded.keys().filter(|name| !previous.contains_key(*name)));
         for name in changed {
-            let _ = self
-                .events
+            self.events
                 .send(HubEvent::EndpointChanged { name: name.clone() });
         }
         drop(_one_at_a_time);
@@ -147,7 +146,7 @@ impl Hub {
             None => endpoints.remove(name),
         };
         drop(endpoints);
-        let _ = self.events.send(HubEvent::EndpointChanged {
+        self.events.send(HubEvent::EndpointChanged {
             name: name.to_owned(),
         });
         Ok(())

@@ -64,7 +64,7 @@ impl History {
 /// One server's tap: the same across its reconnections, so a follower sees them all.
 #[derive(Debug)]
 struct ServerTap {
-    followers: broadcast::Sender<Arc<TrafficMessage>>,
+    followers: crate::bus::OnDemandBroadcast<Arc<TrafficMessage>>,
     /// The kept history, when the daemon keeps one.
     history: Option<Mutex<History>>,
 }
@@ -87,10 +87,10 @@ impl MessageTap for ServerTap {
                 let size = message.message.to_string().len();
                 let mut history = lock(history);
                 history.keep(message.clone(), size);
-                let _ = self.followers.send(message);
+                self.followers.send(message);
             }
             None => {
-                let _ = self.followers.send(message);
+                self.followers.send(message);
             }
         }
     }
@@ -122,7 +122,7 @@ impl Inspector {
             .entry(id.clone())
             .or_insert_with(|| {
                 Arc::new(ServerTap {
-                    followers: broadcast::channel(1024).0,
+                    followers: crate::bus::OnDemandBroadcast::new(1024),
                     history: (keep > 0).then(|| {
                         Mutex::new(History {
                             messages: VecDeque::new(),

@@ -11,6 +11,7 @@ mod activation;
 mod approval;
 mod audit;
 mod auth;
+mod bus;
 mod configure;
 mod connection;
 mod definitions;
@@ -233,7 +234,7 @@ pub struct Hub {
     options: ConnectOptions,
     oauth: OAuthOptions,
     servers: RwLock<HashMap<ServerId, Arc<ServerSlot>>>,
-    events: broadcast::Sender<HubEvent>,
+    events: Arc<bus::EventBus>,
     tasks: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
     exposed: watch::Sender<Arc<ExposedCatalog>>,
     exposure_task: std::sync::Once,
@@ -289,6 +290,13 @@ impl ToolSearch {
     }
 }
 
+impl Drop for Hub {
+    fn drop(&mut self) {
+        // Ends the task that keeps the merged catalog current: it wakes, finds no hub, returns.
+        self.events.mark_exposure_stale();
+    }
+}
+
 impl Hub {
     /// A hub over `store` that connects with `options`.
     pub fn new(store: Store, options: ConnectOptions) -> Arc<Self> {
@@ -297,7 +305,6 @@ impl Hub {
 
     /// A hub whose servers sign in with `oauth`.
     pub fn with_oauth(store: Store, mut options: ConnectOptions, oauth: OAuthOptions) -> Arc<Self> {
-        let (events, _) = broadcast::channel(1024);
         let desk = Desk::new();
         let metrics = Arc::new(metrics::HubMetrics::new(&desk));
         options.call_observer = Some(metrics.clone());
@@ -307,7 +314,7 @@ impl Hub {
             options,
             oauth,
             servers: RwLock::new(HashMap::new()),
-            events,
+            events: Arc::new(bus::EventBus::new()),
             tasks: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
             exposed: watch::channel(Arc::default()).0,
             exposure_task: std::sync::Once::new(),
@@ -574,13 +581,13 @@ impl Hub {
             upstream.set_retries(def.policies.retries);
         }
         *write(&slot.definition) = Arc::new(def);
-        let _ = self.events.send(HubEvent::CatalogChanged {
+        self.events.send(HubEvent::CatalogChanged {
             server: slot.id.clone(),
         });
     }
 
     fn announce_configured(&self, server: &ServerId, change: ConfigChange) {
-        let _ = self.events.send(HubEvent::Configured {
+        self.events.send(HubEvent::Configured {
             server: server.clone(),
             change,
         });
@@ -619,7 +626,7 @@ impl Hub {
             *write(&slot.catalog) = Arc::new(catalog);
         }
         write(&self.servers).insert(slot.id.clone(), slot.clone());
-        let _ = self.events.send(HubEvent::CatalogChanged {
+        self.events.send(HubEvent::CatalogChanged {
             server: slot.id.clone(),
         });
         let auth = match server_auth(&slot.definition(), &self.store, &self.oauth).await {
@@ -767,17 +774,13 @@ impl Hub {
     fn keep_exposure_current(self: &Arc<Self>) {
         self.exposure_task.call_once(|| {
             let hub = Arc::downgrade(self);
-            let mut events = self.events.subscribe();
+            let bus = self.events.clone();
             tokio::spawn(async move {
                 loop {
-                    let event = events.recv().await;
+                    bus.exposure_went_stale().await;
+                    // Woken by the hub's drop too, when this fails.
                     let Some(hub) = hub.upgrade() else { return };
-                    match event {
-                        Ok(HubEvent::CatalogChanged { .. } | HubEvent::StateChanged { .. })
-                        | Err(broadcast::error::RecvError::Lagged(_)) => hub.rebuild_exposed(),
-                        Ok(_) => {}
-                        Err(broadcast::error::RecvError::Closed) => return,
-                    }
+                    hub.rebuild_exposed();
                 }
             });
         });

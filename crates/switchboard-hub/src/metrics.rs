@@ -19,7 +19,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use switchboard_core::{ConnectionState, ServerId};
 use switchboard_upstream::{CallObserver, CallOutcome, CallRecord};
-use tokio::sync::broadcast;
 
 use crate::audit::AuditRecorder;
 use crate::{HubEvent, ServerStatus, read, write};
@@ -64,7 +63,7 @@ pub struct HubMetrics {
     /// One scrape at a time sets the state gauges.
     scraping: Mutex<()>,
     /// Finished calls, for whoever listens.
-    pub(crate) calls_announced: broadcast::Sender<HubEvent>,
+    pub(crate) calls_announced: crate::bus::OnDemandBroadcast<HubEvent>,
     /// Each called tool's handles, by server and tool.
     handles: RwLock<HashMap<String, HashMap<String, Arc<ToolHandles>>>>,
     /// Where finished calls are recorded, once the hub keeps an audit log.
@@ -128,7 +127,7 @@ impl HubMetrics {
             refreshes,
             states,
             scraping: Mutex::new(()),
-            calls_announced: broadcast::channel(1024).0,
+            calls_announced: crate::bus::OnDemandBroadcast::new(1024),
             handles: RwLock::default(),
             audit: std::sync::OnceLock::new(),
             audit_dropped,
@@ -240,7 +239,7 @@ impl CallObserver for HubMetrics {
             audit.call(&call);
         }
         if self.calls_announced.receiver_count() > 0 {
-            let _ = self.calls_announced.send(HubEvent::ToolCalled {
+            self.calls_announced.send(HubEvent::ToolCalled {
                 server: call.server.clone(),
                 tool: call.tool.to_owned(),
                 outcome: call.outcome,

@@ -69,6 +69,11 @@ struct Args {
     /// reaches every replica.
     #[arg(long, value_name = "N")]
     replicas: Option<usize>,
+    /// Instead of the load runs, the workspaces scenario: one `serve --users` daemon (on a
+    /// PostgreSQL database started here) and N members of one tenant, each calling a server
+    /// their admin shares once; reports what one open workspace adds to the daemon's RSS.
+    #[arg(long, value_name = "N")]
+    workspaces: Option<usize>,
     /// Guardrails on the two servers the load calls, to measure what they cost: `redact` (both
     /// pattern sets masked in arguments and results) or `webhook` (that, and an allow-all
     /// webhook on loopback asked before and after each call).
@@ -299,11 +304,11 @@ async fn start_daemon(
     let port = free_port()?;
     let started = Instant::now();
     let mut command = std::process::Command::new(binary);
-    command
-        .arg("--data-dir")
-        .arg(data.path().join("store"))
-        .arg("--config")
-        .arg(&config_path);
+    command.arg("--data-dir").arg(data.path().join("store"));
+    // An empty file is no configuration (the daemon refuses it); with no servers, none is given.
+    if !servers.is_empty() {
+        command.arg("--config").arg(&config_path);
+    }
     if let Some(shared) = shared {
         command
             .args(["--store", shared.url])
@@ -472,6 +477,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .and_then(|(s, t)| Some((s.parse().ok()?, t.parse().ok()?)))
             .context("--scale takes SERVERSxTOOLS, e.g. 500x50")?;
         return scale(&binary, servers, tools).await;
+    }
+    if let Some(users) = args.workspaces {
+        return replicas::workspaces(&binary, users).await;
     }
     if let Some(count) = args.replicas {
         return replicas::run(&binary, count, args.calls, &args.concurrency, args.runs).await;

@@ -152,6 +152,86 @@ pub async fn run(
     Ok(())
 }
 
+/// The workspaces scenario (`--workspaces N`): one `switchboard serve --users` daemon on a
+/// PostgreSQL database, a tenant whose admin shares one stateless server, and N members who
+/// each make one call, which opens their workspace. Reports the daemon's RSS before and after,
+/// and what one open workspace costs (the difference over N).
+pub async fn workspaces(binary: &Path, users: usize) -> anyhow::Result<()> {
+    if users < 2 {
+        bail!("--workspaces needs 2 or more (the first member's workspace is the baseline)");
+    }
+    let modern = transports::streamable_http(Era::Modern).await;
+    let store = TestPostgres::shared().database();
+    let (key, _) = switchboard_store::Vault::generate();
+    let key = switchboard_store::Vault::encode_key(&key);
+    let (operator, _) = switchboard_store::Vault::generate();
+    let operator = switchboard_store::Vault::encode_key(&operator);
+    let keys = add_users(binary, &store, &key, users).await?;
+    let shared = crate::SharedStore {
+        url: &store,
+        vault_key: &key,
+        operator_key: &operator,
+    };
+    let (daemon, _) =
+        crate::start_daemon(binary, &[], Duration::from_secs(30), Some(shared)).await?;
+    let http = reqwest::Client::new();
+    let answer = http
+        .post(format!("{}/api/servers", daemon.base))
+        .bearer_auth(&keys[0])
+        .json(&serde_json::json!({"id": "modern", "url": modern.url}))
+        .send()
+        .await?;
+    if !answer.status().is_success() {
+        bail!(
+            "the tenant's admin could not share the server: {}",
+            answer.status()
+        );
+    }
+    let ticks = process::clock_ticks();
+    let pid = daemon.child.id();
+    // The admin's own workspace is open now; one member's call first, so that what every
+    // workspace shares (the connection to the shared server, code paths) is counted before.
+    let mcp = format!("{}/mcp", daemon.base);
+    let first =
+        crate::client::McpClient::open_as(&mcp, Shape::Stateless, Some(keys[1].clone())).await?;
+    first
+        .call("modern__echo", serde_json::json!({"message": "first"}))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = process::usage(pid, ticks)?;
+    let opened = users.saturating_sub(1);
+    for key in &keys[2..] {
+        let client =
+            crate::client::McpClient::open_as(&mcp, Shape::Stateless, Some(key.clone())).await?;
+        client
+            .call("modern__echo", serde_json::json!({"message": "hello"}))
+            .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = process::usage(pid, ticks)?;
+    let kib = |bytes: u64| bytes as f64 / 1024.0;
+    let per_workspace = kib(after.rss.saturating_sub(before.rss)) / opened.max(1) as f64;
+    println!(
+        "switchboard-load workspaces: {users} members of one tenant, each calling a server their \
+         admin shares once"
+    );
+    println!();
+    println!("| RSS with two workspaces open | RSS with {opened} more | per workspace |");
+    println!("| --- | --- | --- |");
+    println!(
+        "| {:.1} MiB | {:.1} MiB | {:.0} KiB |",
+        kib(before.rss) / 1024.0,
+        kib(after.rss) / 1024.0,
+        per_workspace
+    );
+    if per_workspace > 100.0 {
+        println!("target missed: an open workspace takes {per_workspace:.0} KiB > 100 KiB");
+    } else {
+        println!("targets: all met");
+    }
+    Ok(())
+}
+
 /// Stateless `echo` calls to `daemons`, each client keeping to one of them and calling with one
 /// of `keys`, charged with all of their CPU.
 struct Load<'a> {
