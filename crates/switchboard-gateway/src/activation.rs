@@ -6,7 +6,7 @@
 //! list changed.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use switchboard_core::{Activation, ActivationChange};
@@ -91,34 +91,31 @@ async fn clear(app: &AppState, scope: Result<Scope, Refusal>) -> Response {
 }
 
 /// `GET /api/activation/app`.
-pub(crate) async fn get_app(State(app): State<AppState>) -> Response {
+pub(crate) async fn get_app(app: AppState) -> Response {
     read(&app, scope("app", None)).await
 }
 
 /// `PATCH /api/activation/app`.
 pub(crate) async fn patch_app(
-    State(app): State<AppState>,
+    app: AppState,
     body: Result<Json<ActivationChange>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     change(&app, scope("app", None), body).await
 }
 
 /// `DELETE /api/activation/app`.
-pub(crate) async fn delete_app(State(app): State<AppState>) -> Response {
+pub(crate) async fn delete_app(app: AppState) -> Response {
     clear(&app, scope("app", None)).await
 }
 
 /// `GET /api/activation/{users|threads}/{id}`.
-pub(crate) async fn get_named(
-    State(app): State<AppState>,
-    Path((kind, id)): Path<(String, String)>,
-) -> Response {
+pub(crate) async fn get_named(app: AppState, Path((kind, id)): Path<(String, String)>) -> Response {
     read(&app, scope(&kind, Some(&id))).await
 }
 
 /// `PATCH /api/activation/{users|threads}/{id}`.
 pub(crate) async fn patch_named(
-    State(app): State<AppState>,
+    app: AppState,
     Path((kind, id)): Path<(String, String)>,
     body: Result<Json<ActivationChange>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
@@ -127,7 +124,7 @@ pub(crate) async fn patch_named(
 
 /// `DELETE /api/activation/{users|threads}/{id}`.
 pub(crate) async fn delete_named(
-    State(app): State<AppState>,
+    app: AppState,
     Path((kind, id)): Path<(String, String)>,
 ) -> Response {
     clear(&app, scope(&kind, Some(&id))).await

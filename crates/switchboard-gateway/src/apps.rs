@@ -19,8 +19,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::Json;
+use axum::extract::Path;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -100,7 +100,7 @@ pub(crate) struct ViewRequest {
 /// (`{"url", "csp", "prefers_border", "permissions"}`). 422 when the resource is not an MCP App
 /// view.
 pub(crate) async fn create(
-    State(app): State<AppState>,
+    app: AppState,
     payload: Result<Json<ViewRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(request) = payload?;
@@ -173,7 +173,7 @@ pub(crate) fn granted(asked: &Value, allowed: &[String]) -> Value {
 }
 
 /// `GET /apps/view/{id}`: the view's page, under its policy and sandboxed.
-pub(crate) async fn serve(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn serve(app: AppState, Path(id): Path<String>) -> Response {
     let Some((html, policy)) = app.views.get(&id) else {
         return (
             StatusCode::NOT_FOUND,

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Query, State, rejection::QueryRejection};
+use axum::extract::{Query, rejection::QueryRejection};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use switchboard_core::audit::{AuditKind, AuditQuery, MAX_PAGE};
@@ -35,7 +35,7 @@ fn query_of(query: Result<Query<AuditQuery>, QueryRejection>) -> Result<AuditQue
 /// `{"records": [...], "next": <id>}`, newest first; `next` (present when the page is full)
 /// is the `before` of the next page.
 pub(crate) async fn list(
-    State(app): State<AppState>,
+    app: AppState,
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let query = query_of(query)?;
@@ -50,7 +50,7 @@ pub(crate) async fn list(
 /// `GET /api/audit/export` with the same filters: every matching record, newest first, one
 /// JSON object per line (`application/x-ndjson`), read from the store a page at a time.
 pub(crate) async fn export(
-    State(app): State<AppState>,
+    app: AppState,
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let mut query = query_of(query)?;

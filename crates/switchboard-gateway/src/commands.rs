@@ -7,8 +7,8 @@
 //!   key, or a daemon without `--users`); anyone else gets 403.
 
 use axum::Json;
+use axum::extract::Path;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -19,7 +19,7 @@ use switchboard_hub::HubError;
 use crate::{ApiError, AppState};
 
 /// `GET /api/commands`.
-pub(crate) async fn list(State(app): State<AppState>) -> Result<Response, ApiError> {
+pub(crate) async fn list(app: AppState) -> Result<Response, ApiError> {
     let commands: Vec<ApprovedCommand> = app
         .hub
         .store()
@@ -51,7 +51,7 @@ pub(crate) struct CommandBody {
 
 /// `PUT /api/commands/{name}`: approves a command (the operator only).
 pub(crate) async fn put(
-    State(app): State<AppState>,
+    app: AppState,
     Path(name): Path<String>,
     body: Result<Json<CommandBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
@@ -75,10 +75,7 @@ pub(crate) async fn put(
 }
 
 /// `DELETE /api/commands/{name}`: withdraws a command (the operator only).
-pub(crate) async fn remove(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> Result<Response, ApiError> {
+pub(crate) async fn remove(app: AppState, Path(name): Path<String>) -> Result<Response, ApiError> {
     let removed = app
         .hub
         .store()

@@ -4,7 +4,7 @@
 //! ([`crate::mcp`]), for every request of every session opened there.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use switchboard_core::EndpointDefinition;
@@ -104,7 +104,7 @@ fn door_refusal(status: StatusCode, message: String) -> Response {
 /// Answers requests for an endpoint that is not defined with 404, and those from a member whose
 /// grants do not include it with 403, before any session opens.
 pub(crate) async fn require_endpoint(
-    State(hub): State<std::sync::Arc<switchboard_hub::Hub>>,
+    crate::AppState { hub, .. }: crate::AppState,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -160,14 +160,14 @@ fn endpoint_error(error: StoreError) -> Response {
 
 /// `GET /api/endpoints`: every endpoint (its keys by id and issue time; a key itself is shown
 /// only when it is issued); for a member bound by grants, those granted to them.
-pub(crate) async fn list(State(app): State<AppState>) -> Response {
+pub(crate) async fn list(app: AppState) -> Response {
     let mut endpoints = app.hub.endpoints();
     endpoints.retain(|endpoint| app.hub.endpoint_door_refusal(&endpoint.name).is_none());
     Json(endpoints).into_response()
 }
 
 /// `GET /api/endpoints/{name}` (404 for a member whose grants do not include it).
-pub(crate) async fn show(State(app): State<AppState>, Path(name): Path<String>) -> Response {
+pub(crate) async fn show(app: AppState, Path(name): Path<String>) -> Response {
     let granted = app.hub.endpoint_door_refusal(&name).is_none();
     match app.hub.endpoint(&name).filter(|_| granted) {
         Some(endpoint) => Json(endpoint).into_response(),
@@ -178,7 +178,7 @@ pub(crate) async fn show(State(app): State<AppState>, Path(name): Path<String>) 
 /// `PUT /api/endpoints/{name}`: defines the endpoint (`{"description"?, "servers": {"<id>":
 /// "*" | ["<tool>", ...]}}`), replacing its definition if it exists; 201 when new.
 pub(crate) async fn put(
-    State(app): State<AppState>,
+    app: AppState,
     Path(name): Path<String>,
     definition: Result<Json<EndpointDefinition>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
@@ -200,7 +200,7 @@ pub(crate) async fn put(
 }
 
 /// `DELETE /api/endpoints/{name}`: removes it and its keys; its open sessions see nothing.
-pub(crate) async fn remove(State(app): State<AppState>, Path(name): Path<String>) -> Response {
+pub(crate) async fn remove(app: AppState, Path(name): Path<String>) -> Response {
     match app.hub.remove_endpoint(&name).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => endpoint_error(error),
@@ -209,7 +209,7 @@ pub(crate) async fn remove(State(app): State<AppState>, Path(name): Path<String>
 
 /// `POST /api/endpoints/{name}/keys`: issues a key that reaches this endpoint only; the key is
 /// in this answer and nowhere else (`{"id", "key", "issued_at_ms"}`).
-pub(crate) async fn issue_key(State(app): State<AppState>, Path(name): Path<String>) -> Response {
+pub(crate) async fn issue_key(app: AppState, Path(name): Path<String>) -> Response {
     match app.hub.issue_endpoint_key(&name).await {
         Ok((key, kept)) => (
             StatusCode::CREATED,
@@ -226,7 +226,7 @@ pub(crate) async fn issue_key(State(app): State<AppState>, Path(name): Path<Stri
 
 /// `DELETE /api/endpoints/{name}/keys/{id}`: revokes the key.
 pub(crate) async fn revoke_key(
-    State(app): State<AppState>,
+    app: AppState,
     Path((name, id)): Path<(String, String)>,
 ) -> Response {
     match app.hub.revoke_endpoint_key(&name, &id).await {

@@ -18,7 +18,6 @@
 
 use std::convert::Infallible;
 
-use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -70,7 +69,7 @@ fn follow<E: serde::Serialize + Clone + Send + 'static>(
 }
 
 /// `GET /api/events`.
-pub(crate) async fn sse(State(app): State<AppState>) -> Response {
+pub(crate) async fn sse(app: AppState) -> Response {
     let stream = events(&app).map(|value| {
         let kind = value["type"].as_str().unwrap_or("event").to_owned();
         Ok::<_, Infallible>(Event::default().event(kind).data(value.to_string()))
@@ -86,7 +85,7 @@ pub(crate) async fn sse(State(app): State<AppState>) -> Response {
 /// leaves or the daemon stops. Copies are made only while someone reads, or a history is
 /// kept.
 pub(crate) async fn traffic(
-    State(app): State<AppState>,
+    app: AppState,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Response, crate::ApiError> {
     let id = switchboard_core::ServerId::new(&id)
@@ -129,7 +128,7 @@ pub(crate) struct FollowedResource {
 /// is unsubscribed when the last one leaves. 404 for an unknown server, 409 for one not
 /// running, 422 when the server refuses the subscription (or offers none).
 pub(crate) async fn resource_updates(
-    State(app): State<AppState>,
+    app: AppState,
     axum::extract::Path(id): axum::extract::Path<String>,
     query: Result<axum::extract::Query<FollowedResource>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, crate::ApiError> {
@@ -248,7 +247,7 @@ fn now_ms() -> u64 {
 }
 
 /// `GET /api/events/ws`.
-pub(crate) async fn websocket(State(app): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
+pub(crate) async fn websocket(app: AppState, upgrade: WebSocketUpgrade) -> Response {
     let stream = events(&app);
     let desk = app.hub.desk().clone();
     upgrade

@@ -3,8 +3,8 @@
 //! them; a member gets 403 here, and reads their own groups and reach at `GET /api/me`.
 
 use axum::Json;
+use axum::extract::Path;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use switchboard_core::grants::{Group, GroupName};
@@ -40,14 +40,14 @@ pub(crate) struct GroupBody {
 }
 
 /// `GET /api/groups`: the tenant's groups with their members.
-pub(crate) async fn list_groups(State(app): State<AppState>) -> Answer {
+pub(crate) async fn list_groups(app: AppState) -> Answer {
     Ok(Json(app.hub.groups().await.map_err(refused)?).into_response())
 }
 
 /// `PUT /api/groups/{name}` (`{"description"?, "members": ["<user>", ...]}`): defines the
 /// group with exactly these members; 201 when new.
 pub(crate) async fn put_group(
-    State(app): State<AppState>,
+    app: AppState,
     Path(name): Path<String>,
     payload: Result<Json<GroupBody>, JsonRejection>,
 ) -> Answer {
@@ -70,7 +70,7 @@ pub(crate) async fn put_group(
 }
 
 /// `DELETE /api/groups/{name}`: removes the group and the grants made to it.
-pub(crate) async fn remove_group(State(app): State<AppState>, Path(name): Path<String>) -> Answer {
+pub(crate) async fn remove_group(app: AppState, Path(name): Path<String>) -> Answer {
     app.hub
         .remove_group(&group_name(name)?)
         .await
@@ -79,7 +79,7 @@ pub(crate) async fn remove_group(State(app): State<AppState>, Path(name): Path<S
 }
 
 /// `GET /api/grants`: the tenant's grants, oldest first.
-pub(crate) async fn list_grants(State(app): State<AppState>) -> Answer {
+pub(crate) async fn list_grants(app: AppState) -> Answer {
     Ok(Json(app.hub.grants().await.map_err(refused)?).into_response())
 }
 
@@ -87,7 +87,7 @@ pub(crate) async fn list_grants(State(app): State<AppState>) -> Answer {
 /// `"server"`, or `"server"` and `"tool"`): grants it; 201 when new, 200 when it was granted
 /// already.
 pub(crate) async fn add_grant(
-    State(app): State<AppState>,
+    app: AppState,
     payload: Result<Json<Grant>, JsonRejection>,
 ) -> Answer {
     let grant = body(payload)?;
@@ -101,7 +101,7 @@ pub(crate) async fn add_grant(
 }
 
 /// `DELETE /api/grants/{id}`: revokes the grant.
-pub(crate) async fn revoke_grant(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn revoke_grant(app: AppState, Path(id): Path<String>) -> Answer {
     app.hub.revoke_grant(&id).await.map_err(refused)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -38,7 +38,7 @@ pub use workspaces::{TenantFrom, TokenClaims, Users, WorkspaceHubs};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -231,7 +231,8 @@ pub fn router(
         shared.tools_options(),
         BrowserOrigins::default(),
     );
-    workspace_router(shared, Some(access), &parts)
+    let workspace = Workspace::new(shared, Some(access), &parts);
+    routes().layer(axum::Extension(workspace))
 }
 
 /// What every workspace's router shares: the daemon's OAuth redirect URI, when it stops, and
@@ -272,68 +273,156 @@ impl RouterParts {
     }
 }
 
-/// One workspace's routes over `shared`, behind `access` (`None`: the dispatcher checked the
-/// caller already).
-pub(crate) fn workspace_router(
+/// One workspace as its routes see it: its hub and front doors, and who may reach it. Every
+/// route finds the workspace it serves in its request's extensions, put there by [`router`]'s
+/// single workspace or by the dispatcher of `serve --users`, so that one route table
+/// ([`routes`]) serves every workspace: one built per workspace was about 100 KB of each open
+/// workspace's memory.
+#[derive(Clone)]
+pub(crate) struct Workspace(Arc<WorkspaceParts>);
+
+struct WorkspaceParts {
+    app: AppState,
+    door: mcp::http::FrontDoor,
+    /// rmcp's Streamable HTTP server (the full path), with the workspace's sessions.
+    mcp: mcp::http::McpService,
+    legacy_sse: mcp::legacy_sse::LegacySse,
+    readiness: readiness::Readiness,
     shared: Arc<mcp::Shared>,
+    /// `None`: the dispatcher checked the caller already.
     access: Option<Access>,
-    parts: &RouterParts,
-) -> Router {
-    let stop = parts.stop.clone();
-    let origins = parts.origins.clone();
-    let hub = shared.hub().clone();
-    let endpoint_hub = hub.clone();
-    let draining = shared.clone();
-    let readiness = readiness::Readiness::new(shared.clone());
-    let legacy_sse = mcp::legacy_sse::router(shared.clone(), stop.clone());
-    let idle = shared.session_limits().idle;
-    let door = mcp::http::FrontDoor::new(shared, stop.clone(), idle);
-    let mcp = mcp::http::service(&door, stop.clone());
+    origins: Arc<BrowserOrigins>,
+}
+
+impl Workspace {
+    /// The workspace over `shared`, behind `access` (`None`: the dispatcher checks callers).
+    pub(crate) fn new(
+        shared: Arc<mcp::Shared>,
+        access: Option<Access>,
+        parts: &RouterParts,
+    ) -> Self {
+        let stop = parts.stop.clone();
+        let idle = shared.session_limits().idle;
+        let door = mcp::http::FrontDoor::new(shared.clone(), stop.clone(), idle);
+        let mcp = mcp::http::service(&door, stop.clone());
+        Self(Arc::new(WorkspaceParts {
+            app: AppState {
+                hub: shared.hub().clone(),
+                callback_url: parts.callback_url.clone(),
+                logins: parts.logins.clone(),
+                stop: stop.clone(),
+                views: parts.views.clone(),
+                users: parts.users.clone(),
+                app_permissions: parts.app_permissions.clone(),
+            },
+            door,
+            mcp,
+            legacy_sse: mcp::legacy_sse::LegacySse::new(shared.clone(), stop),
+            readiness: readiness::Readiness::new(shared.clone()),
+            shared,
+            access,
+            origins: parts.origins.clone(),
+        }))
+    }
+
+    /// Answers `request` with this workspace's routes (`routes`, built once).
+    pub(crate) async fn serve(&self, routes: &Router, mut request: Request) -> Response {
+        request.extensions_mut().insert(self.clone());
+        match tower::ServiceExt::oneshot(routes.clone(), request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<mcp::Shared> {
+        &self.0.shared
+    }
+
+    pub(crate) fn door(&self) -> &mcp::http::FrontDoor {
+        &self.0.door
+    }
+
+    pub(crate) fn legacy_sse(&self) -> &mcp::legacy_sse::LegacySse {
+        &self.0.legacy_sse
+    }
+}
+
+/// A request that reached a route without a workspace: a bug in how the router was built, never
+/// the client's doing.
+#[derive(Debug)]
+pub(crate) struct NoWorkspace;
+
+impl IntoResponse for NoWorkspace {
+    fn into_response(self) -> Response {
+        tracing::error!("a request reached a route without its workspace");
+        StatusCode::INTERNAL_SERVER_ERROR.into_response()
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Workspace {
+    type Rejection = NoWorkspace;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Workspace>()
+            .cloned()
+            .ok_or(NoWorkspace)
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for AppState {
+    type Rejection = NoWorkspace;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Workspace::from_request_parts(parts, state)
+            .await?
+            .0
+            .app
+            .clone())
+    }
+}
+
+/// rmcp's server for the workspace the request is for.
+async fn full_path(workspace: Workspace, request: Request) -> Response {
+    match tower::ServiceExt::oneshot(workspace.0.mcp.clone(), request).await {
+        Ok(response) => response.into_response(),
+        Err(never) => match never {},
+    }
+}
+
+/// Every route of a workspace, built once: each request carries its [`Workspace`].
+pub(crate) fn routes() -> Router {
     // An endpoint's door is the same service: each request reads its endpoint from its path.
     let endpoint_mcp = Router::new()
-        .route_service(endpoints::MCP_PATH, mcp.clone())
-        .layer(middleware::from_fn_with_state(
-            hub.clone(),
-            endpoints::require_endpoint,
-        ));
-    let state = AppState {
-        hub,
-        callback_url: parts.callback_url.clone(),
-        logins: parts.logins.clone(),
-        stop,
-        views: parts.views.clone(),
-        users: parts.users.clone(),
-        app_permissions: parts.app_permissions.clone(),
-    };
+        .route(endpoints::MCP_PATH, axum::routing::any(full_path))
+        .layer(middleware::from_fn(endpoints::require_endpoint));
     Router::new()
         .merge(
             Router::new()
-                .route_service(mcp::http::MCP_PATH, mcp)
+                .route(mcp::http::MCP_PATH, axum::routing::any(full_path))
                 .merge(endpoint_mcp)
                 // The branch of the two call paths: the short path takes a plain `tools/call`,
                 // rmcp's server (the full path, above) everything else.
-                .layer(middleware::from_fn_with_state(
-                    door.clone(),
-                    mcp::http::short_path_or_rmcp,
-                ))
+                .layer(middleware::from_fn(mcp::http::short_path_or_rmcp))
                 // Every POST's body bounded and parsed first.
                 .layer(middleware::from_fn(mcp::http::check_body))
-                .layer(middleware::from_fn_with_state(
-                    door,
-                    mcp::http::track_sessions,
-                )),
+                .layer(middleware::from_fn(mcp::http::track_sessions)),
         )
-        .merge(legacy_sse)
+        .merge(mcp::legacy_sse::routes())
         .route("/", get(ui::index))
         .route("/ui/app.js", get(ui::script))
         .route("/ui/app.css", get(ui::style))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(move || {
-                let readiness = readiness.clone();
-                async move { readiness.answer().await }
-            }),
+            get(|workspace: Workspace| async move { workspace.0.readiness.answer().await }),
         )
         .route("/api/status", get(status))
         .route("/api/me", get(servers::me))
@@ -444,14 +533,11 @@ pub(crate) fn workspace_router(
         // One layer for every check: every layer costs each request a clone of the service
         // below it and a boxed future.
         .layer(middleware::from_fn(
-            move |mut request: Request, next: Next| {
-                let (access, draining, origins, endpoint_hub) = (
-                    access.clone(),
-                    draining.clone(),
-                    origins.clone(),
-                    endpoint_hub.clone(),
-                );
+            |workspace: Workspace, mut request: Request, next: Next| {
                 async move {
+                    let parts = &workspace.0;
+                    let (access, draining, origins, endpoint_hub) =
+                        (&parts.access, &parts.shared, &parts.origins, &parts.app.hub);
                     // Without an access guard, the dispatcher judged the request already.
                     let sender = match &access {
                         Some(access) => {
@@ -497,10 +583,10 @@ pub(crate) fn workspace_router(
                     if request.method() == axum::http::Method::POST && draining.is_draining() {
                         return shutting_down();
                     }
-                    let change = audit::change_in(&endpoint_hub, &request);
+                    let change = audit::change_in(endpoint_hub, &request);
                     let mut response = next.run(request).await;
                     if let Some(change) = change {
-                        change.record(&endpoint_hub, response.status());
+                        change.record(endpoint_hub, response.status());
                     }
                     if let origins::Sender::CorsApp(origin) = sender {
                         origins::grant(&mut response, origin);
@@ -509,7 +595,6 @@ pub(crate) fn workspace_router(
                 }
             },
         ))
-        .with_state(state)
 }
 
 /// An admin API error: answered with its status and `{"error": "<message>"}` as the body.
@@ -631,12 +716,12 @@ fn request_is_local(headers: &HeaderMap) -> bool {
         .is_some_and(is_loopback_host)
 }
 
-async fn status(State(app): State<AppState>) -> Json<switchboard_hub::StatusReport> {
+async fn status(app: AppState) -> Json<switchboard_hub::StatusReport> {
     Json(app.hub.status_report())
 }
 
 /// `GET /metrics`: Prometheus' text format (see [`Hub::metrics`]).
-async fn metrics(State(app): State<AppState>) -> Response {
+async fn metrics(app: AppState) -> Response {
     (
         [(
             header::CONTENT_TYPE,
@@ -652,7 +737,7 @@ async fn metrics(State(app): State<AppState>) -> Response {
 /// inside that endpoint, or the one whose key the request presents), as a model API takes them
 /// (see [`export`]).
 async fn export_tools(
-    State(app): State<AppState>,
+    app: AppState,
     holder: Option<axum::Extension<endpoints::EndpointKeyHolder>>,
     query: Result<
         axum::extract::Query<export::ExportQuery>,
@@ -768,7 +853,7 @@ const MAX_SEARCH_LIMIT: usize = 100;
 /// endpoint or the one whose key the request presents) that match best, ranked, as
 /// `switchboard search` prints them, leaving out those scoring below `min_score`.
 async fn search_tools(
-    State(app): State<AppState>,
+    app: AppState,
     holder: Option<axum::Extension<endpoints::EndpointKeyHolder>>,
     query: Result<axum::extract::Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> axum::response::Response {
@@ -939,7 +1024,14 @@ impl Gateway {
                 let dispatcher = workspaces::Dispatcher::new(users, shared, parts);
                 (dispatcher.front_door(), Some(dispatcher))
             }
-            access => (workspace_router(shared, Some(access), &parts), None),
+            access => (
+                routes().layer(axum::Extension(Workspace::new(
+                    shared,
+                    Some(access),
+                    &parts,
+                ))),
+                None,
+            ),
         };
         let shutdown = async move {
             shutdown.await;

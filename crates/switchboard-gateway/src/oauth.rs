@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Form, Path, Query};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
@@ -146,7 +146,7 @@ pub(crate) struct LoginQuery {
 
 /// `POST /api/servers/{id}/login`.
 pub(crate) async fn start_login(
-    State(app): State<AppState>,
+    app: AppState,
     Path(id): Path<String>,
     Query(query): Query<LoginQuery>,
     headers: HeaderMap,
@@ -307,7 +307,7 @@ fn confirmation_page(login: &PendingSignIn, pairs: &[(String, String)]) -> Respo
 /// `GET /oauth/callback`: completes the sign-in, or, in a user's workspace when the redirect
 /// reached another browser than the one that started it, asks first.
 pub(crate) async fn callback(
-    State(app): State<AppState>,
+    app: AppState,
     headers: HeaderMap,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Response {
@@ -331,7 +331,7 @@ pub(crate) async fn callback(
 /// workspace the form must carry that user's own credential (`credential`: their API key or
 /// identity-provider token); anything else leaves the sign-in waiting for them.
 pub(crate) async fn confirmed_callback(
-    State(app): State<AppState>,
+    app: AppState,
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Response {
     let credential = pairs
@@ -467,7 +467,7 @@ async fn redeem(
 }
 
 /// `GET /oauth/client-metadata.json`.
-pub(crate) async fn client_metadata(State(app): State<AppState>) -> Response {
+pub(crate) async fn client_metadata(app: AppState) -> Response {
     match app
         .hub
         .oauth()

@@ -3,7 +3,7 @@
 //! (`/api/events/ws`) with the same answer object; both go through [`answer`].
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use switchboard_hub::desk::{Answer, Desk, DeskError};
@@ -11,14 +11,14 @@ use switchboard_hub::desk::{Answer, Desk, DeskError};
 use crate::{ApiError, AppState};
 
 /// `GET /api/questions`: the questions waiting now, oldest first.
-pub(crate) async fn list(State(app): State<AppState>) -> Response {
+pub(crate) async fn list(app: AppState) -> Response {
     Json(serde_json::json!({"questions": app.hub.desk().pending()})).into_response()
 }
 
 /// `POST /api/questions/{id}`: answers one (204), or says why not (404 when it no longer
 /// waits, 422 when the answer does not fit; the question then goes on waiting).
 pub(crate) async fn answer_one(
-    State(app): State<AppState>,
+    app: AppState,
     Path(id): Path<String>,
     body: Result<Json<Answer>, axum::extract::rejection::JsonRejection>,
 ) -> Response {

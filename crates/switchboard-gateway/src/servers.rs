@@ -24,7 +24,7 @@ use futures::StreamExt;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -128,7 +128,7 @@ impl Owners {
 }
 
 /// `GET /api/servers`.
-pub(crate) async fn list(State(app): State<AppState>) -> Answer {
+pub(crate) async fn list(app: AppState) -> Answer {
     let defs = app.hub.definitions().await?;
     let owners = Owners::of(&app).await?;
     let servers: Vec<Value> = defs
@@ -139,14 +139,14 @@ pub(crate) async fn list(State(app): State<AppState>) -> Answer {
 }
 
 /// `GET /api/servers/{id}`.
-pub(crate) async fn show(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn show(app: AppState, Path(id): Path<String>) -> Answer {
     let def = app.hub.definition(&server_id(id)?).await?;
     let owners = Owners::of(&app).await?;
     Ok(Json(server_view(&app, &def, &owners)).into_response())
 }
 
 /// `GET /api/me`: whose workspace the caller is in.
-pub(crate) async fn me(State(app): State<AppState>) -> Answer {
+pub(crate) async fn me(app: AppState) -> Answer {
     Ok(match app.hub.store().workspace() {
         switchboard_core::Workspace::Local => Json(json!({"workspace": "local"})).into_response(),
         switchboard_core::Workspace::User(principal) => {
@@ -187,10 +187,7 @@ fn entry(id: &str, mut entry: Value) -> Result<ServerDefinition, ApiError> {
 }
 
 /// `POST /api/servers`: adds a server; 409 when its id is taken.
-pub(crate) async fn create(
-    State(app): State<AppState>,
-    payload: Result<Json<Value>, JsonRejection>,
-) -> Answer {
+pub(crate) async fn create(app: AppState, payload: Result<Json<Value>, JsonRejection>) -> Answer {
     let Json(payload) = payload?;
     let Some(id) = payload.get("id").and_then(Value::as_str).map(str::to_owned) else {
         return Err(ApiError::new(
@@ -210,10 +207,7 @@ pub(crate) async fn create(
 /// `POST /api/test-connection`: connects to a definition (the body of `POST /api/servers`; the id
 /// may be left out) without storing it, and says what it found. A server that cannot be reached
 /// is an answer (`connected: false` and why), not an error.
-pub(crate) async fn test(
-    State(app): State<AppState>,
-    payload: Result<Json<Value>, JsonRejection>,
-) -> Answer {
+pub(crate) async fn test(app: AppState, payload: Result<Json<Value>, JsonRejection>) -> Answer {
     let Json(payload) = payload?;
     let id = payload
         .get("id")
@@ -226,7 +220,7 @@ pub(crate) async fn test(
 
 /// `PUT /api/servers/{id}`: adds or replaces a server.
 pub(crate) async fn replace(
-    State(app): State<AppState>,
+    app: AppState,
     Path(id): Path<String>,
     payload: Result<Json<Value>, JsonRejection>,
 ) -> Answer {
@@ -342,7 +336,7 @@ impl OAuthClientChange {
 
 /// `PATCH /api/servers/{id}`.
 pub(crate) async fn change(
-    State(app): State<AppState>,
+    app: AppState,
     Path(id): Path<String>,
     payload: Result<Json<ServerChange>, JsonRejection>,
 ) -> Answer {
@@ -409,7 +403,7 @@ pub(crate) async fn change(
 }
 
 /// `DELETE /api/servers/{id}`.
-pub(crate) async fn remove(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn remove(app: AppState, Path(id): Path<String>) -> Answer {
     app.hub.remove_definition(&server_id(id)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -423,7 +417,7 @@ pub(crate) struct ImportQuery {
 
 /// `POST /api/servers/import[?replace=true]`: the body is a file's text.
 pub(crate) async fn import(
-    State(app): State<AppState>,
+    app: AppState,
     Query(query): Query<ImportQuery>,
     text: String,
 ) -> Answer {
@@ -439,7 +433,7 @@ pub(crate) async fn import(
 
 /// `GET /api/servers/{id}/tools`: every tool the server lists, enabled or not, with its exposed
 /// name (when exposed) and settings.
-pub(crate) async fn tools(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn tools(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
     let def = app.hub.definition(&id).await?;
     let catalog = app.hub.catalog(&id).unwrap_or_default();
@@ -473,7 +467,7 @@ pub(crate) async fn tools(State(app): State<AppState>, Path(id): Path<String>) -
 
 /// `PATCH /api/servers/{id}/tools/{tool}`.
 pub(crate) async fn change_tool(
-    State(app): State<AppState>,
+    app: AppState,
     Path((id, tool)): Path<(String, String)>,
     payload: Result<Json<ToolSettingsChange>, JsonRejection>,
 ) -> Answer {
@@ -491,7 +485,7 @@ pub(crate) async fn change_tool(
 }
 
 /// `GET /api/servers/{id}/resources`.
-pub(crate) async fn resources(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn resources(app: AppState, Path(id): Path<String>) -> Answer {
     let catalog = app.hub.catalog(&server_id(id)?)?;
     Ok(Json(json!({
         "resources": catalog.resources,
@@ -501,7 +495,7 @@ pub(crate) async fn resources(State(app): State<AppState>, Path(id): Path<String
 }
 
 /// `GET /api/servers/{id}/prompts`.
-pub(crate) async fn prompts(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn prompts(app: AppState, Path(id): Path<String>) -> Answer {
     let catalog = app.hub.catalog(&server_id(id)?)?;
     Ok(Json(json!({"prompts": catalog.prompts})).into_response())
 }
@@ -516,7 +510,7 @@ pub(crate) struct ResourceQuery {
 /// `GET /api/servers/{id}/resource?uri=...`: reads one resource at the server (a listed one,
 /// a template's expansion, or a `ui://` view); the server's `ReadResourceResult`.
 pub(crate) async fn read_resource(
-    State(app): State<AppState>,
+    app: AppState,
     Path(id): Path<String>,
     query: Result<Query<ResourceQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Answer {
@@ -531,7 +525,7 @@ pub(crate) async fn read_resource(
 /// `POST /api/servers/{id}/prompts/{prompt}/get`: gets the prompt with `{"arguments": {...}}`
 /// (string values); the server's `GetPromptResult`.
 pub(crate) async fn get_prompt(
-    State(app): State<AppState>,
+    app: AppState,
     Path((id, prompt)): Path<(String, String)>,
     payload: Result<Json<CallBody>, JsonRejection>,
 ) -> Answer {
@@ -548,7 +542,7 @@ pub(crate) async fn get_prompt(
 /// "context"}`, the prompt and template as the server names them). A server that offers no
 /// completions answers no values.
 pub(crate) async fn complete(
-    State(app): State<AppState>,
+    app: AppState,
     Path(id): Path<String>,
     payload: Result<Json<Value>, JsonRejection>,
 ) -> Answer {
@@ -592,7 +586,7 @@ pub(crate) struct CallBody {
 /// `POST /api/servers/{id}/tools/{tool}/call`: calls the server's tool as a person trying it
 /// (the caller is `direct`).
 pub(crate) async fn call(
-    State(app): State<AppState>,
+    app: AppState,
     Path((id, tool)): Path<(String, String)>,
     headers: HeaderMap,
     payload: Result<Json<CallBody>, JsonRejection>,
@@ -684,7 +678,7 @@ const CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// `POST /api/servers/{id}/check`: checks one server now (a connected one is asked whether it
 /// still answers and reconnected when it does not; one waiting to reconnect tries at once) and
 /// shows it as `GET /api/servers/{id}` does once the check is done.
-pub(crate) async fn check(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn check(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
     let def = app.hub.definition(&id).await?;
     if !def.enabled {
@@ -700,7 +694,7 @@ pub(crate) async fn check(State(app): State<AppState>, Path(id): Path<String>) -
 
 /// `POST /api/servers/{id}/logout`: revokes the server's tokens where it supports that, deletes
 /// them, and restarts it (so it shows that it needs a sign-in).
-pub(crate) async fn logout(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn logout(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
     let (def, auth) = switchboard_hub::server_auth_for(app.hub.store(), &id, app.hub.oauth())
         .await
@@ -747,7 +741,7 @@ fn my_settings_view(settings: &switchboard_core::UserServerSettings) -> Response
 
 /// `GET /api/servers/{id}/my-settings`: the caller's own settings for a server their tenant
 /// shares.
-pub(crate) async fn my_settings(State(app): State<AppState>, Path(id): Path<String>) -> Answer {
+pub(crate) async fn my_settings(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
     if app
         .hub
@@ -772,7 +766,7 @@ pub(crate) async fn my_settings(State(app): State<AppState>, Path(id): Path<Stri
 /// `PUT /api/servers/{id}/my-settings`: replaces them (a value written back as `********`
 /// keeps the stored one); the server restarts with them in the caller's workspace.
 pub(crate) async fn put_my_settings(
-    State(app): State<AppState>,
+    app: AppState,
     Path(id): Path<String>,
     body: Result<Json<MySettingsBody>, JsonRejection>,
 ) -> Answer {
@@ -809,10 +803,7 @@ pub(crate) async fn put_my_settings(
 }
 
 /// `DELETE /api/servers/{id}/my-settings`: forgets them.
-pub(crate) async fn delete_my_settings(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-) -> Answer {
+pub(crate) async fn delete_my_settings(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
     app.hub
         .store()
@@ -893,10 +884,7 @@ mod tests {
 
 /// `GET /api/servers/{id}/definitions`: its tools whose definitions are not the approved ones,
 /// each with the approved and the current definition (and whether it is held back).
-pub(crate) async fn changed_definitions(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-) -> Answer {
+pub(crate) async fn changed_definitions(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
     app.hub.definition(&id).await?;
     Ok(Json(app.hub.changed_definitions(&id)?).into_response())
@@ -914,7 +902,7 @@ pub(crate) struct AcceptBody {
 /// definition becomes the approved one, and a held tool is served again (204); 404 when there
 /// is none waiting, 409 when it changed again since the one named.
 pub(crate) async fn accept_definition(
-    State(app): State<AppState>,
+    app: AppState,
     Path((id, tool)): Path<(String, String)>,
     body: Option<Json<AcceptBody>>,
 ) -> Answer {

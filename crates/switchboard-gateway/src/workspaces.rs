@@ -32,13 +32,9 @@ use switchboard_core::{Principal, Role, TenantId, UserId, Workspace};
 use switchboard_hub::Hub;
 use switchboard_oauth::idp::{IdentityProvider, IdpError};
 use switchboard_store::{Store, StoreFingerprint};
-use tower::ServiceExt;
 
 use crate::mcp::conversation::USER_HEADER;
-use crate::{
-    Refusal, RouterParts, api_error, digest, is_public_path, origins, presented_key,
-    workspace_router,
-};
+use crate::{Refusal, RouterParts, api_error, digest, is_public_path, origins, presented_key};
 
 /// Starts the hub of a user's workspace: the daemon knows how (its connection options, its
 /// search model, the store's follower).
@@ -245,8 +241,7 @@ type EndpointKeyLookedUp = (Option<switchboard_store::EndpointKeyOwner>, Instant
 
 /// A user's workspace, open.
 struct OpenWorkspace {
-    router: Router,
-    shared: Arc<crate::mcp::Shared>,
+    workspace: crate::Workspace,
     /// Ends the workspace's long-lived streams (events, MCP sessions' streams) when it closes.
     stop: tokio_util::sync::CancellationToken,
     /// Milliseconds since the dispatcher started, at the last request.
@@ -263,8 +258,9 @@ struct Opening {
 /// Sends each request to its caller's workspace.
 pub(crate) struct Dispatcher {
     users: Arc<Users>,
-    local: Router,
-    local_shared: Arc<crate::mcp::Shared>,
+    /// Every workspace's routes, built once.
+    routes: Router,
+    local: crate::Workspace,
     parts: RouterParts,
     /// Each user's workspace, open or opening. The map is locked only to find or add a slot:
     /// one user's workspace taking seconds to open (its servers connecting) holds up nobody
@@ -286,11 +282,11 @@ impl Dispatcher {
         local_shared: Arc<crate::mcp::Shared>,
         parts: RouterParts,
     ) -> Arc<Self> {
-        let local = workspace_router(local_shared.clone(), None, &parts);
+        let local = crate::Workspace::new(local_shared, None, &parts);
         let dispatcher = Arc::new(Self {
             users,
+            routes: crate::routes(),
             local,
-            local_shared,
             parts,
             open: Mutex::default(),
             keys: Mutex::default(),
@@ -336,7 +332,7 @@ impl Dispatcher {
     /// Whether `request` is new work a draining daemon refuses (as its workspaces' routes do:
     /// every POST).
     fn refuses_new_requests(&self, request: &Request) -> bool {
-        request.method() == axum::http::Method::POST && self.local_shared.is_draining()
+        request.method() == axum::http::Method::POST && self.local.shared().is_draining()
     }
 
     /// Whether a key lookup failed lately (see [`STORE_DOWN_FOR`]).
@@ -598,15 +594,13 @@ impl Dispatcher {
             .await?;
         let shared = crate::mcp::Shared::with_options(
             hub,
-            self.local_shared.session_limits(),
+            self.local.shared().session_limits(),
             self.parts.tools,
         );
         let mut parts = self.parts.clone();
         parts.stop = self.parts.stop.child_token();
-        let router = workspace_router(shared.clone(), None, &parts);
         let workspace = Arc::new(OpenWorkspace {
-            router,
-            shared,
+            workspace: crate::Workspace::new(shared, None, &parts),
             stop: parts.stop,
             last_used: AtomicU64::new(self.now_ms()),
         });
@@ -666,7 +660,7 @@ impl Dispatcher {
                     .filter(|(_, slot)| {
                         slot.workspace.get().is_some_and(|w| {
                             now.saturating_sub(w.last_used.load(Ordering::Relaxed)) >= idle_ms
-                                && w.shared.open_sessions() == 0
+                                && w.workspace.shared().open_sessions() == 0
                         })
                     })
                     .map(|(key, _)| key.clone())
@@ -701,7 +695,7 @@ impl Dispatcher {
             .values()
             .filter_map(|slot| slot.workspace.get().cloned())
             .collect();
-        let drains = open.iter().map(|w| w.shared.drain(deadline));
+        let drains = open.iter().map(|w| w.workspace.shared().drain(deadline));
         let unfinished = futures::future::join_all(drains).await.into_iter().sum();
         self.open.lock().unwrap_or_else(|e| e.into_inner()).clear();
         futures::future::join_all(open.into_iter().map(close)).await;
@@ -711,7 +705,7 @@ impl Dispatcher {
 
 async fn close(workspace: Arc<OpenWorkspace>) {
     workspace.stop.cancel();
-    workspace.shared.hub().shutdown().await;
+    workspace.workspace.shared().hub().shutdown().await;
 }
 
 /// Every request of a multi-user daemon.
@@ -734,7 +728,7 @@ async fn dispatch(State(dispatcher): State<Arc<Dispatcher>>, request: Request) -
 /// A request whose origin may use the daemon, to its caller's workspace.
 async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> Response {
     if is_public_path(request.uri().path()) {
-        return forward(&dispatcher.local, request).await;
+        return dispatcher.local.serve(&dispatcher.routes, request).await;
     }
     // A draining daemon takes nothing new, whoever asks (the local workspace's routes refuse
     // the operator's requests the same way); streams and reads already open finish.
@@ -751,7 +745,7 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
                 let holder = crate::mcp::conversation::key_holder(&key);
                 request.extensions_mut().insert(holder);
             }
-            return forward(&dispatcher.local, request).await;
+            return dispatcher.local.serve(&dispatcher.routes, request).await;
         }
         Caller::EndpointKey(owner) => {
             if let Some(refusal) = crate::endpoints::beyond_its_endpoint(&owner.endpoint, &request)
@@ -768,7 +762,7 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
                 None => {
                     // The key was checked here; the local workspace's routes need not see it.
                     request.headers_mut().remove(header::AUTHORIZATION);
-                    return forward(&dispatcher.local, request).await;
+                    return dispatcher.local.serve(&dispatcher.routes, request).await;
                 }
                 Some(principal) => principal,
             }
@@ -807,7 +801,7 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
             workspace
                 .last_used
                 .store(dispatcher.now_ms(), Ordering::Relaxed);
-            forward(&workspace.router, request).await
+            workspace.workspace.serve(&dispatcher.routes, request).await
         }
         Err(error) => api_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -844,13 +838,6 @@ fn invalid_token(reason: &str) -> Response {
         axum::Json(serde_json::json!({"error": format!("the token is not accepted: {reason}")})),
     )
         .into_response()
-}
-
-async fn forward(router: &Router, request: Request) -> Response {
-    match router.clone().oneshot(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
-    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -42,12 +42,12 @@ pub const MCP_PATH: &str = "/mcp";
 /// Largest request body accepted on `/mcp` (a JSON-RPC message); larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// rmcp's Streamable HTTP server over a workspace's aggregate server and sessions.
+pub type McpService = StreamableHttpService<AggregateServer, LocalSessionManager>;
+
 /// The Streamable HTTP service over `door`'s sessions; every session and stream ends when
 /// `stop` is cancelled.
-pub fn service(
-    door: &FrontDoor,
-    stop: CancellationToken,
-) -> StreamableHttpService<AggregateServer, LocalSessionManager> {
+pub fn service(door: &FrontDoor, stop: CancellationToken) -> McpService {
     let shared = door.shared.clone();
     // A request answered by one message gets it as plain JSON; one that streams progress or
     // asks for input first gets SSE. JSON spares each plain call an SSE stream and its task.
@@ -282,11 +282,12 @@ impl Drop for StreamGuard {
 /// `initialize` answered with a new one starts tracking it, and a request counts as activity
 /// while it is being answered, an SSE answer (the GET stream, or a POST's streamed answer)
 /// until it ends.
-pub async fn track_sessions(
-    State(door): State<FrontDoor>,
+pub(crate) async fn track_sessions(
+    workspace: crate::Workspace,
     request: Request,
     next: Next,
 ) -> Response {
+    let door = workspace.door();
     let session = request
         .headers()
         .get(SESSION_HEADER)
@@ -305,7 +306,7 @@ pub async fn track_sessions(
         door.activity.heard(id);
     }
     if request.method() == Method::DELETE {
-        return end_session(&door, session.as_deref(), request, next).await;
+        return end_session(door, session.as_deref(), request, next).await;
     }
     let answering = session.as_deref().map(|id| door.activity.streaming(id));
     let response = next.run(request).await;
@@ -487,11 +488,12 @@ pub async fn check_body(request: Request, next: Next) -> Response {
 /// everything else, and a call the short path declines, goes on to rmcp's server (the full
 /// path). A call the short path admitted and could not send goes on marked
 /// [`super::admission::Charged`]. Runs after [`check_body`].
-pub async fn short_path_or_rmcp(
-    State(door): State<FrontDoor>,
+pub(crate) async fn short_path_or_rmcp(
+    workspace: crate::Workspace,
     request: Request,
     next: Next,
 ) -> Response {
+    let door = workspace.door();
     if request.method() == Method::GET
         && let Some(resumed) = super::short_path::try_resume(&door.shared, request.headers())
     {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{DefaultBodyLimit, Query};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -36,30 +36,33 @@ const QUEUE: usize = 64;
 /// The open sessions by id: where their messages go, and the endpoint each was opened at.
 type Sessions = Arc<Mutex<HashMap<String, (mpsc::Sender<ClientJsonRpcMessage>, Option<String>)>>>;
 
+/// A workspace's legacy SSE sessions.
 #[derive(Clone)]
-struct LegacySse {
+pub(crate) struct LegacySse {
     shared: Arc<Shared>,
     sessions: Sessions,
     stop: CancellationToken,
 }
 
-/// The `/sse` and `/message` routes; every stream ends when `stop` is cancelled.
-pub fn router<S: Clone + Send + Sync + 'static>(
-    shared: Arc<Shared>,
-    stop: CancellationToken,
-) -> Router<S> {
-    let state = LegacySse {
-        shared,
-        sessions: Arc::default(),
-        stop,
-    };
+/// The `/sse` and `/message` routes, for every workspace (each request carries its own).
+pub(crate) fn routes() -> Router {
     Router::new()
         .route(SSE_PATH, get(open))
         .route(MESSAGE_PATH, post(receive))
         .route(crate::endpoints::SSE_PATH, get(open))
         .route(crate::endpoints::MESSAGE_PATH, post(receive))
         .layer(DefaultBodyLimit::max(super::http::MAX_BODY_BYTES))
-        .with_state(state)
+}
+
+impl LegacySse {
+    /// No sessions yet; every stream ends when `stop` is cancelled.
+    pub(crate) fn new(shared: Arc<Shared>, stop: CancellationToken) -> Self {
+        Self {
+            shared,
+            sessions: Arc::default(),
+            stop,
+        }
+    }
 }
 
 /// Removes its session when the client's stream is dropped, which ends the session's server.
@@ -78,7 +81,8 @@ impl Drop for SessionGuard {
 /// opens (before its `initialize`), so streams that never initialize are bounded too. A
 /// session opened at an endpoint's stream (`/sse/e/{name}`) is that endpoint's: its client
 /// posts to the endpoint's message path, and sees only what the endpoint includes.
-async fn open(State(sse): State<LegacySse>, opening: axum::http::request::Parts) -> Response {
+async fn open(workspace: crate::Workspace, opening: axum::http::request::Parts) -> Response {
+    let sse = workspace.legacy_sse().clone();
     let endpoint = crate::endpoints::endpoint_of(Some(&opening)).map(str::to_owned);
     if let Some(name) = &endpoint
         && sse.shared.hub().endpoint(name).is_none()
@@ -146,11 +150,12 @@ struct SessionQuery {
 }
 
 async fn receive(
-    State(sse): State<LegacySse>,
+    workspace: crate::Workspace,
     Query(query): Query<SessionQuery>,
     parts: axum::http::request::Parts,
     body: Bytes,
 ) -> Response {
+    let sse = workspace.legacy_sse().clone();
     let mut message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(error) => {
