@@ -28,21 +28,18 @@ pub async fn run(
         bail!("--replicas needs 2 or more");
     }
     let modern = transports::streamable_http(Era::Modern).await;
-    let store = TestPostgres::shared().database();
-    let (key, _) = switchboard_store::Vault::generate();
-    let key = switchboard_store::Vault::encode_key(&key);
-    let (operator, _) = switchboard_store::Vault::generate();
-    let operator = switchboard_store::Vault::encode_key(&operator);
+    let database = SharedDatabase::new();
+    let operator = database.operator_key.clone();
     let servers = vec![("modern".to_owned(), modern.url.clone())];
     let mut daemons = Vec::new();
     for _ in 0..count {
-        let shared = crate::SharedStore {
-            url: &store,
-            vault_key: &key,
-            operator_key: &operator,
-        };
-        let (daemon, _) =
-            crate::start_daemon(binary, &servers, Duration::from_secs(30), Some(shared)).await?;
+        let (daemon, _) = crate::start_daemon(
+            binary,
+            &servers,
+            Duration::from_secs(30),
+            Some(database.for_daemon()),
+        )
+        .await?;
         daemons.push(daemon);
     }
     let ticks = process::clock_ticks();
@@ -72,7 +69,7 @@ pub async fn run(
     // As many users as clients, of one tenant whose admin shares the upstream: each client
     // calls as its own user, in that user's workspace on the replica it keeps to.
     let users = concurrency.iter().copied().max().unwrap_or(1);
-    let keys = add_users(binary, &store, &key, users).await?;
+    let keys = add_users(binary, &database.url, &database.vault_key, users).await?;
     let http = reqwest::Client::new();
     let shared = http
         .post(format!("{}/api/servers", daemons[0].base))
@@ -152,6 +149,33 @@ pub async fn run(
     Ok(())
 }
 
+/// A database on the harness's PostgreSQL server, with the vault key and operator key every
+/// daemon on it is started with.
+struct SharedDatabase {
+    url: String,
+    vault_key: String,
+    operator_key: String,
+}
+
+impl SharedDatabase {
+    fn new() -> Self {
+        let key = || switchboard_store::Vault::encode_key(&switchboard_store::Vault::generate().0);
+        Self {
+            url: TestPostgres::shared().database(),
+            vault_key: key(),
+            operator_key: key(),
+        }
+    }
+
+    fn for_daemon(&self) -> crate::SharedStore<'_> {
+        crate::SharedStore {
+            url: &self.url,
+            vault_key: &self.vault_key,
+            operator_key: &self.operator_key,
+        }
+    }
+}
+
 /// The workspaces scenario (`--workspaces N`): one `switchboard serve --users` daemon on a
 /// PostgreSQL database, a tenant whose admin shares one stateless server, and N members who
 /// each make one call, which opens their workspace. Reports the daemon's RSS before and after,
@@ -161,19 +185,15 @@ pub async fn workspaces(binary: &Path, users: usize) -> anyhow::Result<()> {
         bail!("--workspaces needs 2 or more (the first member's workspace is the baseline)");
     }
     let modern = transports::streamable_http(Era::Modern).await;
-    let store = TestPostgres::shared().database();
-    let (key, _) = switchboard_store::Vault::generate();
-    let key = switchboard_store::Vault::encode_key(&key);
-    let (operator, _) = switchboard_store::Vault::generate();
-    let operator = switchboard_store::Vault::encode_key(&operator);
-    let keys = add_users(binary, &store, &key, users).await?;
-    let shared = crate::SharedStore {
-        url: &store,
-        vault_key: &key,
-        operator_key: &operator,
-    };
-    let (daemon, _) =
-        crate::start_daemon(binary, &[], Duration::from_secs(30), Some(shared)).await?;
+    let database = SharedDatabase::new();
+    let keys = add_users(binary, &database.url, &database.vault_key, users).await?;
+    let (daemon, _) = crate::start_daemon(
+        binary,
+        &[],
+        Duration::from_secs(30),
+        Some(database.for_daemon()),
+    )
+    .await?;
     let http = reqwest::Client::new();
     let answer = http
         .post(format!("{}/api/servers", daemon.base))
