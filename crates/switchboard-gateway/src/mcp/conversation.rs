@@ -59,6 +59,18 @@ pub(crate) enum Boundary {
 }
 
 impl Boundary {
+    /// The items of `table` whose server is inside the boundary, as clients see them.
+    pub(crate) fn items_of<T: Clone>(
+        &self,
+        table: &switchboard_core::exposure::NameTable<T>,
+    ) -> Vec<T> {
+        table
+            .iter()
+            .filter(|exposed| self.includes_server(exposed.server.as_str()))
+            .map(|exposed| exposed.item.clone())
+            .collect()
+    }
+
     /// The boundary of the endpoint `name` as `hub` defines it now (`None`: no endpoint).
     pub(crate) fn of(hub: &Hub, name: Option<&str>) -> Self {
         match name {

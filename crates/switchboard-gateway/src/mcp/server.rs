@@ -369,13 +369,7 @@ impl ServerHandler for AggregateServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let boundary = self.boundary(&context)?;
-        let prompts = self
-            .catalog()
-            .prompts
-            .iter()
-            .filter(|p| boundary.includes_server(p.server.as_str()))
-            .map(|p| p.item.clone())
-            .collect();
+        let prompts = boundary.items_of(&self.catalog().prompts);
         Ok(complete(ListPromptsResult::with_all_items(prompts)))
     }
 
@@ -447,13 +441,7 @@ impl ServerHandler for AggregateServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let boundary = self.boundary(&context)?;
-        let resources = self
-            .catalog()
-            .resources
-            .iter()
-            .filter(|r| boundary.includes_server(r.server.as_str()))
-            .map(|r| r.item.clone())
-            .collect();
+        let resources = boundary.items_of(&self.catalog().resources);
         Ok(complete(ListResourcesResult::with_all_items(resources)))
     }
 
@@ -463,13 +451,7 @@ impl ServerHandler for AggregateServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let boundary = self.boundary(&context)?;
-        let templates = self
-            .catalog()
-            .resource_templates
-            .iter()
-            .filter(|t| boundary.includes_server(t.server.as_str()))
-            .map(|t| t.item.clone())
-            .collect();
+        let templates = boundary.items_of(&self.catalog().resource_templates);
         Ok(complete(ListResourceTemplatesResult::with_all_items(
             templates,
         )))
