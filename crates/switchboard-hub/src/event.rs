@@ -17,7 +17,7 @@ pub struct StatusReport {
     pub collisions: Vec<switchboard_core::exposure::Collision>,
     /// Tools exposed under another name than their server's, which is not a valid tool name.
     pub renamed: Vec<crate::Renamed>,
-    /// What to do about the names, in words, one line each ([`crate::name_advice`]).
+    /// What to do about the names, in words, one line each ([`crate::ExposedCatalog::advice`]).
     pub advice: Vec<String>,
 }
 

@@ -6,6 +6,7 @@
 //! withheld. The hub rebuilds it whenever a server connects, drops or changes its lists, swaps it
 //! in whole, and bumps a version that front doors watch to send `list_changed`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchboard_core::ServerId;
@@ -21,12 +22,8 @@ use crate::ServerCatalog;
 /// OpenAI's API and clients built on it (Cursor among them) refuse names over 64.
 pub const LONG_NAME: usize = 64;
 
-/// Advice on the exposed names, one line per thing to do: each set of servers whose names
-/// collide (with a `set-prefix` command that ends it, never one naming a prefix already in use),
-/// and each server with tool names over [`LONG_NAME`] characters that a shorter prefix would bring
-/// under it (a name too long without any prefix gets none: a prefix cannot help it). Names are
-/// the servers' own: escape them before showing them on a terminal.
-pub fn name_advice(catalog: &ExposedCatalog) -> Vec<String> {
+/// What [`ExposedCatalog::advice`] says of `catalog`.
+fn name_advice(catalog: &ExposedCatalog) -> Vec<String> {
     let mut advice = collision_advice(catalog.collisions(), catalog.prefixes());
     advice.extend(long_name_advice(catalog));
     advice
@@ -268,6 +265,8 @@ pub struct ExposedCatalog {
     /// The tools' sentence embeddings, in the search index's order, once the semantic stage
     /// has them all.
     pub(crate) tool_vectors: std::sync::OnceLock<Vec<std::sync::Arc<[f32]>>>,
+    /// What to do about its names, worked out once when it is built.
+    advice: Vec<String>,
 }
 
 /// A tool exposed under another name than its prefixed name, which is not a valid tool name.
@@ -378,7 +377,7 @@ impl ExposedCatalog {
                 })
             }),
         );
-        Self {
+        let mut catalog = Self {
             tools,
             prompts,
             resources,
@@ -399,29 +398,40 @@ impl ExposedCatalog {
                 .collect(),
             search: std::sync::OnceLock::new(),
             tool_vectors: std::sync::OnceLock::new(),
-        }
+            advice: Vec::new(),
+        };
+        catalog.advice = name_advice(&catalog);
+        catalog
+    }
+
+    /// Advice on the exposed names, one line per thing to do: each set of servers whose names
+    /// collide (with a `set-prefix` command that ends it, never one naming a prefix already in
+    /// use), and each server with tool names over [`LONG_NAME`] characters that a shorter prefix
+    /// would bring under it (a name too long without any prefix gets none: a prefix cannot help
+    /// it). Names are the servers' own: escape them before showing them on a terminal. Worked out
+    /// once, when the catalog is built.
+    pub fn advice(&self) -> &[String] {
+        &self.advice
     }
 
     /// The search index over the exposed tools (names, titles, descriptions, parameters, their
     /// servers, and operators' search notes), built the first time it is asked for.
     pub fn search_index(&self) -> &switchboard_core::search::ToolIndex {
         self.search.get_or_init(|| {
+            let descriptions = by_server(&self.descriptions);
+            let search_notes = by_server(&self.search_notes);
             let documents = self
                 .tools
                 .iter()
                 .map(|tool| {
-                    let server_description = self
-                        .descriptions
-                        .iter()
-                        .find(|(server, _)| *server == tool.server)
-                        .map(|(_, description)| description.clone())
+                    let server_description = descriptions
+                        .get(&tool.server)
+                        .map(|description| description.to_string())
                         .unwrap_or_default();
                     let mut document = tool_document(tool, server_description);
-                    if let Some(notes) = self
-                        .search_notes
-                        .iter()
-                        .find(|(server, _)| *server == tool.server)
-                        .and_then(|(_, notes)| notes.get(&tool.upstream))
+                    if let Some(notes) = search_notes
+                        .get(&tool.server)
+                        .and_then(|notes| notes.get(&tool.upstream))
                     {
                         if !document.notes.is_empty() {
                             document.notes.push_str(". ");
@@ -438,24 +448,15 @@ impl ExposedCatalog {
     /// This catalog, with revisions counted on from `previous`: a list whose exposed content
     /// differs gets the next number.
     pub(crate) fn succeeding(mut self, previous: &Self) -> Self {
-        let changed = |a: Vec<String>, b: Vec<String>| u64::from(a != b);
+        let changed = |same: bool| u64::from(!same);
         let r = previous.revisions;
         self.revisions = Revisions {
-            tools: r.tools + changed(fingerprint(&self.tools), fingerprint(&previous.tools)),
-            prompts: r.prompts
-                + changed(fingerprint(&self.prompts), fingerprint(&previous.prompts)),
+            tools: r.tools + changed(same_items(&self.tools, &previous.tools)),
+            prompts: r.prompts + changed(same_items(&self.prompts, &previous.prompts)),
             resources: r.resources
                 + changed(
-                    [
-                        fingerprint(&self.resources),
-                        fingerprint(&self.resource_templates),
-                    ]
-                    .concat(),
-                    [
-                        fingerprint(&previous.resources),
-                        fingerprint(&previous.resource_templates),
-                    ]
-                    .concat(),
+                    same_items(&self.resources, &previous.resources)
+                        && same_items(&self.resource_templates, &previous.resource_templates),
                 ),
         };
         self
@@ -464,12 +465,9 @@ impl ExposedCatalog {
     /// Tools whose prefixed name would not be a valid tool name (control characters, `..`, too
     /// long, empty): each server's original name with the name it is exposed by.
     pub fn renamed_tools(&self) -> impl Iterator<Item = Renamed> + '_ {
-        self.tools.iter().filter_map(|exposed| {
-            let prefix = self
-                .prefixes
-                .iter()
-                .find(|(server, _)| *server == exposed.server)
-                .map(|(_, prefix)| prefix)?;
+        let prefixes = by_server(&self.prefixes);
+        self.tools.iter().filter_map(move |exposed| {
+            let prefix = prefixes.get(&exposed.server)?;
             (prefix.name(&exposed.upstream) != exposed.item.name.as_ref()).then(|| Renamed {
                 server: exposed.server.clone(),
                 original: exposed.upstream.clone(),
@@ -548,10 +546,18 @@ fn entry<T>(c: &Contribution, upstream: String, item: T) -> Exposed<T> {
     }
 }
 
-fn fingerprint<T: serde::Serialize>(table: &NameTable<T>) -> Vec<String> {
-    table
+/// Whether two tables expose the same items in the same order (what their clients see; the
+/// servers and upstream names behind them aside). Items share their schemas' `Arc`s from
+/// catalog to catalog, so an unchanged list compares by pointer for the most part.
+fn same_items<T: PartialEq>(a: &NameTable<T>, b: &NameTable<T>) -> bool {
+    a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| a.item == b.item)
+}
+
+/// Per-server values of `pairs` by server, for lookups per item rather than a scan per item.
+fn by_server<V>(pairs: &[(ServerId, V)]) -> HashMap<&ServerId, &V> {
+    pairs
         .iter()
-        .map(|e| serde_json::to_string(&e.item).unwrap_or_default())
+        .map(|(server, value)| (server, value))
         .collect()
 }
 
@@ -773,6 +779,51 @@ mod tests {
             Some("s__echo")
         );
         assert_eq!(index.documents()[1].notes.chars().count(), MAX_HINT_CHARS);
+    }
+
+    /// A rebuilt catalog moves the revision of exactly the lists whose exposed items changed:
+    /// the same tools again (new allocations, equal content) move none, a changed description
+    /// moves the tools', a new resource template the resources'.
+    #[test]
+    fn revisions_move_for_the_lists_whose_items_changed_and_no_others() {
+        let catalog = |description: &str, templates: usize| {
+            let mut echo = tool("echo", None);
+            echo.description = Some(description.to_owned().into());
+            ServerCatalog {
+                tools: vec![echo, tool("add", None)],
+                resource_templates: (0..templates)
+                    .map(|i| ResourceTemplate::new(format!("file:///{i}/{{path}}"), "files"))
+                    .collect(),
+                ..Default::default()
+            }
+        };
+        let build = |description, templates| {
+            ExposedCatalog::build(&[contribution("s", "s", catalog(description, templates))])
+        };
+        let first = build("says it back", 0).succeeding(&ExposedCatalog::default());
+        assert_eq!(
+            first.revisions,
+            Revisions {
+                tools: 1,
+                ..Default::default()
+            }
+        );
+        let same = build("says it back", 0).succeeding(&first);
+        assert_eq!(same.revisions, first.revisions);
+        let described = build("repeats", 0).succeeding(&same);
+        assert_eq!(
+            (described.revisions.tools, described.revisions.resources),
+            (2, 0)
+        );
+        let templated = build("repeats", 1).succeeding(&described);
+        assert_eq!(
+            templated.revisions,
+            Revisions {
+                tools: 2,
+                prompts: 0,
+                resources: 1,
+            }
+        );
     }
 
     /// Two servers sharing a prefix and many names get one line of advice, naming a command

@@ -50,7 +50,7 @@ pub use era_link::ClientEra;
 pub use event::{ConfigChange, HubEvent, ServerStatus, StatusReport};
 pub use exposed::{
     ExposeUris, ExposedCatalog, LONG_NAME, Renamed, Revisions, UnknownResource, for_models,
-    name_advice, tool_document,
+    tool_document,
 };
 pub use guardrails::{GuardedCall, GuardrailRefusal};
 pub use inspector::{TrafficMessage, TrafficReceiver};
@@ -237,6 +237,9 @@ pub struct Hub {
     events: Arc<bus::EventBus>,
     tasks: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
     exposed: watch::Sender<Arc<ExposedCatalog>>,
+    /// Held for a whole rebuild of the merged catalog, so each counts its revisions on from
+    /// the one before; readers of `exposed` never wait on it.
+    exposure_rebuild: std::sync::Mutex<()>,
     exposure_task: std::sync::Once,
     semantic: std::sync::OnceLock<Arc<semantic::SemanticSearch>>,
     activations: activation::Activations,
@@ -317,6 +320,7 @@ impl Hub {
             events: Arc::new(bus::EventBus::new()),
             tasks: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
             exposed: watch::channel(Arc::default()).0,
+            exposure_rebuild: std::sync::Mutex::new(()),
             exposure_task: std::sync::Once::new(),
             semantic: std::sync::OnceLock::new(),
             activations: activation::Activations::default(),
@@ -780,7 +784,14 @@ impl Hub {
                     bus.exposure_went_stale().await;
                     // Woken by the hub's drop too, when this fails.
                     let Some(hub) = hub.upgrade() else { return };
-                    hub.rebuild_exposed();
+                    // Tens of milliseconds of work for tens of thousands of tools: off the
+                    // threads that relay calls.
+                    if tokio::task::spawn_blocking(move || hub.rebuild_exposed())
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
                 }
             });
         });
@@ -793,6 +804,7 @@ impl Hub {
     /// [`Hub::upstream`]) instead of "unknown tool". The hub does this by itself whenever a
     /// server changes; call it to be sure a snapshot taken right now is current.
     pub fn rebuild_exposed(&self) {
+        let _one_at_a_time = lock(&self.exposure_rebuild);
         let mut slots: Vec<_> = read(&self.servers).values().cloned().collect();
         slots.sort_by(|a, b| a.id.cmp(&b.id));
         let contributions: Vec<_> = slots
@@ -820,20 +832,19 @@ impl Hub {
                 changed
             });
         }
-        self.exposed.send_modify(|current| {
-            // Said once, when it first applies.
-            let before = name_advice(current);
-            for advice in name_advice(&catalog) {
-                if !before.contains(&advice) {
-                    let printable: String = advice
-                        .chars()
-                        .map(|c| if c.is_control() { '?' } else { c })
-                        .collect();
-                    tracing::warn!("{printable}");
-                }
+        let current = self.exposed();
+        // Said once, when it first applies.
+        for advice in catalog.advice() {
+            if !current.advice().contains(advice) {
+                let printable: String = advice
+                    .chars()
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .collect();
+                tracing::warn!("{printable}");
             }
-            *current = Arc::new(catalog.succeeding(current));
-        });
+        }
+        self.exposed
+            .send_replace(Arc::new(catalog.succeeding(&current)));
     }
 
     /// Stops every task and waits for the sessions to close.
@@ -873,7 +884,7 @@ impl Hub {
             servers: self.status(),
             collisions: exposed.collisions().cloned().collect(),
             renamed: exposed.renamed_tools().collect(),
-            advice: name_advice(&exposed),
+            advice: exposed.advice().to_vec(),
         }
     }
 
