@@ -289,18 +289,30 @@ impl<T> NameTable<T> {
         kind: &'static str,
         candidates: impl IntoIterator<Item = (String, Exposed<T>)>,
     ) -> Self {
-        let mut claims: BTreeMap<String, Vec<ServerId>> = BTreeMap::new();
-        let mut kept: Vec<(String, Exposed<T>)> = Vec::new();
+        let mut entries: Vec<(String, Exposed<T>)> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        // Names claimed again after their first entry, with every server claiming them.
+        let mut claimed_again: BTreeMap<String, Vec<ServerId>> = BTreeMap::new();
         for (name, entry) in candidates {
-            let owners = claims.entry(name.clone()).or_default();
-            if owners.contains(&entry.server) {
-                continue;
+            match index.get(name.as_str()) {
+                None => {
+                    index.insert(name.clone(), entries.len());
+                    entries.push((name, entry));
+                }
+                Some(&first) => {
+                    let servers = claimed_again
+                        .entry(name)
+                        .or_insert_with(|| vec![entries[first].1.server.clone()]);
+                    if !servers.contains(&entry.server) {
+                        servers.push(entry.server);
+                    }
+                }
             }
-            owners.push(entry.server.clone());
-            kept.push((name, entry));
         }
+        // A server naming one thing twice keeps the first; names of several servers are
+        // withheld from all of them.
         let mut collisions = Vec::new();
-        for (name, mut servers) in claims {
+        for (name, mut servers) in claimed_again {
             if servers.len() > 1 {
                 servers.sort();
                 collisions.push(Collision {
@@ -310,17 +322,16 @@ impl<T> NameTable<T> {
                 });
             }
         }
-        let contested: std::collections::HashSet<&str> =
-            collisions.iter().map(|c| c.name.as_str()).collect();
-        let entries: Vec<_> = kept
-            .into_iter()
-            .filter(|(name, _)| !contested.contains(name.as_str()))
-            .collect();
-        let index = entries
-            .iter()
-            .enumerate()
-            .map(|(i, (name, _))| (name.clone(), i))
-            .collect();
+        if !collisions.is_empty() {
+            let contested: std::collections::HashSet<&str> =
+                collisions.iter().map(|c| c.name.as_str()).collect();
+            entries.retain(|(name, _)| !contested.contains(name.as_str()));
+            index = entries
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| (name.clone(), i))
+                .collect();
+        }
         Self {
             entries,
             index,
@@ -496,6 +507,7 @@ mod tests {
         );
         assert!(table.get("echo").is_none());
         assert_eq!(table.get("only-a").unwrap().server, id("a"));
+        assert_eq!(table.get("only-b").unwrap().server, id("b"));
         let order: Vec<_> = table.iter().map(|e| e.upstream.as_str()).collect();
         assert_eq!(order, ["only-a", "only-b"]);
         assert_eq!(

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -23,10 +24,11 @@ pub const VAULT_KEY_ENV: &str = "SWITCHBOARD_VAULT_KEY";
 /// A server's identifier: a slug of lowercase ASCII letters, digits and single hyphens.
 ///
 /// Ids become prefixes of exposed tool names (`{server}__{tool}`), so they exclude `_` to keep
-/// that separator unambiguous, and are at most 64 characters long.
+/// that separator unambiguous, and are at most 64 characters long. A clone shares the text: ids
+/// are copied into every exposed entry, event and call record.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct ServerId(String);
+pub struct ServerId(Arc<str>);
 
 /// Why a string is not a valid [`ServerId`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,7 +65,7 @@ impl ServerId {
         if !valid_chars || id.starts_with('-') || id.ends_with('-') || id.contains("--") {
             return Err(ServerIdError::BadCharacters(id));
         }
-        Ok(Self(id))
+        Ok(Self(id.into()))
     }
 
     /// Turns any display name into the closest valid id ("My Server_2" -> "my-server-2").
@@ -110,7 +112,7 @@ impl TryFrom<String> for ServerId {
 
 impl From<ServerId> for String {
     fn from(id: ServerId) -> Self {
-        id.0
+        id.0.to_string()
     }
 }
 
