@@ -619,7 +619,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let floor_added = floor.p50.saturating_sub(direct.p50);
         let via_added = via.p50.saturating_sub(direct.p50);
         println!(
-            "| {} | {concurrency} | {} | {:.0} | {:.2} | {} | {} | {:.0} ms | {} | {:.0} ms | {:.1}x, {:.1}x, {:.0} % |",
+            "| {} | {concurrency} | {} | {:.0} | {:.2} | {} | {} | {:.0} ms | {} | {:.0} ms | {}, {:.1}x, {:.0} % |",
             load.label(),
             kind.label(),
             floor.calls_per_second,
@@ -629,7 +629,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             floor.cpu_per_1000 * 1000.0,
             micros(via.p50.saturating_sub(floor.p50)),
             (via.cpu_per_1000 - floor.cpu_per_1000) * 1000.0,
-            via_added.as_secs_f64() / floor_added.as_secs_f64().max(1e-6),
+            // A relay whose p50 is not above the upstream's (noise at one client) added
+            // nothing to divide by.
+            if floor_added.is_zero() {
+                "n/a (the relay added nothing measurable)".to_owned()
+            } else {
+                format!(
+                    "{:.1}x",
+                    via_added.as_secs_f64() / floor_added.as_secs_f64()
+                )
+            },
             via.cpu_per_1000 / floor.cpu_per_1000.max(1e-9),
             via.calls_per_second / floor.calls_per_second * 100.0,
         );
