@@ -17,6 +17,7 @@ mod activation;
 mod apps;
 mod audit;
 mod commands;
+mod connection_threads;
 mod endpoints;
 mod events;
 mod export;
@@ -928,6 +929,7 @@ pub struct Gateway {
     cors_origins: Vec<WebOrigin>,
     limits: listener::Limits,
     app_permissions: Vec<String>,
+    connection_threads: usize,
 }
 
 impl Gateway {
@@ -944,6 +946,7 @@ impl Gateway {
             cors_origins: Vec::new(),
             limits: listener::Limits::default(),
             app_permissions: Vec::new(),
+            connection_threads: 0,
         })
     }
 
@@ -965,6 +968,14 @@ impl Gateway {
     /// Takes connections within `limits` (per client address, header and body timeouts).
     pub fn with_connection_limits(mut self, limits: listener::Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Serves connections on `count` threads of their own, each with a single-threaded runtime,
+    /// rather than on the runtime `serve` runs on (0, the default: on that runtime). One per
+    /// core keeps each call on one thread; see `connection_threads`.
+    pub fn with_connection_threads(mut self, count: usize) -> Self {
+        self.connection_threads = count;
         self
     }
 
@@ -1055,7 +1066,9 @@ impl Gateway {
             // Long-lived SSE streams would hold the graceful shutdown open.
             streams.cancel();
         };
-        listener::serve(self.listener, app, self.limits, shutdown)
+        let threads = connection_threads::ConnectionThreads::start(self.connection_threads)
+            .map_err(GatewayError::Serve)?;
+        listener::serve(self.listener, app, self.limits, &threads, shutdown)
             .await
             .map_err(GatewayError::Serve)
     }

@@ -16,7 +16,8 @@
 //! Answers that stream (SSE, WebSocket) are not limited: once a request is read, the connection
 //! is the answer's for as long as it runs. axum's own `serve` sets none of these, so this module
 //! runs hyper's connection builder itself (hyper-util's `auto` builder, HTTP/1 and HTTP/2, with
-//! upgrades for WebSockets, and its graceful shutdown).
+//! upgrades for WebSockets, and its graceful shutdown), each connection on one of the
+//! [`crate::connection_threads`].
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -107,6 +108,7 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     limits: Limits,
+    threads: &crate::connection_threads::ConnectionThreads,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let counts = Arc::new(Counts::default());
@@ -158,7 +160,7 @@ pub(crate) async fn serve(
         builder.http2().timer(TokioTimer::new());
         let headers = limits.headers;
         let watcher = graceful.watcher();
-        tokio::spawn(async move {
+        threads.spawn(tcp, move |tcp| async move {
             // hyper's header timeout starts once it knows the HTTP version, which takes the
             // first bytes: a connection that sends none is closed here.
             let mut first = [0u8; 1];
@@ -246,7 +248,8 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// Serves a router echoing request bodies on a loopback port with `limits`.
+    /// Serves a router echoing request bodies on a loopback port with `limits`, on two
+    /// connection threads as the daemon does.
     async fn start(limits: Limits) -> std::net::SocketAddr {
         let app = Router::new().route(
             "/",
@@ -254,7 +257,10 @@ mod tests {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve(listener, app, limits, std::future::pending()));
+        let threads = crate::connection_threads::ConnectionThreads::start(2).unwrap();
+        tokio::spawn(async move {
+            serve(listener, app, limits, &threads, std::future::pending()).await
+        });
         addr
     }
 

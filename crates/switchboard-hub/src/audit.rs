@@ -18,7 +18,7 @@ use std::time::Duration;
 use switchboard_core::audit::{AuditArguments, AuditKind, AuditQuery, AuditRecord, CallOrigin};
 use switchboard_core::{ServerId, Workspace};
 use switchboard_store::{Store, StoreError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::Hub;
 
@@ -65,6 +65,8 @@ enum Message {
 #[derive(Debug)]
 pub struct AuditLog {
     queue: mpsc::Sender<Message>,
+    /// Wakes the writer from its wait for more records when a flush is waiting.
+    flush_asked: Arc<Notify>,
     arguments: AuditArguments,
     dropped: AtomicU64,
 }
@@ -97,12 +99,14 @@ impl AuditLog {
         queue: usize,
     ) -> Arc<Self> {
         let (queue, waiting) = mpsc::channel(queue);
+        let flush_asked = Arc::new(Notify::new());
         let log = Arc::new(Self {
             queue,
+            flush_asked: flush_asked.clone(),
             arguments,
             dropped: AtomicU64::new(0),
         });
-        tokio::spawn(write_records(store, retention, waiting));
+        tokio::spawn(write_records(store, retention, waiting, flush_asked));
         log
     }
 
@@ -141,6 +145,7 @@ impl AuditLog {
         // Bounded as a whole: a queue full behind a store that does not answer waits no longer.
         let _ = tokio::time::timeout(FLUSH_WAIT, async {
             if self.queue.send(Message::Flush(done)).await.is_ok() {
+                self.flush_asked.notify_one();
                 let _ = written.await;
             }
         })
@@ -148,13 +153,15 @@ impl AuditLog {
     }
 }
 
-/// The writer: takes what is waiting (up to [`BATCH`] records), writes it in one
-/// transaction, and answers flushes once what came before them is written. Deletes old
-/// records at start and every [`PRUNE_EVERY`].
+/// The writer: waits a moment after the first record of a batch, then takes what is waiting
+/// (up to [`BATCH`] records a transaction, until none is left) and writes it; answers flushes
+/// once what came before them is written. Deletes old records at start and every
+/// [`PRUNE_EVERY`].
 async fn write_records(
     store: Store,
     retention: Option<AuditRetention>,
     mut waiting: mpsc::Receiver<Message>,
+    flush_asked: Arc<Notify>,
 ) {
     let mut prune = tokio::time::interval(PRUNE_EVERY);
     prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -166,35 +173,45 @@ async fn write_records(
                 let Some(first) = received else { return };
                 // What comes within a moment joins the batch: one commit (one sync of the
                 // database file) for many records, so a busy log takes the store's write lock
-                // at most a few times a second. A flush is answered without that wait.
-                let linger = tokio::time::Instant::now() + LINGER;
+                // at most a few times a second. The writer sleeps through that moment rather
+                // than taking each record as it comes: a record handed over meanwhile wakes no
+                // thread (one wake-up a batch, not one a call). A flush cuts it short.
+                if matches!(first, Message::Record(_)) {
+                    tokio::select! {
+                        () = tokio::time::sleep(LINGER) => {}
+                        () = flush_asked.notified() => {}
+                    }
+                }
                 let mut next = Some(first);
-                while let Some(message) = next.take() {
-                    match message {
-                        Message::Record(record) => batch.push(*record),
-                        Message::Flush(done) => flushes.push(done),
+                while next.is_some() {
+                    while let Some(message) = next.take() {
+                        match message {
+                            Message::Record(record) => batch.push(*record),
+                            Message::Flush(done) => flushes.push(done),
+                        }
+                        if batch.len() >= BATCH {
+                            break;
+                        }
+                        next = waiting.try_recv().ok();
                     }
-                    if batch.len() >= BATCH {
-                        break;
+                    let full = batch.len() >= BATCH;
+                    if !batch.is_empty() {
+                        if let Err(error) = store.append_audit(&batch).await {
+                            tracing::error!(
+                                records = batch.len(),
+                                "could not write audit records: {error}"
+                            );
+                        }
+                        batch.clear();
                     }
-                    next = match waiting.try_recv() {
-                        Ok(message) => Some(message),
-                        Err(_) if !flushes.is_empty() => None,
-                        Err(_) => tokio::time::timeout_at(linger, waiting.recv())
-                            .await
-                            .ok()
-                            .flatten(),
-                    };
-                }
-                if let Err(error) = store.append_audit(&batch).await {
-                    tracing::error!(
-                        records = batch.len(),
-                        "could not write audit records: {error}"
-                    );
-                }
-                batch.clear();
-                for done in flushes.drain(..) {
-                    let _ = done.send(());
+                    for done in flushes.drain(..) {
+                        let _ = done.send(());
+                    }
+                    // A full batch may have left records waiting: they go in the next one.
+                    // Records that came while this one was written wait for the next moment.
+                    if full {
+                        next = waiting.try_recv().ok();
+                    }
                 }
             }
             _ = prune.tick(), if retention.is_some() => {
@@ -415,5 +432,33 @@ mod tests {
         let kept = store.audit_page(&AuditQuery::default()).await.unwrap();
         let outcomes: Vec<&str> = kept.iter().map(|r| r.outcome.as_str()).collect();
         assert_eq!(outcomes, ["b", "a"]);
+    }
+
+    /// More records than one transaction takes are all written, in order, before a flush
+    /// handed over after them is answered.
+    #[tokio::test(flavor = "current_thread")]
+    async fn records_beyond_one_batch_are_all_written_before_a_later_flush_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let log = AuditLog::start(store.clone(), AuditArguments::Digest, None);
+        let handed = 2 * BATCH + 10;
+        for n in 0..handed {
+            log.record(AuditLog::operators(AuditKind::Change, &n.to_string()));
+        }
+        log.flushed().await;
+        let mut outcomes = Vec::new();
+        let mut query = AuditQuery {
+            limit: Some(switchboard_core::audit::MAX_PAGE),
+            ..AuditQuery::default()
+        };
+        loop {
+            let page = store.audit_page(&query).await.unwrap();
+            let Some(last) = page.last() else { break };
+            query.before = last.id;
+            outcomes.extend(page.iter().map(|r| r.outcome.parse::<usize>().unwrap()));
+        }
+        outcomes.reverse();
+        assert_eq!(outcomes, (0..handed).collect::<Vec<_>>());
+        assert_eq!(log.dropped(), 0);
     }
 }

@@ -24,6 +24,7 @@ use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use hyper_util::client::proxy::matcher::Matcher;
 use reqwest::ResponseBuilderExt;
 use switchboard_oauth::net::{GuardedResolver, NetworkPolicy, resolve_guarded};
+use thread_local::ThreadLocal;
 
 use crate::http_client::HttpFailure;
 
@@ -59,13 +60,22 @@ pub struct HttpClients(Arc<Pools>);
 
 struct Pools {
     reqwest: reqwest::Client,
-    plain: Client<HttpConnector<Dns>, reqwest::Body>,
+    /// hyper's pooled client, one per thread that sends: a pooled connection's task runs on
+    /// the runtime that opened it, so a request sent from a connection thread of the front
+    /// door (`switchboard_gateway`'s) is written and answered on that thread, with no hand-off
+    /// to another.
+    plain: ThreadLocal<PlainClient>,
+    /// What each thread's plain client connects with.
+    connector: HttpConnector<Dns>,
     /// The environment's proxy settings (`HTTP_PROXY`, `NO_PROXY`, ...), read as reqwest reads
     /// them: a plain request they route through a proxy goes through reqwest.
     proxies: Matcher,
     /// What these pools may reach, when they are guarded.
     policy: Option<NetworkPolicy>,
 }
+
+/// hyper's pooled client for plain requests.
+type PlainClient = Client<HttpConnector<Dns>, reqwest::Body>;
 
 /// How hyper's connector resolves names: as the system does, or through a policy.
 #[derive(Clone)]
@@ -184,19 +194,25 @@ impl HttpClients {
         connector.set_keepalive_retries(Some(KEEPALIVE_RETRIES));
         #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
         connector.set_tcp_user_timeout(Some(TCP_USER_TIMEOUT));
-        // With timers, idle connections are closed after the pool's idle timeout even when no
-        // request to their server comes to notice.
-        let plain = Client::builder(hyper_util::rt::TokioExecutor::new())
-            .timer(hyper_util::rt::TokioTimer::new())
-            .pool_timer(hyper_util::rt::TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build(connector);
         Self(Arc::new(Pools {
             reqwest,
-            plain,
+            plain: ThreadLocal::new(),
+            connector,
             proxies,
             policy,
         }))
+    }
+
+    /// This thread's plain client, made on first use. With timers, idle connections are closed
+    /// after the pool's idle timeout even when no request to their server comes to notice.
+    fn plain(&self) -> &PlainClient {
+        self.0.plain.get_or(|| {
+            Client::builder(hyper_util::rt::TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .pool_timer(hyper_util::rt::TokioTimer::new())
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .build(self.0.connector.clone())
+        })
     }
 
     /// reqwest's client, for requests built and sent with it directly.
@@ -229,8 +245,7 @@ impl HttpClients {
             return Ok(self.0.reqwest.execute(request).await?);
         }
         let response = self
-            .0
-            .plain
+            .plain()
             .request(request)
             .await
             .map_err(|error| HttpFailure::Request(describe_plain(&error)))?;

@@ -659,6 +659,17 @@ async fn stdio_through(daemon: &daemon::Daemon, args: cli::StdioArgs) -> anyhow:
     Ok(0)
 }
 
+/// As many connection threads as the runtime has workers (one per core unless
+/// `--worker-threads` says otherwise); none on a single-threaded runtime, which already keeps
+/// each call on one thread.
+fn connection_threads() -> usize {
+    let runtime = tokio::runtime::Handle::current();
+    match runtime.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => 0,
+        _ => runtime.metrics().num_workers(),
+    }
+}
+
 async fn serve(
     store: Store,
     args: cli::ServeArgs,
@@ -761,7 +772,8 @@ async fn serve(
         .with_connection_limits(switchboard_gateway::listener::Limits {
             per_client: args.max_connections_per_client as usize,
             ..Default::default()
-        });
+        })
+        .with_connection_threads(connection_threads());
     if let Some(url) = args.public_url {
         gateway = gateway.with_public_url(url);
     }
