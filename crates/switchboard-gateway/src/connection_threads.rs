@@ -11,16 +11,26 @@
 //! Each accepted connection goes to the next thread in turn. Its socket is moved into that
 //! thread's runtime (registered with its I/O driver), and the tasks its requests start (an
 //! upstream connection of the per-thread pool, a session's workers, a stream) stay there. The
-//! hub's own work (connections to servers, catalogs, the store) stays on the main runtime.
-//! Work that would hold a thread (a catalog rebuild, an encoder) already goes to a blocking
-//! pool, so one slow request does not hold the other connections of its thread.
+//! hub's own work started at start-up (connections to servers, catalogs, the store) stays on
+//! the main runtime. Work that would hold a thread (a catalog rebuild, an encoder) already goes
+//! to a blocking pool, so one slow request does not hold the other connections of its thread.
+//!
+//! A request can start work that outlives it on its thread: a server added through the admin
+//! API, a user's workspace and its servers. So the threads run until every holder of them is
+//! gone: the daemon holds them until its hub has shut down (sessions closed, stdio children
+//! stopped gracefully), not only until the gateway stops serving.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::oneshot;
 
-/// The connection threads, stopped when dropped (their remaining tasks are dropped with them).
-pub(crate) struct ConnectionThreads {
+/// The connection threads. Clones share them; they stop when the last clone is dropped, and
+/// the tasks left on them are dropped with them.
+#[derive(Clone)]
+pub struct ConnectionThreads(Arc<Threads>);
+
+struct Threads {
     /// Each thread's runtime, to spawn connections on.
     handles: Vec<tokio::runtime::Handle>,
     /// Told when the threads may stop; each thread ends when its sender is dropped.
@@ -29,9 +39,27 @@ pub(crate) struct ConnectionThreads {
     next: AtomicUsize,
 }
 
+impl std::fmt::Debug for ConnectionThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionThreads")
+            .field("threads", &self.0.handles.len())
+            .finish()
+    }
+}
+
 impl ConnectionThreads {
-    /// Starts `count` threads, each running a single-threaded runtime until dropped.
-    pub(crate) fn start(count: usize) -> std::io::Result<Self> {
+    /// None: connections are served on the runtime that accepts them.
+    pub fn none() -> Self {
+        Self(Arc::new(Threads {
+            handles: Vec::new(),
+            _stops: Vec::new(),
+            next: AtomicUsize::new(0),
+        }))
+    }
+
+    /// Starts `count` threads, each running a single-threaded runtime until the last clone of
+    /// the result is dropped.
+    pub fn start(count: usize) -> std::io::Result<Self> {
         let mut handles = Vec::with_capacity(count);
         let mut stops = Vec::with_capacity(count);
         for index in 0..count {
@@ -51,11 +79,11 @@ impl ConnectionThreads {
                     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
                 })?;
         }
-        Ok(Self {
+        Ok(Self(Arc::new(Threads {
             handles,
             _stops: stops,
             next: AtomicUsize::new(0),
-        })
+        })))
     }
 
     /// Serves `tcp` with `serve` on the next thread, or on the current runtime if there are no
@@ -65,7 +93,8 @@ impl ConnectionThreads {
         F: FnOnce(tokio::net::TcpStream) -> R + Send + 'static,
         R: Future<Output = ()> + Send + 'static,
     {
-        if self.handles.is_empty() {
+        let threads = &self.0;
+        if threads.handles.is_empty() {
             tokio::spawn(serve(tcp));
             return;
         }
@@ -78,8 +107,8 @@ impl ConnectionThreads {
                 return;
             }
         };
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        self.handles[index].spawn(async move {
+        let index = threads.next.fetch_add(1, Ordering::Relaxed) % threads.handles.len();
+        threads.handles[index].spawn(async move {
             match tokio::net::TcpStream::from_std(tcp) {
                 Ok(tcp) => serve(tcp).await,
                 Err(error) => tracing::debug!(%error, "cannot take a connection on its thread"),
@@ -126,5 +155,40 @@ mod tests {
                 "switchboard-connections-1"
             ]
         );
+    }
+
+    /// Work a connection started goes on after the connection, until the last holder of the
+    /// threads lets go of them; then it is stopped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_started_on_a_thread_runs_until_the_last_holder_lets_go() {
+        let threads = ConnectionThreads::start(1).unwrap();
+        let held = threads.clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        let (ticks, mut ticked) = tokio::sync::mpsc::unbounded_channel();
+        threads.spawn(tcp, move |tcp| async move {
+            drop(tcp);
+            // Outlives its connection, as a server added through the admin API does.
+            tokio::spawn(async move {
+                loop {
+                    if ticks.send(()).is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            });
+        });
+        drop(threads);
+        for _ in 0..3 {
+            ticked
+                .recv()
+                .await
+                .expect("the work goes on while one holder remains");
+        }
+        drop(held);
+        // The thread's runtime drops the task, and with it the sender: the channel ends.
+        while ticked.recv().await.is_some() {}
     }
 }

@@ -18,6 +18,7 @@ mod apps;
 mod audit;
 mod commands;
 mod connection_threads;
+pub use connection_threads::ConnectionThreads;
 mod endpoints;
 mod events;
 mod export;
@@ -929,7 +930,7 @@ pub struct Gateway {
     cors_origins: Vec<WebOrigin>,
     limits: listener::Limits,
     app_permissions: Vec<String>,
-    connection_threads: usize,
+    connection_threads: ConnectionThreads,
 }
 
 impl Gateway {
@@ -946,7 +947,7 @@ impl Gateway {
             cors_origins: Vec::new(),
             limits: listener::Limits::default(),
             app_permissions: Vec::new(),
-            connection_threads: 0,
+            connection_threads: ConnectionThreads::none(),
         })
     }
 
@@ -971,11 +972,12 @@ impl Gateway {
         self
     }
 
-    /// Serves connections on `count` threads of their own, each with a single-threaded runtime,
-    /// rather than on the runtime `serve` runs on (0, the default: on that runtime). One per
-    /// core keeps each call on one thread; see `connection_threads`.
-    pub fn with_connection_threads(mut self, count: usize) -> Self {
-        self.connection_threads = count;
+    /// Serves connections on `threads` (each with a single-threaded runtime) rather than on the
+    /// runtime `serve` runs on (the default). One per core keeps each call on one thread; see
+    /// [`ConnectionThreads`]. The caller keeps a clone for as long as work started by requests
+    /// must run: after `serve` returns, until its hub has shut down.
+    pub fn with_connection_threads(mut self, threads: ConnectionThreads) -> Self {
+        self.connection_threads = threads;
         self
     }
 
@@ -1066,11 +1068,15 @@ impl Gateway {
             // Long-lived SSE streams would hold the graceful shutdown open.
             streams.cancel();
         };
-        let threads = connection_threads::ConnectionThreads::start(self.connection_threads)
-            .map_err(GatewayError::Serve)?;
-        listener::serve(self.listener, app, self.limits, &threads, shutdown)
-            .await
-            .map_err(GatewayError::Serve)
+        listener::serve(
+            self.listener,
+            app,
+            self.limits,
+            &self.connection_threads,
+            shutdown,
+        )
+        .await
+        .map_err(GatewayError::Serve)
     }
 }
 

@@ -481,14 +481,18 @@ impl SessionCall {
                 None => Ok(serde_json::json!({})),
                 Some(answer) => answer.await,
             };
-            if let (Ok(_), Some((in_flight, client))) = (&answer, roots_of) {
-                in_flight.roots_given_by(client.as_deref());
-            }
+            let roots_given = roots_of.filter(|_| answer.is_ok());
             let reply = match answer {
                 Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
                 Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),
             };
             control.send(reply).await;
+            // Only once the server has the client's roots may the call waiting for them go on
+            // (`InFlight::hand_roots_to`): sent sooner, the call can reach the server before
+            // them and be answered with the roots of the client before.
+            if let Some((in_flight, client)) = roots_given {
+                in_flight.roots_given_by(client.as_deref());
+            }
         });
     }
 

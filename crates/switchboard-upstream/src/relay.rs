@@ -483,18 +483,23 @@ impl InFlight {
     /// `tell` the server the roots changed (`notifications/roots/list_changed`) and wait (at
     /// most [`ROOTS_ASKED_AGAIN`], or [`ROOTS_ASKED_AGAIN_BY_ONE_THAT_DID`] for a server that
     /// asked again before) for it to ask, the question going to `responder` meanwhile. A server
-    /// that does not ask again is told from then on, but not waited for.
-    pub(crate) async fn hand_roots_to<F>(&self, responder: &Arc<dyn InputResponder>, tell: F)
+    /// that does not ask again is told from then on, but not waited for. Whether the server
+    /// asked and was answered.
+    pub(crate) async fn hand_roots_to<F>(
+        &self,
+        responder: &Arc<dyn InputResponder>,
+        tell: F,
+    ) -> bool
     where
         F: Future<Output = bool>,
     {
         use std::sync::atomic::Ordering;
         let Some(client) = responder.client() else {
-            return;
+            return false;
         };
         let roots = InputRequest::ListRoots(rmcp::model::RequestNoParam::default());
         if !self.roots_held_by_another(client) || !responder.takes(&roots) {
-            return;
+            return false;
         }
         let number = self.roots.next.fetch_add(1, Ordering::Relaxed);
         let _asking = self.register(
@@ -504,7 +509,7 @@ impl InFlight {
         );
         let mut given = self.roots.client.subscribe();
         if !tell.await || !self.roots.asks_again.load(Ordering::Relaxed) {
-            return;
+            return false;
         }
         let limit = match self.roots.asked_again_before.load(Ordering::Relaxed) {
             true => ROOTS_ASKED_AGAIN_BY_ONE_THAT_DID,
@@ -516,8 +521,14 @@ impl InFlight {
         )
         .await;
         match asked {
-            Ok(_) => self.roots.asked_again_before.store(true, Ordering::Relaxed),
-            Err(_) => self.roots.asks_again.store(false, Ordering::Relaxed),
+            Ok(_) => {
+                self.roots.asked_again_before.store(true, Ordering::Relaxed);
+                true
+            }
+            Err(_) => {
+                self.roots.asks_again.store(false, Ordering::Relaxed);
+                false
+            }
         }
     }
 

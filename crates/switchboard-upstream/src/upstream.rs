@@ -957,9 +957,26 @@ impl Upstream {
                 );
                 matches!(told.await, Ok(Ok(())))
             };
-            tokio::select! {
-                () = self.in_flight.hand_roots_to(responder, tell) => {}
+            let handed = tokio::select! {
+                handed = self.in_flight.hand_roots_to(responder, tell) => handed,
                 _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
+            };
+            // The client's roots are given once the client answered, but rmcp writes that
+            // answer to the server in no fixed order with the requests queued beside it: the call
+            // could reach the server first and be answered with the roots before. The server
+            // has the answer by the time it answers a ping sent after it.
+            if handed {
+                let pinged = tokio::time::timeout(
+                    self.timeouts.notification,
+                    self.peer
+                        .send_request(rmcp::model::ClientRequest::PingRequest(
+                            rmcp::model::PingRequest::default(),
+                        )),
+                );
+                tokio::select! {
+                    _ = pinged => {}
+                    _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
+                }
             }
         }
         // The server may answer before this caller listens for the call's messages; they wait

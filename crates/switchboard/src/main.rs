@@ -761,6 +761,8 @@ async fn serve(
     if let Some(encoder) = encoder {
         hub.enable_semantic_search(encoder);
     }
+    // Held until the hub has shut down: requests may have started servers on these threads.
+    let threads = switchboard_gateway::ConnectionThreads::start(connection_threads())?;
     let mut gateway = switchboard_gateway::Gateway::bind(listen)
         .await?
         .with_session_limits(switchboard_gateway::mcp::SessionLimits {
@@ -773,7 +775,7 @@ async fn serve(
             per_client: args.max_connections_per_client as usize,
             ..Default::default()
         })
-        .with_connection_threads(connection_threads());
+        .with_connection_threads(threads.clone());
     if let Some(url) = args.public_url {
         gateway = gateway.with_public_url(url);
     }
@@ -818,6 +820,7 @@ async fn serve(
     let served = server.await;
     hub.shutdown().await;
     hub.store().close().await;
+    drop(threads);
     tracing::info!("stopped");
     served??;
     Ok(0)
