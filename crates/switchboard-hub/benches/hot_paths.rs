@@ -112,7 +112,38 @@ fn relay(c: &mut Criterion) {
     );
     let decoded: ClientJsonRpcMessage = serde_json::from_slice(request).expect("a request");
     group.bench_function("encode a tools/call request", |b| {
-        b.iter(|| serde_json::to_vec(black_box(&decoded)).map(|v| v.len()))
+        b.iter(|| switchboard_upstream::wire::encode_client_message(black_box(&decoded)))
+    });
+    group.bench_function("encode a tools/call request (rmcp)", |b| {
+        b.iter(|| serde_json::to_vec(black_box(&decoded)))
+    });
+    // A call carrying a document: what is done per byte of the arguments shows.
+    let document = serde_json::json!({
+        "jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {
+            "name": "notion__create_page",
+            "arguments": {
+                "title": "Notes",
+                "blocks": (0..200)
+                    .map(|n| serde_json::json!({"type": "paragraph", "n": n, "text": "Lorem ipsum dolor sit amet, consectetur adipiscing elit."}))
+                    .collect::<Vec<_>>(),
+            },
+            "_meta": {"progressToken": 8},
+        },
+    });
+    let large = serde_json::to_vec(&document).expect("a request");
+    group.bench_function("decode a 20 KB tools/call request", |b| {
+        b.iter(|| switchboard_upstream::wire::client_message(black_box(&large)).is_ok())
+    });
+    group.bench_function("decode a 20 KB tools/call request (rmcp)", |b| {
+        b.iter(|| serde_json::from_slice::<ClientJsonRpcMessage>(black_box(&large)).is_ok())
+    });
+    let large: ClientJsonRpcMessage = serde_json::from_slice(&large).expect("a request");
+    group.bench_function("encode a 20 KB tools/call request", |b| {
+        b.iter(|| switchboard_upstream::wire::encode_client_message(black_box(&large)))
+    });
+    group.bench_function("encode a 20 KB tools/call request (rmcp)", |b| {
+        b.iter(|| serde_json::to_vec(black_box(&large)))
     });
     let response_text = std::str::from_utf8(response).expect("UTF-8");
     group.bench_function("decode a tools/call response", |b| {

@@ -655,17 +655,25 @@ impl StatusAwareHttpClient {
             custom_headers.extend(switchboard_telemetry::TraceContext::headers_of(meta));
         }
         let method = reqwest::Method::POST;
+        // Encoded once, whatever number of times the request is sent (a refreshed token).
+        let body = crate::wire::encode_client_message(&message).map(Bytes::from);
         let response = self
             .send_authorized(&method, url, |credentials| {
-                self.request(
+                let request = self.request(
                     method.clone(),
                     url,
                     session_id.as_deref(),
                     auth_token.as_deref(),
                     &custom_headers,
                     credentials,
-                )
-                .json(&message)
+                );
+                match &body {
+                    Ok(body) => request
+                        .header(CONTENT_TYPE, HeaderValue::from_static(JSON))
+                        .body(body.clone()),
+                    // reqwest's encoding reports the error as the request's.
+                    Err(_) => request.json(&message),
+                }
             })
             .await
             .map_err(failure)?;

@@ -1,4 +1,4 @@
-//! Decoding JSON-RPC messages.
+//! Decoding and encoding JSON-RPC messages.
 //!
 //! A message that does not parse is never dropped silently: if it carries a request id, the waiting
 //! request gets a clear local error at once instead of hanging until its timeout.
@@ -13,13 +13,78 @@
 //! shape is decoded as its one type; anything else goes to rmcp's decoding, so what is decoded
 //! is never different from what rmcp would decode, only reached sooner. No library offers this
 //! for rmcp's model, so it is ours.
+//!
+//! The other way, a `tools/call` going to a server is encoded straight from its fields
+//! ([`encode_client_message`]): rmcp encodes a request's `params` by building a `Value` tree of
+//! them first (a deep copy of the arguments, so it can merge `_meta` into them), then encoding
+//! that tree. The bytes are the same; only the copy is skipped.
+
+use std::borrow::Cow;
 
 use rmcp::model::{
-    CallToolRequest, CallToolResult, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData,
-    JsonRpcError, JsonRpcMessage, JsonRpcRequest, JsonRpcResponse, JsonRpcVersion2_0, RequestId,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest,
+    ErrorCode, ErrorData, InputResponses, JsonObject, JsonRpcError, JsonRpcMessage, JsonRpcRequest,
+    JsonRpcResponse, JsonRpcVersion2_0, MetaObject, RequestId, RequestMetaObject,
     ServerJsonRpcMessage, ServerResult,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+/// `message` as the JSON text rmcp would send; a `tools/call` request whose `_meta` is in one
+/// place (the request's, not its parameters' or a legacy one too: those rmcp merges) is written
+/// straight from its fields.
+pub fn encode_client_message(message: &ClientJsonRpcMessage) -> serde_json::Result<Vec<u8>> {
+    if let JsonRpcMessage::Request(JsonRpcRequest {
+        jsonrpc,
+        id,
+        request: ClientRequest::CallToolRequest(call),
+    }) = message
+        && call.params.meta.is_none()
+        && call.extensions.get::<MetaObject>().is_none()
+    {
+        let params = &call.params;
+        return serde_json::to_vec(&ToolCallOut {
+            jsonrpc,
+            id,
+            method: &call.method,
+            params: ToolCallParamsOut {
+                meta: call
+                    .extensions
+                    .get::<RequestMetaObject>()
+                    .map(|meta| &meta.0.0),
+                name: &params.name,
+                arguments: params.arguments.as_ref(),
+                input_responses: params.input_responses.as_ref(),
+                request_state: params.request_state.as_deref(),
+            },
+        });
+    }
+    serde_json::to_vec(message)
+}
+
+/// A `tools/call` request as rmcp lays it out: the envelope's keys, then `method` and `params`.
+#[derive(Serialize)]
+struct ToolCallOut<'a, M> {
+    jsonrpc: &'a JsonRpcVersion2_0,
+    id: &'a RequestId,
+    method: &'a M,
+    params: ToolCallParamsOut<'a>,
+}
+
+/// A `tools/call`'s parameters as rmcp lays them out: `_meta` first, then the fields in the
+/// order rmcp declares them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolCallParamsOut<'a> {
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a JsonObject>,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a JsonObject>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_responses: Option<&'a InputResponses>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_state: Option<&'a str>,
+}
 
 /// A client's message; a `tools/call` request is decoded as one directly.
 pub fn client_message(body: &[u8]) -> serde_json::Result<ClientJsonRpcMessage> {
@@ -29,25 +94,61 @@ pub fn client_message(body: &[u8]) -> serde_json::Result<ClientJsonRpcMessage> {
     }
 }
 
-/// `body` decoded as a `tools/call` request, if it is one.
+/// `body` decoded as a `tools/call` request, if it is one: in one pass, straight into its
+/// fields (rmcp's own decoding of a request buffers its `params` to split `_meta` off them).
 fn tool_call(body: &[u8]) -> Option<ClientJsonRpcMessage> {
-    if let Ok(Envelope {
+    let ToolCallIn {
+        jsonrpc,
         id: Some(id),
         method: Method::ToolsCall,
+        params: Some(params),
         result: Present(false),
         error: Present(false),
-        ..
-    }) = serde_json::from_slice::<Envelope>(body)
-        // rmcp's `Request` reads `method` and `params` and leaves the envelope's other keys.
-        && let Ok(call) = serde_json::from_slice::<CallToolRequest>(body)
-    {
-        return Some(JsonRpcMessage::Request(JsonRpcRequest {
-            jsonrpc: JsonRpcVersion2_0,
-            id,
-            request: ClientRequest::CallToolRequest(call),
-        }));
+    } = serde_json::from_slice::<ToolCallIn>(body).ok()?
+    else {
+        return None;
+    };
+    let mut decoded = CallToolRequestParams::new(params.name);
+    decoded.arguments = params.arguments;
+    decoded.input_responses = params.input_responses;
+    decoded.request_state = params.request_state;
+    let mut request = CallToolRequest::new(decoded);
+    if let Some(meta) = params.meta {
+        request.extensions.insert(RequestMetaObject::from(meta));
     }
-    None
+    Some(JsonRpcMessage::Request(JsonRpcRequest {
+        jsonrpc,
+        id,
+        request: ClientRequest::CallToolRequest(request),
+    }))
+}
+
+/// A request's keys as a `tools/call` has them; other keys are skipped, as rmcp skips them.
+/// A key given twice fails it, as it fails rmcp's decoding.
+#[derive(Deserialize)]
+struct ToolCallIn {
+    jsonrpc: JsonRpcVersion2_0,
+    id: Option<RequestId>,
+    #[serde(default)]
+    method: Method,
+    params: Option<ToolCallParamsIn>,
+    #[serde(default)]
+    result: Present,
+    #[serde(default)]
+    error: Present,
+}
+
+/// A `tools/call`'s parameters, `_meta` with them (rmcp keeps it in the request's
+/// extensions); other keys are skipped, as rmcp skips them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolCallParamsIn {
+    #[serde(rename = "_meta")]
+    meta: Option<JsonObject>,
+    name: Cow<'static, str>,
+    arguments: Option<JsonObject>,
+    input_responses: Option<InputResponses>,
+    request_state: Option<String>,
 }
 
 /// A server's message on the stream of a `tools/call`; its response is decoded as a
@@ -220,6 +321,58 @@ mod tests {
     /// How many of the messages above, from the first, take the fast path.
     const FAST_CLIENT_MESSAGES: usize = 5;
     const FAST_SERVER_MESSAGES: usize = 3;
+
+    #[test]
+    fn tool_calls_encode_to_the_bytes_rmcp_encodes_them_to() {
+        let mut messages: Vec<ClientJsonRpcMessage> = CLIENT_MESSAGES
+            .iter()
+            .filter_map(|text| serde_json::from_str(text).ok())
+            .collect();
+        // `_meta` in the parameters, and a legacy one, beside the request's own: rmcp merges.
+        let call = |meta: &str| {
+            serde_json::from_str::<ClientJsonRpcMessage>(&format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"e","arguments":{{"z":1,"a":[true,null]}}{meta}}}}}"#
+            ))
+            .expect("a tools/call")
+        };
+        let meta: JsonObject = serde_json::from_str(r#"{"k":"params","p":1}"#).unwrap();
+        for (in_params, legacy) in [(true, false), (false, true), (true, true)] {
+            let mut message = call(r#","_meta":{"k":"request","progressToken":"t"}"#);
+            if let JsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::CallToolRequest(request),
+                ..
+            }) = &mut message
+            {
+                if in_params {
+                    request.params.meta = Some(RequestMetaObject::from(meta.clone()));
+                }
+                if legacy {
+                    request.extensions.insert(MetaObject(meta.clone()));
+                }
+            }
+            messages.push(message);
+        }
+        messages.push(call(""));
+        let tool_calls = messages
+            .iter()
+            .filter(|message| {
+                matches!(
+                    message,
+                    JsonRpcMessage::Request(JsonRpcRequest {
+                        request: ClientRequest::CallToolRequest(_),
+                        ..
+                    })
+                )
+            })
+            .count();
+        assert!(tool_calls >= 9, "{tool_calls} tool calls");
+        for message in &messages {
+            assert_eq!(
+                String::from_utf8(encode_client_message(message).unwrap()).unwrap(),
+                serde_json::to_string(message).unwrap(),
+            );
+        }
+    }
 
     #[test]
     fn tool_calls_and_their_results_are_decoded_directly_and_nothing_else_is() {

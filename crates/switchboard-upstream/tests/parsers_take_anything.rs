@@ -111,6 +111,17 @@ proptest! {
         }
     }
 
+    /// A client's message that decodes is encoded again to the bytes rmcp encodes it to.
+    #[test]
+    fn the_fast_client_encoder_agrees_with_rmcps(body in input(&CLIENT_MESSAGES)) {
+        if let Ok(message) = wire::client_message(&body) {
+            prop_assert_eq!(
+                wire::encode_client_message(&message).unwrap(),
+                serde_json::to_vec(&message).unwrap()
+            );
+        }
+    }
+
     /// The same for a server's answer to a call, and the message transports' decoding takes
     /// anything.
     #[test]
