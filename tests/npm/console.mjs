@@ -452,7 +452,7 @@ try {
 
   // An endpoint: some of the servers and tools, at its own address, and a key for it alone.
   await page.click("#show-endpoints");
-  await page.waitForSelector("#endpoints-panel:not([hidden])");
+  await page.waitForSelector("#endpoints-panel:not([hidden]):not([aria-busy])");
   seen.noEndpoints = await page.isVisible("#no-endpoints");
   await page.click("#new-endpoint");
   await page.waitForSelector('#endpoint-servers [data-server="everything"] [data-tool="echo"]', { state: "attached" });

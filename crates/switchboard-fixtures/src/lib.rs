@@ -94,26 +94,40 @@ pub struct ServerEverything {
 
 impl ServerEverything {
     /// Starts it with `mode` `streamableHttp` or `sse` on a free loopback port and waits (up to
-    /// 20 s) until it accepts connections.
+    /// 20 s) until it says it listens there.
+    ///
+    /// The port is found by binding port 0 and letting it go, so another process may take it
+    /// before server-everything binds it (it then exits with `EADDRINUSE`): that try is
+    /// repeated on a new port, a few times.
     pub fn start(mode: &str) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
         let path = if mode == "sse" { "sse" } else { "mcp" };
-        Self {
-            child: Self::spawn(mode, port),
-            mode: mode.to_owned(),
-            port,
-            url: format!("http://127.0.0.1:{port}/{path}"),
+        let mut refused = Vec::new();
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            match Self::spawn(mode, port) {
+                Ok(child) => {
+                    return Self {
+                        child,
+                        mode: mode.to_owned(),
+                        port,
+                        url: format!("http://127.0.0.1:{port}/{path}"),
+                    };
+                }
+                Err(why) => refused.push(why),
+            }
         }
+        panic!("server-everything did not start: {refused:#?}");
     }
 
     /// Kills it and starts a new process on the same port, as a deployment restarts a server:
     /// the new one knows none of the old one's sessions.
     pub fn restart(&mut self) {
         self.stop();
-        self.child = Self::spawn(&self.mode, self.port);
+        self.child = Self::spawn(&self.mode, self.port)
+            .unwrap_or_else(|why| panic!("server-everything did not start again: {why}"));
     }
 
     /// Kills it (and waits until it is gone); [`Self::restart`] starts it again.
@@ -122,29 +136,117 @@ impl ServerEverything {
         let _ = self.child.wait();
     }
 
-    fn spawn(mode: &str, port: u16) -> std::process::Child {
-        let child = std::process::Command::new("node")
+    /// Starts it on `port` and waits until the port's listening socket is its own.
+    ///
+    /// Neither a connection to the port (it may be another process's listener) nor its
+    /// "listening on port" line (Express 5 calls the listen callback with the error too, and
+    /// server-everything prints the line either way) proves it started. Its error output is
+    /// kept for the failure message, and read to the end so it never blocks.
+    fn spawn(mode: &str, port: u16) -> Result<std::process::Child, String> {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("node")
             .arg(server_everything_entry())
             .arg(mode)
             .env("PORT", port.to_string())
+            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("node starts (Node.js must be installed)");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let printed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        std::thread::spawn({
+            let printed = printed.clone();
+            move || {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    if let Ok(mut printed) = printed.lock()
+                        && printed.len() < 20
+                    {
+                        printed.push(line);
+                    }
+                }
+            }
+        });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "server-everything did not listen on port {port} within 20 s"
-            );
+        loop {
+            if process_listens_on(child.id(), port) {
+                return Ok(child);
+            }
+            let exited = child.try_wait().ok().flatten();
+            if exited.is_some() || std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                let status = child.wait();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let printed = printed.lock().map(|p| p.join("\n")).unwrap_or_default();
+                return Err(format!(
+                    "port {port}: not listening within 20 s or gone ({status:?}); it printed:\n{printed}"
+                ));
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        child
     }
+}
+
+/// Whether process `pid` holds a TCP socket listening on `port` (any address, IPv4 or IPv6):
+/// the inodes of the listening sockets in `/proc/net/tcp{,6}` against the sockets among the
+/// process's open files. Linux only, as the test suite is.
+///
+/// This is how a test knows a server process it started on a port it picked is up: a
+/// connection to the port may reach another process that took the port in between (the
+/// server then fails to bind it and exits, and the test talks to a port nobody serves).
+pub fn process_listens_on(pid: u32, port: u16) -> bool {
+    const LISTEN: &str = "0A";
+    let port = format!("{port:04X}");
+    let listening: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|row| {
+                    let fields: Vec<&str> = row.split_whitespace().collect();
+                    let local_port = fields.get(1)?.rsplit(':').next()?;
+                    let inode = fields.get(9)?;
+                    (local_port == port && *fields.get(3)? == LISTEN)
+                        .then(|| format!("socket:[{inode}]"))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if listening.is_empty() {
+        return false;
+    }
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target| listening.iter().any(|l| target.as_os_str() == l.as_str()))
 }
 
 impl Drop for ServerEverything {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServerEverything;
+
+    /// A port another process holds is a failed start, not a start: the earlier check (a
+    /// connection to the port succeeds) took the other process for server-everything.
+    #[test]
+    fn server_everything_on_a_taken_port_is_a_failed_start() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let why = ServerEverything::spawn("streamableHttp", port).unwrap_err();
+        assert!(why.contains("already in use"), "{why}");
+        let started = ServerEverything::start("streamableHttp");
+        assert!(std::net::TcpStream::connect(("127.0.0.1", started.port)).is_ok());
     }
 }

@@ -84,10 +84,7 @@ http {{
             .expect("nginx starts");
         let nginx = Self { child, port, dir };
         for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
+            if crate::process_listens_on(nginx.child.id(), port) {
                 return nginx;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

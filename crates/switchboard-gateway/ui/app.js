@@ -226,14 +226,17 @@ function mayDefineEndpoints() {
   return me.workspace !== "user" || me.role === "admin";
 }
 
+/** Reads the endpoints; the panel is `aria-busy` until they are shown (or the reading failed). */
 async function loadEndpoints() {
+  $("#endpoints-panel").setAttribute("aria-busy", "true");
   try {
     endpoints = await api("GET", "/api/endpoints");
+    renderEndpoints();
   } catch (error) {
     $("#endpoint-status").textContent = `Cannot read the endpoints: ${error.message}`;
-    return;
+  } finally {
+    $("#endpoints-panel").removeAttribute("aria-busy");
   }
-  renderEndpoints();
 }
 
 /** "docs (every tool) · github: search_issues, get_issue". */

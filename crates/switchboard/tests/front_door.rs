@@ -2297,9 +2297,9 @@ async fn typescript_sdk_server(dual_era: bool) -> TypeScriptSdkServer {
         }
     });
     for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
+        if child
+            .id()
+            .is_some_and(|pid| switchboard_fixtures::process_listens_on(pid, port))
         {
             return TypeScriptSdkServer {
                 _child: child,

@@ -123,10 +123,11 @@ impl Listening {
         Self { child, port }
     }
 
-    /// Waits (up to 60 s: Python imports are slow on a busy machine) until it accepts connections.
+    /// Waits (up to 60 s: Python imports are slow on a busy machine) until it listens on its
+    /// port (its own socket: another process may have taken the port).
     fn wait(&mut self) {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !switchboard_fixtures::process_listens_on(self.child.id(), self.port) {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!(
                     "the server for port {} exited before listening: {status}",
