@@ -597,6 +597,10 @@ pub(crate) fn routes() -> Router {
                 }
             },
         ))
+        // Each handler made into its service, with the layers above, once, here: a router
+        // never given its state keeps its handlers boxed and builds each one's service stack
+        // again for every request (axum's `MethodEndpoint::BoxedHandler`).
+        .with_state(())
 }
 
 /// An admin API error: answered with its status and `{"error": "<message>"}` as the body.
