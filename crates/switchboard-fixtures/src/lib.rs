@@ -94,7 +94,7 @@ pub struct ServerEverything {
 
 impl ServerEverything {
     /// Starts it with `mode` `streamableHttp` or `sse` on a free loopback port and waits (up to
-    /// 20 s) until it says it listens there.
+    /// 20 s) until its own socket listens there.
     ///
     /// The port is found by binding port 0 and letting it go, so another process may take it
     /// before server-everything binds it (it then exits with `EADDRINUSE`): that try is
@@ -155,7 +155,7 @@ impl ServerEverything {
             .expect("node starts (Node.js must be installed)");
         let stderr = child.stderr.take().expect("stderr is piped");
         let printed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        std::thread::spawn({
+        let reader = std::thread::spawn({
             let printed = printed.clone();
             move || {
                 for line in std::io::BufReader::new(stderr)
@@ -179,7 +179,8 @@ impl ServerEverything {
             if exited.is_some() || std::time::Instant::now() >= deadline {
                 let _ = child.kill();
                 let status = child.wait();
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                // Its error output ends with it: everything it printed has been read.
+                let _ = reader.join();
                 let printed = printed.lock().map(|p| p.join("\n")).unwrap_or_default();
                 return Err(format!(
                     "port {port}: not listening within 20 s or gone ({status:?}); it printed:\n{printed}"
