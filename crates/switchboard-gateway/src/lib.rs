@@ -410,12 +410,10 @@ pub(crate) fn routes() -> Router {
             Router::new()
                 .route(mcp::http::MCP_PATH, axum::routing::any(full_path))
                 .merge(endpoint_mcp)
-                // The branch of the two call paths: the short path takes a plain `tools/call`,
-                // rmcp's server (the full path, above) everything else.
-                .layer(middleware::from_fn(mcp::http::short_path_or_rmcp))
-                // Every POST's body bounded and parsed first.
-                .layer(middleware::from_fn(mcp::http::check_body))
-                .layer(middleware::from_fn(mcp::http::track_sessions)),
+                // The door: sessions checked and noted, every POST's body bounded and parsed,
+                // and the branch of the two call paths: the short path takes a plain
+                // `tools/call`, rmcp's server (the full path, above) everything else.
+                .layer(middleware::from_fn(mcp::http::door)),
         )
         .merge(mcp::legacy_sse::routes())
         .route("/", get(ui::index))

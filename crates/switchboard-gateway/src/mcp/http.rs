@@ -278,15 +278,13 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Notes the client activity of Streamable HTTP sessions: every request names its session, an
-/// `initialize` answered with a new one starts tracking it, and a request counts as activity
-/// while it is being answered, an SSE answer (the GET stream, or a POST's streamed answer)
-/// until it ends.
-pub(crate) async fn track_sessions(
-    workspace: crate::Workspace,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Everything the door at `/mcp` (and an endpoint's) does around rmcp's server, in order: the
+/// session a request names must have been opened at this door, a `DELETE` ends it, a POST's
+/// body is read once and bounded, and the request is answered by the short path or rmcp's
+/// server ([`answer`]); then the session's activity is noted ([`note_activity`]). One layer
+/// where the router is built: each layer costs every request a clone of the service below it
+/// and a boxed future.
+pub(crate) async fn door(workspace: crate::Workspace, request: Request, next: Next) -> Response {
     let door = workspace.door();
     let session = request
         .headers()
@@ -309,7 +307,20 @@ pub(crate) async fn track_sessions(
         return end_session(door, session.as_deref(), request, next).await;
     }
     let answering = session.as_deref().map(|id| door.activity.streaming(id));
-    let response = next.run(request).await;
+    let response = answer(door, request, next).await;
+    note_activity(door, session, answering, response).await
+}
+
+/// Notes the client activity of Streamable HTTP sessions from `response`: an `initialize`
+/// answered with a new session starts tracking it, and a request counts as activity while it is
+/// being answered (`answering`), an SSE answer (the GET stream, or a POST's streamed answer)
+/// until it ends.
+async fn note_activity(
+    door: &FrontDoor,
+    session: Option<String>,
+    answering: Option<StreamGuard>,
+    response: Response,
+) -> Response {
     match &session {
         None => {
             let Some(id) = response
@@ -422,16 +433,18 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"))
 }
 
-/// A POST body [`check_body`] read and found to be bounded JSON, handed on with the request so
-/// that [`short_path_or_rmcp`] need not read it again.
-#[derive(Clone)]
-struct CheckedBody(axum::body::Bytes);
-
-/// Refuses POST bodies that are too large (413) or not JSON (400 with a JSON-RPC parse error)
-/// before they reach rmcp, which would answer a parse failure with 415. Runs before rmcp reads
-/// the body, which it then gets back unchanged; and turns rmcp's 415 for JSON that is no
-/// JSON-RPC message into the spec's Invalid Request.
-pub async fn check_body(request: Request, next: Next) -> Response {
+/// Answers a request at the door: a GET resuming a stream of the short path's is resumed by it;
+/// a POST's body is read, bounded (413) and must be JSON (400 with a JSON-RPC parse error,
+/// where rmcp would answer 415), and a plain `tools/call` of a Streamable HTTP server's tool is
+/// relayed by the short path (`short_path`); everything else, and a call the short path
+/// declines, goes on to rmcp's server (the full path). A call the short path admitted and could
+/// not send goes on marked [`super::admission::Charged`].
+async fn answer(door: &FrontDoor, request: Request, next: Next) -> Response {
+    if request.method() == Method::GET
+        && let Some(resumed) = super::short_path::try_resume(&door.shared, request.headers())
+    {
+        return resumed;
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -455,6 +468,17 @@ pub async fn check_body(request: Request, next: Next) -> Response {
                 .into_response();
         }
     };
+    // The short path decodes the body itself: a body it takes is JSON, so only the rest is
+    // checked for it below.
+    match super::short_path::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes)
+        .await
+    {
+        ShortPath::Answered(response) => return response,
+        ShortPath::Declined(None) => {}
+        ShortPath::Declined(Some(charged)) => {
+            parts.extensions.insert(charged);
+        }
+    }
     if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
         return jsonrpc_error(
             StatusCode::BAD_REQUEST,
@@ -464,10 +488,9 @@ pub async fn check_body(request: Request, next: Next) -> Response {
     }
     let sent_as_json = parts
         .headers
-        .get(axum::http::header::CONTENT_TYPE)
+        .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
-    parts.extensions.insert(CheckedBody(bytes.clone()));
     let answer = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
@@ -481,36 +504,4 @@ pub async fn check_body(request: Request, next: Next) -> Response {
         );
     }
     answer
-}
-
-/// Where a request to `/mcp` branches: a plain `tools/call` of a Streamable HTTP server's tool
-/// is relayed by the short path (`short_path`), as is a GET resuming one of its streams;
-/// everything else, and a call the short path declines, goes on to rmcp's server (the full
-/// path). A call the short path admitted and could not send goes on marked
-/// [`super::admission::Charged`]. Runs after [`check_body`].
-pub(crate) async fn short_path_or_rmcp(
-    workspace: crate::Workspace,
-    request: Request,
-    next: Next,
-) -> Response {
-    let door = workspace.door();
-    if request.method() == Method::GET
-        && let Some(resumed) = super::short_path::try_resume(&door.shared, request.headers())
-    {
-        return resumed;
-    }
-    let (mut parts, body) = request.into_parts();
-    let Some(CheckedBody(bytes)) = parts.extensions.remove::<CheckedBody>() else {
-        return next.run(Request::from_parts(parts, body)).await;
-    };
-    match super::short_path::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes)
-        .await
-    {
-        ShortPath::Answered(response) => return response,
-        ShortPath::Declined(None) => {}
-        ShortPath::Declined(Some(charged)) => {
-            parts.extensions.insert(charged);
-        }
-    }
-    next.run(Request::from_parts(parts, body)).await
 }
