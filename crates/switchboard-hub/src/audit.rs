@@ -196,13 +196,10 @@ async fn write_records(
                     }
                     let full = batch.len() >= BATCH;
                     if !batch.is_empty() {
-                        if let Err(error) = store.append_audit(&batch).await {
-                            tracing::error!(
-                                records = batch.len(),
-                                "could not write audit records: {error}"
-                            );
+                        let records = batch.len();
+                        if let Err(error) = store.append_audit(batch.drain(..)).await {
+                            tracing::error!(records, "could not write audit records: {error}");
                         }
-                        batch.clear();
                     }
                     for done in flushes.drain(..) {
                         let _ = done.send(());

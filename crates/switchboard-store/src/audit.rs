@@ -114,21 +114,23 @@ fn insert_sql(rows: usize, numbered: bool) -> String {
     )
 }
 
-/// Binds `record`'s columns (in [`INSERTED`]'s order) to `query`, whichever engine's it is.
+/// Binds `record`'s columns (in [`INSERTED`]'s order) to `query`, whichever engine's it is. The
+/// record is moved in: SQLite's driver hands a statement's values to its worker thread as owned
+/// values, and would copy every borrowed string to do so.
 macro_rules! bind_record {
     ($query:expr, $record:expr) => {{
-        let record: &AuditRecord = $record;
+        let record: AuditRecord = $record;
         $query
             .bind(as_i64(record.at_ms))
-            .bind(record.tenant.as_str())
+            .bind(record.tenant)
             .bind(record.kind.as_str())
-            .bind(record.actor.as_str())
-            .bind(record.door.as_deref())
-            .bind(record.endpoint.as_deref())
-            .bind(record.client.as_deref())
-            .bind(record.server.as_deref())
-            .bind(record.tool.as_deref())
-            .bind(record.outcome.as_str())
+            .bind(record.actor)
+            .bind(record.door)
+            .bind(record.endpoint)
+            .bind(record.client)
+            .bind(record.server)
+            .bind(record.tool)
+            .bind(record.outcome)
             .bind(record.duration_ms.map(as_i64))
             // Written straight to a buffer: `to_string` goes through `fmt`, several times slower.
             .bind(
@@ -152,8 +154,12 @@ impl Store {
     /// text never changes, so it is prepared once and kept by the connection. Parsing a
     /// statement of however many rows a batch has cost SQLite more than running one many times;
     /// running one a row cost a round trip to the driver's worker and a step each.
-    pub async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
-        if records.is_empty() {
+    pub async fn append_audit(
+        &self,
+        records: impl IntoIterator<Item = AuditRecord, IntoIter: ExactSizeIterator + Send>,
+    ) -> Result<(), StoreError> {
+        let mut records = records.into_iter();
+        if records.len() == 0 {
             return Ok(());
         }
         use std::sync::LazyLock;
@@ -167,16 +173,15 @@ impl Store {
         };
         on_db!(&self.db, pool => {
             let mut tx = pool.begin().await?;
-            let mut left = records;
+            let mut left = records.len();
             for (rows, sql) in ROWS_PER_INSERT.iter().zip(statements.iter()) {
-                while left.len() >= *rows {
-                    let (chunk, rest) = left.split_at(*rows);
+                while left >= *rows {
                     let mut query = sqlx::query(sql.as_str());
-                    for record in chunk {
+                    for record in records.by_ref().take(*rows) {
                         query = bind_record!(query, record);
                     }
                     query.execute(&mut *tx).await?;
-                    left = rest;
+                    left -= rows;
                 }
             }
             tx.commit().await?;

@@ -505,7 +505,7 @@ async fn the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_pas
     }
     batch.push(record(7000, "acme", AuditKind::Change, "mail"));
     batch.push(record(8000, "default", AuditKind::Call, "docs"));
-    local.append_audit(&batch).await.unwrap();
+    local.append_audit(batch).await.unwrap();
 
     let everything = local.audit_page(&AuditQuery::default()).await.unwrap();
     assert_eq!(everything.len(), 8);
@@ -582,7 +582,7 @@ async fn the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_pas
     let many: Vec<AuditRecord> = (0..1_200)
         .map(|n| record(10_000 + n, "default", AuditKind::Call, "bulk"))
         .collect();
-    local.append_audit(&many).await.unwrap();
+    local.append_audit(many.clone()).await.unwrap();
     let bulk = AuditQuery {
         server: Some("bulk".into()),
         limit: Some(1000),
@@ -607,7 +607,7 @@ async fn the_audit_log_pages_filters_keeps_to_its_tenant_and_forgets_what_is_pas
     let few: Vec<AuditRecord> = (0..3)
         .map(|n| record(20_000 + n, "default", AuditKind::Call, "few"))
         .collect();
-    local.append_audit(&few).await.unwrap();
+    local.append_audit(few.clone()).await.unwrap();
     let read = local
         .audit_page(&AuditQuery {
             server: Some("few".into()),

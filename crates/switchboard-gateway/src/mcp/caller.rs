@@ -9,7 +9,8 @@ use switchboard_core::Caller;
 pub(crate) const CALLER_META: &str = "switchboard/caller";
 
 /// The header a connection names its caller with.
-pub(crate) const CALLER_HEADER: &str = "x-switchboard-caller";
+pub(crate) const CALLER_HEADER: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("x-switchboard-caller");
 
 /// The caller `request` declares (its `_meta`, or the request's `_meta` as rmcp moved it to
 /// `context`) or its connection does (the header), or an error naming what is wrong with the

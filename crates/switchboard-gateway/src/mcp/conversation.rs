@@ -14,10 +14,12 @@ use switchboard_core::{Activation, Endpoint, Layers};
 use switchboard_hub::{ConversationLayers, Hub};
 
 /// The header naming the user.
-pub(crate) const USER_HEADER: &str = "x-switchboard-user";
+pub(crate) const USER_HEADER: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("x-switchboard-user");
 
 /// The header naming the thread.
-pub(crate) const THREAD_HEADER: &str = "x-switchboard-thread";
+pub(crate) const THREAD_HEADER: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("x-switchboard-thread");
 
 /// A request's user and thread, as far as it names them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -180,8 +182,8 @@ pub(crate) fn named_by(parts: Option<&axum::http::request::Parts>) -> Result<Con
     let Some(parts) = parts else {
         return Ok(Conversation::default());
     };
-    let read = |header: &str, key: &str| -> Result<Option<String>, String> {
-        let value = match parts.headers.get(header) {
+    let read = |header: axum::http::HeaderName, key: &str| -> Result<Option<String>, String> {
+        let value = match parts.headers.get(&header) {
             Some(value) => Some(
                 value
                     .to_str()
@@ -255,7 +257,13 @@ mod tests {
     #[test]
     fn a_request_names_its_user_and_thread_by_header_or_query() {
         assert!(named_by(None).unwrap().is_unnamed());
-        let by_header = parts("/mcp", &[(USER_HEADER, "ana"), (THREAD_HEADER, "t-1")]);
+        let by_header = parts(
+            "/mcp",
+            &[
+                (USER_HEADER.as_str(), "ana"),
+                (THREAD_HEADER.as_str(), "t-1"),
+            ],
+        );
         assert_eq!(
             named_by(Some(&by_header)).unwrap(),
             Conversation {
@@ -282,7 +290,7 @@ mod tests {
         let mut claimed = parts(
             "/mcp",
             &[
-                (USER_HEADER, "ana"),
+                (USER_HEADER.as_str(), "ana"),
                 ("authorization", "Bearer k"),
                 ("mcp-session-id", "s"),
             ],

@@ -34,7 +34,8 @@ use super::short_path::ShortPath;
 use super::{AggregateServer, Shared};
 
 /// The header naming a Streamable HTTP session.
-pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("mcp-session-id");
 
 /// The path of the aggregated MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";

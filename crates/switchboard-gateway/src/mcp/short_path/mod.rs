@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderName, header};
 use axum::response::Response;
 use rmcp::model::{
     CallToolRequest, ClientNotification, ClientRequest, JsonObject, JsonRpcError, JsonRpcMessage,
@@ -59,6 +59,13 @@ pub(crate) use questions::Answer;
 use questions::*;
 use relay::*;
 use resumable::*;
+
+/// The MCP headers this path reads, as parsed names: a lookup by a `&str` parses the name again
+/// each time.
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const NAME: HeaderName = HeaderName::from_static("mcp-name");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 pub(crate) use resumable::{SessionStreams, try_resume};
 
 /// Prefix of a header value sent Base64-encoded (SEP-2243); such values take the full path.
@@ -100,9 +107,9 @@ pub(crate) async fn try_call(
     if shared.is_draining() {
         return ShortPath::Declined(None);
     }
-    let taken = if !parts.headers.contains_key("mcp-session-id") {
+    let taken = if !parts.headers.contains_key(&super::http::SESSION_HEADER) {
         stateless_call(shared, stop, parts, body).await
-    } else if let Some(session) = single(&parts.headers, "mcp-session-id") {
+    } else if let Some(session) = single(&parts.headers, &super::http::SESSION_HEADER) {
         session_call(shared, sessions, stop, parts, session, body).await
     } else {
         None
@@ -133,7 +140,7 @@ async fn stateless_call(
         || !meta
             .missing_required_keys(&ProtocolVersion::V_2026_07_28)
             .is_empty()
-        || single(&parts.headers, "mcp-name") != Some(&*call.params.name)
+        || single(&parts.headers, &NAME) != Some(&*call.params.name)
     {
         return None;
     }
@@ -248,15 +255,15 @@ async fn session_call(
     if !plain_post(&parts.headers) {
         return None;
     }
-    let version = match parts.headers.get("mcp-protocol-version") {
+    let version = match parts.headers.get(&PROTOCOL_VERSION) {
         None => true,
-        Some(_) => single(&parts.headers, "mcp-protocol-version")
+        Some(_) => single(&parts.headers, &PROTOCOL_VERSION)
             .is_some_and(|version| version == negotiated.version.as_str()),
     };
     if !negotiated.version.has_initialize()
         || !version
-        || parts.headers.contains_key("mcp-method")
-        || parts.headers.contains_key("mcp-name")
+        || parts.headers.contains_key(&METHOD)
+        || parts.headers.contains_key(&NAME)
         || call.params.input_responses.is_some()
         || call.params.request_state.is_some()
         || call
@@ -397,13 +404,13 @@ fn to_server(
 /// both JSON and SSE answers, no `Mcp-Param-*` header.
 fn plain_post(headers: &HeaderMap) -> bool {
     let accepts = |wanted: &str| {
-        single(headers, header::ACCEPT.as_str()).is_some_and(|accept| {
+        single(headers, &header::ACCEPT).is_some_and(|accept| {
             accept
                 .split(',')
                 .any(|range| media_type(range) == Some(wanted) && !refused(range))
         })
     };
-    let json_body = single(headers, header::CONTENT_TYPE.as_str())
+    let json_body = single(headers, &header::CONTENT_TYPE)
         .is_some_and(|kind| media_type(kind) == Some("application/json"));
     headers.contains_key(header::HOST)
         && json_body
@@ -419,10 +426,10 @@ fn plain_post(headers: &HeaderMap) -> bool {
 /// header, and no Base64 name.
 fn plain_stateless_call(headers: &HeaderMap) -> bool {
     plain_post(headers)
-        && !headers.contains_key("mcp-session-id")
-        && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
-        && single(headers, "mcp-method") == Some("tools/call")
-        && single(headers, "mcp-name").is_some_and(|name| !name.starts_with(BASE64_HEADER_PREFIX))
+        && !headers.contains_key(&super::http::SESSION_HEADER)
+        && single(headers, &PROTOCOL_VERSION) == Some(ProtocolVersion::V_2026_07_28.as_str())
+        && single(headers, &METHOD) == Some("tools/call")
+        && single(headers, &NAME).is_some_and(|name| !name.starts_with(BASE64_HEADER_PREFIX))
 }
 
 /// The media type of a `Content-Type` value or an `Accept` range, without its parameters.
@@ -446,7 +453,7 @@ fn refused(range: &str) -> bool {
 }
 
 /// The header's value when it is present exactly once and readable.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     match values.next() {
