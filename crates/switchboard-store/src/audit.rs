@@ -173,15 +173,13 @@ impl Store {
         };
         on_db!(&self.db, pool => {
             let mut tx = pool.begin().await?;
-            let mut left = records.len();
             for (rows, sql) in ROWS_PER_INSERT.iter().zip(statements.iter()) {
-                while left >= *rows {
+                while records.len() >= *rows {
                     let mut query = sqlx::query(sql.as_str());
                     for record in records.by_ref().take(*rows) {
                         query = bind_record!(query, record);
                     }
                     query.execute(&mut *tx).await?;
-                    left -= rows;
                 }
             }
             tx.commit().await?;

@@ -59,6 +59,7 @@ pub(crate) use questions::Answer;
 use questions::*;
 use relay::*;
 use resumable::*;
+pub(crate) use resumable::{SessionStreams, try_resume};
 
 /// The MCP headers this path reads, as parsed names: a lookup by a `&str` parses the name again
 /// each time.
@@ -66,7 +67,6 @@ const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-versi
 const METHOD: HeaderName = HeaderName::from_static("mcp-method");
 const NAME: HeaderName = HeaderName::from_static("mcp-name");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-pub(crate) use resumable::{SessionStreams, try_resume};
 
 /// Prefix of a header value sent Base64-encoded (SEP-2243); such values take the full path.
 const BASE64_HEADER_PREFIX: &str = "=?base64?";

@@ -175,7 +175,7 @@ impl StreamLog {
 /// Resumes a stream of the short path for a session client's GET with `Last-Event-ID` naming
 /// one of its events; `None` when it names none (rmcp's, then).
 pub(crate) fn try_resume(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
-    let session = single(headers, &super::super::http::SESSION_HEADER)?;
+    let session = single(headers, &crate::mcp::http::SESSION_HEADER)?;
     let last = single(headers, &LAST_EVENT_ID)?.strip_prefix(EVENT_ID_PREFIX)?;
     let (stream, index) = last.split_once('-')?;
     let (stream, index) = (stream.parse::<u64>().ok()?, index.parse::<usize>().ok()?);
