@@ -403,22 +403,28 @@ fn to_server(
 /// Whether a POST's headers are those this path reads: a JSON body, a client that accepts
 /// both JSON and SSE answers, no `Mcp-Param-*` header.
 fn plain_post(headers: &HeaderMap) -> bool {
-    let accepts = |wanted: &str| {
-        single(headers, &header::ACCEPT).is_some_and(|accept| {
-            accept
-                .split(',')
-                .any(|range| media_type(range) == Some(wanted) && !refused(range))
-        })
-    };
     let json_body = single(headers, &header::CONTENT_TYPE)
         .is_some_and(|kind| media_type(kind) == Some("application/json"));
     headers.contains_key(header::HOST)
         && json_body
-        && accepts("application/json")
-        && accepts("text/event-stream")
+        && single(headers, &header::ACCEPT).is_some_and(accepts_json_and_sse)
         && !headers
             .keys()
             .any(|name| name.as_str().starts_with("mcp-param-"))
+}
+
+/// Whether an `Accept` value takes both JSON and SSE answers (read in one pass).
+fn accepts_json_and_sse(accept: &str) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for range in accept.split(',') {
+        let wanted = match media_type(range) {
+            Some("application/json") => &mut json,
+            Some("text/event-stream") => &mut sse,
+            _ => continue,
+        };
+        *wanted |= !refused(range);
+    }
+    json && sse
 }
 
 /// Whether the headers are those of a stateless 2026-07-28 `tools/call` that this path checks
@@ -602,6 +608,13 @@ mod tests {
             "accept",
             "application/json;q=0.9, text/event-stream; q=1"
         ));
+        assert!(
+            replaced(
+                "accept",
+                "application/json;q=0, text/event-stream, application/json"
+            ),
+            "JSON refused in one range and accepted in another"
+        );
         assert!(!replaced("content-type", "application/jsonl"), "JSON lines");
         assert!(replaced("content-type", "application/json; charset=utf-8"));
         assert!(
