@@ -10,7 +10,8 @@
 //!
 //! Each accepted connection goes to the next thread in turn. Its socket is moved into that
 //! thread's runtime (registered with its I/O driver), and the tasks its requests start (an
-//! upstream connection of the per-thread pool, a session's workers, a stream) stay there. The
+//! upstream connection, taken again only by requests sent from that thread, a session's
+//! workers, a stream) stay there. The
 //! hub's own work started at start-up (connections to servers, catalogs, the store) stays on
 //! the main runtime. Work that would hold a thread (a catalog rebuild, an encoder) already goes
 //! to a blocking pool, so one slow request does not hold the other connections of its thread.

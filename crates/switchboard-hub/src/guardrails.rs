@@ -214,7 +214,7 @@ impl Hub {
             .map_err(|error| format!("cannot ask it: {error}"))?;
         let mut response = self
             .http()
-            .execute(request)
+            .execute(request, &self.webhook_connections)
             .await
             .map_err(|error| error.to_string())?;
         if !response.status().is_success() {

@@ -255,6 +255,8 @@ pub struct Hub {
     subscriptions: subscriptions::Subscriptions,
     /// Where the hub's calls, approvals and changes are recorded, once enabled.
     audit: std::sync::OnceLock<Arc<audit::AuditRecorder>>,
+    /// The plain connections to guardrail webhooks.
+    webhook_connections: switchboard_upstream::HeldConnections,
 }
 
 /// Which tools (by server and exposed name) a search may find.
@@ -333,6 +335,7 @@ impl Hub {
             inspector: inspector::Inspector::default(),
             subscriptions: subscriptions::Subscriptions::default(),
             audit: std::sync::OnceLock::new(),
+            webhook_connections: switchboard_upstream::HeldConnections::default(),
         })
     }
 

@@ -1013,7 +1013,9 @@ pub async fn auth_challenge(
         .timeout(Duration::from_secs(15))
         .build()
         .ok()?;
-    let response = http.execute(request).await.ok()?;
+    // One request: its connection closes with it.
+    let connection = crate::HeldConnections::default();
+    let response = http.execute(request, &connection).await.ok()?;
     if response.status() != http::StatusCode::UNAUTHORIZED {
         return None;
     }

@@ -125,6 +125,8 @@ type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
 #[derive(Clone, Debug)]
 pub struct StatusAwareHttpClient {
     http: HttpClients,
+    /// The plain connections to the server this client holds.
+    connections: crate::HeldConnections,
     static_headers: Arc<HeaderMap>,
     auth: Option<Arc<ServerAuth>>,
     standalone: Arc<StandaloneStream>,
@@ -174,6 +176,7 @@ impl StatusAwareHttpClient {
     pub fn new(http: HttpClients, static_headers: HeaderMap) -> Self {
         Self {
             http,
+            connections: crate::HeldConnections::default(),
             static_headers: Arc::new(static_headers),
             auth: None,
             standalone: Arc::new(StandaloneStream {
@@ -281,12 +284,13 @@ impl StatusAwareHttpClient {
         }
     }
 
-    /// Sends a request built with [`Self::http`]'s builder, through the pool it belongs to.
+    /// Sends a request built with [`Self::http`]'s builder, on a connection this client holds
+    /// or through reqwest's pool ([`HttpClients::execute`]).
     async fn send(
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, HttpFailure> {
-        self.http.execute(request.build()?).await
+        self.http.execute(request.build()?, &self.connections).await
     }
 
     /// Waits, at most `limit`, until the first standalone GET stream of a session has been

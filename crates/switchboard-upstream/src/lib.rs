@@ -14,6 +14,7 @@ pub mod error;
 // Logging, sampling and roots are deprecated in 2026-07-28 but legacy servers still use them.
 #[allow(deprecated)]
 pub mod handler;
+mod held_connections;
 pub mod http_client;
 mod late_discover;
 pub mod legacy_sse;
@@ -34,6 +35,7 @@ pub use connect::{BuiltinServers, ConnectOptions, Connection, Session, auth_chal
 pub use direct::{CallerPolling, DirectReply};
 pub use error::UpstreamError;
 pub use handler::{InputPolicy, UpstreamEvent, relay_capabilities_for};
+pub use held_connections::HeldConnections;
 pub use observe::{CallObserver, CallOutcome, CallRecord};
 pub use relay::InputResponder;
 pub use tap::{Direction, MessageTap};

@@ -1,16 +1,17 @@
-//! The HTTP clients every upstream connection shares: reqwest's, and hyper's pooled client for
-//! plain `http://` requests that go through no proxy.
+//! The HTTP clients every upstream connection shares: reqwest's, and hyper's own HTTP/1
+//! connections for plain `http://` requests that go through no proxy.
 //!
 //! reqwest wraps hyper's pooled client in layers of its own that every request pays for: a
 //! redirect policy and a response that each parse the request's URL again from text, a retry
 //! layer, boxed tower services and futures. On the relay's hot path that came to about 25,000
 //! instructions per relayed call, an eighth of all the daemon runs for it and more than hyper's
 //! client itself (`docs/benchmarks.md`). Switchboard follows no redirects and retries nothing
-//! at this level, so a request that needs neither TLS nor a proxy goes straight to hyper's
-//! client ([`HttpClients::execute`]); everything else (`https://`, and any URL the environment's
-//! proxy settings route through a proxy) goes through reqwest, which reads the same proxy
-//! settings. Requests are built with reqwest's builder either way, and answers come back as
-//! [`reqwest::Response`]s, so callers see one client.
+//! at this level, so a request that needs neither TLS nor a proxy goes straight to a connection
+//! its sender holds ([`HttpClients::execute`], [`HeldConnections`]); everything else
+//! (`https://`, and any URL the environment's proxy settings route through a proxy) goes
+//! through reqwest, which reads the same proxy settings. Requests are built with reqwest's
+//! builder either way, and answers come back as [`reqwest::Response`]s, so callers see one
+//! client.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,14 +19,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use hyper_util::client::proxy::matcher::Matcher;
 use reqwest::ResponseBuilderExt;
 use switchboard_oauth::net::{GuardedResolver, NetworkPolicy, resolve_guarded};
-use thread_local::ThreadLocal;
 
+use crate::held_connections::HeldConnections;
 use crate::http_client::HttpFailure;
 
 /// How long connecting to a server may take. reqwest's client has the same bound over the
@@ -40,14 +40,9 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const KEEPALIVE_RETRIES: u32 = 3;
 #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
 const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long an idle pooled connection is kept: under the 5 s after which the servers MCP
-/// servers are most often run on (Node's `http`, uvicorn) close an idle connection. A connection
-/// kept longer can be taken for a request just as the server closes it, and the request then
-/// fails ("connection closed before message completed"); a POST cannot safely be sent again.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// The shared connection pools: reqwest's for TLS and proxied requests, hyper's for the rest.
-/// Cloning shares them (one reference count: every call clones its connection's client).
+/// The shared clients: reqwest's pool for TLS and proxied requests, and what plain
+/// connections are opened with. Cloning shares them (one reference count: every call clones
+/// its connection's client).
 ///
 /// Pools made with [`HttpClients::guarded`] connect only where a [`NetworkPolicy`] allows (the
 /// pools of tenant admins' and members' servers): every name is resolved through the policy and
@@ -60,12 +55,7 @@ pub struct HttpClients(Arc<Pools>);
 
 struct Pools {
     reqwest: reqwest::Client,
-    /// hyper's pooled client, one per thread that sends: a pooled connection's task runs on
-    /// the runtime that opened it, so a request sent from a connection thread of the front
-    /// door (`switchboard_gateway`'s) is written and answered on that thread, with no hand-off
-    /// to another.
-    plain: ThreadLocal<PlainClient>,
-    /// What each thread's plain client connects with.
+    /// What plain connections are opened with ([`HeldConnections`]).
     connector: HttpConnector<Dns>,
     /// The environment's proxy settings (`HTTP_PROXY`, `NO_PROXY`, ...), read as reqwest reads
     /// them: a plain request they route through a proxy goes through reqwest.
@@ -74,12 +64,9 @@ struct Pools {
     policy: Option<NetworkPolicy>,
 }
 
-/// hyper's pooled client for plain requests.
-type PlainClient = Client<HttpConnector<Dns>, reqwest::Body>;
-
 /// How hyper's connector resolves names: as the system does, or through a policy.
 #[derive(Clone)]
-enum Dns {
+pub(crate) enum Dns {
     System(GaiResolver),
     Guarded(NetworkPolicy),
 }
@@ -196,23 +183,10 @@ impl HttpClients {
         connector.set_tcp_user_timeout(Some(TCP_USER_TIMEOUT));
         Self(Arc::new(Pools {
             reqwest,
-            plain: ThreadLocal::new(),
             connector,
             proxies,
             policy,
         }))
-    }
-
-    /// This thread's plain client, made on first use. With timers, idle connections are closed
-    /// after the pool's idle timeout even when no request to their server comes to notice.
-    fn plain(&self) -> &PlainClient {
-        self.0.plain.get_or(|| {
-            Client::builder(hyper_util::rt::TokioExecutor::new())
-                .timer(hyper_util::rt::TokioTimer::new())
-                .pool_timer(hyper_util::rt::TokioTimer::new())
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .build(self.0.connector.clone())
-        })
     }
 
     /// reqwest's client, for requests built and sent with it directly.
@@ -220,11 +194,12 @@ impl HttpClients {
         &self.0.reqwest
     }
 
-    /// Sends `request`: a plain `http://` one that no proxy takes straight to hyper's pooled
-    /// client, any other through reqwest.
+    /// Sends `request`: a plain `http://` one that no proxy takes on one of `held`'s
+    /// connections, any other through reqwest.
     pub async fn execute(
         &self,
         request: reqwest::Request,
+        held: &HeldConnections,
     ) -> Result<reqwest::Response, HttpFailure> {
         if let Some(refusal) = self.refusal(request.url()) {
             return Err(HttpFailure::Refused(refusal));
@@ -244,12 +219,7 @@ impl HttpClients {
             let request = reqwest::Request::try_from(request)?;
             return Ok(self.0.reqwest.execute(request).await?);
         }
-        let response = self
-            .plain()
-            .request(request)
-            .await
-            .map_err(|error| HttpFailure::Request(describe_plain(&error)))?;
-        let (mut parts, body) = response.into_parts();
+        let (mut parts, body) = held.send(&self.0.connector, request).await?.into_parts();
         // The response's URL is the request's; without it reqwest would parse a placeholder.
         if let Ok(marker) = http::Response::builder().url(url).body(()) {
             parts.extensions.extend(marker.into_parts().0.extensions);
@@ -271,17 +241,6 @@ pub(crate) fn reqwest_client(policy: Option<&NetworkPolicy>) -> reqwest::Client 
         None => builder,
     };
     builder.build().unwrap_or_else(|_| reqwest::Client::new())
-}
-
-/// Describes a failed plain request as [`crate::http_client::describe_reqwest`] describes
-/// reqwest's: what failed, then its causes (never the URL: hyper's errors do not carry it).
-fn describe_plain(error: &hyper_util::client::legacy::Error) -> String {
-    let what = if error.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    switchboard_oauth::net::with_causes(what, error)
 }
 
 #[cfg(test)]
@@ -359,7 +318,10 @@ mod tests {
         let (address, served) = one_answer().await;
         let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build(), None);
         let request = post(&clients, &format!("http://{address}/mcp"));
-        let response = clients.execute(request).await.unwrap();
+        let response = clients
+            .execute(request, &HeldConnections::default())
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(response.url().as_str(), format!("http://{address}/mcp"));
         assert_eq!(response.headers()["content-type"], "application/json");
@@ -394,7 +356,10 @@ mod tests {
         // Nothing listens at the server's own address: only the proxy can answer.
         let server = closed_address().await;
         let request = post(&clients, &format!("http://{server}/mcp"));
-        let response = clients.execute(request).await.unwrap();
+        let response = clients
+            .execute(request, &HeldConnections::default())
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200);
         let received = served.await.unwrap().to_ascii_lowercase();
         assert!(
@@ -408,7 +373,7 @@ mod tests {
         let address = closed_address().await;
         let clients = HttpClients::with(reqwest::Client::new(), Matcher::builder().build(), None);
         let request = post(&clients, &format!("http://{address}/mcp?token=secret"));
-        match clients.execute(request).await {
+        match clients.execute(request, &HeldConnections::default()).await {
             Err(HttpFailure::Request(text)) => {
                 assert!(text.starts_with("connection failed: "), "{text}");
                 assert!(
@@ -436,7 +401,7 @@ mod tests {
             "http://93.184.216.34/mcp".to_owned(),
         ] {
             let request = post(&guarded, &url);
-            match guarded.execute(request).await {
+            match guarded.execute(request, &HeldConnections::default()).await {
                 Err(HttpFailure::Refused(reason)) => {
                     assert!(!reason.is_empty(), "{url}")
                 }
@@ -459,7 +424,10 @@ mod tests {
             switchboard_core::network::AllowedNetworks::new(["127.0.0.1".parse().unwrap()]),
         ));
         let response = allowed
-            .execute(post(&allowed, &format!("http://{address}/mcp")))
+            .execute(
+                post(&allowed, &format!("http://{address}/mcp")),
+                &HeldConnections::default(),
+            )
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
