@@ -174,16 +174,23 @@ impl HeldConnections {
     /// Puts `held` back after its answer was read, and makes sure a sweep is due.
     fn put_back(list: &Arc<Mutex<IdleList>>, mut held: Held) {
         held.since = Instant::now();
-        let mut idle = lock(list);
-        if idle.connections.len() >= MOST_IDLE {
-            return;
-        }
-        idle.connections.push(held);
-        if !idle.sweeping
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            idle.sweeping = true;
-            runtime.spawn(sweep(Arc::downgrade(list), idle.idle_timeout));
+        let start_sweep = {
+            let mut idle = lock(list);
+            if idle.connections.len() >= MOST_IDLE {
+                return;
+            }
+            idle.connections.push(held);
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) if !idle.sweeping => {
+                    idle.sweeping = true;
+                    Some((runtime, idle.idle_timeout))
+                }
+                _ => None,
+            }
+        };
+        // Spawned without the lock: a sweep dropped unstarted takes it (see `SweepDue`).
+        if let Some((runtime, every)) = start_sweep {
+            runtime.spawn(sweep(Arc::downgrade(list), every));
         }
     }
 
@@ -209,18 +216,43 @@ impl HeldConnections {
 
 /// Closes the idle connections of `list` as they pass [`IDLE_TIMEOUT`] (or their server closes
 /// them), until none is left or the list is gone.
-async fn sweep(list: Weak<Mutex<IdleList>>, every: Duration) {
-    loop {
-        tokio::time::sleep(every).await;
-        let Some(list) = list.upgrade() else {
-            return;
-        };
-        let mut idle = lock(&list);
-        let (now, timeout) = (Instant::now(), idle.idle_timeout);
-        idle.connections.retain(|held| held.usable(now, timeout));
-        if idle.connections.is_empty() {
-            idle.sweeping = false;
-            return;
+fn sweep(list: Weak<Mutex<IdleList>>, every: Duration) -> impl Future<Output = ()> {
+    // Made before the future is first polled, so that even a sweep that never ran is marked.
+    let mut due = SweepDue(list);
+    async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(list) = due.0.upgrade() else {
+                return;
+            };
+            let mut idle = lock(&list);
+            let (now, timeout) = (Instant::now(), idle.idle_timeout);
+            idle.connections.retain(|held| held.usable(now, timeout));
+            if idle.connections.is_empty() {
+                // Done, under the lock a put-back takes: the next one starts another sweep.
+                idle.sweeping = false;
+                due.done();
+                return;
+            }
+        }
+    }
+}
+
+/// Marks a list's sweep as no longer due when the sweep is dropped before its end (its runtime
+/// shut down, whether or not it ever ran), so that the next put-back starts another.
+struct SweepDue(Weak<Mutex<IdleList>>);
+
+impl SweepDue {
+    /// The sweep ended itself and marked the list (under its lock): nothing left to mark.
+    fn done(&mut self) {
+        self.0 = Weak::new();
+    }
+}
+
+impl Drop for SweepDue {
+    fn drop(&mut self) {
+        if let Some(list) = self.0.upgrade() {
+            lock(&list).sweeping = false;
         }
     }
 }
@@ -525,6 +557,32 @@ mod tests {
         assert_eq!(held.idle(), (0, 0));
         read(held.send(&connector(), server.request()).await.unwrap()).await;
         assert_eq!(server.accepted(), 2);
+    }
+
+    #[test]
+    fn a_sweep_ended_with_its_runtime_is_started_again_by_the_next_put_back() {
+        let held = HeldConnections::with_idle_timeout(Duration::from_millis(100));
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let first = runtime();
+        let server = first.block_on(Server::start(false));
+        first.block_on(async {
+            read(held.send(&connector(), server.request()).await.unwrap()).await;
+        });
+        // The server, the connection and the sweep end with the runtime that ran them.
+        drop(first);
+        let second = runtime();
+        second.block_on(async {
+            let server = Server::start(false).await;
+            read(held.send(&connector(), server.request()).await.unwrap()).await;
+            // Swept: the closed one at once, the new one after its idle timeout.
+            until(|| server.closed() == 1).await;
+            assert_eq!(held.idle(), (0, 0));
+        });
     }
 
     #[tokio::test]

@@ -3423,7 +3423,12 @@ async fn a_console_and_an_mcp_client_share_one_subscription_at_the_server() {
     assert_eq!(follow.status(), 200);
     until(&|| subscribed() == ["fixture://greeting"]).await;
 
-    let connection = client(TransportSpec::from_url(&daemon.mcp_url(), vec![]).unwrap()).await;
+    // A client with a session: its resources/subscribe and resources/unsubscribe are answered
+    // once the hub has counted them, so each step below has happened at the daemon before the
+    // next. (A 2026-07-28 client's subscription is counted only after its listen stream is
+    // acknowledged, and let go whenever the daemon sees that stream close: the console could
+    // let go before either, and be taken for the last subscriber.)
+    let connection = client_with(&daemon.mcp_url(), true, vec![]).await;
     let exposed = "fixture://fixture__greeting";
     connection
         .upstream
