@@ -61,6 +61,7 @@ impl std::fmt::Debug for HeldConnections {
     }
 }
 
+/// The idle connections, and whether a sweep of them is due.
 struct IdleList {
     connections: Vec<Held>,
     /// Whether a sweep is due (one task at a time closes what stayed idle too long).
@@ -79,7 +80,8 @@ impl Default for IdleList {
     }
 }
 
-/// One connection: where it goes, the `Host` its requests name, the thread its task runs on.
+/// One connection: where it goes, the `Host` its requests name, the thread that opened it (where
+/// its task runs, on a connection thread).
 struct Held {
     authority: Authority,
     host: HeaderValue,
