@@ -26,6 +26,7 @@ mod last_known;
 mod metrics;
 mod rate_limits;
 mod semantic;
+mod server_view;
 mod subscriptions;
 
 use std::collections::HashMap;
@@ -56,6 +57,7 @@ pub use guardrails::{GuardedCall, GuardrailRefusal};
 pub use inspector::{TrafficMessage, TrafficReceiver};
 pub use rate_limits::Limited;
 pub use semantic::SemanticError;
+pub use server_view::ServerView;
 pub use subscriptions::SubscriptionError;
 pub use switchboard_desk as desk;
 pub use switchboard_embed::SentenceEncoder;
@@ -995,7 +997,7 @@ impl Hub {
     /// The session link of a server that speaks both eras, when one is open now (nothing is
     /// opened or waited for; see [`Hub::upstream_for_client`]).
     pub fn open_sessions_link(&self, id: &ServerId) -> Option<Upstream> {
-        self.slot(id).ok()?.sessions_link.open()
+        self.server_view(id).ok()?.open_sessions_link()
     }
 
     /// The handle for subscribing to (and unsubscribing from) `id`'s resources on behalf of a
@@ -1030,36 +1032,12 @@ impl Hub {
 
     /// A request handle for a connected server.
     pub fn upstream(&self, id: &ServerId) -> Result<Upstream, HubError> {
-        let slot = self.slot(id)?;
-        let upstream = read(&slot.upstream).clone();
-        upstream.ok_or_else(|| {
-            let status = slot.status.borrow();
-            HubError::NotConnected {
-                server: id.clone(),
-                state: status.state,
-                reason: status.error.clone(),
-            }
-        })
+        self.server_view(id)?.upstream()
     }
 
     /// A request handle for calling `tool` on `id`, refusing tools the user disabled.
     pub fn upstream_for_tool(&self, id: &ServerId, tool: &str) -> Result<Upstream, HubError> {
-        let slot = self.slot(id)?;
-        if !slot.definition().tool_enabled(tool) {
-            return Err(HubError::ToolDisabled {
-                server: id.clone(),
-                tool: tool.to_owned(),
-            });
-        }
-        self.upstream(id)
-    }
-
-    /// How calls of the server's upstream tool `tool` become tasks for clients that can take
-    /// them (the server's configuration; optional for a server the hub does not know).
-    pub fn task_mode(&self, id: &ServerId, tool: &str) -> switchboard_core::TaskMode {
-        self.slot(id)
-            .map(|slot| slot.definition().task_mode(tool))
-            .unwrap_or_default()
+        self.server_view(id)?.upstream_for_tool(tool)
     }
 
     /// Whether `caller` may call the server's upstream tool `tool` (its allowed callers).
@@ -1069,15 +1047,8 @@ impl Hub {
         tool: &str,
         caller: &switchboard_core::Caller,
     ) -> Result<(), HubError> {
-        match self.slot(id) {
-            Ok(slot) => slot
-                .definition()
-                .policies
-                .check_caller(tool, caller)
-                .map_err(|refused| HubError::CallerRefused {
-                    server: id.clone(),
-                    refused,
-                }),
+        match self.server_view(id) {
+            Ok(server) => server.check_caller(tool, caller),
             Err(_) => Ok(()),
         }
     }
@@ -1113,51 +1084,19 @@ impl Hub {
         }
     }
 
-    /// Whether the server's policies check or change every call of its upstream tool `tool`:
-    /// it names the callers allowed to call it, its calls may wait for approval, the server has
-    /// guardrails, or an admin fixed some of its arguments.
-    pub fn policies_apply_to_calls(&self, id: &ServerId, tool: &str) -> bool {
-        self.slot(id).is_ok_and(|slot| {
-            let policies = &slot.definition().policies;
-            policies.allowed_callers.contains_key(tool)
-                || policies.approval.contains(tool)
-                || policies.approve_destructive
-                || !policies.guardrails.is_empty()
-                || policies
-                    .overrides
-                    .get(tool)
-                    .is_some_and(|over| !over.fixed_arguments.is_empty())
-        })
-    }
-
     /// Whether a call of the server's upstream tool `tool` may be sent again after a transient
-    /// failure: the server annotates it `readOnlyHint` or `idempotentHint`, or the server's
-    /// settings name it safe to retry.
+    /// failure ([`ServerView::repeatable`], with the tool's annotations as the server lists
+    /// them).
     pub fn call_repeatable(&self, id: &ServerId, tool: &str) -> bool {
-        let Ok(slot) = self.slot(id) else {
+        let Ok(server) = self.server_view(id) else {
             return false;
         };
-        let annotations = read(&slot.catalog)
+        let annotations = read(&server.slot().catalog)
             .tools
             .iter()
             .find(|t| t.name == tool)
             .and_then(|t| t.annotations.clone());
-        self.repeatable(id, tool, annotations.as_ref())
-    }
-
-    /// [`Hub::call_repeatable`] for a caller that holds the tool's annotations (as the server
-    /// lists them) already.
-    pub fn repeatable(
-        &self,
-        id: &ServerId,
-        tool: &str,
-        annotations: Option<&model::ToolAnnotations>,
-    ) -> bool {
-        annotations.is_some_and(|hints| {
-            hints.read_only_hint == Some(true) || hints.idempotent_hint == Some(true)
-        }) || self
-            .slot(id)
-            .is_ok_and(|slot| slot.definition().policies.safe_to_retry.contains(tool))
+        server.repeatable(tool, annotations.as_ref())
     }
 
     /// Whether the server's upstream tool `tool` is pinned: the deferred view lists it.

@@ -13,7 +13,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use switchboard_core::{RateLimit, ServerId};
 
-use crate::{Hub, HubError};
+use crate::{Hub, HubError, ServerView};
 
 /// More client buckets than this and the idle ones are dropped.
 const CLIENT_BUCKETS_KEPT: usize = 4096;
@@ -112,6 +112,29 @@ impl Hub {
         tool: &str,
         client: impl FnOnce() -> Option<String>,
     ) -> Result<(), HubError> {
+        let view = self.server_view(server).ok();
+        self.take_tokens(server, view.as_ref(), tool, client)
+    }
+
+    /// [`Hub::admit_call`] for a call to a server the caller holds a view of.
+    pub fn admit_call_to(
+        &self,
+        server: &ServerView,
+        tool: &str,
+        client: impl FnOnce() -> Option<String>,
+    ) -> Result<(), HubError> {
+        self.take_tokens(server.id(), Some(server), tool, client)
+    }
+
+    /// Takes the tokens of a call of `tool` on `server` (seen as `view`; `None` when the hub
+    /// does not run it, when only the client's limit applies).
+    fn take_tokens(
+        &self,
+        server: &ServerId,
+        view: Option<&ServerView>,
+        tool: &str,
+        client: impl FnOnce() -> Option<String>,
+    ) -> Result<(), HubError> {
         if let Some((limit, buckets)) = self.rate_limits.clients.get()
             && let Some(client) = client()
         {
@@ -122,11 +145,10 @@ impl Hub {
                 buckets.retain_recent();
             }
         }
-        let Ok(slot) = self.slot(server) else {
+        let Some(view) = view else {
             return Ok(());
         };
-        let definition = slot.definition();
-        let policies = &definition.policies;
+        let policies = &view.definition().policies;
         if let Some(limit) = policies.server_rate_limit
             && let Err(not_until) = self.rate_limits.bucket(server, None, limit).check()
         {

@@ -19,7 +19,7 @@ use axum::http::request::Parts;
 use rmcp::model::{ErrorData, JsonObject, Tool};
 use switchboard_core::exposure::Exposed;
 use switchboard_core::{Caller, TaskMode};
-use switchboard_hub::{ExposedCatalog, Hub};
+use switchboard_hub::{ExposedCatalog, Hub, ServerView};
 
 use super::{SessionState, conversation, lock, rate_limited, trace_error};
 
@@ -67,18 +67,20 @@ impl<'a> Admission<'a> {
             .ok_or_else(|| ErrorData::invalid_params(format!("unknown tool '{exposed}'"), None))
     }
 
-    /// Admits a call of `tool` (exposed as `exposed`) by `caller` with `arguments`, inside
-    /// `span` (the admission's): on for the conversation, allowed for the caller, within the
-    /// rate limits. A refusal is marked on `span` and audited.
+    /// Admits a call of `tool` (exposed as `exposed`, on `server`: `None` when the hub no longer
+    /// runs it) by `caller` with `arguments`, inside `span` (the admission's): on for the
+    /// conversation, allowed for the caller, within the rate limits. A refusal is marked on
+    /// `span` and audited.
     pub(super) fn admit(
         &self,
         tool: &Exposed<Tool>,
+        server: Option<&ServerView>,
         exposed: &str,
         caller: Result<Caller, ErrorData>,
         arguments: Option<&JsonObject>,
         span: &tracing::Span,
     ) -> Result<(), ErrorData> {
-        let admitted = span.in_scope(|| self.check(tool, exposed, caller));
+        let admitted = span.in_scope(|| self.check(tool, server, exposed, caller));
         if let Err(error) = &admitted {
             trace_error(span, error);
             self.audit_refusal(tool, exposed, arguments, error);
@@ -89,6 +91,7 @@ impl<'a> Admission<'a> {
     fn check(
         &self,
         tool: &Exposed<Tool>,
+        server: Option<&ServerView>,
         exposed: &str,
         caller: Result<Caller, ErrorData>,
     ) -> Result<(), ErrorData> {
@@ -103,17 +106,21 @@ impl<'a> Admission<'a> {
                 None,
             ));
         }
-        self.hub
-            .check_caller(&tool.server, &tool.upstream, &caller?)
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let caller = caller?;
+        if let Some(server) = server {
+            server
+                .check_caller(&tool.upstream, &caller)
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        }
         if self.charged() {
             return Ok(());
         }
-        self.hub
-            .admit_call(&tool.server, &tool.upstream, || {
-                Some(conversation::client_of(self.parts))
-            })
-            .map_err(rate_limited)
+        let client = || Some(conversation::client_of(self.parts));
+        match server {
+            Some(server) => self.hub.admit_call_to(server, &tool.upstream, client),
+            None => self.hub.admit_call(&tool.server, &tool.upstream, client),
+        }
+        .map_err(rate_limited)
     }
 
     /// Whether the short path already took this request's rate-limit tokens.
@@ -183,19 +190,20 @@ impl<'a> Admission<'a> {
     }
 }
 
-/// How a call of `tool` (exposed as `exposed`) runs for a client that does or does not take
-/// tasks (`takes_tasks`), with or without guardrails on its server (`guarded`: their result
+/// How a call of `tool` (exposed as `exposed`, on `server`: `None` when the hub no longer runs
+/// it) runs for a client that does or does not take tasks (`takes_tasks`), with or without guardrails on its server (`guarded`: their result
 /// check needs the result here, so such a call runs to its result); an error when it cannot
 /// run at all. The short path takes only calls that run to their result
 /// ([`TaskMode::Forbidden`]).
 pub(super) fn task_mode(
-    hub: &Hub,
+    server: Option<&ServerView>,
     tool: &Exposed<Tool>,
     exposed: &str,
     takes_tasks: bool,
     guarded: bool,
 ) -> Result<TaskMode, ErrorData> {
-    Ok(match hub.task_mode(&tool.server, &tool.upstream) {
+    let mode = server.map_or_else(TaskMode::default, |server| server.task_mode(&tool.upstream));
+    Ok(match mode {
         TaskMode::Required if guarded => {
             return Err(ErrorData::invalid_params(
                 format!(

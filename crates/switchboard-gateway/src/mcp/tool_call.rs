@@ -161,6 +161,7 @@ impl AggregateServer {
         let admission_span = switchboard_telemetry::admission_span();
         admission.admit(
             tool,
+            self.hub().server_view(&server).ok().as_ref(),
             &exposed,
             caller::caller_of(&request, &context.meta, parts),
             request.arguments.as_ref(),
@@ -244,8 +245,10 @@ impl AggregateServer {
         let takes_tasks = context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks());
+        // Looked up again: the server may have reconnected (a new slot) while the call waited.
+        let server_now = self.hub().server_view(&server).ok();
         let task_mode = admission::task_mode(
-            self.hub(),
+            server_now.as_ref(),
             tool,
             &exposed,
             takes_tasks,

@@ -49,6 +49,7 @@ use rmcp::model::{
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use switchboard_core::exposure::Exposed;
+use switchboard_hub::ServerView;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -172,25 +173,27 @@ async fn stateless_call(
     {
         return None;
     }
+    let server = shared.hub.server_view(&tool.server).ok()?;
     let takes_tasks = meta
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.supports_tasks());
-    if !runs_to_its_result(shared, tool, &call, takes_tasks)
-        || has_policies(shared, tool, Some(meta), &parts.headers)
+    if !runs_to_its_result(&server, tool, &call, takes_tasks)
+        || has_policies(&server, tool, Some(meta), &parts.headers)
     {
         return None;
     }
-    let upstream = shared
-        .hub
-        .upstream_for_tool(&tool.server, &tool.upstream)
+    let upstream = server
+        .upstream_for_tool(&tool.upstream)
         .ok()
         .filter(|upstream| upstream.calls_directly() && !upstream.has_sessions())?;
     let span = request_span(&call, parts);
-    if let Some(answer) = refusal(&admission, tool, &call, parts, &id, &span, Era::Stateless) {
+    let admitting = (&admission, tool, &server);
+    if let Some(answer) = refusal(admitting, &call, parts, &id, &span, Era::Stateless) {
         return Some(ShortPath::Answered(answer));
     }
     let origin = admission.origin(&call.params.name, call.params.arguments.as_ref());
     let log_level = meta.log_level();
+    let repeatable = server.repeatable(&tool.upstream, tool.item.annotations.as_ref());
     let (server, request) = to_server(tool, id, call);
     let call = Call {
         upstream,
@@ -202,7 +205,7 @@ async fn stateless_call(
         asking: None,
         session: None,
         caller_polls: false,
-        repeatable: repeatable(shared, tool),
+        repeatable,
         span,
         origin,
     };
@@ -284,13 +287,14 @@ async fn session_call(
     let catalog = shared.hub.exposed();
     let admission = Admission::new(&shared.hub, Some(&state), Some(parts));
     let tool = admission.tool(&catalog, &call.params.name).ok()?;
+    let server = shared.hub.server_view(&tool.server).ok()?;
     if !runs_to_its_result(
-        shared,
+        &server,
         tool,
         &call,
         negotiated.capabilities.supports_tasks(),
     ) || has_policies(
-        shared,
+        &server,
         tool,
         call.extensions
             .get::<RequestMetaObject>()
@@ -302,14 +306,11 @@ async fn session_call(
     }
     // A server that speaks both eras serves a session's calls over its session link, once
     // open (the full path opens it).
-    let upstream = shared
-        .hub
-        .upstream_for_tool(&tool.server, &tool.upstream)
-        .ok()?;
+    let upstream = server.upstream_for_tool(&tool.upstream).ok()?;
     let upstream = if upstream.has_sessions() {
         upstream
     } else {
-        shared.hub.open_sessions_link(&tool.server)?
+        server.open_sessions_link()?
     };
     // A server holding another client's roots is told they changed on the full path first.
     let upstream = Some(upstream).filter(|upstream| {
@@ -318,7 +319,8 @@ async fn session_call(
             && !upstream.roots_held_by_another(session)
     })?;
     let span = request_span(&call, parts);
-    if let Some(answer) = refusal(&admission, tool, &call, parts, &id, &span, Era::Session) {
+    let admitting = (&admission, tool, &server);
+    if let Some(answer) = refusal(admitting, &call, parts, &id, &span, Era::Session) {
         return Some(ShortPath::Answered(answer));
     }
     let origin = admission.origin(&call.params.name, call.params.arguments.as_ref());
@@ -338,6 +340,7 @@ async fn session_call(
         _registered: registered,
     };
     let asking = (asker, asked);
+    let repeatable = server.repeatable(&tool.upstream, tool.item.annotations.as_ref());
     let (server, request) = to_server(tool, id, call);
     let call = Call {
         upstream,
@@ -351,7 +354,7 @@ async fn session_call(
         // SEP-1699 is 2025-11-25's: older clients are not expected to come back for a stream
         // that ends early, so for them the server's early end stays hidden.
         caller_polls: negotiated.version == ProtocolVersion::V_2025_11_25,
-        repeatable: repeatable(shared, tool),
+        repeatable,
         span,
         origin,
     };
@@ -364,13 +367,13 @@ async fn session_call(
 /// one that may become a task (the full path runs tasks), nor one refused for a client that
 /// takes no tasks (the full path refuses it).
 fn runs_to_its_result(
-    shared: &Shared,
+    server: &ServerView,
     tool: &Exposed<rmcp::model::Tool>,
     call: &CallToolRequest,
     takes_tasks: bool,
 ) -> bool {
     matches!(
-        task_mode(&shared.hub, tool, &call.params.name, takes_tasks, false),
+        task_mode(Some(server), tool, &call.params.name, takes_tasks, false),
         Ok(switchboard_core::TaskMode::Forbidden)
     )
 }
@@ -379,15 +382,12 @@ fn runs_to_its_result(
 /// (the tool names its allowed callers, or the call declares who makes it), or arguments an
 /// admin fixed.
 fn has_policies(
-    shared: &Shared,
+    server: &ServerView,
     tool: &Exposed<rmcp::model::Tool>,
     meta: Option<&rmcp::model::JsonObject>,
     headers: &axum::http::HeaderMap,
 ) -> bool {
-    shared
-        .hub
-        .policies_apply_to_calls(&tool.server, &tool.upstream)
-        || super::caller::declares_caller(meta, headers)
+    server.policies_apply_to_calls(&tool.upstream) || super::caller::declares_caller(meta, headers)
 }
 
 /// The request `id` calling `tool` as its server names it, and that server.
@@ -489,12 +489,11 @@ fn mentions_key(object: &JsonObject, key: &str) -> bool {
         .any(|(name, value)| name == key || in_value(value, key))
 }
 
-/// Admits `call` of `tool` ([`Admission::admit`]); `Some`, the error answer to request `id`
-/// from a client of `era`, when it is refused, marked on the request's `span` as on its
-/// admission's.
+/// Admits `call` of `tool` on `server` ([`Admission::admit`]); `Some`, the error answer to
+/// request `id` from a client of `era`, when it is refused, marked on the request's `span` as on
+/// its admission's.
 fn refusal(
-    admission: &Admission<'_>,
-    tool: &Exposed<rmcp::model::Tool>,
+    (admission, tool, server): (&Admission<'_>, &Exposed<rmcp::model::Tool>, &ServerView),
     call: &CallToolRequest,
     parts: &Parts,
     id: &RequestId,
@@ -511,6 +510,7 @@ fn refusal(
     admission
         .admit(
             tool,
+            Some(server),
             &call.params.name,
             caller,
             call.params.arguments.as_ref(),

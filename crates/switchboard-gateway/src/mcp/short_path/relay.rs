@@ -15,7 +15,6 @@ use rmcp::model::{
     JsonRpcResponse, LoggingLevel, RequestId, ServerJsonRpcMessage, ServerNotification,
     ServerResult,
 };
-use switchboard_core::exposure::Exposed;
 use switchboard_hub::ExposedCatalog;
 use switchboard_upstream::{DirectReply, Upstream, UpstreamError};
 use tokio::sync::mpsc;
@@ -54,19 +53,12 @@ pub(super) struct Call {
     /// server ends the call's stream before its response, the client's stream ends too, and the
     /// server's is resumed when the client comes back ([`switchboard_upstream::CallerPolling`]).
     pub(super) caller_polls: bool,
-    /// The call may be sent again after a transient failure ([`Hub::repeatable`]).
+    /// The call may be sent again after a transient failure ([`ServerView::repeatable`]).
     pub(super) repeatable: bool,
     /// The client's request as traces show it ([`request_span`]).
     pub(super) span: tracing::Span,
     /// Where it came in, for the audit log (when one is kept).
     pub(super) origin: Option<Arc<switchboard_core::CallOrigin>>,
-}
-
-/// Whether a call of `tool` may be sent again after a transient failure.
-pub(super) fn repeatable(shared: &Shared, tool: &Exposed<rmcp::model::Tool>) -> bool {
-    shared
-        .hub
-        .repeatable(&tool.server, &tool.upstream, tool.item.annotations.as_ref())
 }
 
 /// Sends `call` and answers the client with what comes back; `None` when nothing was sent
