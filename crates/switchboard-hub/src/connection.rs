@@ -325,7 +325,11 @@ impl ConnectionTask {
             self.last_attempt = Some(tokio::time::Instant::now());
             let attempt = tokio::select! {
                 _ = stop.cancelled() => break,
-                attempt = self.connect() => attempt,
+                // Boxed, as are the larger awaits in `serve`: a task is as large as its largest
+                // state, and connecting is a 30 KB future, which would otherwise stay in every
+                // connection's task for as long as it lives (one per server in every open
+                // workspace).
+                attempt = Box::pin(self.connect()) => attempt,
             };
             let failure = match attempt {
                 Ok(connection) => {
@@ -425,7 +429,7 @@ impl ConnectionTask {
             exit,
             session,
         } = connection;
-        if let Err(error) = self.refresh_catalog(&upstream, Refresh::ALL).await {
+        if let Err(error) = Box::pin(self.refresh_catalog(&upstream, Refresh::ALL)).await {
             session.close().await;
             return error;
         }
@@ -465,8 +469,8 @@ impl ConnectionTask {
         loop {
             tokio::select! {
                 _ = &mut closed => break,
-                Some(event) = events.recv() => self.on_events(&upstream, event, &mut events).await,
-                Some(event) = link_events.recv() => self.on_events(&upstream, event, &mut link_events).await,
+                Some(event) = events.recv() => Box::pin(self.on_events(&upstream, event, &mut events)).await,
+                Some(event) = link_events.recv() => Box::pin(self.on_events(&upstream, event, &mut link_events)).await,
                 Ok(()) = link_wanted.changed() => {
                     link_wanted.borrow_and_update();
                     if crate::era_link::may_have_sessions(&self.slot.definition(), &upstream) {
@@ -507,7 +511,7 @@ impl ConnectionTask {
                 }
                 _ = sleep_until_some(signed_out) => end.cancel(),
                 _ = health.due() => {
-                    let checked = upstream.health_check().await;
+                    let checked = Box::pin(upstream.health_check()).await;
                     if let Err(error) = &checked
                         && is_down(error)
                     {
@@ -519,19 +523,19 @@ impl ConnectionTask {
                         // and one that announces no list changes tells nothing at all: its
                         // lists are read again at each check (an unchanged catalog changes
                         // nothing downstream).
-                        if let Err(error) = self.refresh_catalog(&upstream, Refresh::ALL).await {
+                        if let Err(error) = Box::pin(self.refresh_catalog(&upstream, Refresh::ALL)).await {
                             tracing::warn!(server = %self.server(), %error, "reading the lists again failed; keeping the previous ones");
                         }
                     }
                 }
                 Ok(()) = self.checks.changed(), if unhealthy.is_none() => {
                     self.checks.borrow_and_update();
-                    match upstream.health_check().await {
+                    match Box::pin(upstream.health_check()).await {
                         Ok(()) => {
                             // As at each periodic check, a stateless server's lists are read
                             // again: whoever asked for a check sees what it lists now.
                             if upstream.is_stateless()
-                                && let Err(error) = self.refresh_catalog(&upstream, Refresh::ALL).await
+                                && let Err(error) = Box::pin(self.refresh_catalog(&upstream, Refresh::ALL)).await
                             {
                                 tracing::warn!(server = %self.server(), %error, "reading the lists again failed; keeping the previous ones");
                             }
@@ -838,5 +842,26 @@ mod tests {
             "mcp:read mcp:admin"
         );
         assert_eq!(scopes_a_token_shows("offline_access"), "");
+    }
+
+    /// The size of the future `function` returns, without calling it.
+    fn future_size<A, F: Future>(_function: fn(A) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    #[test]
+    fn a_connections_task_keeps_no_room_for_connecting_while_it_serves() {
+        // A task is as large as its future's largest state, for as long as it lives. Connecting
+        // takes a future of about 30 KB; inline, it made each connection's task that large
+        // (one per server in every open workspace of `serve --users`).
+        let connecting = future_size(|task: ConnectionTask| async move {
+            task.connect().await.ok();
+        });
+        let running = future_size(ConnectionTask::run);
+        println!("connecting: {connecting} bytes; a connection's task: {running} bytes");
+        assert!(
+            running * 2 < connecting,
+            "the task ({running} bytes) holds the connecting future ({connecting} bytes)"
+        );
     }
 }

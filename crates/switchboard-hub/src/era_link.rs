@@ -207,7 +207,9 @@ pub(crate) async fn run(link: Arc<SessionsLink>, opener: Opener) {
             link.set(generation, LinkState::Closed);
             return;
         }
-        connected = switchboard_upstream::connect(&pinned, None, &opener.options) => connected,
+        // Boxed: connecting is a 30 KB future, which would stay in the link's task for as long
+        // as the link lives.
+        connected = Box::pin(switchboard_upstream::connect(&pinned, None, &opener.options)) => connected,
     };
     let connection = match connected {
         Ok(connection) => connection,

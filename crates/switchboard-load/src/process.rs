@@ -11,6 +11,9 @@ pub struct Usage {
     pub rss: u64,
     /// Peak resident memory so far, in bytes.
     pub peak_rss: u64,
+    /// The anonymous part of `rss` (heap and stacks, not code or files mapped), in bytes: what
+    /// the process itself holds, steadier than `rss`, which moves with the code pages touched.
+    pub anonymous: u64,
 }
 
 /// Clock ticks per second for `/proc/<pid>/stat` (from `getconf CLK_TCK`, else the usual 100).
@@ -57,6 +60,7 @@ pub fn usage(pid: u32, ticks_per_second: f64) -> anyhow::Result<Usage> {
         cpu_seconds,
         rss: kib("VmRSS:"),
         peak_rss: kib("VmHWM:"),
+        anonymous: kib("RssAnon:"),
     })
 }
 
@@ -68,5 +72,9 @@ mod tests {
     fn the_harness_can_read_its_own_usage() {
         let usage = usage(std::process::id(), clock_ticks()).expect("/proc is readable");
         assert!(usage.rss > 0 && usage.peak_rss >= usage.rss, "{usage:?}");
+        assert!(
+            usage.anonymous > 0 && usage.anonymous <= usage.rss,
+            "{usage:?}"
+        );
     }
 }

@@ -231,18 +231,26 @@ pub async fn workspaces(binary: &Path, users: usize) -> anyhow::Result<()> {
     let after = process::usage(pid, ticks)?;
     let kib = |bytes: u64| bytes as f64 / 1024.0;
     let per_workspace = kib(after.rss.saturating_sub(before.rss)) / opened.max(1) as f64;
+    let anonymous_per_workspace =
+        kib(after.anonymous.saturating_sub(before.anonymous)) / opened.max(1) as f64;
     println!(
         "switchboard-load workspaces: {users} members of one tenant, each calling a server their \
          admin shares once"
     );
     println!();
-    println!("| RSS with two workspaces open | RSS with {opened} more | per workspace |");
-    println!("| --- | --- | --- |");
+    println!("| | with two workspaces open | with {opened} more | per workspace |");
+    println!("| --- | --- | --- | --- |");
     println!(
-        "| {:.1} MiB | {:.1} MiB | {:.0} KiB |",
+        "| RSS | {:.1} MiB | {:.1} MiB | {:.0} KiB |",
         kib(before.rss) / 1024.0,
         kib(after.rss) / 1024.0,
         per_workspace
+    );
+    println!(
+        "| of which anonymous | {:.1} MiB | {:.1} MiB | {:.0} KiB |",
+        kib(before.anonymous) / 1024.0,
+        kib(after.anonymous) / 1024.0,
+        anonymous_per_workspace
     );
     if per_workspace > 100.0 {
         println!("target missed: an open workspace takes {per_workspace:.0} KiB > 100 KiB");

@@ -266,7 +266,7 @@ pub async fn connect(
         } => {
             let headers = crate::http_client::header_map(headers)
                 .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
-            let client = StatusAwareHttpClient::new(options.http.clone(), headers)
+            let client = StatusAwareHttpClient::new(options.http.clone(), url, headers)
                 .with_tap(options.message_tap.clone())
                 .with_auth(options.auth.clone())
                 .with_in_flight(in_flight.clone())
@@ -863,7 +863,9 @@ fn spawn_change_listener(
         while !peer.is_transport_closed() {
             let mut refused = false;
             let uris = subscribed.borrow_and_update().clone();
-            match peer.listen(filter_for(&uris)).await {
+            // Both requests boxed: the task waits on the stream for as long as the session
+            // lives, and would otherwise keep room for a request in flight all that time.
+            match Box::pin(peer.listen(filter_for(&uris))).await {
                 Ok(mut subscription) => {
                     backoff = Duration::from_secs(1);
                     if std::mem::replace(&mut dropped_before, true)
@@ -883,7 +885,7 @@ fn spawn_change_listener(
                                     return;
                                 }
                                 let uris = subscribed.borrow_and_update().clone();
-                                match peer.listen(filter_for(&uris)).await {
+                                match Box::pin(peer.listen(filter_for(&uris))).await {
                                     Ok(newer) => {
                                         // What the old stream still holds comes first.
                                         while let Some(Ok(Some(notification))) =

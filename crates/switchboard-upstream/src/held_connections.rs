@@ -22,7 +22,15 @@
 //!   could not start is sent on a new one (a request is never sent twice);
 //! - a connection goes back to the list only once its answer's body has been read to its end;
 //!   one dropped before (a client gone, a stream cut) is closed.
+//!
+//! Every client of one origin through the same pools holds the same list ([`ListsByOrigin`]):
+//! in `serve --users`, each open workspace has its own client of a server its tenant shares,
+//! and a list each kept an idle connection (its buffers, its task) per workspace, where one
+//! list keeps a few for all of them. A connection carries nothing of the client that opened
+//! it (each request brings its own headers), and the pools it came from decide what it may
+//! reach, as reqwest's pool of the same pools is shared by all of their clients already.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
@@ -58,6 +66,26 @@ pub struct HeldConnections(Arc<Mutex<IdleList>>);
 impl std::fmt::Debug for HeldConnections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HeldConnections").finish_non_exhaustive()
+    }
+}
+
+/// The idle lists of one set of pools, by origin: the clients of an origin share one, for as
+/// long as any of them lives.
+#[derive(Default)]
+pub(crate) struct ListsByOrigin(Mutex<HashMap<String, Weak<Mutex<IdleList>>>>);
+
+impl ListsByOrigin {
+    /// The idle list of `origin`'s clients (`scheme://host:port`), made if none is alive.
+    pub(crate) fn of(&self, origin: &str) -> HeldConnections {
+        let mut lists = lock(&self.0);
+        if let Some(list) = lists.get(origin).and_then(Weak::upgrade) {
+            return HeldConnections(list);
+        }
+        // The lists of origins nobody calls any more go as a new one comes.
+        lists.retain(|_, list| list.strong_count() > 0);
+        let held = HeldConnections::default();
+        lists.insert(origin.to_owned(), Arc::downgrade(&held.0));
+        held
     }
 }
 
@@ -204,6 +232,12 @@ impl HeldConnections {
         held
     }
 
+    /// Whether `other` holds the same list.
+    #[cfg(test)]
+    pub(crate) fn same_list(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// How many idle connections are held, and how many of them their server closed.
     #[cfg(test)]
     fn idle(&self) -> (usize, usize) {
@@ -315,8 +349,11 @@ fn describe(what: &str, error: &(dyn std::error::Error + 'static)) -> String {
     switchboard_oauth::net::with_causes(&format!("{what}: {error}"), error)
 }
 
-fn lock(list: &Mutex<IdleList>) -> std::sync::MutexGuard<'_, IdleList> {
-    list.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// `mutex` locked, even if a thread panicked while it held it: the lists it guards stay valid.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// An answer's body, which puts its connection back once read to its end.
@@ -489,6 +526,34 @@ mod tests {
         HttpConnector::new_with_resolver(Dns::System(
             hyper_util::client::legacy::connect::dns::GaiResolver::new(),
         ))
+    }
+
+    #[tokio::test]
+    async fn the_clients_of_one_origin_share_its_idle_connections_while_any_of_them_lives() {
+        let server = Server::start(false).await;
+        let lists = ListsByOrigin::default();
+        let origin = format!("http://{}", server.address);
+        let (first, second) = (lists.of(&origin), lists.of(&origin));
+        read(first.send(&connector(), server.request()).await.unwrap()).await;
+        read(second.send(&connector(), server.request()).await.unwrap()).await;
+        assert_eq!(
+            server.accepted(),
+            1,
+            "the second client sent on the connection the first put back"
+        );
+        // Another origin has a list of its own.
+        let elsewhere = lists.of(&format!("http://localhost:{}", server.address.port()));
+        assert!(elsewhere.idle() == (0, 0), "{:?}", elsewhere.idle());
+        assert_eq!(first.idle(), (1, 0));
+
+        // Once no client of the origin is left, its idle connections close with the list, and
+        // the next client starts another.
+        drop((first, second));
+        until(|| server.closed() == 1).await;
+        let next = lists.of(&origin);
+        assert_eq!(next.idle(), (0, 0));
+        read(next.send(&connector(), server.request()).await.unwrap()).await;
+        assert_eq!(server.accepted(), 2);
     }
 
     #[tokio::test]

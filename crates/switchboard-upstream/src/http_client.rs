@@ -125,7 +125,8 @@ type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
 #[derive(Clone, Debug)]
 pub struct StatusAwareHttpClient {
     http: HttpClients,
-    /// The plain connections to the server this client holds.
+    /// The plain connections to the server that this client holds, with every other client
+    /// of its origin ([`HttpClients::held_connections`]).
     connections: crate::HeldConnections,
     static_headers: Arc<HeaderMap>,
     auth: Option<Arc<ServerAuth>>,
@@ -172,11 +173,11 @@ struct StandaloneStream {
 }
 
 impl StatusAwareHttpClient {
-    /// A client that adds `static_headers` to every request.
-    pub fn new(http: HttpClients, static_headers: HeaderMap) -> Self {
+    /// A client of the server at `url` that adds `static_headers` to every request.
+    pub fn new(http: HttpClients, url: &url::Url, static_headers: HeaderMap) -> Self {
         Self {
+            connections: http.held_connections(url),
             http,
-            connections: crate::HeldConnections::default(),
             static_headers: Arc::new(static_headers),
             auth: None,
             standalone: Arc::new(StandaloneStream {

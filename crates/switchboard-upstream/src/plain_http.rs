@@ -25,7 +25,7 @@ use hyper_util::client::proxy::matcher::Matcher;
 use reqwest::ResponseBuilderExt;
 use switchboard_oauth::net::{GuardedResolver, NetworkPolicy, resolve_guarded};
 
-use crate::held_connections::HeldConnections;
+use crate::held_connections::{HeldConnections, ListsByOrigin};
 use crate::http_client::HttpFailure;
 
 /// How long connecting to a server may take. reqwest's client has the same bound over the
@@ -62,6 +62,8 @@ struct Pools {
     proxies: Matcher,
     /// What these pools may reach, when they are guarded.
     policy: Option<NetworkPolicy>,
+    /// The plain connections held idle for these pools' clients, by origin.
+    held: ListsByOrigin,
 }
 
 /// How hyper's connector resolves names: as the system does, or through a policy.
@@ -186,7 +188,14 @@ impl HttpClients {
             connector,
             proxies,
             policy,
+            held: ListsByOrigin::default(),
         }))
+    }
+
+    /// The idle plain connections that every client of `url`'s origin through these pools
+    /// holds ([`HeldConnections`]).
+    pub fn held_connections(&self, url: &url::Url) -> HeldConnections {
+        self.0.held.of(&url.origin().ascii_serialization())
     }
 
     /// reqwest's client, for requests built and sent with it directly.
@@ -432,6 +441,18 @@ mod tests {
             .unwrap();
         assert_eq!(response.status(), 200);
         served.await.unwrap();
+    }
+
+    #[test]
+    fn idle_connections_are_shared_by_origin_within_one_set_of_pools_only() {
+        let url = |text: &str| url::Url::parse(text).unwrap();
+        let open = HttpClients::new();
+        let mcp = open.held_connections(&url("http://127.0.0.1:9/mcp"));
+        assert!(mcp.same_list(&open.held_connections(&url("http://127.0.0.1:9/other"))));
+        assert!(!mcp.same_list(&open.held_connections(&url("http://127.0.0.1:10/mcp"))));
+        // Pools guarded by a policy never take a connection that other pools opened.
+        let guarded = HttpClients::guarded(NetworkPolicy::default());
+        assert!(!mcp.same_list(&guarded.held_connections(&url("http://127.0.0.1:9/mcp"))));
     }
 
     #[test]
