@@ -449,11 +449,11 @@ fn protocol_version_header(headers: &HashMap<HeaderName, HeaderValue>) -> Option
         .cloned()
 }
 
-/// Whether a refusal of a request sent in a session says the server no longer knows the
-/// session besides the spec's 404 (answered before the body is read): the 400 "Bad Request: No
-/// valid session ID provided" that servers built on the TypeScript SDK's examples
-/// (server-everything among them) answer after a restart. Either way the server ran nothing, so the request may be sent again in a new
-/// session (rmcp's worker does that once).
+/// Whether a refusal of a request sent in a session says the server no longer knows the session
+/// besides the spec's 404 (answered before the body is read): the 400 "Bad Request: No valid
+/// session ID provided" that servers built on the TypeScript SDK's examples (server-everything
+/// among them) answer after a restart. Either way the server ran nothing, so the request may be
+/// sent again in a new session (rmcp's worker does that once).
 fn forgot_session(status: StatusCode, body: &[u8]) -> bool {
     const BODY_PREFIX_CHECKED: usize = 1024;
     status == StatusCode::BAD_REQUEST

@@ -1858,9 +1858,10 @@ async fn a_call_the_short_path_hands_to_the_full_path_is_charged_against_rate_li
     assert_eq!(refused["error"]["code"], -32029, "{refused}");
 }
 
-/// A session whose client only calls tools straight through (never reaching rmcp's session)
-/// lives on past `--session-idle` while it keeps calling, and through calls longer than that
-/// (streamed, or silent until their result); ending the session (DELETE) cancels a call it still has running at the server.
+/// A session whose client only calls tools straight through (never reaching rmcp's session) lives
+/// on past `--session-idle` while it keeps calling, and through calls longer than that (streamed,
+/// or silent until their result); ending the session (DELETE) cancels a call it still has running
+/// at the server.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_calling_straight_through_lives_while_it_calls_and_its_end_cancels_its_calls() {
     let (daemon, fixture, _dir) = serving(

@@ -190,11 +190,11 @@ impl<'a> Admission<'a> {
     }
 }
 
-/// How a call of `tool` (exposed as `exposed`, on `server`: `None` when the hub no longer runs
-/// it) runs for a client that does or does not take tasks (`takes_tasks`), with or without
-/// guardrails on its server (`guarded`: their result check needs the result here, so such a
-/// call runs to its result); an error when it cannot run at all. The short path takes only calls that run to their result
-/// ([`TaskMode::Forbidden`]).
+/// How a call of `tool` (exposed as `exposed`, on `server`: `None` when the hub no longer runs it)
+/// runs for a client that does or does not take tasks (`takes_tasks`), with or without guardrails
+/// on its server (`guarded`: their result check needs the result here, so such a call runs to its
+/// result); an error when it cannot run at all. The short path takes only calls that run to their
+/// result ([`TaskMode::Forbidden`]).
 pub(super) fn task_mode(
     server: Option<&ServerView>,
     tool: &Exposed<Tool>,

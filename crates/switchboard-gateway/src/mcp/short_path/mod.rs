@@ -93,10 +93,10 @@ impl ShortPath {
     }
 }
 
-/// Relays `body` (a POST to `/mcp` with `parts`) directly when it is a plain `tools/call` this
-/// path takes; [`ShortPath::Declined`] when the full path must answer it. `sessions` are rmcp's Streamable HTTP
-/// sessions. A session's `notifications/cancelled` for a call relayed here cancels it (and
-/// still goes on to rmcp). At shutdown, `stop` ends a call still running after the drain
+/// Relays `body` (a POST to `/mcp` with `parts`) directly when it is a plain `tools/call` this path
+/// takes; [`ShortPath::Declined`] when the full path must answer it. `sessions` are rmcp's
+/// Streamable HTTP sessions. A session's `notifications/cancelled` for a call relayed here cancels
+/// it (and still goes on to rmcp). At shutdown, `stop` ends a call still running after the drain
 /// deadline, as it ends every other stream.
 pub(crate) async fn try_call(
     shared: &Arc<Shared>,
