@@ -1,6 +1,6 @@
-//! The plain HTTP/1 connections that one user of the shared clients holds (a server's client,
-//! the guardrails' webhook caller): a short list of idle connections, the one put back last
-//! taken first.
+//! The plain HTTP/1 connections that the users of the shared clients hold (the clients of a
+//! server's origin together, a hub's guardrails webhook caller): a short list of idle
+//! connections, the one put back last taken first.
 //!
 //! hyper-util's pooled client served these before. A request through it hashes the pool's key
 //! (scheme and authority, a byte at a time with SipHash) about five times for its checkout and
