@@ -332,6 +332,9 @@ impl<T> NameTable<T> {
                 .map(|(i, (name, _))| (name.clone(), i))
                 .collect();
         }
+        // Every open workspace keeps its tables for as long as it lives: no room to grow.
+        entries.shrink_to_fit();
+        index.shrink_to_fit();
         Self {
             entries,
             index,

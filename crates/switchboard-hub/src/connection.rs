@@ -621,12 +621,13 @@ impl ConnectionTask {
                 });
                 Refresh::NONE
             }
-            UpstreamEvent::Log {
-                level,
-                logger,
-                data,
-                to_caller,
-            } => {
+            UpstreamEvent::Log(log) => {
+                let switchboard_upstream::ServerLog {
+                    level,
+                    logger,
+                    data,
+                    to_caller,
+                } = *log;
                 // A server's own log messages reach clients and consoles through the events; the
                 // daemon's log takes them at debug only (a server may send thousands a second).
                 tracing::debug!(target: "switchboard::upstream::log", server = %self.server(), level, logger, %data);

@@ -27,6 +27,7 @@ mod metrics;
 mod rate_limits;
 mod semantic;
 mod server_view;
+mod shared_schemas;
 mod subscriptions;
 
 use std::collections::HashMap;
@@ -147,6 +148,7 @@ impl ServerCatalog {
     ) {
         let (granted, withheld): (Vec<Tool>, Vec<Tool>) = listed
             .into_iter()
+            .map(shared_schemas::share_schemas)
             .partition(|tool| def.tool_granted(&tool.name));
         self.withheld_tools = withheld;
         (self.tools, self.disabled_tools) = granted
@@ -461,6 +463,8 @@ impl Hub {
     /// when the hub is dropped.
     pub fn follow(self: &Arc<Self>, mut changes: watch::Receiver<Option<StoreFingerprint>>) {
         let hub = Arc::downgrade(self);
+        // Each reading is boxed: the task waits for changes for as long as the workspace is
+        // open, and would otherwise keep room for the largest of them all that time.
         tokio::spawn(async move {
             let (mut seen_servers, mut seen_layers, mut seen_endpoints, mut seen_accepted) =
                 (None, None, None, None);
@@ -479,7 +483,7 @@ impl Hub {
                     }
                     seen_grants = Some(now.grants);
                     if seen_servers != Some(servers) {
-                        match hub.sync_with_store().await {
+                        match Box::pin(hub.sync_with_store()).await {
                             Ok(()) => seen_servers = Some(servers),
                             Err(error) => {
                                 tracing::warn!(%error, "reading the servers from the store failed")
@@ -487,7 +491,7 @@ impl Hub {
                         }
                     }
                     if seen_layers != Some(now.activations) {
-                        match hub.load_activations().await {
+                        match Box::pin(hub.load_activations()).await {
                             Ok(()) => seen_layers = Some(now.activations),
                             Err(error) => {
                                 tracing::warn!(%error, "reading the activation layers from the store failed")
@@ -495,7 +499,7 @@ impl Hub {
                         }
                     }
                     if seen_endpoints != Some(now.endpoints) {
-                        match hub.load_endpoints().await {
+                        match Box::pin(hub.load_endpoints()).await {
                             Ok(()) => seen_endpoints = Some(now.endpoints),
                             Err(error) => {
                                 tracing::warn!(%error, "reading the endpoints from the store failed")
@@ -505,7 +509,7 @@ impl Hub {
                     // A definition accepted elsewhere (another replica, the CLI) is served here
                     // too; the first reading only marks where things stand.
                     if seen_accepted.is_some_and(|seen| seen != now.accepted_definitions) {
-                        hub.review_all_definitions().await;
+                        Box::pin(hub.review_all_definitions()).await;
                     }
                     seen_accepted = Some(now.accepted_definitions);
                 }

@@ -681,10 +681,8 @@ async fn try_stateless(
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
-    match handler
-        .serve_with_lifecycle(streamable_transport(url, client), lifecycle)
-        .await
-    {
+    let transport = crate::stateless_transport::StatelessTransport::new(client.clone(), url);
+    match handler.serve_with_lifecycle(transport, lifecycle).await {
         Ok(service) => Ok(Step::Connected(service)),
         // A JSON-RPC error that is not a modern rejection: a legacy server answering
         // `server/discover` before `initialize` (rmcp classifies by code).

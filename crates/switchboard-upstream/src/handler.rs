@@ -80,17 +80,22 @@ pub enum UpstreamEvent {
     /// changes may have gone unannounced meanwhile (the server may have restarted), so its
     /// lists are read again.
     ListenReopened,
-    /// A log message.
-    Log {
-        /// RFC 5424 level.
-        level: String,
-        /// The logger name, if any.
-        logger: Option<String>,
-        /// The message payload.
-        data: serde_json::Value,
-        /// Whether it was delivered to the caller of the request it belongs to.
-        to_caller: bool,
-    },
+    /// A log message (boxed: the events of every connection go through a channel whose first
+    /// block holds 32 of them from the start, and this is by far the largest).
+    Log(Box<ServerLog>),
+}
+
+/// A log message a server sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerLog {
+    /// RFC 5424 level.
+    pub level: String,
+    /// The logger name, if any.
+    pub logger: Option<String>,
+    /// The message payload.
+    pub data: serde_json::Value,
+    /// Whether it was delivered to the caller of the request it belongs to.
+    pub to_caller: bool,
 }
 
 /// How Switchboard answers a server's request for user input.
@@ -383,12 +388,12 @@ impl ClientHandler for UpstreamHandler {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| "info".into());
-        self.emit(UpstreamEvent::Log {
+        self.emit(UpstreamEvent::Log(Box::new(ServerLog {
             level,
             logger: params.logger,
             data: params.data,
             to_caller: responder.is_some(),
-        });
+        })));
     }
 
     async fn on_resource_updated(

@@ -349,8 +349,9 @@ fn describe(what: &str, error: &(dyn std::error::Error + 'static)) -> String {
     switchboard_oauth::net::with_causes(&format!("{what}: {error}"), error)
 }
 
-/// `mutex` locked, even if a thread panicked while it held it: the lists it guards stay valid.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// `mutex` locked, even if a thread panicked while it held it: what the crate's mutexes guard
+/// stays valid whatever a holder was doing.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -23,7 +23,9 @@ pub mod observe;
 pub mod plain_http;
 #[allow(deprecated)]
 pub mod relay;
+mod request_headers;
 pub mod sse;
+mod stateless_transport;
 pub mod stdio;
 pub mod tap;
 pub mod upstream;
@@ -34,7 +36,7 @@ pub use children::{ChildPolicy, ChildSandbox, SandboxMode};
 pub use connect::{BuiltinServers, ConnectOptions, Connection, Session, auth_challenge, connect};
 pub use direct::{CallerPolling, DirectReply};
 pub use error::UpstreamError;
-pub use handler::{InputPolicy, UpstreamEvent, relay_capabilities_for};
+pub use handler::{InputPolicy, ServerLog, UpstreamEvent, relay_capabilities_for};
 pub use held_connections::HeldConnections;
 pub use observe::{CallObserver, CallOutcome, CallRecord};
 pub use relay::InputResponder;

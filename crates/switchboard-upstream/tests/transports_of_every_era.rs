@@ -249,33 +249,12 @@ async fn stdio_servers_of_both_eras_work() {
     modern.session.close().await;
 }
 
-#[tokio::test]
-async fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
-    let fixture = transports::streamable_http(Era::Legacy).await;
-    let connection = connect(&http(&fixture.url), None, &options())
-        .await
-        .unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let result = connection
-        .upstream
-        .call_tool(
-            "slow",
-            serde_json::json!({"ms": 200}).as_object().cloned(),
-            &CallContext {
-                progress: Some(tx),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(result.content[0].as_text().unwrap().text, "done");
-    let mut reports = Vec::new();
-    while let Ok(report) = rx.try_recv() {
-        reports.push(report);
-    }
-    assert!(!reports.is_empty(), "progress notifications arrived");
-    assert!(reports.iter().all(|r| r.total == Some(4.0)));
-
+/// Cancels a slow call 150 ms in (the caller gets `Cancelled`); whether the fixture's tool then
+/// saw its cancellation within 2 s.
+async fn a_cancelled_call_reaches_the_server(
+    connection: &Connection,
+    fixture: &transports::RunningFixture,
+) -> bool {
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
     tokio::spawn(async move {
@@ -303,7 +282,61 @@ async fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(seen, "the server saw notifications/cancelled");
+    seen
+}
+
+#[tokio::test]
+async fn progress_reaches_the_caller_and_cancellation_reaches_the_server() {
+    let fixture = transports::streamable_http(Era::Legacy).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let result = connection
+        .upstream
+        .call_tool(
+            "slow",
+            serde_json::json!({"ms": 200}).as_object().cloned(),
+            &CallContext {
+                progress: Some(tx),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text().unwrap().text, "done");
+    let mut reports = Vec::new();
+    while let Ok(report) = rx.try_recv() {
+        reports.push(report);
+    }
+    assert!(!reports.is_empty(), "progress notifications arrived");
+    assert!(reports.iter().all(|r| r.total == Some(4.0)));
+
+    assert!(
+        a_cancelled_call_reaches_the_server(&connection, &fixture).await,
+        "the server saw notifications/cancelled"
+    );
+    connection.session.close().await;
+}
+
+/// At a 2026-07-28 server a cancelled request's response stream is closed, which the server
+/// takes as the cancellation (no `notifications/cancelled` goes over HTTP in that revision).
+#[tokio::test]
+async fn a_stateless_servers_cancelled_call_is_cancelled_by_closing_its_stream() {
+    let fixture = transports::streamable_http(Era::Modern).await;
+    let connection = connect(&http(&fixture.url), None, &options())
+        .await
+        .unwrap();
+    assert!(connection.upstream.is_stateless());
+    assert!(
+        a_cancelled_call_reaches_the_server(&connection, &fixture).await,
+        "the server saw the call's stream close"
+    );
+    // The connection goes on serving.
+    assert_eq!(
+        text_of(&connection, "echo", serde_json::json!({"message": "after"})).await,
+        "after"
+    );
     connection.session.close().await;
 }
 
