@@ -1,8 +1,8 @@
 //! The headers a 2026-07-28 request carries besides its body (SEP-2243), and the rule that
 //! decides which tools may ask for them.
 //!
-//! Every POST names its protocol version (`MCP-Protocol-Version`); a request names its method
-//! (`Mcp-Method`) and, for the methods that have one, what it is about (`Mcp-Name`: a tool's or
+//! Every POST names its protocol version (`MCP-Protocol-Version`) and its method (`Mcp-Method`);
+//! a request also names, for the methods that have one, what it is about (`Mcp-Name`: a tool's or
 //! prompt's name, a resource's URI, a task's id). A `tools/call` also copies each argument its
 //! tool's input schema marks with `x-mcp-header` into an `Mcp-Param-<name>` header, so that
 //! proxies can route on it without reading the body. Values that cannot travel as they are
@@ -36,11 +36,14 @@ pub(crate) fn request_headers(
     if let Ok(value) = HeaderValue::from_str(version) {
         headers.insert(HeaderName::from_static("mcp-protocol-version"), value);
     }
-    let ClientJsonRpcMessage::Request(_) = message else {
+    if !matches!(
+        message,
+        ClientJsonRpcMessage::Request(_) | ClientJsonRpcMessage::Notification(_)
+    ) {
         return headers;
-    };
-    // Requests other than calls are few (lists, reads, the listen stream): reading their fields
-    // from JSON keeps one rule for every method.
+    }
+    // Messages other than calls are few (lists, reads, the listen stream, notifications):
+    // reading their fields from JSON keeps one rule for every method.
     let Ok(request) = serde_json::to_value(message) else {
         return headers;
     };
@@ -283,7 +286,7 @@ mod tests {
     }
 
     #[test]
-    fn a_resource_read_is_named_by_its_uri_and_a_notification_by_nothing() {
+    fn a_resource_read_is_named_by_its_uri_and_a_notification_by_its_method_alone() {
         let read: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
             "jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "file:///a"}
         }))
@@ -295,7 +298,11 @@ mod tests {
         }))
         .expect("a notification");
         let headers = request_headers(&note, "2026-07-28", &HashMap::new());
-        assert_eq!(headers.len(), 1, "only the version: {headers:?}");
+        assert_eq!(
+            header(&headers, "mcp-method"),
+            Some("notifications/roots/list_changed")
+        );
+        assert_eq!(headers.len(), 2, "the version and the method: {headers:?}");
     }
 
     #[test]

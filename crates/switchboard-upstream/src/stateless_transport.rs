@@ -43,6 +43,8 @@ use crate::http_client::{HttpFailure, StatusAwareHttpClient};
 
 /// Most messages that wait for rmcp's client to take them.
 pub(crate) const QUEUE_BOUND: usize = 64;
+/// How long the end of a response stream is waited for once its response was read.
+const STREAM_END_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The transport: a handle on what its sends and its receiver share.
 pub(crate) struct StatelessTransport {
@@ -101,8 +103,17 @@ impl Transport<RoleClient> for StatelessTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // What must follow the order rmcp sends in is done here, before the send runs in a
+        // task of its own: a request is registered for cancelling before any cancellation of
+        // it can be looked at.
+        let outgoing = self.shared.prepare(item);
         let shared = self.shared.clone();
-        async move { shared.send(item).await }
+        async move {
+            match outgoing {
+                Some(outgoing) => shared.send(outgoing).await,
+                None => Ok(()),
+            }
+        }
     }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
@@ -128,19 +139,30 @@ impl Transport<RoleClient> for StatelessTransport {
     }
 }
 
+/// A message to POST, with its headers, and for a request its id and what cancels its reading.
+struct Outgoing {
+    message: ClientJsonRpcMessage,
+    headers: HashMap<http::HeaderName, http::HeaderValue>,
+    request: Option<(RequestId, CancellationToken)>,
+}
+
 impl Shared {
-    async fn send(&self, message: ClientJsonRpcMessage) -> Result<(), SendError> {
-        let id = match &message {
+    /// What `message` needs sent; `None` when nothing is to be sent: a cancellation, which
+    /// closes the request's response stream (2026-07-28's cancellation over HTTP), and an
+    /// answer to the server, which sends no requests in this revision (none is delivered).
+    fn prepare(&self, message: ClientJsonRpcMessage) -> Option<Outgoing> {
+        let request = match &message {
             JsonRpcMessage::Request(request) => {
                 if let Some(version) =
                     rmcp::model::GetMeta::get_meta(&request.request).protocol_version()
                 {
                     *lock(&self.version) = version.to_string();
                 }
-                Some(request.id.clone())
+                let stop = self.closed.child_token();
+                lock(&self.reading).insert(request.id.clone(), stop.clone());
+                Some((request.id.clone(), stop))
             }
             JsonRpcMessage::Notification(notification) => {
-                // Closing the request's response stream is the cancellation.
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
                 {
@@ -152,21 +174,34 @@ impl Shared {
                     {
                         reading.cancel();
                     }
-                    return Ok(());
+                    return None;
                 }
                 None
             }
-            // A client answers nothing in this revision: the server sends no requests.
-            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => return Ok(()),
+            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => return None,
         };
         let headers = {
             let version = lock(&self.version).clone();
             crate::request_headers::request_headers(&message, &version, &lock(&self.schemas))
         };
-        let stop = self.closed.child_token();
-        if let Some(id) = &id {
-            lock(&self.reading).insert(id.clone(), stop.clone());
-        }
+        Some(Outgoing {
+            message,
+            headers,
+            request,
+        })
+    }
+
+    async fn send(&self, outgoing: Outgoing) -> Result<(), SendError> {
+        let Outgoing {
+            message,
+            headers,
+            request,
+        } = outgoing;
+        let id = request.as_ref().map(|(id, _)| id.clone());
+        let stop = match &request {
+            Some((_, stop)) => stop.clone(),
+            None => self.closed.child_token(),
+        };
         let read = async {
             let response = self
                 .client
@@ -225,13 +260,33 @@ impl Shared {
                 }
             };
             let answers = match &message {
-                JsonRpcMessage::Response(response) => Some(&response.id) == id,
-                JsonRpcMessage::Error(error) => error.id.as_ref() == id,
-                _ => false,
+                JsonRpcMessage::Response(response) => {
+                    id.is_some_and(|id| same_id(&response.id, id))
+                }
+                // An error naming no request is the server's answer to this one.
+                JsonRpcMessage::Error(error) => match (&error.id, id) {
+                    (Some(theirs), Some(ours)) => same_id(theirs, ours),
+                    (None, _) => true,
+                    (Some(_), None) => false,
+                },
+                JsonRpcMessage::Request(request) => {
+                    // A 2026-07-28 server asks for input with `input_required`, never with a
+                    // request of its own; one that does anyway is not answered (as on the
+                    // direct route), so nothing in the daemon acts on it.
+                    tracing::debug!(id = ?request.id, "a stateless server sent a request on a stream; ignored");
+                    continue;
+                }
+                JsonRpcMessage::Notification(_) => false,
             };
             self.deliver(message).await;
             if answers {
-                // The response ends the request; what the stream still holds is not read.
+                // The response ends the request. The stream's end is read briefly, so that its
+                // connection goes back to the pool instead of closing; a server must send
+                // nothing more for the request, so nothing read there is delivered.
+                let _ = tokio::time::timeout(STREAM_END_WAIT, async {
+                    while events.next().await.is_some() {}
+                })
+                .await;
                 return Ok(());
             }
         }
@@ -275,14 +330,23 @@ impl Shared {
     }
 }
 
+/// Whether a server's answer names request `ours`: the same id, or its number as a string
+/// (as some servers echo ids).
+fn same_id(theirs: &RequestId, ours: &RequestId) -> bool {
+    match (theirs, ours) {
+        (RequestId::String(text), RequestId::Number(number)) => text.as_ref() == number.to_string(),
+        _ => theirs == ours,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A server on loopback that answers one POST with an SSE stream of `notes` progress
-    /// notifications and then the response to request 1.
-    async fn streaming_server(notes: usize) -> url::Url {
+    /// A server on loopback that answers one POST with `events` as an SSE stream (each a JSON
+    /// message), then keeps the connection open a while; with no events it never answers.
+    async fn streaming_server(events: Vec<String>) -> url::Url {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -300,40 +364,104 @@ mod tests {
                     Ok(n) => request.extend_from_slice(&buffer[..n]),
                 }
             }
-            let mut body = String::new();
-            for n in 0..notes {
-                body.push_str(&format!(
-                    "data: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":\"t\",\"progress\":{n}}}}}\n\n"
-                ));
+            if !events.is_empty() {
+                let body: String = events
+                    .iter()
+                    .map(|event| format!("data: {event}\n\n"))
+                    .collect();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body.as_bytes()).await;
+                let _ = socket.flush().await;
             }
-            body.push_str("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
-                body.len()
-            );
-            let _ = socket.write_all(head.as_bytes()).await;
-            let _ = socket.write_all(body.as_bytes()).await;
-            let _ = socket.flush().await;
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
         });
         url::Url::parse(&format!("http://{address}/mcp")).expect("a URL")
     }
 
+    fn transport_to(url: &url::Url) -> StatelessTransport {
+        let client = StatusAwareHttpClient::new(
+            crate::plain_http::HttpClients::new(),
+            url,
+            http::HeaderMap::new(),
+        );
+        StatelessTransport::new(client, url)
+    }
+
+    fn request(id: i64) -> ClientJsonRpcMessage {
+        serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}
+        }))
+        .expect("a request")
+    }
+
+    #[tokio::test]
+    async fn a_cancellation_sent_before_its_request_ran_still_closes_it() {
+        let url = streaming_server(Vec::new()).await;
+        let mut transport = transport_to(&url);
+        // rmcp sends each message from a task of its own: the cancellation's may run first.
+        let sending = transport.send(request(7));
+        let cancel: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}
+        }))
+        .expect("a cancellation");
+        transport
+            .send(cancel)
+            .await
+            .expect("a cancellation is sent");
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(2), sending).await;
+        assert!(
+            matches!(sent, Ok(Ok(()))),
+            "the request ended at once, though its server never answers"
+        );
+        assert!(lock(&transport.shared.reading).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_servers_own_request_is_not_delivered_and_an_error_naming_no_request_answers() {
+        let url = streaming_server(vec![
+            r#"{"jsonrpc":"2.0","id":"s1","method":"ping"}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"broke"}}"#.to_owned(),
+        ])
+        .await;
+        let mut transport = transport_to(&url);
+        let sent = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            transport.send(request(1)),
+        )
+        .await;
+        assert!(
+            matches!(sent, Ok(Ok(()))),
+            "the id-less error ended the request"
+        );
+        assert!(matches!(
+            transport.receive().await,
+            Some(JsonRpcMessage::Notification(_))
+        ));
+        assert!(matches!(
+            transport.receive().await,
+            Some(JsonRpcMessage::Error(_))
+        ));
+        assert!(
+            lock(&transport.shared.queue).is_empty(),
+            "the server's ping was not delivered"
+        );
+    }
+
     #[tokio::test]
     async fn a_stream_waits_while_the_queue_is_full_and_everything_arrives_in_order() {
         const NOTES: usize = 200;
-        let url = streaming_server(NOTES).await;
-        let client = StatusAwareHttpClient::new(
-            crate::plain_http::HttpClients::new(),
-            &url,
-            http::HeaderMap::new(),
-        );
-        let mut transport = StatelessTransport::new(client, &url);
-        let request: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}
-        }))
-        .expect("a request");
-        let sending = tokio::spawn(transport.send(request));
+        let mut events: Vec<String> = (0..NOTES)
+            .map(|n| format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":"t","progress":{n}}}}}"#))
+            .collect();
+        events.push(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned());
+        let url = streaming_server(events).await;
+        let mut transport = transport_to(&url);
+        let sending = tokio::spawn(transport.send(request(1)));
         // Nobody takes messages yet: the queue fills to its bound and the stream waits.
         let mut waited = 0;
         while lock(&transport.shared.queue).len() < QUEUE_BOUND && waited < 500 {
