@@ -109,10 +109,14 @@ impl Transport<RoleClient> for StatelessTransport {
         let outgoing = self.shared.prepare(item);
         let shared = self.shared.clone();
         async move {
-            match outgoing {
-                Some(outgoing) => shared.send(outgoing).await,
-                None => Ok(()),
-            }
+            let Some(outgoing) = outgoing else {
+                return Ok(());
+            };
+            // The exchange runs in a task of its own: rmcp awaits the handshake's sends in the
+            // task that connects, at the end of a long chain of calls, and an HTTP exchange
+            // polled there overflowed a test thread's stack in a debug build.
+            let mut exchange = Exchange(tokio::spawn(async move { shared.send(outgoing).await }));
+            (&mut exchange.0).await?
         }
     }
 
@@ -136,6 +140,15 @@ impl Transport<RoleClient> for StatelessTransport {
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.shared.closed.cancel();
         Ok(())
+    }
+}
+
+/// A message's exchange with the server, stopped if whoever sent the message gives up on it.
+struct Exchange(tokio::task::JoinHandle<Result<(), SendError>>);
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
