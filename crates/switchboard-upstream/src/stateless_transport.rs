@@ -7,8 +7,8 @@
 //! open workspace of `serve --users` cost). For a server with sessions the worker earns it: it
 //! keeps the session id, the GET stream, resumption and re-initialisation. A 2026-07-28 server
 //! has none of these. Each message is one POST, answered on its own response, so this transport
-//! sends each message from the task rmcp sends it in, and keeps what comes back in a queue that
-//! holds only what arrived and was not yet taken.
+//! sends each message in a task that lives as long as its exchange, and keeps what comes back
+//! in a queue that holds only what arrived and was not yet taken.
 //!
 //! What it keeps of the worker's behaviour:
 //! - the SEP-2243 headers ([`crate::request_headers`]), with the input schemas of the tools
