@@ -113,13 +113,18 @@ impl StreamLog {
     /// priming event carries an empty `data` field (SEP-1699), which axum's events leave out, and
     /// a pause is an event with an id, the server's `retry` and empty data, after which the
     /// response ends.
+    ///
+    /// A log already complete (the commonest case: the server answered in one message) is
+    /// answered as one body of known length: no stream to poll, no keep-alive timer to arm (which
+    /// costs the connection's thread a wake-up of its own), one write.
     pub(super) fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
         let priming = (after == 0).then(|| {
             let retry = RESUME_AFTER.as_millis();
-            Bytes::from(format!(
-                "id: {EVENT_ID_PREFIX}{stream}-0\nretry: {retry}\ndata: \n\n"
-            ))
+            format!("id: {EVENT_ID_PREFIX}{stream}-0\nretry: {retry}\ndata: \n\n")
         });
+        if let Some(whole) = self.complete_from(stream, after, priming.as_deref()) {
+            return sse_answer(axum::body::Body::from(whole));
+        }
         let events = futures::stream::unfold(Some((self, after)), move |state| async move {
             let (log, next) = state?;
             loop {
@@ -128,18 +133,12 @@ impl StreamLog {
                 changed.as_mut().enable();
                 {
                     let messages = lock(&log.messages);
-                    let id = format!("{EVENT_ID_PREFIX}{stream}-{}", next + 1);
                     match messages.0.get(next) {
-                        // Compact JSON has no raw line breaks, so one `data` line carries it.
-                        Some(Entry::Message(data)) => {
-                            let event = format!("id: {id}\ndata: {data}\n\n");
-                            return Some((Bytes::from(event), Some((log.clone(), next + 1))));
-                        }
-                        Some(Entry::Pause(retry)) => {
-                            let retry =
-                                retry.map(|ms| format!("retry: {ms}\n")).unwrap_or_default();
-                            let event = format!("id: {id}\n{retry}data: \n\n");
-                            return Some((Bytes::from(event), None));
+                        Some(entry) => {
+                            let mut event = String::new();
+                            let ends = write_event(&mut event, stream, next + 1, entry);
+                            let rest = (!ends).then(|| (log.clone(), next + 1));
+                            return Some((Bytes::from(event), rest));
                         }
                         None if messages.1 => return None,
                         None => {}
@@ -148,7 +147,7 @@ impl StreamLog {
                 changed.await;
             }
         });
-        let events = futures::stream::iter(priming)
+        let events = futures::stream::iter(priming.map(Bytes::from))
             .chain(events)
             .map(Some)
             .chain(futures::stream::once(async { None }));
@@ -161,15 +160,71 @@ impl StreamLog {
         let body = futures::stream::select(events, pings)
             .take_while(|chunk| std::future::ready(chunk.is_some()))
             .filter_map(|chunk| std::future::ready(chunk.map(Ok::<_, Infallible>)));
-        (
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            axum::body::Body::from_stream(body),
-        )
-            .into_response()
+        sse_answer(axum::body::Body::from_stream(body))
     }
+
+    /// The whole answer of stream `stream` after event `after` (`priming` first), when the log
+    /// holds all of it: complete, or paused after `after` (a pause ends the response).
+    fn complete_from(&self, stream: u64, after: usize, priming: Option<&str>) -> Option<String> {
+        let messages = lock(&self.messages);
+        let entries = messages.0.get(after..).unwrap_or_default();
+        let pauses = entries.iter().any(|entry| matches!(entry, Entry::Pause(_)));
+        if !messages.1 && !pauses {
+            return None;
+        }
+        let mut whole = String::with_capacity(
+            priming.map_or(0, str::len)
+                + entries
+                    .iter()
+                    .map(|entry| match entry {
+                        Entry::Message(data) => data.len() + 32,
+                        Entry::Pause(_) => 48,
+                    })
+                    .sum::<usize>(),
+        );
+        whole.push_str(priming.unwrap_or_default());
+        for (index, entry) in entries.iter().enumerate() {
+            if write_event(&mut whole, stream, after + index + 1, entry) {
+                break;
+            }
+        }
+        Some(whole)
+    }
+}
+
+/// Writes `entry`, event `number` of stream `stream`, to `out` as SSE; whether it ends the
+/// response (a pause).
+fn write_event(out: &mut String, stream: u64, number: usize, entry: &Entry) -> bool {
+    use std::fmt::Write;
+    let _ = writeln!(out, "id: {EVENT_ID_PREFIX}{stream}-{number}");
+    match entry {
+        // Compact JSON has no raw line breaks, so one `data` line carries it.
+        Entry::Message(data) => {
+            out.push_str("data: ");
+            out.push_str(data);
+            out.push_str("\n\n");
+            false
+        }
+        Entry::Pause(retry) => {
+            if let Some(ms) = retry {
+                let _ = writeln!(out, "retry: {ms}");
+            }
+            out.push_str("data: \n\n");
+            true
+        }
+    }
+}
+
+/// An SSE answer with `body`.
+fn sse_answer(body: axum::body::Body) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// Resumes a stream of the short path for a session client's GET with `Last-Event-ID` naming
@@ -185,4 +240,72 @@ pub(crate) fn try_resume(shared: &Shared, headers: &HeaderMap) -> Option<Respons
     let log = lock(&state.short_path_streams).find(stream)?;
     log.came_back(index);
     Some(log.follow(stream, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(value: serde_json::Value) -> ServerJsonRpcMessage {
+        serde_json::from_value(value).unwrap()
+    }
+
+    async fn text_of(answer: Response) -> String {
+        use http_body_util::BodyExt;
+        let bytes = answer.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_complete_log_is_answered_whole_with_the_events_a_followed_one_sends() {
+        let progress = message(serde_json::json!({"jsonrpc": "2.0",
+            "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}}));
+        let result = message(serde_json::json!({"jsonrpc": "2.0", "id": 4,
+            "result": {"content": [{"type": "text", "text": "done"}]}}));
+
+        let complete = Arc::new(StreamLog::default());
+        complete.push(&progress);
+        complete.push(&result);
+        complete.finish();
+        let whole = complete.clone().follow(7, 0);
+        assert!(
+            http_body::Body::size_hint(whole.body()).exact().is_some(),
+            "one body of known length"
+        );
+
+        let following = Arc::new(StreamLog::default());
+        following.push(&progress);
+        let followed = following.clone().follow(7, 0);
+        assert!(
+            http_body::Body::size_hint(followed.body())
+                .exact()
+                .is_none()
+        );
+        let reading = tokio::spawn(text_of(followed));
+        following.push(&result);
+        following.finish();
+        let followed = reading.await.unwrap();
+
+        let whole = text_of(whole).await;
+        assert_eq!(whole, followed);
+        assert!(
+            whole.starts_with("id: sb-7-0\nretry: 3000\ndata: \n\n"),
+            "{whole}"
+        );
+        assert!(whole.contains("id: sb-7-2\ndata: {"), "{whole}");
+        // From an event on, and up to a pause, which ends the answer.
+        assert_eq!(
+            text_of(complete.clone().follow(7, 1)).await,
+            whole[whole.find("id: sb-7-2").unwrap()..]
+        );
+        let paused = Arc::new(StreamLog::default());
+        paused.push(&progress);
+        paused.pause(Some(std::time::Duration::from_millis(250)));
+        paused.push(&result);
+        let until_pause = text_of(paused.follow(7, 0)).await;
+        assert!(
+            until_pause.ends_with("id: sb-7-2\nretry: 250\ndata: \n\n"),
+            "{until_pause}"
+        );
+    }
 }
