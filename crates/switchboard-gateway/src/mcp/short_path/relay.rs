@@ -46,7 +46,7 @@ pub(super) struct Call {
     pub(super) cancelled: Option<CancellationToken>,
     /// For a session call, the responder that asks the client on the call's stream, and that
     /// stream's questions.
-    pub(super) asking: Option<(AskOnStream, mpsc::Receiver<ServerJsonRpcMessage>)>,
+    pub(super) asking: Option<(AskOnStream, mpsc::Receiver<Box<ServerJsonRpcMessage>>)>,
     /// For a session call, the session, which keeps the call's stream for resumption.
     pub(super) session: Option<Arc<crate::mcp::SessionState>>,
     /// The client resumes a stream that ends early (a 2025-11-25 session client): when the
@@ -319,7 +319,7 @@ pub(super) enum Next {
 pub(super) struct Relayed {
     source: Source,
     /// Requests for the client from the call's responder ([`AskOnStream`]).
-    questions: Option<mpsc::Receiver<ServerJsonRpcMessage>>,
+    questions: Option<mpsc::Receiver<Box<ServerJsonRpcMessage>>>,
     catalog: Arc<ExposedCatalog>,
     server: switchboard_core::ServerId,
     /// The client's id for the call.
@@ -344,11 +344,11 @@ impl Relayed {
             let reply = match &mut self.source {
                 Source::Ended => return None,
                 Source::Sending(sent) => tokio::select! {
-                    Some(question) = question => return Some(Next::Message(question)),
+                    Some(question) = question => return Some(Next::Message(*question)),
                     reply = sent => reply,
                 },
                 Source::Streaming(messages) => tokio::select! {
-                    Some(question) = question => return Some(Next::Message(question)),
+                    Some(question) = question => return Some(Next::Message(*question)),
                     message = messages.next() => match message {
                         Some(Ok(JsonRpcMessage::Notification(notification))) => {
                             if wants(self.era, self.log_level, &notification.notification) {
