@@ -17,6 +17,10 @@ use crate::mcp::{Shared, lock};
 /// How long a client is told to wait before resuming a stream, as rmcp tells it.
 pub(super) const RESUME_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// The longest answer of a complete stream sent as one body (a longer one is followed event by
+/// event, as a stream still running is).
+const ONE_BODY_MOST: usize = 64 * 1024;
+
 /// How many of a session's latest streams are kept for resumption.
 pub(super) const KEPT_STREAMS: usize = 16;
 
@@ -114,8 +118,8 @@ impl StreamLog {
     /// a pause is an event with an id, the server's `retry` and empty data, after which the
     /// response ends.
     ///
-    /// A log already complete (the commonest case: the server answered in one message) is
-    /// answered as one body of known length: no stream to poll, no keep-alive timer to arm (which
+    /// A log already complete (the commonest case: the server answered in one message), up to
+    /// [`ONE_BODY_MOST`] bytes, is answered as one body of known length: no stream to poll, no keep-alive timer to arm (which
     /// costs the connection's thread a wake-up of its own), one write.
     pub(super) fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
         let priming = (after == 0).then(|| {
@@ -164,7 +168,8 @@ impl StreamLog {
     }
 
     /// The whole answer of stream `stream` after event `after` (`priming` first), when the log
-    /// holds all of it: complete, or paused after `after` (a pause ends the response).
+    /// holds all of it (complete, or paused after `after`: a pause ends the response) and it is
+    /// at most [`ONE_BODY_MOST`] bytes; a longer one is followed, so the log is not copied whole.
     fn complete_from(&self, stream: u64, after: usize, priming: Option<&str>) -> Option<String> {
         let messages = lock(&self.messages);
         let entries = messages.0.get(after..).unwrap_or_default();
@@ -172,16 +177,19 @@ impl StreamLog {
         if !messages.1 && !pauses {
             return None;
         }
-        let mut whole = String::with_capacity(
-            priming.map_or(0, str::len)
-                + entries
-                    .iter()
-                    .map(|entry| match entry {
-                        Entry::Message(data) => data.len() + 32,
-                        Entry::Pause(_) => 48,
-                    })
-                    .sum::<usize>(),
-        );
+        // Each event's id and fields take less than 64 bytes beside its data.
+        let size = priming.map_or(0, str::len)
+            + entries
+                .iter()
+                .map(|entry| match entry {
+                    Entry::Message(data) => data.len() + 64,
+                    Entry::Pause(_) => 64,
+                })
+                .sum::<usize>();
+        if size > ONE_BODY_MOST {
+            return None;
+        }
+        let mut whole = String::with_capacity(size);
         whole.push_str(priming.unwrap_or_default());
         for (index, entry) in entries.iter().enumerate() {
             if write_event(&mut whole, stream, after + index + 1, entry) {
@@ -298,6 +306,26 @@ mod tests {
             text_of(complete.clone().follow(7, 1)).await,
             whole[whole.find("id: sb-7-2").unwrap()..]
         );
+        // A long log is followed rather than copied whole, with the same events.
+        let long = Arc::new(StreamLog::default());
+        let big = message(serde_json::json!({"jsonrpc": "2.0", "id": 5,
+            "result": {"content": [{"type": "text", "text": "x".repeat(ONE_BODY_MOST)}]}}));
+        long.push(&progress);
+        long.push(&big);
+        long.finish();
+        let streamed = long.follow(8, 0);
+        assert!(
+            http_body::Body::size_hint(streamed.body())
+                .exact()
+                .is_none()
+        );
+        let streamed = text_of(streamed).await;
+        assert!(streamed.starts_with("id: sb-8-0\n") && streamed.contains("id: sb-8-2\ndata: {"));
+        assert!(
+            streamed.contains(&"x".repeat(ONE_BODY_MOST)) && streamed.ends_with("\n\n"),
+            "the long answer whole"
+        );
+
         let paused = Arc::new(StreamLog::default());
         paused.push(&progress);
         paused.pause(Some(std::time::Duration::from_millis(250)));
