@@ -2152,6 +2152,65 @@ async fn a_session_client_resumes_a_dropped_call_stream_with_last_event_id() {
     assert!(progress.iter().all(|p| p["params"]["progressToken"] == "p"));
 }
 
+/// A session call's stream keeps only its latest events for resumption (about 1 MiB besides the
+/// newest), so a server that streams for as long as its call runs does not grow the daemon's
+/// memory for that time: a client reading along gets every event, and one that comes back for
+/// events no longer kept is refused with 410 and a JSON-RPC error, not handed the stream with a
+/// gap; from a kept event on it gets the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_call_stream_keeps_its_latest_events_and_refuses_resuming_from_older_ones() {
+    let (daemon, _fixture, _dir) =
+        serving(transports::streamable_http(Era::Legacy).await, "fx", &[]).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({})).await;
+    // Ten reports of 300 KB each: 3 MB in all.
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "fx__slow", "arguments": {"ms": 500, "pad": 300_000},
+        "_meta": {"progressToken": "p"}}});
+    let response = send_in_session(&url, &session, &call).await;
+    assert_eq!(response.status(), 200);
+    let text = tokio::time::timeout(Duration::from_secs(30), response.text())
+        .await
+        .expect("the call's stream ends")
+        .unwrap();
+    assert_eq!(text.matches("notifications/progress").count(), 10);
+    assert!(text.contains("\"text\":\"done\""), "the result, read along");
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("id: "))
+        .collect();
+    assert_eq!(ids.len(), 12, "priming, ten reports, the result: {ids:?}");
+
+    let resume = |after: &str| {
+        reqwest::Client::new()
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("last-event-id", after)
+            .send()
+    };
+    let refused = resume(ids[0]).await.unwrap();
+    assert_eq!(refused.status(), 410);
+    let error: Value = refused.json().await.unwrap();
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no longer kept"),
+        "{error}"
+    );
+    let rest = resume(ids[10]).await.unwrap();
+    assert_eq!(rest.status(), 200);
+    let rest = rest.text().await.unwrap();
+    assert!(
+        rest.starts_with(&format!("id: {}\n", ids[11])),
+        "{rest:.200}"
+    );
+    assert!(rest.contains("\"text\":\"done\""), "{rest:.200}");
+}
+
 /// A session server that asks for roots on its session's GET stream while working on a call
 /// (as the Python SDK and FastMCP do) reaches the client behind that call, on the short path
 /// (the call straight into the session) and on the full one (the standard headers take it

@@ -55,14 +55,58 @@ impl SessionStreams {
     }
 }
 
+/// How many bytes of a stream's events are kept for resumption besides its latest one: a server
+/// that streams for as long as its call runs does not grow the daemon's memory for that time.
+/// A client that comes back for events older than the kept ones is refused (410).
+const KEPT_BYTES: usize = 1024 * 1024;
+
 /// The messages of one stream to a session client, as sent, and whether it is complete.
 #[derive(Default)]
 pub(crate) struct StreamLog {
-    messages: std::sync::Mutex<(Vec<Entry>, bool)>,
+    messages: std::sync::Mutex<Kept>,
     changed: tokio::sync::Notify,
     /// A client that comes back for the rest after the stream paused.
     polling: Option<switchboard_upstream::CallerPolling>,
 }
+
+/// The latest events of a [`StreamLog`], up to [`KEPT_BYTES`] besides the newest.
+#[derive(Default)]
+struct Kept {
+    entries: std::collections::VecDeque<Entry>,
+    /// The index in the stream of `entries`' first (the events before it were let go).
+    first: usize,
+    /// The bytes `entries` hold.
+    bytes: usize,
+    complete: bool,
+}
+
+impl Kept {
+    /// The stream's event at `index`; `Err` when it was let go.
+    fn get(&self, index: usize) -> Result<Option<&Entry>, Gone> {
+        let kept = index.checked_sub(self.first).ok_or(Gone)?;
+        Ok(self.entries.get(kept))
+    }
+
+    /// The index in the stream after its last event.
+    fn end(&self) -> usize {
+        self.first + self.entries.len()
+    }
+
+    /// Adds `entry`, letting the oldest go while the others take more than [`KEPT_BYTES`].
+    fn push(&mut self, entry: Entry) {
+        self.bytes += entry.size();
+        self.entries.push_back(entry);
+        while self.bytes > KEPT_BYTES + self.entries.back().map_or(0, Entry::size)
+            && let Some(oldest) = self.entries.pop_front()
+        {
+            self.bytes -= oldest.size();
+            self.first += 1;
+        }
+    }
+}
+
+/// The events a client asked for were let go (beyond [`KEPT_BYTES`]).
+struct Gone;
 
 /// One event of a [`StreamLog`].
 pub(super) enum Entry {
@@ -71,6 +115,17 @@ pub(super) enum Entry {
     /// The server ended its stream before the response: the client's stream ends here too,
     /// with the server's reconnection delay in milliseconds, if it gave one.
     Pause(Option<u128>),
+}
+
+impl Entry {
+    /// The bytes it holds, counted against [`KEPT_BYTES`].
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                Entry::Message(data) => data.len(),
+                Entry::Pause(_) => 0,
+            }
+    }
 }
 
 impl StreamLog {
@@ -84,13 +139,13 @@ impl StreamLog {
 
     pub(super) fn push(&self, message: &ServerJsonRpcMessage) {
         let data = serde_json::to_string(message).unwrap_or_default();
-        lock(&self.messages).0.push(Entry::Message(data));
+        lock(&self.messages).push(Entry::Message(data));
         self.changed.notify_waiters();
     }
 
     pub(super) fn pause(&self, retry: Option<std::time::Duration>) {
         let retry = retry.map(|retry| retry.as_millis());
-        lock(&self.messages).0.push(Entry::Pause(retry));
+        lock(&self.messages).push(Entry::Pause(retry));
         self.changed.notify_waiters();
     }
 
@@ -99,15 +154,15 @@ impl StreamLog {
     pub(super) fn came_back(&self, after: usize) {
         let messages = lock(&self.messages);
         let paused_there = after > 0
-            && after == messages.0.len()
-            && matches!(messages.0.get(after - 1), Some(Entry::Pause(_)));
+            && after == messages.end()
+            && matches!(messages.get(after - 1), Ok(Some(Entry::Pause(_))));
         if paused_there && let Some(polling) = &self.polling {
             polling.came_back();
         }
     }
 
     pub(super) fn finish(&self) {
-        lock(&self.messages).1 = true;
+        lock(&self.messages).complete = true;
         self.changed.notify_waiters();
     }
 
@@ -137,15 +192,18 @@ impl StreamLog {
                 changed.as_mut().enable();
                 {
                     let messages = lock(&log.messages);
-                    match messages.0.get(next) {
-                        Some(entry) => {
+                    match messages.get(next) {
+                        Ok(Some(entry)) => {
                             let mut event = String::new();
                             let ends = write_event(&mut event, stream, next + 1, entry);
                             let rest = (!ends).then(|| (log.clone(), next + 1));
                             return Some((Bytes::from(event), rest));
                         }
-                        None if messages.1 => return None,
-                        None => {}
+                        // The client fell behind what is kept: its stream ends, and coming back
+                        // for the rest is refused.
+                        Err(Gone) => return None,
+                        Ok(None) if messages.complete => return None,
+                        Ok(None) => {}
                     }
                 }
                 changed.await;
@@ -170,17 +228,21 @@ impl StreamLog {
     /// The whole answer of stream `stream` after event `after` (`priming` first), when the log
     /// holds all of it (complete, or paused after `after`: a pause ends the response) and it is
     /// at most [`ONE_BODY_MOST`] bytes; a longer one is followed, so the log is not copied whole.
+    /// When events after `after` were let go, the answer is followed (and ends at once).
     fn complete_from(&self, stream: u64, after: usize, priming: Option<&str>) -> Option<String> {
         let messages = lock(&self.messages);
-        let entries = messages.0.get(after..).unwrap_or_default();
-        let pauses = entries.iter().any(|entry| matches!(entry, Entry::Pause(_)));
-        if !messages.1 && !pauses {
+        let kept = after.checked_sub(messages.first)?;
+        let entries = messages.entries.range(kept.min(messages.entries.len())..);
+        let pauses = entries
+            .clone()
+            .any(|entry| matches!(entry, Entry::Pause(_)));
+        if !messages.complete && !pauses {
             return None;
         }
         // Each event's id and fields take less than 64 bytes beside its data.
         let size = priming.map_or(0, str::len)
             + entries
-                .iter()
+                .clone()
                 .map(|entry| match entry {
                     Entry::Message(data) => data.len() + 64,
                     Entry::Pause(_) => 64,
@@ -191,12 +253,17 @@ impl StreamLog {
         }
         let mut whole = String::with_capacity(size);
         whole.push_str(priming.unwrap_or_default());
-        for (index, entry) in entries.iter().enumerate() {
+        for (index, entry) in entries.enumerate() {
             if write_event(&mut whole, stream, after + index + 1, entry) {
                 break;
             }
         }
         Some(whole)
+    }
+
+    /// Whether the events after the one numbered `after` are all kept.
+    fn keeps_after(&self, after: usize) -> bool {
+        after >= lock(&self.messages).first
     }
 }
 
@@ -246,6 +313,14 @@ pub(crate) fn try_resume(shared: &Shared, headers: &HeaderMap) -> Option<Respons
         .get(session)
         .and_then(std::sync::Weak::upgrade)?;
     let log = lock(&state.short_path_streams).find(stream)?;
+    if !log.keeps_after(index) {
+        return Some(crate::mcp::http::jsonrpc_error(
+            axum::http::StatusCode::GONE,
+            rmcp::model::ErrorCode::INVALID_REQUEST.0,
+            "the events after this Last-Event-ID are no longer kept: the stream outgrew what is \
+             kept for resumption",
+        ));
+    }
     log.came_back(index);
     Some(log.follow(stream, index))
 }
@@ -334,6 +409,55 @@ mod tests {
         assert!(
             until_pause.ends_with("id: sb-7-2\nretry: 250\ndata: \n\n"),
             "{until_pause}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_stream_keeps_its_latest_events_and_a_client_behind_them_is_ended() {
+        let report = |step: u64| {
+            message(
+                serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": "p", "progress": step, "message": "x".repeat(100_000)}}),
+            )
+        };
+        let log = Arc::new(StreamLog::default());
+        // A client following from the start, not reading yet.
+        let behind = log.clone().follow(3, 0);
+        for step in 1..=40 {
+            log.push(&report(step));
+        }
+        let (first, bytes, kept) = {
+            let messages = lock(&log.messages);
+            (messages.first, messages.bytes, messages.entries.len())
+        };
+        assert!(first > 0, "the oldest events were let go");
+        assert!(bytes <= KEPT_BYTES + 101_000, "{bytes} bytes kept");
+        assert_eq!(first + kept, 40, "the latest events kept");
+        assert!(!log.keeps_after(first - 1) && log.keeps_after(first));
+
+        // The client behind what is kept gets the priming event and an end, not a gap.
+        log.finish();
+        let text = text_of(behind).await;
+        assert_eq!(text, "id: sb-3-0\nretry: 3000\ndata: \n\n");
+        // One from the kept events on reads them all, in order.
+        let rest = text_of(log.clone().follow(3, first)).await;
+        let ids: Vec<&str> = rest
+            .lines()
+            .filter_map(|line| line.strip_prefix("id: sb-3-"))
+            .collect();
+        let expected: Vec<String> = (first + 1..=40).map(|n| n.to_string()).collect();
+        assert_eq!(ids, expected);
+
+        // The newest event is kept whatever its size, and up to 1 MiB of the others beside it.
+        let huge = Arc::new(StreamLog::default());
+        huge.push(&report(1));
+        huge.push(&message(serde_json::json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"content": [{"type": "text", "text": "y".repeat(2 * KEPT_BYTES)}]}})));
+        huge.finish();
+        assert!(huge.keeps_after(0));
+        let last = text_of(huge.follow(4, 1)).await;
+        assert!(
+            last.starts_with("id: sb-4-2\ndata: {") && last.contains(&"y".repeat(2 * KEPT_BYTES))
         );
     }
 }
