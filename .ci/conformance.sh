@@ -7,7 +7,7 @@
 #
 # Needs target/release/{switchboard-conformance,switchboard,switchboard-conformance-everything}
 # (cargo build --release --workspace --bins), npm,
-# and the loopback guard at <repo>/../shared/tools/loopback-guard.mjs. The harness and the
+# and the loopback guard .ci/loopback-guard.mjs (preloaded into the harness). The harness and the
 # Node 22 it needs are pinned in .ci/package.json / package-lock.json and installed with
 # `npm ci` into .ci/work/harness (gitignored). Results: .ci/work/conformance-<REVISION>/.
 #
@@ -44,7 +44,7 @@ HARNESS_DIR="$WORK/harness"
 ADAPTER="$ROOT/target/release/switchboard-conformance"
 SWITCHBOARD="$ROOT/target/release/switchboard"
 FIXTURE="$ROOT/target/release/switchboard-conformance-everything"
-GUARD_REL="$ROOT/../shared/tools/loopback-guard.mjs"
+GUARD="$CI_DIR/loopback-guard.mjs"
 # The harness's own scenario timeout is 30 s and scenarios run in parallel; a whole run takes
 # well under a minute. This outer bound only stops a wedged harness from eating the CI budget.
 RUN_LIMIT=600
@@ -54,10 +54,8 @@ die() { echo "conformance: ERROR: $*" >&2; exit 1; }
 if [ "$#" -gt 0 ]; then REVISIONS=("$@"); else REVISIONS=(2025-11-25 2026-07-28); fi
 
 # --- preconditions -----------------------------------------------------------------------------
-[ -f "$GUARD_REL" ] || die "loopback guard not found at $GUARD_REL. It lives in the shared/ \
-directory beside the repository (shared/tools/loopback-guard.mjs); the harness must not run \
-without it, because no test may send traffic off this machine."
-GUARD="$(cd "$(dirname "$GUARD_REL")" && pwd)/$(basename "$GUARD_REL")"
+[ -f "$GUARD" ] || die "loopback guard not found at $GUARD; the harness must not run without it, \
+because no test may send traffic off this machine."
 for bin in "$ADAPTER" "$SWITCHBOARD" "$FIXTURE"; do
   [ -x "$bin" ] || die "binary $bin is missing. Build it first: cargo build --release --workspace --bins"
 done
@@ -176,7 +174,13 @@ done
 # --- server side: Switchboard's front door ------------------------------------------------------
 # Background processes of this section, stopped on exit whatever happens.
 PIDS=()
-stop_all() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; PIDS=(); }
+stop_all() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # Each is gone before the next configuration starts (or the script ends).
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  PIDS=()
+}
 trap stop_all EXIT
 free_port() {
   "$NODE22" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
@@ -203,12 +207,15 @@ wait_connected() {
 }
 
 # start_upstream <name> <port>: the upstream of one server-side configuration, in the background.
+# Run as `start_upstream ... &`, the function is a subshell of its own: each case execs, so the
+# pid kept in PIDS is the upstream's itself and stop_all stops it (a subshell that forked the
+# upstream would die alone and leave it running).
 start_upstream() {
   case "$1" in
-    all-revisions) "$FIXTURE" --port "$2" ;;
-    legacy-only) "$FIXTURE" --port "$2" --legacy-only ;;
-    ts-sdk) node "$TS_UPSTREAM" --port "$2" ;;
-    ts-sdk-dual-era) node "$TS_UPSTREAM" --port "$2" --dual-era ;;
+    all-revisions) exec "$FIXTURE" --port "$2" ;;
+    legacy-only) exec "$FIXTURE" --port "$2" --legacy-only ;;
+    ts-sdk) exec node "$TS_UPSTREAM" --port "$2" ;;
+    ts-sdk-dual-era) exec node "$TS_UPSTREAM" --port "$2" --dual-era ;;
     *) die "unknown upstream configuration $1" ;;
   esac
 }
@@ -258,12 +265,14 @@ compare_eras() {
     [ "$compare_rc" -eq 0 ] || FAILED_REVS+=("compare-$rev-$upstream")
   done
 }
+USED_PORTS=()
 for config in "${SERVER_CONFIGS[@]}"; do
   IFS=: read -r upstream server_revs <<<"$config"
   data="$WORK/server-data-$upstream"
   rm -rf "$data"
   fixture_port="$(free_port)"
   serve_port="$(free_port)"
+  USED_PORTS+=("$fixture_port" "$serve_port")
   echo
   echo "=== switchboard serve on 127.0.0.1:$serve_port, upstream: $upstream ==="
   start_upstream "$upstream" "$fixture_port" 2>"$WORK/server-fixture-$upstream.log" &
@@ -340,6 +349,23 @@ for config in "${SERVER_CONFIGS[@]}"; do
   done
   stop_all
 done
+
+# Everything this script started is stopped: nothing accepts connections on the ports its
+# upstreams and daemons listened on.
+left="$("$NODE22" -e '
+  const net = require("net");
+  Promise.all(process.argv.slice(1).map((port) => new Promise((done) => {
+    const socket = net.connect({ host: "127.0.0.1", port: Number(port) });
+    socket.once("connect", () => { socket.destroy(); done(port); });
+    socket.once("error", () => done(null));
+  }))).then((open) => console.log(open.filter(Boolean).join(" ")));' "${USED_PORTS[@]}")"
+if [ -n "$left" ]; then
+  echo "conformance: FAILED: processes it started still listen on 127.0.0.1 port(s) $left"
+  SUMMARY+=("conformance-stopped: 0 passed, 1 failed (still listening: $left)")
+  FAILED_REVS+=("stopped")
+else
+  SUMMARY+=("conformance-stopped: 1 passed, 0 failed (every upstream and daemon it started is gone)")
+fi
 
 echo
 if [ "${#FAILED_REVS[@]}" -gt 0 ]; then
