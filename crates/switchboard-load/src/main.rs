@@ -607,8 +607,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!();
     println!(
         "The floors: the same calls through a plain TCP relay (one thread, bytes copied, no \
-         parsing), a plain HTTP relay (hyper server and pooled client, a thread per core, no \
-         JSON-RPC) and nginx (keep-alive reverse proxy, one worker)"
+         parsing), a plain HTTP relay (hyper's server and client connections, a single-threaded \
+         runtime per core as the daemon runs, no JSON-RPC) and nginx (keep-alive reverse proxy, \
+         one worker)"
     );
     println!();
     println!(

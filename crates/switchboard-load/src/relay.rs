@@ -7,8 +7,10 @@
 //!   thread, bytes copied unparsed between each accepted connection and its own connection to
 //!   the target. Its figures are the least any user-space relay can add here.
 //! - [`RelayKind::Http`]: a plain HTTP/1.1 reverse proxy on the HTTP stack Switchboard is built
-//!   on (hyper's server, hyper's pooled client, tokio's multi-threaded runtime with a thread per
-//!   core, as the daemon runs): each request is parsed and sent on to the target, its response
+//!   on, run as the daemon runs it: a thread per core, each with a single-threaded runtime that
+//!   serves the connections handed to it in turn (hyper's server) and sends their requests over
+//!   connections of its own to the target (hyper's HTTP/1 client connections, kept and taken
+//!   again when ready, as the daemon's are). Each request is parsed and sent on, its response
 //!   parsed and sent back, bodies streamed through unread. Its figures are what the HTTP on both
 //!   sides costs before a relay looks at a single JSON-RPC message.
 //! - [`RelayKind::Nginx`]: nginx (Debian's) as a keep-alive reverse proxy with unbuffered
@@ -78,37 +80,86 @@ pub fn serve_tcp(target: SocketAddr) -> anyhow::Result<()> {
 
 /// Runs the HTTP relay in this process until killed: listens on a free loopback port, prints it
 /// on standard output, and sends every request it receives on to `target` (same method, path,
-/// headers and body, over pooled connections) and the target's response back.
+/// headers and body) and the target's response back.
 pub fn serve_http(target: SocketAddr) -> anyhow::Result<()> {
-    use hyper::body::Incoming;
-    use hyper_util::client::legacy::Client;
-    use hyper_util::client::legacy::connect::HttpConnector;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
+    let mut handles = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        handles.push(runtime.handle().clone());
+        std::thread::spawn(move || runtime.block_on(std::future::pending::<()>()));
+    }
+    let accepting = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    let client: Client<HttpConnector, Incoming> =
-        Client::builder(TokioExecutor::new()).build(connector);
-    serve(runtime, move |downstream| {
-        let client = client.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            let client = client.clone();
-            async move {
-                let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
-                *request.uri_mut() = format!("http://{target}{path}").parse()?;
-                request.headers_mut().remove(hyper::header::HOST);
-                anyhow::Ok(client.request(request).await?)
-            }
-        });
-        async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(downstream), service)
-                .await;
+    accepting.block_on(async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        println!("{}", listener.local_addr()?.port());
+        for next in 0.. {
+            let (downstream, _) = listener.accept().await?;
+            let _ = downstream.set_nodelay(true);
+            // Moved to its thread's own I/O driver, as the daemon's connection threads do.
+            let downstream = downstream.into_std()?;
+            handles[next % handles.len()].spawn(async move {
+                if let Ok(downstream) = TcpStream::from_std(downstream) {
+                    serve_http_connection(downstream, target).await;
+                }
+            });
         }
+        anyhow::Ok(())
     })
+}
+
+/// Serves one downstream connection on its thread, relaying each request to `target`.
+async fn serve_http_connection(downstream: TcpStream, target: SocketAddr) {
+    use hyper_util::rt::TokioIo;
+    let service = hyper::service::service_fn(move |request| forward_http(request, target));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(downstream), service)
+        .await;
+}
+
+thread_local! {
+    /// This thread's connections to the target: each is taken again once it is ready for
+    /// another request (its last response read to the end).
+    static HTTP_CONNECTIONS: std::cell::RefCell<Vec<hyper::client::conn::http1::SendRequest<hyper::body::Incoming>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Sends `request` to `target` over one of this thread's ready connections (a new one when none
+/// is ready) and answers with the target's response.
+async fn forward_http(
+    mut request: hyper::Request<hyper::body::Incoming>,
+    target: SocketAddr,
+) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
+    // The target is named as the daemon names it (servers may check their Host).
+    request
+        .headers_mut()
+        .insert(hyper::header::HOST, target.to_string().parse()?);
+    let ready = HTTP_CONNECTIONS.with_borrow_mut(|connections| {
+        connections.retain(|connection| !connection.is_closed());
+        let index = connections
+            .iter()
+            .position(|connection| connection.is_ready())?;
+        Some(connections.swap_remove(index))
+    });
+    let mut sender = match ready {
+        Some(sender) => sender,
+        None => {
+            let tcp = TcpStream::connect(target).await?;
+            let _ = tcp.set_nodelay(true);
+            let (sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
+            tokio::spawn(connection);
+            sender
+        }
+    };
+    let response = sender.send_request(request);
+    // Kept while busy: it is ready again once this response is read to its end.
+    HTTP_CONNECTIONS.with_borrow_mut(|connections| connections.push(sender));
+    Ok(response.await?)
 }
 
 /// Listens on a free loopback port, prints it on standard output, and runs `relay` in a task of
