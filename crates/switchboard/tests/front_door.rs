@@ -2103,15 +2103,7 @@ async fn a_session_client_resumes_a_dropped_call_stream_with_last_event_id() {
     let resume = |after: String| {
         let (url, session) = (url.clone(), session.clone());
         async move {
-            let resumed = reqwest::Client::new()
-                .get(&url)
-                .header("accept", "text/event-stream")
-                .header("mcp-session-id", &session)
-                .header("mcp-protocol-version", "2025-11-25")
-                .header("last-event-id", &after)
-                .send()
-                .await
-                .unwrap();
+            let resumed = resume_stream(&url, &session, &after).await;
             assert_eq!(resumed.status(), 200);
             tokio::time::timeout(Duration::from_secs(10), resumed.text())
                 .await
@@ -2181,16 +2173,7 @@ async fn a_long_call_stream_keeps_its_latest_events_and_refuses_resuming_from_ol
         .collect();
     assert_eq!(ids.len(), 12, "priming, ten reports, the result: {ids:?}");
 
-    let resume = |after: &str| {
-        reqwest::Client::new()
-            .get(&url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-11-25")
-            .header("last-event-id", after)
-            .send()
-    };
-    let refused = resume(ids[0]).await.unwrap();
+    let refused = resume_stream(&url, &session, ids[0]).await;
     assert_eq!(refused.status(), 410);
     let error: Value = refused.json().await.unwrap();
     assert_eq!(error["error"]["code"], -32600, "{error}");
@@ -2201,7 +2184,7 @@ async fn a_long_call_stream_keeps_its_latest_events_and_refuses_resuming_from_ol
             .contains("no longer kept"),
         "{error}"
     );
-    let rest = resume(ids[10]).await.unwrap();
+    let rest = resume_stream(&url, &session, ids[10]).await;
     assert_eq!(rest.status(), 200);
     let rest = rest.text().await.unwrap();
     assert!(
@@ -2209,6 +2192,19 @@ async fn a_long_call_stream_keeps_its_latest_events_and_refuses_resuming_from_ol
         "{rest:.200}"
     );
     assert!(rest.contains("\"text\":\"done\""), "{rest:.200}");
+}
+
+/// A 2025-11-25 session client's GET resuming a stream after event `after` (`Last-Event-ID`).
+async fn resume_stream(url: &str, session: &str, after: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", after)
+        .send()
+        .await
+        .expect("Switchboard answers")
 }
 
 /// A session server that asks for roots on its session's GET stream while working on a call
