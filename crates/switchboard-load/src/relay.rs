@@ -69,12 +69,14 @@ pub fn serve_tcp(target: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    serve(runtime, move |mut downstream| async move {
-        let Ok(mut upstream) = TcpStream::connect(target).await else {
-            return;
-        };
-        let _ = upstream.set_nodelay(true);
-        let _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await;
+    serve(runtime, move |mut downstream| {
+        tokio::spawn(async move {
+            let Ok(mut upstream) = TcpStream::connect(target).await else {
+                return;
+            };
+            let _ = upstream.set_nodelay(true);
+            let _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await;
+        });
     })
 }
 
@@ -94,28 +96,37 @@ pub fn serve_http(target: SocketAddr) -> anyhow::Result<()> {
     let accepting = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    accepting.block_on(async move {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        println!("{}", listener.local_addr()?.port());
-        for next in 0.. {
-            let (downstream, _) = listener.accept().await?;
-            let _ = downstream.set_nodelay(true);
-            // Moved to its thread's own I/O driver, as the daemon's connection threads do.
-            let downstream = downstream.into_std()?;
-            handles[next % handles.len()].spawn(async move {
-                if let Ok(downstream) = TcpStream::from_std(downstream) {
-                    serve_http_connection(downstream, target).await;
-                }
-            });
-        }
-        anyhow::Ok(())
+    // The target is named as the daemon names it (servers may check their Host).
+    let host = hyper::header::HeaderValue::from_str(&target.to_string())?;
+    let mut next = 0;
+    serve(accepting, move |downstream| {
+        // Moved to its thread's own I/O driver, as the daemon's connection threads do.
+        let Ok(downstream) = downstream.into_std() else {
+            return;
+        };
+        let host = host.clone();
+        next += 1;
+        handles[next % handles.len()].spawn(async move {
+            if let Ok(downstream) = TcpStream::from_std(downstream) {
+                serve_http_connection(downstream, target, host).await;
+            }
+        });
     })
 }
 
 /// Serves one downstream connection on its thread, relaying each request to `target`.
-async fn serve_http_connection(downstream: TcpStream, target: SocketAddr) {
+async fn serve_http_connection(
+    downstream: TcpStream,
+    target: SocketAddr,
+    host: hyper::header::HeaderValue,
+) {
     use hyper_util::rt::TokioIo;
-    let service = hyper::service::service_fn(move |request| forward_http(request, target));
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+        request
+            .headers_mut()
+            .insert(hyper::header::HOST, host.clone());
+        forward_http(request, target)
+    });
     let _ = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(downstream), service)
         .await;
@@ -131,13 +142,9 @@ thread_local! {
 /// Sends `request` to `target` over one of this thread's ready connections (a new one when none
 /// is ready) and answers with the target's response.
 async fn forward_http(
-    mut request: hyper::Request<hyper::body::Incoming>,
+    request: hyper::Request<hyper::body::Incoming>,
     target: SocketAddr,
 ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
-    // The target is named as the daemon names it (servers may check their Host).
-    request
-        .headers_mut()
-        .insert(hyper::header::HOST, target.to_string().parse()?);
     let ready = HTTP_CONNECTIONS.with_borrow_mut(|connections| {
         connections.retain(|connection| !connection.is_closed());
         let index = connections
@@ -162,20 +169,16 @@ async fn forward_http(
     Ok(response.await?)
 }
 
-/// Listens on a free loopback port, prints it on standard output, and runs `relay` in a task of
-/// its own for every connection accepted, on `runtime`, until killed.
-fn serve<F, R>(runtime: tokio::runtime::Runtime, relay: F) -> anyhow::Result<()>
-where
-    F: Fn(TcpStream) -> R,
-    R: Future<Output = ()> + Send + 'static,
-{
+/// Listens on a free loopback port, prints it on standard output, and hands every connection
+/// accepted (`TCP_NODELAY` set) to `relay`, on `runtime`, until killed.
+fn serve(runtime: tokio::runtime::Runtime, mut relay: impl FnMut(TcpStream)) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         println!("{}", listener.local_addr()?.port());
         loop {
             let (downstream, _) = listener.accept().await?;
             let _ = downstream.set_nodelay(true);
-            tokio::spawn(relay(downstream));
+            relay(downstream);
         }
     })
 }

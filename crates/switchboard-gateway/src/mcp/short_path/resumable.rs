@@ -81,10 +81,15 @@ struct Kept {
 }
 
 impl Kept {
+    /// The stream's events from `index` on; `Err` when some of them were let go.
+    fn since(&self, index: usize) -> Result<std::collections::vec_deque::Iter<'_, Entry>, Gone> {
+        let kept = index.checked_sub(self.first).ok_or(Gone)?;
+        Ok(self.entries.range(kept.min(self.entries.len())..))
+    }
+
     /// The stream's event at `index`; `Err` when it was let go.
     fn get(&self, index: usize) -> Result<Option<&Entry>, Gone> {
-        let kept = index.checked_sub(self.first).ok_or(Gone)?;
-        Ok(self.entries.get(kept))
+        Ok(self.since(index)?.next())
     }
 
     /// The index in the stream after its last event.
@@ -174,8 +179,9 @@ impl StreamLog {
     /// response ends.
     ///
     /// A log already complete (the commonest case: the server answered in one message), up to
-    /// [`ONE_BODY_MOST`] bytes, is answered as one body of known length: no stream to poll, no keep-alive timer to arm (which
-    /// costs the connection's thread a wake-up of its own), one write.
+    /// [`ONE_BODY_MOST`] bytes, is answered as one body of known length: no stream to poll, no
+    /// keep-alive timer to arm (which costs the connection's thread a wake-up of its own), one
+    /// write.
     pub(super) fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
         let priming = (after == 0).then(|| {
             let retry = RESUME_AFTER.as_millis();
@@ -231,8 +237,7 @@ impl StreamLog {
     /// When events after `after` were let go, the answer is followed (and ends at once).
     fn complete_from(&self, stream: u64, after: usize, priming: Option<&str>) -> Option<String> {
         let messages = lock(&self.messages);
-        let kept = after.checked_sub(messages.first)?;
-        let entries = messages.entries.range(kept.min(messages.entries.len())..);
+        let entries = messages.since(after).ok()?;
         let pauses = entries
             .clone()
             .any(|entry| matches!(entry, Entry::Pause(_)));
@@ -263,7 +268,7 @@ impl StreamLog {
 
     /// Whether the events after the one numbered `after` are all kept.
     fn keeps_after(&self, after: usize) -> bool {
-        after >= lock(&self.messages).first
+        lock(&self.messages).since(after).is_ok()
     }
 }
 
