@@ -4,6 +4,9 @@
 //!
 //! `cargo bench -p switchboard-core --bench search`; figures are in `docs/benchmarks.md`.
 
+// criterion's macros write the bench's group and `main` functions, without docs.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -25,6 +25,7 @@ pub mod search;
 pub mod server;
 pub mod state;
 pub mod supervision;
+pub mod sync;
 pub mod tenancy;
 pub mod tool_override;
 pub mod tool_settings;

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use switchboard_core::sync::lock;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -438,10 +439,7 @@ impl Desk {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
-        self.inner
-            .waiting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner.waiting)
     }
 }
 

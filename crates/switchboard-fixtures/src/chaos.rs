@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_core::sync::lock;
 
 use axum::Router;
 use axum::body::Body;
@@ -99,7 +100,7 @@ pub struct Armed {
 
 /// Whether the armed fault strikes this call (and counts the call against its schedule).
 pub(crate) fn take_fault(state: &FixtureState) -> Option<Fault> {
-    let mut slot = state.fault.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = lock(&state.fault);
     let armed = slot.as_mut()?;
     let fault = armed.fault;
     match &mut armed.schedule {
@@ -143,19 +144,16 @@ impl FixtureState {
 
     /// Stops any armed fault.
     pub fn disarm(&self) {
-        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *lock(&self.fault) = None;
     }
 
     /// Whether a fault is armed.
     pub fn is_armed(&self) -> bool {
-        self.fault
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock(&self.fault).is_some()
     }
 
     fn arm_schedule(&self, fault: Fault, schedule: Schedule) {
-        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(Armed { fault, schedule });
+        *lock(&self.fault) = Some(Armed { fault, schedule });
     }
 }
 

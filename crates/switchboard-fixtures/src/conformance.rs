@@ -22,6 +22,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchboard_core::sync::lock;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
@@ -892,7 +893,7 @@ impl ConformanceServer {
             "Unsubscribed from"
         };
         log(context, &format!("{verb} resource: {uri}")).await;
-        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut subscriptions = lock(&self.subscriptions);
         if subscribe {
             subscriptions.insert(uri);
         } else {
@@ -1096,10 +1097,7 @@ impl ServerHandler for ConformanceServer {
                     Ok(Changed::Tools) => peer.notify_tool_list_changed().await,
                     Ok(Changed::Prompts) => peer.notify_prompt_list_changed().await,
                     Ok(Changed::Resource(uri)) => {
-                        let subscribed = subscriptions
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .contains(&uri);
+                        let subscribed = lock(&subscriptions).contains(&uri);
                         if !subscribed {
                             continue;
                         }

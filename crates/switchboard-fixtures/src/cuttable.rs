@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use switchboard_core::sync::lock;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -35,10 +36,7 @@ impl CuttableRelay {
 
     /// Closes every relayed connection and refuses new ones.
     pub fn cut(&self) {
-        self.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .cancel();
+        lock(&self.running).cancel();
     }
 
     /// Listens again (on the same port) after [`Self::cut`].
@@ -51,7 +49,7 @@ impl CuttableRelay {
 
     fn serve(&self, listener: TcpListener) {
         let token = CancellationToken::new();
-        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = token.clone();
+        *lock(&self.running) = token.clone();
         let target = self.target;
         tokio::spawn(async move {
             loop {

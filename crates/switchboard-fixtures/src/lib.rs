@@ -162,9 +162,8 @@ impl ServerEverything {
                     .lines()
                     .map_while(Result::ok)
                 {
-                    if let Ok(mut printed) = printed.lock()
-                        && printed.len() < 20
-                    {
+                    let mut printed = switchboard_core::sync::lock(&printed);
+                    if printed.len() < 20 {
                         printed.push(line);
                     }
                 }
@@ -181,7 +180,7 @@ impl ServerEverything {
                 let status = child.wait();
                 // Its error output ends with it: everything it printed has been read.
                 let _ = reader.join();
-                let printed = printed.lock().map(|p| p.join("\n")).unwrap_or_default();
+                let printed = switchboard_core::sync::lock(&printed).join("\n");
                 return Err(format!(
                     "port {port}: not listening within 20 s or gone ({status:?}); it printed:\n{printed}"
                 ));

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchboard_core::sync::lock;
 
 use axum::Router;
 use axum::extract::{Form, Query, State};
@@ -103,7 +104,7 @@ impl AuthServerState {
     }
 
     fn origin(&self) -> String {
-        self.origin.lock().unwrap().clone()
+        lock(&self.origin).clone()
     }
 
     /// The issuer identifier.
@@ -113,36 +114,33 @@ impl AuthServerState {
 
     /// Makes every access token issued so far expire now (the server will answer 401).
     pub fn expire_access_tokens(&self) {
-        for grant in self.access.lock().unwrap().values_mut() {
+        for grant in lock(&self.access).values_mut() {
             grant.expires_at = 0;
         }
     }
 
     /// Forgets every refresh token (the next refresh gets `invalid_grant`).
     pub fn revoke_refresh_tokens(&self) {
-        self.refresh.lock().unwrap().clear();
+        lock(&self.refresh).clear();
     }
 
     /// Forgets every client registered so far: the token endpoint refuses them with
     /// `invalid_client`; clients registered later are known.
     pub fn forget_registered_clients(&self) {
         let registered = self.registrations.load(Ordering::SeqCst);
-        self.forgotten_clients
-            .lock()
-            .unwrap()
-            .extend((0..registered).map(|n| format!("client-{n}")));
+        lock(&self.forgotten_clients).extend((0..registered).map(|n| format!("client-{n}")));
     }
 
     /// True while `refresh_token` would be honoured.
     pub fn honours_refresh_token(&self, refresh_token: &str) -> bool {
-        self.refresh.lock().unwrap().contains_key(refresh_token)
+        lock(&self.refresh).contains_key(refresh_token)
     }
 
     /// A token (access or refresh) was used: the refresh token it replaced is now dead.
     fn used(&self, token: &str) {
-        if let Some(old) = self.superseded_by.lock().unwrap().remove(token) {
-            self.refresh.lock().unwrap().remove(&old);
-            self.retired.lock().unwrap().insert(old);
+        if let Some(old) = lock(&self.superseded_by).remove(token) {
+            lock(&self.refresh).remove(&old);
+            lock(&self.retired).insert(old);
         }
     }
 
@@ -157,11 +155,8 @@ impl AuthServerState {
             scopes: scopes.clone(),
             expires_at: now() + ttl,
         };
-        self.access
-            .lock()
-            .unwrap()
-            .insert(access.clone(), grant.clone());
-        self.refresh.lock().unwrap().insert(refresh.clone(), grant);
+        lock(&self.access).insert(access.clone(), grant.clone());
+        lock(&self.refresh).insert(refresh.clone(), grant);
         json!({
             "access_token": access,
             "token_type": "Bearer",
@@ -204,7 +199,7 @@ pub async fn protected(era: Era) -> OAuthFixture {
         .await
         .expect("bind 127.0.0.1");
     let addr = listener.local_addr().expect("local addr");
-    *auth.origin.lock().unwrap() = format!("http://{addr}");
+    *lock(&auth.origin) = format!("http://{addr}");
     let shared = Shared { auth: auth.clone() };
     // Faults armed on the fixture strike after the token check, like a server that rejects a
     // token it accepted a moment ago.
@@ -268,7 +263,7 @@ async fn require_token(
         .map(str::to_owned);
     let grant = token
         .as_deref()
-        .and_then(|t| auth.access.lock().unwrap().get(t).cloned());
+        .and_then(|t| lock(&auth.access).get(t).cloned());
     let Some(grant) = grant.filter(|g| {
         let live = g.expires_at > now();
         if !live {
@@ -291,7 +286,7 @@ async fn require_token(
     if let Some(token) = &token {
         auth.used(token);
     }
-    let needed = auth.tools_call_scope.lock().unwrap().clone();
+    let needed = lock(&auth.tools_call_scope).clone();
     if needed.is_empty() || grant.scopes.contains(&needed) {
         return next.run(request).await;
     }
@@ -365,14 +360,8 @@ async fn authorize(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let auth = &shared.auth;
-    auth.authorizations
-        .lock()
-        .unwrap()
-        .push(query.get("scope").cloned());
-    auth.authorizing_clients
-        .lock()
-        .unwrap()
-        .push(query.get("client_id").cloned().unwrap_or_default());
+    lock(&auth.authorizations).push(query.get("scope").cloned());
+    lock(&auth.authorizing_clients).push(query.get("client_id").cloned().unwrap_or_default());
     let (Some(redirect), Some(challenge)) =
         (query.get("redirect_uri"), query.get("code_challenge"))
     else {
@@ -385,7 +374,7 @@ async fn authorize(
     }
     let code = auth.next("code");
     let scopes = scopes_of(query.get("scope"));
-    auth.codes.lock().unwrap().insert(
+    lock(&auth.codes).insert(
         code.clone(),
         PendingCode {
             challenge: challenge.clone(),
@@ -428,9 +417,7 @@ async fn token(
     match form.get("grant_type").map(String::as_str) {
         Some("authorization_code") => {
             auth.code_exchanges.fetch_add(1, Ordering::SeqCst);
-            let pending = form
-                .get("code")
-                .and_then(|c| auth.codes.lock().unwrap().remove(c));
+            let pending = form.get("code").and_then(|c| lock(&auth.codes).remove(c));
             let Some(pending) = pending else {
                 return oauth_error("invalid_grant");
             };
@@ -446,7 +433,7 @@ async fn token(
             auth.refreshes.fetch_add(1, Ordering::SeqCst);
             if form
                 .get("client_id")
-                .is_some_and(|id| auth.forgotten_clients.lock().unwrap().contains(id))
+                .is_some_and(|id| lock(&auth.forgotten_clients).contains(id))
             {
                 return (
                     StatusCode::UNAUTHORIZED,
@@ -464,18 +451,18 @@ async fn token(
                 return oauth_error("invalid_request");
             };
             if auth.revoke_all_on_reuse.load(Ordering::SeqCst)
-                && auth.retired.lock().unwrap().contains(presented)
+                && lock(&auth.retired).contains(presented)
             {
-                auth.access.lock().unwrap().clear();
-                auth.refresh.lock().unwrap().clear();
+                lock(&auth.access).clear();
+                lock(&auth.refresh).clear();
                 return oauth_error("invalid_grant");
             }
             auth.used(presented);
-            let grant = auth.refresh.lock().unwrap().get(presented).cloned();
+            let grant = lock(&auth.refresh).get(presented).cloned();
             match grant {
                 Some(grant) => {
                     let issued = auth.issue(grant.scopes);
-                    let mut superseded = auth.superseded_by.lock().unwrap();
+                    let mut superseded = lock(&auth.superseded_by);
                     for key in ["access_token", "refresh_token"] {
                         if let Some(new) = issued[key].as_str() {
                             superseded.insert(new.to_owned(), presented.clone());
@@ -518,7 +505,7 @@ async fn revoke(
     let auth = &shared.auth;
     if let Some(token) = form.get("token") {
         if auth.refuses_access_token_revocation.load(Ordering::SeqCst)
-            && auth.access.lock().unwrap().contains_key(token)
+            && lock(&auth.access).contains_key(token)
         {
             return (
                 StatusCode::BAD_REQUEST,
@@ -526,8 +513,8 @@ async fn revoke(
             )
                 .into_response();
         }
-        let removed = auth.access.lock().unwrap().remove(token).is_some()
-            | auth.refresh.lock().unwrap().remove(token).is_some();
+        let removed = lock(&auth.access).remove(token).is_some()
+            | lock(&auth.refresh).remove(token).is_some();
         if removed {
             auth.revocations.fetch_add(1, Ordering::SeqCst);
         }
@@ -575,7 +562,7 @@ impl OpenIdProvider {
                     if fails.load(Ordering::SeqCst) {
                         return StatusCode::SERVICE_UNAVAILABLE.into_response();
                     }
-                    let keys = served.lock().unwrap().clone();
+                    let keys = lock(&served).clone();
                     axum::Json(json!({ "keys": keys })).into_response()
                 }),
             );
@@ -602,7 +589,7 @@ impl OpenIdProvider {
 
     /// Publishes `keys` (public JWKs) in place of the set it had.
     pub fn publish(&self, keys: Vec<Value>) {
-        *self.keys.lock().unwrap() = keys;
+        *lock(&self.keys) = keys;
     }
 
     /// How many times the key set has been read.

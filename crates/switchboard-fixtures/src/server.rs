@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
+use switchboard_core::sync::lock;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
@@ -319,22 +320,14 @@ impl ServerHandler for FixtureServer {
             return Ok(text_result(format!("called {:?}", request.name)));
         }
         let args = request.arguments.unwrap_or_default();
-        *self
-            .state
-            .last_call_id
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = serde_json::to_value(&context.id).ok();
+        *lock(&self.state.last_call_id) = serde_json::to_value(&context.id).ok();
         let header = context
             .extensions
             .get::<http::request::Parts>()
             .and_then(|parts| parts.headers.get("traceparent"))
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
-        *self
-            .state
-            .last_call_trace
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) =
+        *lock(&self.state.last_call_trace) =
             (header, context.meta.get_traceparent().map(str::to_owned));
         match request.name.as_ref() {
             "echo" => {
@@ -344,11 +337,7 @@ impl ServerHandler for FixtureServer {
                     tokio::time::sleep(Duration::from_millis(delay.min(60_000))).await;
                 }
                 if self.state.count_echoes.load(Ordering::SeqCst) {
-                    *self
-                        .state
-                        .echoes
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                    *lock(&self.state.echoes)
                         .entry(message.to_owned())
                         .or_default() += 1;
                 }
@@ -427,11 +416,7 @@ impl ServerHandler for FixtureServer {
                     .and_then(|parts| parts.headers.get("mcp-param-region"))
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                *self
-                    .state
-                    .last_region_header
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = header.clone();
+                *lock(&self.state.last_region_header) = header.clone();
                 Ok(text_result(format!(
                     "header={}",
                     header.unwrap_or_default()
@@ -496,11 +481,7 @@ impl ServerHandler for FixtureServer {
         request: rmcp::model::SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.state
-            .subscribed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(request.uri);
+        lock(&self.state.subscribed).push(request.uri);
         Ok(())
     }
 
@@ -509,11 +490,7 @@ impl ServerHandler for FixtureServer {
         request: rmcp::model::UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.state
-            .unsubscribed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(request.uri);
+        lock(&self.state.unsubscribed).push(request.uri);
         Ok(())
     }
 

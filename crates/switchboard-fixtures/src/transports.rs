@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use switchboard_core::sync::lock;
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -419,11 +420,7 @@ async fn open_sse(
     );
     let (to_server, from_client) = mpsc::channel::<ClientJsonRpcMessage>(64);
     let (to_client, from_server) = mpsc::channel::<ServerJsonRpcMessage>(64);
-    state
-        .sessions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id.clone(), to_server);
+    lock(&state.sessions).insert(id.clone(), to_server);
     let server = FixtureServer::new(Era::Legacy, state.fixture.clone());
     let sink = PollSender::new(to_client).sink_map_err(|_| std::io::Error::other("client gone"));
     let stop = state.stop.clone();
@@ -454,14 +451,10 @@ async fn post_message(
     Query(query): Query<HashMap<String, String>>,
     body: String,
 ) -> StatusCode {
-    let Some(sender) = query.get("sessionId").and_then(|id| {
-        state
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()
-    }) else {
+    let Some(sender) = query
+        .get("sessionId")
+        .and_then(|id| lock(&state.sessions).get(id).cloned())
+    else {
         return StatusCode::NOT_FOUND;
     };
     let Ok(message) = serde_json::from_str::<ClientJsonRpcMessage>(&body) else {

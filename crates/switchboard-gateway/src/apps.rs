@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use axum::Json;
 use axum::extract::Path;
@@ -63,7 +64,7 @@ impl Views {
             rand::random::<u64>(),
             rand::random::<u64>()
         );
-        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        let mut views = lock(&self.views);
         views.retain(|_, v| v.created.elapsed() < VIEW_LIFETIME);
         while views.len() >= MOST_VIEWS {
             let Some(oldest) = views
@@ -80,7 +81,7 @@ impl Views {
     }
 
     fn get(&self, id: &str) -> Option<(String, String)> {
-        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        let views = lock(&self.views);
         views
             .get(id)
             .filter(|v| v.created.elapsed() < VIEW_LIFETIME)

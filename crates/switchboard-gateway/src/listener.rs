@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use switchboard_core::sync::lock;
 
 use axum::Router;
 use axum::body::Body;
@@ -76,7 +77,7 @@ struct Counted {
 impl Counts {
     /// Counts a connection from `address`, unless it holds `limit` already.
     fn admit(self: &Arc<Self>, address: IpAddr, limit: usize) -> Option<Counted> {
-        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = lock(&self.0);
         let open = counts.entry(address).or_default();
         if *open >= limit {
             return None;
@@ -91,7 +92,7 @@ impl Counts {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        let mut counts = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = lock(&self.counts.0);
         if let Some(open) = counts.get_mut(&self.address) {
             *open -= 1;
             if *open == 0 {

@@ -28,6 +28,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use axum::Json;
 use axum::extract::{Form, Path, Query};
@@ -79,7 +80,7 @@ impl PendingLogins {
     /// here too, through `listener`.
     fn insert(self: &Arc<Self>, state: &str, listener: Listener, store: switchboard_store::Store) {
         {
-            let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut map = lock(&self.by_state);
             map.retain(|_, (_, started)| started.elapsed() < PENDING_LIFETIME);
             map.insert(state.to_owned(), (listener, Instant::now()));
         }
@@ -116,12 +117,12 @@ impl PendingLogins {
     }
 
     fn holds(&self, state: &str) -> bool {
-        let map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
+        let map = lock(&self.by_state);
         map.contains_key(state)
     }
 
     fn take(&self, state: &str) -> Option<Listener> {
-        let mut map = self.by_state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = lock(&self.by_state);
         map.remove(state).map(|(listener, _)| listener)
     }
 }

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -42,10 +43,7 @@ impl Readiness {
 
     /// Whether the store answered lately (within [`REUSED_FOR`]), asking it if nobody did.
     async fn store_answers(&self) -> bool {
-        let reused = self
-            .last_store_check
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let reused = lock(&self.last_store_check)
             .filter(|(at, _)| at.elapsed() < REUSED_FOR)
             .map(|(_, answered)| answered);
         if let Some(answered) = reused {
@@ -62,10 +60,7 @@ impl Readiness {
                 false
             }
         };
-        *self
-            .last_store_check
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), answered));
+        *lock(&self.last_store_check) = Some((Instant::now(), answered));
         answered
     }
 

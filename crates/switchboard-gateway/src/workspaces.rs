@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -337,27 +338,18 @@ impl Dispatcher {
 
     /// Whether a key lookup failed lately (see [`STORE_DOWN_FOR`]).
     fn store_known_down(&self) -> bool {
-        self.store_down_since
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some_and(|since| since.elapsed() < STORE_DOWN_FOR)
+        lock(&self.store_down_since).is_some_and(|since| since.elapsed() < STORE_DOWN_FOR)
     }
 
     fn store_failed(&self) {
-        let mut since = self
-            .store_down_since
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut since = lock(&self.store_down_since);
         if since.is_none_or(|at| at.elapsed() >= STORE_DOWN_FOR) {
             *since = Some(Instant::now());
         }
     }
 
     fn store_answered(&self) {
-        *self
-            .store_down_since
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
+        *lock(&self.store_down_since) = None;
     }
 
     fn now_ms(&self) -> u64 {
@@ -382,7 +374,7 @@ impl Dispatcher {
             return self.identify_token(provider, claims, &key).await;
         }
         let (cached, stale) = {
-            let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            let keys = lock(&self.keys);
             match keys.get(&digest) {
                 Some((principal, at)) if at.elapsed() < KEY_CACHE_TTL => {
                     (Some(principal.clone()), None)
@@ -426,7 +418,7 @@ impl Dispatcher {
                         return Err(Refusal::Unavailable.into_response());
                     }
                 };
-                let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+                let mut keys = lock(&self.keys);
                 if keys.len() >= KEY_CACHE_MAX {
                     keys.clear();
                 }
@@ -442,10 +434,7 @@ impl Dispatcher {
     /// Whom an endpoint key speaks for, looked up in the store (and remembered for
     /// [`KEY_CACHE_TTL`], or until the endpoints or users change).
     async fn identify_endpoint_key(&self, key: &str, digest: [u8; 32]) -> Result<Caller, Response> {
-        let remembered = self
-            .endpoint_keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let remembered = lock(&self.endpoint_keys)
             .get(&digest)
             .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
             .map(|(owner, _)| owner.clone());
@@ -461,7 +450,7 @@ impl Dispatcher {
                         tracing::warn!(%error, "cannot look up an endpoint key");
                         Refusal::Unavailable.into_response()
                     })?;
-                let mut keys = self.endpoint_keys.lock().unwrap_or_else(|e| e.into_inner());
+                let mut keys = lock(&self.endpoint_keys);
                 if keys.len() >= KEY_CACHE_MAX {
                     keys.clear();
                 }
@@ -475,10 +464,7 @@ impl Dispatcher {
     }
 
     fn forget_endpoint_keys(&self) {
-        self.endpoint_keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        lock(&self.endpoint_keys).clear();
     }
 
     /// The user a token from the identity provider names, added to the store at their first
@@ -503,11 +489,7 @@ impl Dispatcher {
             .principal(&verified)
             .map_err(|reason| invalid_token(&reason))?;
         let key = (principal.tenant.clone(), principal.user.clone());
-        let known = self
-            .recorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&key);
+        let known = lock(&self.recorded).contains(&key);
         if !known {
             match self
                 .users
@@ -516,10 +498,7 @@ impl Dispatcher {
                 .await
             {
                 Ok(_) => {
-                    self.recorded
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key);
+                    lock(&self.recorded).insert(key);
                 }
                 Err(switchboard_store::StoreError::Missing(what)) => {
                     return Err(api_error(
@@ -545,16 +524,13 @@ impl Dispatcher {
     /// at its next request. The last answers are kept for a store that does not answer then.
     fn forget_keys(&self) {
         let expired = Instant::now().checked_sub(KEY_CACHE_TTL);
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = lock(&self.keys);
         match expired {
             Some(expired) => keys.values_mut().for_each(|(_, at)| *at = expired),
             None => keys.clear(),
         }
         drop(keys);
-        self.recorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        lock(&self.recorded).clear();
     }
 
     /// The open workspace of `principal`, opening it if needed (its other requests meanwhile
@@ -562,7 +538,7 @@ impl Dispatcher {
     async fn workspace(&self, principal: &Principal) -> Result<Arc<OpenWorkspace>, String> {
         let key = (principal.tenant.clone(), principal.user.clone());
         let slot = {
-            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            let mut open = lock(&self.open);
             match open.get(&key) {
                 Some(slot) if slot.principal == *principal => slot.clone(),
                 stale => {
@@ -613,13 +589,7 @@ impl Dispatcher {
     /// user who is gone. (A user whose role changed gets a fresh workspace at their next
     /// request.)
     async fn close_workspaces_of_removed_users(&self) {
-        let open: Vec<(TenantId, UserId)> = self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let open: Vec<(TenantId, UserId)> = lock(&self.open).keys().cloned().collect();
         for (tenant, user) in open {
             match self.users.store.user(&tenant, &user).await {
                 Ok(Some(_)) => continue,
@@ -631,11 +601,7 @@ impl Dispatcher {
                     continue;
                 }
             }
-            let slot = self
-                .open
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&(tenant.clone(), user.clone()));
+            let slot = lock(&self.open).remove(&(tenant.clone(), user.clone()));
             if let Some(workspace) = slot.and_then(|slot| slot.workspace.get().cloned()) {
                 tracing::info!(user = %format!("{tenant}/{user}"), "closing the workspace of a removed user");
                 close(workspace).await;
@@ -654,7 +620,7 @@ impl Dispatcher {
             let idle_ms = u64::try_from(self.users.idle.as_millis()).unwrap_or(u64::MAX);
             let now = self.now_ms();
             let closing: Vec<(Principal, Arc<OpenWorkspace>)> = {
-                let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+                let mut open = lock(&self.open);
                 let idle: Vec<_> = open
                     .iter()
                     .filter(|(_, slot)| {
@@ -688,16 +654,13 @@ impl Dispatcher {
     /// that was let in just before finds its workspace draining (and refusing) rather than a
     /// new one opened behind the drain's back.
     pub(crate) async fn drain(&self, deadline: Duration) -> usize {
-        let open: Vec<Arc<OpenWorkspace>> = self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let open: Vec<Arc<OpenWorkspace>> = lock(&self.open)
             .values()
             .filter_map(|slot| slot.workspace.get().cloned())
             .collect();
         let drains = open.iter().map(|w| w.workspace.shared().drain(deadline));
         let unfinished = futures::future::join_all(drains).await.into_iter().sum();
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        lock(&self.open).clear();
         futures::future::join_all(open.into_iter().map(close)).await;
         unfinished
     }

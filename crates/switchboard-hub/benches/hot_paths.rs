@@ -5,6 +5,9 @@
 //!
 //! `cargo bench -p switchboard-hub --bench hot_paths`; figures are in `docs/benchmarks.md`.
 
+// criterion's macros write the bench's group and `main` functions, without docs.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 

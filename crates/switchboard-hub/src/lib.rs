@@ -33,6 +33,7 @@ mod subscriptions;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+pub(crate) use switchboard_core::sync::{lock, read, write};
 
 use switchboard_core::{ConnectionState, ServerDefinition, ServerId};
 use switchboard_desk::{Desk, PeopleResponder};
@@ -1127,19 +1128,6 @@ impl Hub {
             .cloned()
             .ok_or_else(|| HubError::UnknownServer(id.clone()))
     }
-}
-
-pub(crate) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|e| e.into_inner())
-}
-
-pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The mutex's guard, even after a panic elsewhere poisoned it (what it guards stays usable).
-pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Watches the store for changes made by other processes (the CLI, other replicas), once per

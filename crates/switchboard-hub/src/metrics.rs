@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
+use switchboard_core::sync::lock;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -162,7 +163,7 @@ impl HubMetrics {
 
     /// The metrics in Prometheus' text format, with every server in `servers` at its state.
     pub(crate) fn render(&self, servers: &[ServerStatus]) -> String {
-        let _one_scrape = self.scraping.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_scrape = lock(&self.scraping);
         self.states.clear();
         for status in servers {
             self.states

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use switchboard_core::sync::lock;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -68,7 +69,7 @@ impl RateLimits {
         tool: Option<&str>,
         limit: RateLimit,
     ) -> Arc<DefaultDirectRateLimiter> {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buckets = lock(&self.buckets);
         let key = (server.clone(), tool.map(str::to_owned));
         match buckets.get(&key) {
             Some((made_for, bucket)) if *made_for == limit => bucket.clone(),

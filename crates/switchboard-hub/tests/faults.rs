@@ -6,6 +6,9 @@
 //! call's answer, a healthy server beside it is untouched, and the faulty server serves again by
 //! itself once the fault stops.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

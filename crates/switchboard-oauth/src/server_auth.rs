@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use switchboard_core::sync::lock;
 
 use http::{HeaderMap, HeaderValue, StatusCode};
 use url::Url;
@@ -413,11 +414,7 @@ impl ServerAuth {
         value.set_sensitive(true);
         headers.insert(http::header::AUTHORIZATION, value);
         if let Some(key) = dpop {
-            let nonce = self
-                .resource_nonce
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
+            let nonce = lock(&self.resource_nonce).clone();
             let proof = key.proof(method, url, Some(&tokens.access_token), nonce.as_deref())?;
             let value = HeaderValue::from_str(&proof)
                 .map_err(|_| OAuthError::Jwt("a DPoP proof is not a valid header value".into()))?;
@@ -432,10 +429,7 @@ impl ServerAuth {
     /// Remembers a DPoP nonce the resource server sent on any response.
     pub fn observe_response(&self, status: StatusCode, headers: &HeaderMap) {
         if let Some(nonce) = headers.get("dpop-nonce").and_then(|v| v.to_str().ok()) {
-            *self
-                .resource_nonce
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(nonce.to_owned());
+            *lock(&self.resource_nonce) = Some(nonce.to_owned());
         }
         if status.is_success() {
             self.step_ups.store(0, Ordering::SeqCst);

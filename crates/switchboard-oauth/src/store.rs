@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use switchboard_core::sync::lock;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -140,18 +141,12 @@ pub struct MemoryCredentialStore {
     clients: Mutex<HashMap<String, ClientRegistration>>,
 }
 
-fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl CredentialStore for MemoryCredentialStore {
     fn load_grant<'a>(
         &'a self,
         key: &'a GrantKey,
     ) -> BoxFuture<'a, Result<Option<StoredGrant>, OAuthError>> {
-        Box::pin(async move { Ok(locked(&self.grants).get(key).cloned()) })
+        Box::pin(async move { Ok(lock(&self.grants).get(key).cloned()) })
     }
 
     fn save_grant<'a>(
@@ -160,21 +155,21 @@ impl CredentialStore for MemoryCredentialStore {
         grant: &'a StoredGrant,
     ) -> BoxFuture<'a, Result<(), OAuthError>> {
         Box::pin(async move {
-            locked(&self.grants).insert(key.clone(), grant.clone());
+            lock(&self.grants).insert(key.clone(), grant.clone());
             Ok(())
         })
     }
 
     fn delete_grant<'a>(&'a self, key: &'a GrantKey) -> BoxFuture<'a, Result<(), OAuthError>> {
         Box::pin(async move {
-            locked(&self.grants).remove(key);
+            lock(&self.grants).remove(key);
             Ok(())
         })
     }
 
     fn delete_client<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<(), OAuthError>> {
         Box::pin(async move {
-            locked(&self.clients).remove(issuer);
+            lock(&self.clients).remove(issuer);
             Ok(())
         })
     }
@@ -183,7 +178,7 @@ impl CredentialStore for MemoryCredentialStore {
         &'a self,
         issuer: &'a str,
     ) -> BoxFuture<'a, Result<Option<ClientRegistration>, OAuthError>> {
-        Box::pin(async move { Ok(locked(&self.clients).get(issuer).cloned()) })
+        Box::pin(async move { Ok(lock(&self.clients).get(issuer).cloned()) })
     }
 
     fn save_client<'a>(
@@ -191,7 +186,7 @@ impl CredentialStore for MemoryCredentialStore {
         registration: &'a ClientRegistration,
     ) -> BoxFuture<'a, Result<(), OAuthError>> {
         Box::pin(async move {
-            locked(&self.clients).insert(registration.issuer.clone(), registration.clone());
+            lock(&self.clients).insert(registration.issuer.clone(), registration.clone());
             Ok(())
         })
     }

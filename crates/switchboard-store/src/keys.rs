@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -111,11 +112,7 @@ impl Store {
 
     /// The newest version of `tenant`'s data key, made if it has none.
     async fn newest_data_key(&self, tenant: &TenantId) -> Result<(i64, Arc<Vault>), StoreError> {
-        let known = self
-            .keys
-            .newest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let known = lock(&self.keys.newest)
             .get(tenant.as_str())
             .filter(|(_, at)| at.elapsed() < NEWEST_TTL)
             .map(|(version, _)| *version);
@@ -132,11 +129,7 @@ impl Store {
                     Some(version) => version,
                     None => self.add_data_key(tenant, 1).await?,
                 };
-                self.keys
-                    .newest
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(tenant.to_string(), (version, Instant::now()));
+                lock(&self.keys.newest).insert(tenant.to_string(), (version, Instant::now()));
                 version
             }
         };
@@ -173,13 +166,7 @@ impl Store {
     /// Version `version` of `tenant`'s data key, unwrapped.
     async fn data_key(&self, tenant: &TenantId, version: i64) -> Result<Arc<Vault>, StoreError> {
         let cache_key = (tenant.to_string(), version);
-        if let Some(key) = self
-            .keys
-            .opened
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&cache_key)
-        {
+        if let Some(key) = lock(&self.keys.opened).get(&cache_key) {
             return Ok(key.clone());
         }
         let wrapped: Option<String> = on_db!(&self.db, pool => sqlx::query_scalar(
@@ -195,11 +182,7 @@ impl Store {
         })?;
         let key = unwrap(&self.vault, &context, &wrapped)?;
         let key = Arc::new(key);
-        self.keys
-            .opened
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(cache_key, key.clone());
+        lock(&self.keys.opened).insert(cache_key, key.clone());
         Ok(key)
     }
 
@@ -216,11 +199,7 @@ impl Store {
         .fetch_one(pool)
         .await)?;
         let version = self.add_data_key(tenant, newest.unwrap_or(0) + 1).await?;
-        self.keys
-            .newest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(tenant.to_string(), (version, Instant::now()));
+        lock(&self.keys.newest).insert(tenant.to_string(), (version, Instant::now()));
         let resealed = self.reseal(Some(tenant)).await?;
         Ok((version, resealed))
     }

@@ -2,6 +2,9 @@
 //! its engines: every behaviour is checked on an SQLite file and on a real PostgreSQL server that
 //! the test run starts (`switchboard_fixtures::postgres`).
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use switchboard_core::{DetectedTransport, NamedValue, ServerDefinition, ServerId, TransportSpec};
 use switchboard_fixtures::postgres::TestPostgres;
 use switchboard_store::{CachedProbe, Store, StoreError, StoreLocation, Vault};

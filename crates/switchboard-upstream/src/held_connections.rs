@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use bytes::Bytes;
 use http::uri::Authority;
@@ -347,14 +348,6 @@ fn origin_form(uri: &Uri) -> Uri {
 /// then its causes.
 fn describe(what: &str, error: &(dyn std::error::Error + 'static)) -> String {
     switchboard_oauth::net::with_causes(&format!("{what}: {error}"), error)
-}
-
-/// `mutex` locked, even if a thread panicked while it held it: what the crate's mutexes guard
-/// stays valid whatever a holder was doing.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// An answer's body, which puts its connection back once read to its end.

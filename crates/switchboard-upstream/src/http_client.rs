@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
+use switchboard_core::sync::lock;
 
 use bytes::Bytes;
 use futures::{StreamExt, stream::BoxStream};
@@ -219,7 +220,7 @@ impl StatusAwareHttpClient {
     }
 
     fn lock_session(&self) -> std::sync::MutexGuard<'_, Option<SessionInUse>> {
-        self.session.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.session)
     }
 
     /// The session's calls with a responder.

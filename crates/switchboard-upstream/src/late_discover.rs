@@ -13,6 +13,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use switchboard_core::sync::lock;
 
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
@@ -54,12 +55,7 @@ impl<T> LateDiscoverFilter<T> {
             JsonRpcMessage::Error(error) => error.id.as_ref(),
             _ => None,
         };
-        id.is_some_and(|id| {
-            self.discover_ids
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(id)
-        })
+        id.is_some_and(|id| lock(&self.discover_ids).contains(id))
     }
 }
 
@@ -73,10 +69,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for LateDiscoverFilter<T> {
         if let JsonRpcMessage::Request(request) = &item {
             match &request.request {
                 ClientRequest::DiscoverRequest(_) => {
-                    self.discover_ids
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(request.id.clone());
+                    lock(&self.discover_ids).insert(request.id.clone());
                 }
                 ClientRequest::InitializeRequest(_) => {
                     self.initialize_sent.store(true, Ordering::SeqCst);

@@ -40,6 +40,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchboard_core::sync::lock;
 
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
@@ -293,7 +294,7 @@ impl std::fmt::Debug for InFlight {
 
 impl InFlight {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Call>> {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.calls)
     }
 
     pub(crate) fn register(
@@ -314,10 +315,7 @@ impl InFlight {
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Numbered>> {
-        self.undelivered
-            .counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        lock(&self.undelivered.counts)
     }
 
     /// A call is about to be sent; drop the guard once its caller listens for its messages
@@ -706,7 +704,7 @@ mod tests {
                 tokio::spawn(async move {
                     in_flight
                         .deliver(Some(&related), async {
-                            order.lock().unwrap().push(sequence);
+                            switchboard_core::sync::lock(&order).push(sequence);
                         })
                         .await
                 })
@@ -715,7 +713,7 @@ mod tests {
         for delivery in deliveries {
             delivery.await.unwrap();
         }
-        assert_eq!(*order.lock().unwrap(), numbers);
+        assert_eq!(*switchboard_core::sync::lock(&order), numbers);
         in_flight.all_delivered(&id).await;
         assert!(in_flight.counts().is_empty(), "nothing left counted");
     }

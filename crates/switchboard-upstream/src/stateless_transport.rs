@@ -38,8 +38,8 @@ use rmcp::transport::streamable_http_client::{
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::held_connections::lock;
 use crate::http_client::{HttpFailure, StatusAwareHttpClient};
+use switchboard_core::sync::lock;
 
 /// Most messages that wait for rmcp's client to take them.
 pub(crate) const QUEUE_BOUND: usize = 64;

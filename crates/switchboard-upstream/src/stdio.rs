@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use switchboard_core::sync::lock;
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap, CommandWrapper, ProcessGroup};
 use rmcp::transport::TokioChildProcess;
@@ -42,22 +43,13 @@ struct LogBudget {
 /// more than once, and a crashing one restarts).
 type SharedBudget = Arc<Mutex<LogBudget>>;
 
-fn lock(budget: &SharedBudget) -> std::sync::MutexGuard<'_, LogBudget> {
-    budget.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl LogBudget {
     /// The budget of server `server`.
     fn of(server: &str) -> SharedBudget {
         static BUDGETS: std::sync::LazyLock<
             Mutex<std::collections::HashMap<String, SharedBudget>>,
         > = std::sync::LazyLock::new(Mutex::default);
-        BUDGETS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(server.to_owned())
-            .or_default()
-            .clone()
+        lock(&BUDGETS).entry(server.to_owned()).or_default().clone()
     }
 
     /// Whether the next line is logged at info.
@@ -158,13 +150,13 @@ impl ChildExit {
     /// A fresh record for a process about to start (an earlier one's end is forgotten).
     fn renewed(&self) -> Arc<tokio::sync::watch::Sender<Option<ProcessEnd>>> {
         let fresh = Arc::new(tokio::sync::watch::channel(None).0);
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        *lock(&self.0) = fresh.clone();
         fresh
     }
 
     /// How the process ended, waiting for it to be reaped at most `limit`.
     pub async fn within(&self, limit: std::time::Duration) -> Option<ProcessEnd> {
-        let mut ended = self.0.lock().unwrap_or_else(|e| e.into_inner()).subscribe();
+        let mut ended = lock(&self.0).subscribe();
         let reaped = tokio::time::timeout(limit, ended.wait_for(Option::is_some)).await;
         reaped
             .ok()
@@ -273,7 +265,7 @@ pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 impl StderrTail {
     fn push(&self, line: String) {
-        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lines = lock(&self.0);
         if lines.len() == STDERR_TAIL_LINES {
             lines.pop_front();
         }
@@ -282,12 +274,7 @@ impl StderrTail {
 
     /// The kept lines, oldest first.
     pub fn lines(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        lock(&self.0).iter().cloned().collect()
     }
 
     /// The line that says best why the process failed, for error messages: npm's first

@@ -127,7 +127,7 @@ mod tests {
             self.on.load(Ordering::SeqCst)
         }
         fn record(&self, direction: Direction, message: serde_json::Value) {
-            self.seen.lock().unwrap().push((direction, message));
+            switchboard_core::sync::lock(&self.seen).push((direction, message));
         }
     }
 
@@ -145,11 +145,11 @@ mod tests {
         let mut transport = Tapped::new(Canned(VecDeque::from([reply.clone(), reply])), Some(tap));
         transport.send(ping.clone()).await.unwrap();
         transport.receive().await.unwrap();
-        assert!(recorder.seen.lock().unwrap().is_empty());
+        assert!(switchboard_core::sync::lock(&recorder.seen).is_empty());
         recorder.on.store(true, Ordering::SeqCst);
         transport.send(ping).await.unwrap();
         transport.receive().await.unwrap();
-        let seen = recorder.seen.lock().unwrap();
+        let seen = switchboard_core::sync::lock(&recorder.seen);
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0].0, Direction::Sent);
         assert_eq!(seen[0].1["method"], "ping");

@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchboard_core::sync::{read, write};
 
 use futures::StreamExt;
 use rmcp::Peer;
@@ -178,11 +179,11 @@ impl Upstream {
 
     /// Retries requests that are safe to repeat as `preset` says, from now on.
     pub fn set_retries(&self, preset: switchboard_core::RetryPreset) {
-        *self.retries.write().unwrap_or_else(|e| e.into_inner()) = preset;
+        *write(&self.retries) = preset;
     }
 
     fn retry_preset(&self) -> switchboard_core::RetryPreset {
-        *self.retries.read().unwrap_or_else(|e| e.into_inner())
+        *read(&self.retries)
     }
 
     /// Runs `attempt`, and when it fails transiently (see [`UpstreamError::is_transient`]) and

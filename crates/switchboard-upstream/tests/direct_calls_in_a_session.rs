@@ -4,6 +4,9 @@
 //! stream is no cancellation in a session), and are not sent into a session the server says
 //! expired.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -4,6 +4,9 @@
 //! concurrent calls, `invalid_grant` and step-up. A daemon killed during a refresh is
 //! `crates/switchboard/tests/oauth_end_to_end.rs`.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

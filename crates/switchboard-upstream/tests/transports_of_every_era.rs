@@ -1,6 +1,9 @@
 //! Switchboard connects, lists and calls over every transport and protocol era, against the Rust
 //! fixture servers.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -2,6 +2,9 @@
 //! rmcp-based client (Switchboard's own connector, which speaks 2026-07-28 to it) and the
 //! official TypeScript SDK client (2025-11-25 sessions), in front of real and fixture servers.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

@@ -6,6 +6,9 @@
 //! reach that endpoint only. Tool overrides: what an admin says of a tool in place of its server
 //! (name, description, annotations, arguments fixed and hidden), on every path too.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

@@ -28,6 +28,9 @@
 //! tests/npm`. Clients run one after another: a server's request on its standalone GET stream
 //! can only be routed to the caller while that caller's call is the server's only one in flight.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::collections::BTreeMap;

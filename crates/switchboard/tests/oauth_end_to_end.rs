@@ -4,6 +4,9 @@
 //! OAuth-protected fixture (its authorization server redirects at once, as a browser session
 //! that is already signed in would).
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

@@ -15,6 +15,9 @@
 //! same flows to software nobody here wrote, and checks them against what the authorization
 //! server itself records, not only against what Switchboard says.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,9 @@
 //! answered by whichever replica gets it. The replicas check the store by polling only once an
 //! hour here, so only PostgreSQL's change announcements can bring the changes in time.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

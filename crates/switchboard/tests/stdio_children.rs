@@ -5,6 +5,9 @@
 //! and cannot read the data directory or the daemon through `/proc`; the same script with
 //! `--child-sandbox off` reads the key, so the test sees the difference.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::process::Stdio;

@@ -4,6 +4,9 @@
 //! server unchanged. The collector here is a small OTLP/HTTP receiver decoding what it is sent
 //! with the protocol's own message definitions.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

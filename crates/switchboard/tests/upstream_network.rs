@@ -13,6 +13,9 @@
 //! operator's own connection test reaches the same recording server, so the refusals are the
 //! rules', not the network's.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::net::SocketAddr;

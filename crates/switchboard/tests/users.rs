@@ -4,6 +4,9 @@
 //! another's MCP session, hearing another's events, speaking for another user, or coming in
 //! without a key, with a wrong one, or with a revoked one.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

@@ -4,6 +4,9 @@
 //! turn one off and on, run tools from the generated form with progress, cancel a long call,
 //! answer a server's question and the built-in human server's in the console's dialogs.
 
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::Duration;

@@ -21,7 +21,8 @@ use switchboard_core::exposure::Exposed;
 use switchboard_core::{Caller, TaskMode};
 use switchboard_hub::{ExposedCatalog, Hub, ServerView};
 
-use super::{SessionState, conversation, lock, rate_limited, trace_error};
+use super::{SessionState, conversation, rate_limited, trace_error};
+use switchboard_core::sync::lock;
 
 /// Marks a request whose call the short path admitted (its rate-limit tokens are taken) and
 /// then handed to the full path. Put in the request's extensions by the short path only, so no

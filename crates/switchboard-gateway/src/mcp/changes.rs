@@ -5,6 +5,7 @@
 use rmcp::model::{ErrorData, LoggingLevel, ResourceUpdatedNotificationParam, SubscriptionFilter};
 use rmcp::service::{Peer, RoleServer, SubscriptionContext};
 use switchboard_core::ServerId;
+use switchboard_core::sync::lock;
 use switchboard_hub::{HubEvent, Revisions};
 use tokio::sync::broadcast;
 

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -487,7 +488,7 @@ pub(crate) struct Parked {
 
 impl Parked {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Exchange)>> {
-        self.exchanges.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.exchanges)
     }
 
     /// Parks `exchange` and returns its handle: 128 random bits, a bearer capability for this

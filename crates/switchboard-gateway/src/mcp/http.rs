@@ -15,6 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchboard_core::sync::lock;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -205,7 +206,7 @@ struct Activity {
 
 impl SessionActivity {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Activity>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.sessions)
     }
 
     fn opened(&self, id: &str) {

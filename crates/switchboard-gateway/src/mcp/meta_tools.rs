@@ -4,6 +4,7 @@
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData};
 use rmcp::service::{RequestContext, RoleServer};
 use switchboard_core::ServerId;
+use switchboard_core::sync::lock;
 
 use super::*;
 

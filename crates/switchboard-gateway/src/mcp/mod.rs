@@ -33,6 +33,7 @@ mod tool_call;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchboard_core::sync::lock;
 
 use rmcp::model::{
     CallToolResult, CompleteResult, ErrorData, ListPromptsResult, ListResourceTemplatesResult,
@@ -308,10 +309,6 @@ completable!(
 fn complete<T: Completable>(mut result: T) -> T {
     *result.result_type() = Some(rmcp::model::ResultType::COMPLETE);
     result
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The prefix a server's names carry in `catalog` (its id if it is not in the catalog).

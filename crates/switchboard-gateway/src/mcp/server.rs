@@ -2,6 +2,7 @@
 //! method over the hub's merged catalog (the full path; `tools/call` itself is in `tool_call`).
 
 use std::sync::{Arc, Mutex};
+use switchboard_core::sync::lock;
 
 use futures::FutureExt;
 use rmcp::ServerHandler;

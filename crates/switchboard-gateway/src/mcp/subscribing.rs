@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use switchboard_core::ServerId;
 
-use super::lock;
+use switchboard_core::sync::lock;
 
 /// The longest a request waits for a subscription at its server to be in place.
 const SETTLE_LIMIT: Duration = Duration::from_secs(10);

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::exchange::{Exchange, TaskEvent};
-use super::lock;
+use switchboard_core::sync::lock;
 
 /// How long a call may run before it becomes a task (for tools whose task mode is optional).
 pub(crate) const TASK_AFTER: Duration = Duration::from_millis(500);

@@ -6,6 +6,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ServerResult,
 };
 use rmcp::service::{RequestContext, RoleServer};
+use switchboard_core::sync::lock;
 use switchboard_core::{ServerId, TaskMode};
 use switchboard_hub::{ExposeUris, ExposedCatalog};
 use switchboard_upstream::UpstreamError;

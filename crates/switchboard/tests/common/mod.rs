@@ -1,5 +1,8 @@
 //! What the CLI tests share: running `switchboard` as a user does (no vault key or config from
 //! the environment), starting `serve` and `login --no-browser`, and reading what they print.
+
+// A test's helpers may unwrap and lock directly: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 #![allow(dead_code)] // each test binary uses a part of it
 
 use std::path::Path;

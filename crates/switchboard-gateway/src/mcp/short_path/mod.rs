@@ -53,8 +53,9 @@ use switchboard_hub::ServerView;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::Shared;
 use super::admission::{Admission, Charged, task_mode};
-use super::{Shared, lock};
+use switchboard_core::sync::lock;
 
 pub(crate) use questions::Answer;
 use questions::*;

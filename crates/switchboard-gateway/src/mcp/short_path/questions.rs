@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::mcp::{Shared, lock};
+use crate::mcp::Shared;
+use switchboard_core::sync::lock;
 
 /// Hands the client's `answer` to the question `id` it was asked in `session` on the short
 /// path: 202, as for any answer; `None` when no such question waits (rmcp's, then).

@@ -21,7 +21,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::mcp::{Shared, call_result, downstream::severity, lock};
+use crate::mcp::{Shared, call_result, downstream::severity};
+use switchboard_core::sync::lock;
 
 /// The client's protocol era, which decides how answers are finished and which log messages
 /// it gets.

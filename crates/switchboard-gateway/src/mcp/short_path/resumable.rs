@@ -12,7 +12,8 @@ use futures::StreamExt;
 use rmcp::model::ServerJsonRpcMessage;
 
 use super::*;
-use crate::mcp::{Shared, lock};
+use crate::mcp::Shared;
+use switchboard_core::sync::lock;
 
 /// How long a client is told to wait before resuming a stream, as rmcp tells it.
 pub(super) const RESUME_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
