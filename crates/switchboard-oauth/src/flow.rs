@@ -1,5 +1,5 @@
 //! The authorization-code flow: building the request, validating the redirect, redeeming the
-//! code (spec digest §3.2 steps 5–8).
+//! code (the spec's `basic/authorization` pages: scopes, PKCE, the request and the token exchange).
 //!
 //! How the user agent gets to the authorization URL and back is an [`Authorizer`]: the system
 //! browser with a loopback callback (`switchboard login`), the daemon's `/oauth/callback` route
@@ -105,7 +105,7 @@ impl std::fmt::Debug for PendingAuthorization {
     }
 }
 
-/// Chooses the scopes to request (spec digest §3.2 step 5, and the 2026-07-28 step-up union):
+/// Chooses the scopes to request (the spec's scope selection, and the 2026-07-28 step-up union):
 /// the challenge's scopes, else everything the resource lists, else none; plus whatever was
 /// requested before (on step-up); plus `offline_access` when the authorization server lists it,
 /// to get a refresh token.

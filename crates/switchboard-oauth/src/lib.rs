@@ -1,12 +1,12 @@
 //! The OAuth 2.1 client Switchboard uses to sign in to upstream MCP servers.
 //!
-//! It implements the client side of the MCP authorization spec for every revision from
-//! 2025-03-26 to 2026-07-28 (spec digest §3): discovery ([`metadata`]), client registration
-//! ([`registration`]), the authorization-code flow with PKCE S256, `resource` and RFC 9207 checks
-//! ([`flow`]), every token grant and client authentication method, DPoP ([`token`], [`jwt`]), and
-//! staying signed in: refresh, step-up and revocation ([`server_auth`]); and, the other way
-//! round, checking the tokens a team's identity provider gives its people ([`idp`]). Every request goes
-//! through an SSRF-guarded HTTP client ([`net`]).
+//! It implements the client side of the MCP authorization spec for every revision from 2025-03-26
+//! to 2026-07-28 (the spec's `basic/authorization` pages): discovery ([`metadata`]), client
+//! registration ([`registration`]), the authorization-code flow with PKCE S256, `resource` and RFC
+//! 9207 checks ([`flow`]), every token grant and client authentication method, DPoP ([`token`],
+//! [`jwt`]), and staying signed in: refresh, step-up and revocation ([`server_auth`]); and, the
+//! other way round, checking the tokens a team's identity provider gives its people ([`idp`]).
+//! Every request goes through an SSRF-guarded HTTP client ([`net`]).
 //!
 //! Why not rmcp's `auth` module: Switchboard needs credentials keyed by issuer and by (server,
 //! principal) in its own sealed store, client secrets persisted, one flow shared by three ways of

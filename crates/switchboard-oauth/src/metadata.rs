@@ -1,5 +1,6 @@
 //! Discovery: from an MCP server URL (and its 401 challenge) to the authorization server's
-//! endpoints (spec digest §3.2 steps 1–3, §3.3).
+//! endpoints (the spec's `basic/authorization` pages: RFC 9728, then RFC 8414 or OpenID
+//! discovery, and the older revisions' rules).
 //!
 //! 1. Protected-resource metadata (RFC 9728): the challenge's `resource_metadata` URL first, then
 //!    the path-inserted well-known URL, then the root one. Its `resource` must name the server

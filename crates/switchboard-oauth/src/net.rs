@@ -1,12 +1,13 @@
 //! The HTTP client every OAuth request goes through, with SSRF guards.
 //!
 //! Metadata documents name URLs that Switchboard then fetches or hands to a browser, so a hostile
-//! server could point them at the cloud metadata service or a router's admin page (spec digest
-//! §6.3). Every URL is therefore checked before use: `https` only (plain `http` only to a loopback
-//! address, and only when loopback is allowed), no credentials in it, and every address its host
-//! resolves to must be public. The check runs in the DNS resolver reqwest uses, so the address that
-//! is checked is the address that is connected to (no rebinding window), and on every redirect.
-//! Bodies are read up to a size limit and every request has a deadline.
+//! server could point them at the cloud metadata service or a router's admin page (the spec's
+//! security best practices, server-side request forgery). Every URL is therefore checked before
+//! use: `https` only (plain `http` only to a loopback address, and only when loopback is allowed),
+//! no credentials in it, and every address its host resolves to must be public. The check runs in
+//! the DNS resolver reqwest uses, so the address that is checked is the address that is connected
+//! to (no rebinding window), and on every redirect. Bodies are read up to a size limit and every
+//! request has a deadline.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

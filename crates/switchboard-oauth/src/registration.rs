@@ -1,4 +1,5 @@
-//! Getting a client id at an authorization server (spec digest §3.2 step 4).
+//! Getting a client id at an authorization server (the spec's `basic/authorization` pages, client
+//! registration).
 //!
 //! In priority order: credentials the user configured for the server; a client ID metadata
 //! document, when the authorization server accepts them and Switchboard has a public https URL

@@ -1,7 +1,8 @@
 //! Opening a session with an upstream server, whatever its transport and era.
 //!
-//! For an HTTP URL this runs the probe a client supporting every revision must run
-//! (spec digest §1.3), deciding only from HTTP status codes and JSON-RPC error codes:
+//! For an HTTP URL this runs the probe a client supporting every revision must run (the spec's
+//! `basic/transports/*.mdx#backward-compatibility`), deciding only from HTTP status codes and
+//! JSON-RPC error codes:
 //! 1. POST `server/discover` (2026-07-28). A `DiscoverResult`, or a modern rejection such as
 //!    `-32022` with supported versions (rmcp retries with one), means a stateless server.
 //! 2. Otherwise POST `initialize` (2025-11-25 and older, with sessions).
