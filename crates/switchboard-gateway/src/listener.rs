@@ -6,8 +6,10 @@
 //! hundred of them crowd out everyone else. So on every connection:
 //!
 //! - **headers** must arrive within [`HEADER_TIMEOUT`] of the connection opening or of the
-//!   previous answer (hyper's header read timeout, which also closes a kept-alive connection
-//!   that sends no next request);
+//!   previous answer, which also closes a kept-alive connection that sends no next request
+//!   ([`Idle`]: one timer a connection, moved on only when it fires; hyper's own header read
+//!   timeout sets a new timer for every request, and tokio wakes the connection's thread through
+//!   its eventfd for each, a system call and a turn of the thread's loop a call);
 //! - **a request's body** must arrive within [`BODY_TIMEOUT`] of the request ([`DeadlineBody`]);
 //!   the request then fails, and its handler sees a body error;
 //! - **one client address** holds at most [`Limits::per_client`] connections at once; more are
@@ -22,6 +24,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -138,47 +141,61 @@ pub(crate) async fn serve(
             tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
         }
         let body_limit = limits.body;
-        let service =
-            app.clone()
-                .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
-                    request
-                        .extensions_mut()
-                        .insert(crate::mcp::conversation::ClientAddress(peer.ip()));
-                    request.map(|body| {
-                        // A request without a body (a GET, a WebSocket upgrade) has nothing to wait for.
-                        if http_body::Body::is_end_stream(&body) {
-                            Body::new(body)
-                        } else {
-                            Body::new(DeadlineBody::new(Body::new(body), body_limit))
-                        }
-                    })
-                });
+        let idle = Arc::new(Idle::new());
+        let (answering, answered) = (idle.clone(), idle.clone());
+        let service = app
+            .clone()
+            .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
+                answering.request_started();
+                request
+                    .extensions_mut()
+                    .insert(crate::mcp::conversation::ClientAddress(peer.ip()));
+                request.map(|body| {
+                    // A request without a body (a GET, a WebSocket upgrade) has nothing to wait for.
+                    if http_body::Body::is_end_stream(&body) {
+                        Body::new(body)
+                    } else {
+                        Body::new(DeadlineBody::new(Body::new(body), body_limit))
+                    }
+                })
+            })
+            .map_response(move |response: axum::response::Response| {
+                let ends = AnswerEnds(answered.clone());
+                response.map(|body| Body::new(Answer { body, _ends: ends }))
+            });
         let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        // Headers are timed by `Idle`, not by hyper (see the module's comment).
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.headers);
+            .header_read_timeout(None);
         builder.http2().timer(TokioTimer::new());
         let headers = limits.headers;
         let watcher = graceful.watcher();
         threads.spawn(tcp, move |tcp| async move {
-            // hyper's header timeout starts once it knows the HTTP version, which takes the
-            // first bytes: a connection that sends none is closed here.
-            let mut first = [0u8; 1];
-            if !matches!(
-                tokio::time::timeout(headers, tcp.peek(&mut first)).await,
-                Ok(Ok(1..))
-            ) {
-                return;
-            }
             let connection = builder
                 .serve_connection_with_upgrades(
                     TokioIo::new(tcp),
                     TowerToHyperService::new(service),
                 )
                 .into_owned();
-            if let Err(error) = watcher.watch(connection).await {
-                tracing::debug!(%error, "a connection ended with an error");
+            let mut connection = std::pin::pin!(watcher.watch(connection));
+            let mut deadline = std::pin::pin!(tokio::time::sleep(headers));
+            loop {
+                tokio::select! {
+                    ended = &mut connection => {
+                        if let Err(error) = ended {
+                            tracing::debug!(%error, "a connection ended with an error");
+                        }
+                        break;
+                    }
+                    () = &mut deadline => match idle.idle_for() {
+                        // Idle too long: dropping the connection closes it.
+                        Some(idle) if idle >= headers => break,
+                        Some(idle) => deadline.as_mut().reset(tokio::time::Instant::now() + (headers - idle)),
+                        None => deadline.as_mut().reset(tokio::time::Instant::now() + headers),
+                    },
+                }
             }
             drop(counted);
         });
@@ -186,6 +203,83 @@ pub(crate) async fn serve(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// How long a connection has had nothing to do: no request being read after its headers or
+/// answered. It starts idle; a request's headers read make it busy, and the end of the last
+/// answer (its body sent or dropped) idle again. The connection's task checks it when its one
+/// timer fires, and moves the timer on (at most once per [`HEADER_TIMEOUT`] for a busy
+/// connection): nothing is armed or reset per request.
+struct Idle {
+    opened: std::time::Instant,
+    /// Requests whose answers have not ended.
+    answering: AtomicUsize,
+    /// When the last answer ended, in ms after `opened`.
+    since_ms: AtomicU64,
+}
+
+impl Idle {
+    fn new() -> Self {
+        Self {
+            opened: std::time::Instant::now(),
+            answering: AtomicUsize::new(0),
+            since_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn request_started(&self) {
+        self.answering.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn answer_ended(&self) {
+        let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.since_ms.store(now, Ordering::Relaxed);
+        self.answering.fetch_sub(1, Ordering::Release);
+    }
+
+    /// How long the connection has been idle; `None` while it answers a request.
+    fn idle_for(&self) -> Option<Duration> {
+        if self.answering.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let since = Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
+        Some(self.opened.elapsed().saturating_sub(since))
+    }
+}
+
+/// Marks its connection's answer ended when dropped (with the answer's body).
+struct AnswerEnds(Arc<Idle>);
+
+impl Drop for AnswerEnds {
+    fn drop(&mut self) {
+        self.0.answer_ended();
+    }
+}
+
+/// An answer's body, carrying what marks the answer ended.
+struct Answer {
+    body: Body,
+    _ends: AnswerEnds,
+}
+
+impl http_body::Body for Answer {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// A request body that must arrive whole before its deadline. The timer is set only once the
@@ -252,10 +346,32 @@ mod tests {
     /// Serves a router echoing request bodies on a loopback port with `limits`, on two
     /// connection threads as the daemon does.
     async fn start(limits: Limits) -> std::net::SocketAddr {
-        let app = Router::new().route(
-            "/",
-            axum::routing::post(|body: String| async move { body }).get(|| async { "ok" }),
-        );
+        let app = Router::new()
+            .route(
+                "/",
+                axum::routing::post(|body: String| async move { body }).get(|| async { "ok" }),
+            )
+            // An answer that takes three header timeouts to come, and one whose body does.
+            .route(
+                "/slow",
+                axum::routing::get(|| async {
+                    tokio::time::sleep(Duration::from_millis(900)).await;
+                    "slow"
+                }),
+            )
+            .route(
+                "/stream",
+                axum::routing::get(|| async {
+                    let parts = futures::stream::unfold(0, |sent| async move {
+                        (sent < 3).then_some(())?;
+                        if sent > 0 {
+                            tokio::time::sleep(Duration::from_millis(450)).await;
+                        }
+                        Some((Ok::<_, std::io::Error>(format!("part{sent};")), sent + 1))
+                    });
+                    Body::from_stream(parts)
+                }),
+            );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let threads = crate::connection_threads::ConnectionThreads::start(2).unwrap();
@@ -324,6 +440,43 @@ mod tests {
         let mut answer = String::new();
         prompt.read_to_string(&mut answer).await.unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    /// Sends a kept-alive GET of `path` on `stream` and reads its answer whole (chunked).
+    async fn get(stream: &mut tokio::net::TcpStream, path: &str) -> String {
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut buffer = [0; 1024];
+        while !(answer.ends_with(b"0\r\n\r\n")
+            || (answer.starts_with(b"HTTP/1.1 200") && answer.ends_with(b"ok"))
+            || answer.ends_with(b"slow"))
+        {
+            let read = stream.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "closed in the middle of an answer: {answer:?}");
+            answer.extend_from_slice(&buffer[..read]);
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_kept_alive_connection_lives_while_it_asks_or_is_answered_and_closes_once_idle() {
+        let addr = start(quick()).await;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // Requests each within the header timeout of the last answer keep it open for longer
+        // than the timeout (the deadline moves on), and answers that take longer than it, to
+        // come or to send their body, are never cut.
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            assert!(get(&mut stream, "/").await.ends_with("ok"));
+        }
+        assert!(get(&mut stream, "/slow").await.ends_with("slow"));
+        let streamed = get(&mut stream, "/stream").await;
+        assert!(streamed.contains("part2;"), "{streamed}");
+        // Then, asked nothing more, it is closed.
+        assert!(closed_within(&mut stream, Duration::from_secs(5)).await);
     }
 
     #[tokio::test]
