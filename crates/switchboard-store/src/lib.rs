@@ -27,8 +27,8 @@ pub mod vault;
 pub mod vectors;
 
 pub use changes::ChangeWatch;
-pub use endpoints::{ENDPOINT_KEY_PREFIX, EndpointKeyOwner, endpoint_key_digest};
 pub use db::StoreLocation;
+pub use endpoints::{ENDPOINT_KEY_PREFIX, EndpointKeyOwner, endpoint_key_digest};
 pub use vault::{Vault, VaultError};
 
 /// File name of the database inside the data directory.
