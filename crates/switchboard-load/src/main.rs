@@ -21,8 +21,8 @@
 //! Loopback only. Exit status 1 when any call failed (every load run must be error-free).
 
 mod client;
+mod floors;
 mod process;
-mod relay;
 mod replicas;
 
 use std::path::PathBuf;
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser;
 use client::{McpClient, Shape};
-use relay::RelayKind;
+use floors::RelayKind;
 use serde_json::json;
 use switchboard_fixtures::{Era, transports};
 
@@ -440,10 +440,10 @@ fn micros(d: Duration) -> String {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(target) = args.tcp_relay {
-        return relay::serve_tcp(target);
+        return floors::serve_tcp(target);
     }
     if let Some(target) = args.http_relay {
-        return relay::serve_http(target);
+        return floors::serve_http(target);
     }
     tokio::runtime::Runtime::new()?.block_on(run(args))
 }
@@ -538,7 +538,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         };
         let mut relays = Vec::new();
         for kind in RelayKind::ALL {
-            let relay = relay::Relay::start(kind, socket_of(upstream)?).await?;
+            let relay = floors::Relay::start(kind, socket_of(upstream)?).await?;
             let url = through_relay(upstream, relay.port)?;
             let charged = Charged {
                 pid: relay.pid(),

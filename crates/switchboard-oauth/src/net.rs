@@ -30,7 +30,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_REDIRECTS: usize = 3;
 
 /// Which addresses requests may reach: every OAuth request's, and every upstream connection a
-/// tenant admin's or member's definition names (see `switchboard_upstream::plain_http`).
+/// tenant admin's or member's definition names (see `switchboard_upstream::transport::plain_http`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicy {
     /// Loopback addresses (127.0.0.0/8, ::1, `localhost`), and plain `http` to them: for local

@@ -36,13 +36,13 @@ use url::Url;
 
 use crate::error::{UpstreamError, error_chain};
 use crate::handler::{InputPolicy, UpstreamEvent, UpstreamHandler};
-use crate::http_client::{HttpFailure, StatusAwareHttpClient};
 use crate::late_discover::LateDiscoverFilter;
-use crate::legacy_sse::{LegacySseError, LegacySseTransport};
-use crate::stdio::{self, ChildExit, StderrTail};
 use crate::tap::Tapped;
+use crate::transport::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::transport::legacy_sse::{LegacySseError, LegacySseTransport};
+use crate::transport::stdio::{self, ChildExit, StderrTail};
+use crate::transport::websocket::WebSocketTransport;
 use crate::upstream::Upstream;
-use crate::websocket::WebSocketTransport;
 
 /// rmcp's `Auto` lifecycle waits a fixed 10 s for an answer to `server/discover` before it falls
 /// back to `initialize`; message transports get that on top of the handshake timeout, so a legacy
@@ -63,7 +63,7 @@ pub struct ConnectOptions {
     /// (Switchboard as a proxy): then every client capability is declared to servers.
     pub relay_input: bool,
     /// The shared HTTP connection pools.
-    pub http: crate::plain_http::HttpClients,
+    pub http: crate::transport::plain_http::HttpClients,
     /// OAuth state for the server being connected (HTTP transports only): credentials for every
     /// request, and what to do on 401 and 403.
     pub auth: Option<std::sync::Arc<switchboard_oauth::ServerAuth>>,
@@ -117,7 +117,7 @@ impl ConnectOptions {
             client: Implementation::new("switchboard", client_version),
             input_policy: InputPolicy::default(),
             relay_input: false,
-            http: crate::plain_http::HttpClients::new(),
+            http: crate::transport::plain_http::HttpClients::new(),
             auth: None,
             supervision: switchboard_core::Supervision::default(),
             call_observer: None,
@@ -245,7 +245,7 @@ pub async fn connect(
 ) -> Result<Connection, UpstreamError> {
     let (events_tx, events) = mpsc::unbounded_channel();
     let progress = ProgressDispatcher::new();
-    let in_flight = crate::relay::InFlight::default();
+    let in_flight = crate::input_requests::InFlight::default();
     let handler = UpstreamHandler::new(
         options.client.clone(),
         options.input_policy,
@@ -265,7 +265,7 @@ pub async fn connect(
             headers,
             pinned,
         } => {
-            let headers = crate::http_client::header_map(headers)
+            let headers = crate::transport::http_client::header_map(headers)
                 .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
             let client = StatusAwareHttpClient::new(options.http.clone(), url, headers)
                 .with_tap(options.message_tap.clone())
@@ -319,7 +319,7 @@ pub async fn connect(
                             retry_after: None,
                         },
                         None => match e {
-                            crate::websocket::WebSocketError::Refused(reason) => {
+                            crate::transport::websocket::WebSocketError::Refused(reason) => {
                                 UpstreamError::NotAllowed(reason)
                             }
                             e => UpstreamError::Unreachable(error_chain(&e)),
@@ -682,7 +682,7 @@ async fn try_stateless(
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
-    let transport = crate::stateless_transport::StatelessTransport::new(client.clone(), url);
+    let transport = crate::transport::stateless::StatelessTransport::new(client.clone(), url);
     match handler.serve_with_lifecycle(transport, lifecycle).await {
         Ok(service) => Ok(Step::Connected(service)),
         // A JSON-RPC error that is not a modern rejection: a legacy server answering
@@ -1000,11 +1000,11 @@ fn change_event(notification: ServerNotification) -> Option<UpstreamEvent> {
 /// started from the CLI needs (resource metadata URL, scope). Sends a harmless `ping` through
 /// `http` (so within its network rules).
 pub async fn auth_challenge(
-    http: &crate::plain_http::HttpClients,
+    http: &crate::transport::plain_http::HttpClients,
     url: &Url,
     headers: &[switchboard_core::NamedValue],
 ) -> Option<switchboard_oauth::BearerChallenge> {
-    let headers = crate::http_client::header_map(headers).ok()?;
+    let headers = crate::transport::http_client::header_map(headers).ok()?;
     let request = http
         .reqwest()
         .post(url.clone())

@@ -53,9 +53,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::UpstreamError;
 use crate::handler::UpstreamEvent;
-use crate::http_client::{HttpFailure, SessionInUse, StatusAwareHttpClient};
+use crate::input_requests::InputResponder;
 use crate::limits::CallLimiter;
-use crate::relay::InputResponder;
+use crate::transport::http_client::{HttpFailure, SessionInUse, StatusAwareHttpClient};
 
 /// How many times its timeout a call may run in all, however often progress resets the timer
 /// (the same cap as calls through the session).
@@ -248,7 +248,7 @@ impl DirectRoute {
             call.as_ref().map(|call| call.session.id.clone()),
             None,
             headers,
-            crate::sse::MAX_SSE_EVENT_BYTES,
+            crate::transport::sse::MAX_SSE_EVENT_BYTES,
             false,
         );
         // From here until the response, a call dropped or timed out is cancelled.
@@ -375,7 +375,7 @@ struct SessionCall {
     retry: Option<Duration>,
     resumes: u32,
     /// The call among the session's calls in flight, until it is answered or dropped.
-    registration: Option<crate::relay::Registration>,
+    registration: Option<crate::input_requests::Registration>,
     /// A caller that resumes the stream itself, which sets when it is resumed here.
     polling: Option<CallerPolling>,
 }
@@ -518,7 +518,7 @@ impl SessionCall {
                 Some(last),
                 None,
                 self.headers(),
-                crate::sse::MAX_SSE_EVENT_BYTES,
+                crate::transport::sse::MAX_SSE_EVENT_BYTES,
             )
             .await
             .ok()
@@ -574,7 +574,7 @@ impl Control {
             Some(self.session),
             None,
             self.headers,
-            crate::sse::MAX_SSE_EVENT_BYTES,
+            crate::transport::sse::MAX_SSE_EVENT_BYTES,
             false,
         );
         match tokio::time::timeout(CONTROL_POST_LIMIT, sent).await {

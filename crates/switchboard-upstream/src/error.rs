@@ -94,7 +94,7 @@ pub enum UpstreamError {
     )]
     ProcessExited {
         /// How it ended, when that is known.
-        ended: Option<crate::stdio::ProcessEnd>,
+        ended: Option<crate::transport::stdio::ProcessEnd>,
         /// The line of its stderr that says best why, if any (none when a signal ended it: what
         /// it wrote before says nothing of that).
         last_output: Option<String>,
@@ -252,7 +252,7 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
             // The Streamable HTTP client's own failures say what they are: a sign-in that is
             // needed or was refused (a step-up among them) is no unreachable server.
             type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<
-                crate::http_client::HttpFailure,
+                crate::transport::http_client::HttpFailure,
             >;
             let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
             let mut http = None;
@@ -266,7 +266,7 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
             // A transient status (429, 502, 503, 504) is told as such, with how long the
             // server asked to wait.
             if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::Client(
-                crate::http_client::HttpFailure::Status {
+                crate::transport::http_client::HttpFailure::Status {
                     status: status @ (429 | 502 | 503 | 504),
                     excerpt,
                     retry_after,
@@ -298,7 +298,7 @@ mod tests {
     fn rust_type_names_are_left_out_of_transport_errors() {
         let raw = "Send message error Transport [rmcp::transport::worker::WorkerTransport<\
                    rmcp::transport::streamable_http_client::StreamableHttpClientWorker<\
-                   switchboard_upstream::http_client::StatusAwareHttpClient>>] error: \
+                   switchboard_upstream::transport::http_client::StatusAwareHttpClient>>] error: \
                    connection refused, when send initialize request";
         assert_eq!(
             without_transport_names(raw),

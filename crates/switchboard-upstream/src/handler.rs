@@ -3,7 +3,7 @@
 //! The handler forwards change notifications and log messages to the connection's event channel,
 //! routes progress notifications to the call that asked for them, and hands server-to-client
 //! requests (elicitation, sampling, roots) to the responder of the call they belong to
-//! ([`crate::relay`]), falling back to one policy, shared with the 2026-07-28 `input_required`
+//! ([`crate::input_requests`]), falling back to one policy, shared with the 2026-07-28 `input_required`
 //! path so that both eras get the same answers.
 
 use std::collections::BTreeMap;
@@ -19,7 +19,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use tokio::sync::mpsc;
 
-use crate::relay::{
+use crate::input_requests::{
     InFlight, InputResponder, RELATED_REQUEST_META, Related, take_related, take_related_numbered,
 };
 
@@ -108,7 +108,7 @@ pub enum InputPolicy {
     AcceptDefaults,
 }
 
-impl crate::relay::InputResponder for InputPolicy {
+impl crate::input_requests::InputResponder for InputPolicy {
     /// A policy answers without asking anyone: a fallback that asks someone goes first.
     fn takes(&self, _request: &InputRequest) -> bool {
         false
@@ -298,7 +298,7 @@ impl UpstreamHandler {
             }
             None => self.fallback.clone(),
         };
-        let responder = crate::relay::chosen(&responder, &self.fallback, &request);
+        let responder = crate::input_requests::chosen(&responder, &self.fallback, &request);
         let is_roots = matches!(request, InputRequest::ListRoots(_));
         let answer = responder.answer(None, request).await?;
         if is_roots {

@@ -5,7 +5,8 @@
 //! Streamable HTTP (2025-03-26 .. 2025-11-25 with sessions, and stateless 2026-07-28), the
 //! deprecated HTTP+SSE transport, WebSocket and stdio. rmcp provides the MCP model, the client
 //! service and the Streamable HTTP and stdio transports; the era probe, the status-aware HTTP
-//! client, the HTTP+SSE and WebSocket transports and the request helpers are ours.
+//! client, the HTTP+SSE and WebSocket transports (every transport is under [`transport`]) and
+//! the request helpers are ours.
 
 pub mod children;
 pub mod connect;
@@ -14,22 +15,14 @@ pub mod error;
 // Logging, sampling and roots are deprecated in 2026-07-28 but legacy servers still use them.
 #[allow(deprecated)]
 pub mod handler;
-mod held_connections;
-pub mod http_client;
+#[allow(deprecated)]
+pub mod input_requests;
 mod late_discover;
-pub mod legacy_sse;
 mod limits;
 pub mod observe;
-pub mod plain_http;
-#[allow(deprecated)]
-pub mod relay;
-mod request_headers;
-pub mod sse;
-mod stateless_transport;
-pub mod stdio;
 pub mod tap;
+pub mod transport;
 pub mod upstream;
-pub mod websocket;
 pub mod wire;
 
 pub use children::{ChildPolicy, ChildSandbox, SandboxMode};
@@ -37,10 +30,10 @@ pub use connect::{BuiltinServers, ConnectOptions, Connection, Session, auth_chal
 pub use direct::{CallerPolling, DirectReply};
 pub use error::UpstreamError;
 pub use handler::{InputPolicy, ServerLog, UpstreamEvent, relay_capabilities_for};
-pub use held_connections::HeldConnections;
+pub use input_requests::InputResponder;
 pub use observe::{CallObserver, CallOutcome, CallRecord};
-pub use relay::InputResponder;
 pub use tap::{Direction, MessageTap};
+pub use transport::held_connections::HeldConnections;
 pub use upstream::{CallContext, Progress, Upstream};
 
 /// The MCP model types (rmcp), re-exported so that higher layers name one version of them.

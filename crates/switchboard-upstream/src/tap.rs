@@ -2,7 +2,7 @@
 //! inspector.
 //!
 //! Every message crosses one of two places: the Streamable HTTP client (for both the session
-//! and the short path, in [`crate::http_client`]) or a message transport (stdio, WebSocket,
+//! and the short path, in [`crate::transport::http_client`]) or a message transport (stdio, WebSocket,
 //! HTTP+SSE, built-in), which [`Tapped`] wraps. Each copies what passes to the connection's
 //! [`MessageTap`], but only while the tap says someone is watching: a message is turned into
 //! JSON for the copy then, and at no other time, so an unwatched connection pays one atomic

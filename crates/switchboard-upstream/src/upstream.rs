@@ -27,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::direct::{DirectReply, DirectRoute};
 use crate::error::{UpstreamError, from_service_error};
+use crate::input_requests::{InFlight, InputResponder};
 use crate::limits::CallLimiter;
 use crate::observe::{self, CallOutcome, CallWatch};
-use crate::relay::{InFlight, InputResponder};
 
 /// What a caller is told of a `requestState` nobody here or upstream can resume.
 pub const UNKNOWN_REQUEST_STATE: &str =
@@ -288,7 +288,7 @@ impl Upstream {
     pub async fn call_tool_direct(
         &self,
         mut request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
-        input: std::sync::Arc<dyn crate::relay::InputResponder>,
+        input: std::sync::Arc<dyn crate::input_requests::InputResponder>,
         cancelled: tokio_util::sync::CancellationToken,
         polling: Option<crate::direct::CallerPolling>,
         repeatable: bool,
@@ -341,7 +341,7 @@ impl Upstream {
     async fn call_tool_direct_traced(
         &self,
         request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
-        input: std::sync::Arc<dyn crate::relay::InputResponder>,
+        input: std::sync::Arc<dyn crate::input_requests::InputResponder>,
         cancelled: tokio_util::sync::CancellationToken,
         polling: Option<crate::direct::CallerPolling>,
         repeatable: bool,
@@ -854,7 +854,7 @@ impl Upstream {
                 // The questions are handed over together (a caller asked in batches gets them
                 // all at once); the answers are then awaited in order.
                 let keys: Vec<String> = requests.keys().cloned().collect();
-                let pending = crate::relay::answer_all_with(
+                let pending = crate::input_requests::answer_all_with(
                     &responder,
                     &self.fallback,
                     requests.into_iter().collect(),

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use proptest::prelude::*;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use switchboard_upstream::{sse, wire};
+use switchboard_upstream::transport::sse;
+use switchboard_upstream::wire;
 
 /// Valid messages to start from.
 const CLIENT_MESSAGES: [&str; 6] = [

@@ -724,7 +724,7 @@ async fn serve(
     let workspaces = Arc::new(DaemonWorkspaces {
         store: store.clone(),
         options: ConnectOptions {
-            http: switchboard_upstream::plain_http::HttpClients::guarded(
+            http: switchboard_upstream::transport::plain_http::HttpClients::guarded(
                 switchboard_oauth::NetworkPolicy::public_and(allowed.clone()),
             ),
             ..options.clone()

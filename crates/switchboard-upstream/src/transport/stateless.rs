@@ -11,7 +11,7 @@
 //! in a queue that holds only what arrived and was not yet taken.
 //!
 //! What it keeps of the worker's behaviour:
-//! - the SEP-2243 headers ([`crate::request_headers`]), with the input schemas of the tools
+//! - the SEP-2243 headers ([`crate::transport::request_headers`]), with the input schemas of the tools
 //!   listed so far for `Mcp-Param-*`, and tools whose `x-mcp-header` marks break the rules left
 //!   out of the list;
 //! - cancellation by closing the request's response stream, which is how 2026-07-28 cancels
@@ -38,7 +38,7 @@ use rmcp::transport::streamable_http_client::{
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::transport::http_client::{HttpFailure, StatusAwareHttpClient};
 use switchboard_core::sync::lock;
 
 /// Most messages that wait for rmcp's client to take them.
@@ -195,7 +195,11 @@ impl Shared {
         };
         let headers = {
             let version = lock(&self.version).clone();
-            crate::request_headers::request_headers(&message, &version, &lock(&self.schemas))
+            crate::transport::request_headers::request_headers(
+                &message,
+                &version,
+                &lock(&self.schemas),
+            )
         };
         Some(Outgoing {
             message,
@@ -317,14 +321,14 @@ impl Shared {
         {
             let mut schemas = lock(&self.schemas);
             list.tools.retain(|tool| {
-                match crate::request_headers::broken_marks(&tool.input_schema) {
+                match crate::transport::request_headers::broken_marks(&tool.input_schema) {
                     Some(reason) => {
                         tracing::warn!(tool = %tool.name, "left out a tool: {reason}");
                         false
                     }
                     None => {
                         // Only marked schemas are kept: the catalog holds the others.
-                        if crate::request_headers::marks_arguments(&tool.input_schema) {
+                        if crate::transport::request_headers::marks_arguments(&tool.input_schema) {
                             schemas.insert(tool.name.to_string(), tool.input_schema.clone());
                         } else {
                             schemas.remove(tool.name.as_ref());
@@ -397,7 +401,7 @@ mod tests {
 
     fn transport_to(url: &url::Url) -> StatelessTransport {
         let client = StatusAwareHttpClient::new(
-            crate::plain_http::HttpClients::new(),
+            crate::transport::plain_http::HttpClients::new(),
             url,
             http::HeaderMap::new(),
         );

@@ -11,7 +11,7 @@
 //! `client::conn::http1`.
 //!
 //! What the pool gave, kept here:
-//! - connections are opened by the shared connector ([`crate::plain_http`]): its connect
+//! - connections are opened by the shared connector ([`crate::transport::plain_http`]): its connect
 //!   timeout, keepalive, `TCP_USER_TIMEOUT`, no Nagle, and the guarded resolver of tenants'
 //!   servers;
 //! - a connection is taken again only by the thread that opened it (its task runs there), so a
@@ -47,8 +47,8 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
-use crate::http_client::HttpFailure;
-use crate::plain_http::Dns;
+use crate::transport::http_client::HttpFailure;
+use crate::transport::plain_http::Dns;
 
 /// How long an idle connection is kept: under the 5 s after which the servers MCP servers are
 /// most often run on (Node's `http`, uvicorn) close an idle connection. A connection kept

@@ -24,8 +24,8 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 use switchboard_oauth::ServerAuth;
 
-use crate::plain_http::HttpClients;
-use crate::sse::bounded_sse;
+use crate::transport::plain_http::HttpClients;
+use crate::transport::sse::bounded_sse;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
@@ -133,7 +133,7 @@ pub struct StatusAwareHttpClient {
     auth: Option<Arc<ServerAuth>>,
     standalone: Arc<StandaloneStream>,
     /// The session's calls, for tagging messages on their response streams.
-    in_flight: crate::relay::InFlight,
+    in_flight: crate::input_requests::InFlight,
     /// The session rmcp's client is in, as its requests name it.
     session: Arc<std::sync::Mutex<Option<SessionInUse>>>,
     /// Numbers rmcp's requests in the order they are sent, so that a slow request in an old
@@ -185,7 +185,7 @@ impl StatusAwareHttpClient {
                 session_assigned: std::sync::atomic::AtomicBool::new(false),
                 first_get_settled: tokio::sync::watch::Sender::new(false),
             }),
-            in_flight: crate::relay::InFlight::default(),
+            in_flight: crate::input_requests::InFlight::default(),
             session: Arc::default(),
             sent: Arc::default(),
             opened_before: Arc::default(),
@@ -224,7 +224,7 @@ impl StatusAwareHttpClient {
     }
 
     /// The session's calls with a responder.
-    pub(crate) fn in_flight(&self) -> &crate::relay::InFlight {
+    pub(crate) fn in_flight(&self) -> &crate::input_requests::InFlight {
         &self.in_flight
     }
 
@@ -238,7 +238,7 @@ impl StatusAwareHttpClient {
     }
 
     /// Tags the messages on a request's response stream for the calls of `in_flight`.
-    pub(crate) fn with_in_flight(mut self, in_flight: crate::relay::InFlight) -> Self {
+    pub(crate) fn with_in_flight(mut self, in_flight: crate::input_requests::InFlight) -> Self {
         self.in_flight = in_flight;
         self
     }
@@ -492,7 +492,7 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             session_id,
             auth_token,
             custom_headers,
-            crate::sse::MAX_SSE_EVENT_BYTES,
+            crate::transport::sse::MAX_SSE_EVENT_BYTES,
         )
         .await
     }
@@ -601,7 +601,7 @@ impl StreamableHttpClient for StatusAwareHttpClient {
             last_event_id,
             auth_token,
             custom_headers,
-            crate::sse::MAX_SSE_EVENT_BYTES,
+            crate::transport::sse::MAX_SSE_EVENT_BYTES,
         )
         .await
     }
@@ -636,7 +636,7 @@ impl StreamableHttpClient for StatusAwareHttpClient {
 impl StatusAwareHttpClient {
     /// POSTs `message` to `url`: the body of rmcp's `post_message`, for callers that hold the
     /// URL already parsed. With `tag`, messages on a request's response stream are tagged
-    /// with its id for the handler (see [`crate::relay`]); callers that relay them as they
+    /// with its id for the handler (see [`crate::input_requests`]); callers that relay them as they
     /// came pass `false`.
     #[expect(
         clippy::too_many_arguments,
@@ -747,7 +747,7 @@ impl StatusAwareHttpClient {
                     bounded_sse(response.bytes_stream(), max_sse_event_size),
                 );
                 let events = match &message {
-                    JsonRpcMessage::Request(request) if tag => crate::relay::tag_related(
+                    JsonRpcMessage::Request(request) if tag => crate::input_requests::tag_related(
                         events,
                         request.id.clone(),
                         self.in_flight.clone(),

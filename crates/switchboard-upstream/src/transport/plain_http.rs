@@ -25,8 +25,8 @@ use hyper_util::client::proxy::matcher::Matcher;
 use reqwest::ResponseBuilderExt;
 use switchboard_oauth::net::{GuardedResolver, NetworkPolicy, resolve_guarded};
 
-use crate::held_connections::{HeldConnections, ListsByOrigin};
-use crate::http_client::HttpFailure;
+use crate::transport::held_connections::{HeldConnections, ListsByOrigin};
+use crate::transport::http_client::HttpFailure;
 
 /// How long connecting to a server may take. reqwest's client has the same bound over the
 /// whole connect, name lookup included; hyper's bounds the TCP connect, split across the
@@ -158,7 +158,7 @@ impl HttpClients {
     /// type and size.
     pub(crate) fn quote(&self, content_type: Option<&str>, body: &[u8]) -> String {
         match self.0.policy {
-            None => crate::http_client::excerpt(body),
+            None => crate::transport::http_client::excerpt(body),
             Some(_) if body.is_empty() => String::new(),
             Some(_) => format!(
                 "a {} body of {} bytes, not shown",

@@ -10,7 +10,7 @@
 //! `=?base64?…?=`.
 //!
 //! rmcp's client does the same inside its worker and keeps it private there; the transport that
-//! carries 2026-07-28 sessions without that worker ([`crate::stateless_transport`]) needs it too,
+//! carries 2026-07-28 sessions without that worker ([`crate::transport::stateless`]) needs it too,
 //! so it is written here.
 
 use std::collections::{HashMap, HashSet};

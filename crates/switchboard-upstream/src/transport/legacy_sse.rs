@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use url::Url;
 
-use crate::http_client::{HttpFailure, StatusAwareHttpClient};
-use crate::sse::{MAX_SSE_EVENT_BYTES, bounded_sse};
+use crate::transport::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::transport::sse::{MAX_SSE_EVENT_BYTES, bounded_sse};
 use crate::wire::decode_server_message;
 
 /// Why the HTTP+SSE transport failed.

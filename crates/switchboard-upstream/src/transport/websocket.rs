@@ -40,7 +40,7 @@ pub enum WebSocketError {
     Socket(#[from] tungstenite::Error),
     /// A configured header is not a valid HTTP header.
     #[error(transparent)]
-    BadHeader(#[from] crate::http_client::InvalidHeader),
+    BadHeader(#[from] crate::transport::http_client::InvalidHeader),
     /// A message could not be encoded.
     #[error("cannot encode a message: {0}")]
     Encode(#[from] serde_json::Error),
@@ -53,7 +53,7 @@ pub enum WebSocketError {
 }
 
 /// The largest message taken from a server (as an HTTP answer's body).
-const MAX_MESSAGE: usize = crate::http_client::MAX_JSON_BODY_BYTES;
+const MAX_MESSAGE: usize = crate::transport::http_client::MAX_JSON_BODY_BYTES;
 /// The most bytes waiting to be written to a server that does not read them (pongs included).
 pub const MAX_WRITE_BUFFER: usize = 4 * 1024 * 1024;
 
@@ -97,7 +97,7 @@ impl WebSocketTransport {
         url: &Url,
         headers: &[NamedValue],
         server: String,
-        http: &crate::plain_http::HttpClients,
+        http: &crate::transport::plain_http::HttpClients,
     ) -> Result<Self, WebSocketError> {
         let mut request = url.as_str().into_client_request()?;
         request
@@ -105,7 +105,7 @@ impl WebSocketTransport {
             .insert("sec-websocket-protocol", HeaderValue::from_static("mcp"));
         request
             .headers_mut()
-            .extend(crate::http_client::header_map(headers)?);
+            .extend(crate::transport::http_client::header_map(headers)?);
         let (socket, response) = match http.policy() {
             None => {
                 tokio_tungstenite::connect_async_with_config(request, Some(config()), true).await?
@@ -126,7 +126,7 @@ impl WebSocketTransport {
                     .await
                     .map_err(refused_or_unreachable)?;
                 let stream = tokio::time::timeout(
-                    crate::plain_http::CONNECT_TIMEOUT,
+                    crate::transport::plain_http::CONNECT_TIMEOUT,
                     TcpStream::connect(&addresses[..]),
                 )
                 .await
