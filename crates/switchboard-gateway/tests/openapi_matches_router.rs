@@ -98,7 +98,7 @@ fn routed_paths() -> BTreeSet<String> {
     ];
     let mut found = BTreeSet::new();
     for file in [
-        "crates/switchboard-gateway/src/lib.rs",
+        "crates/switchboard-gateway/src/router.rs",
         "crates/switchboard-gateway/src/mcp/legacy_sse.rs",
     ] {
         let source = repository_file(file);
