@@ -142,11 +142,10 @@ pub(crate) async fn serve(
         }
         let body_limit = limits.body;
         let idle = Arc::new(Idle::new());
-        let (answering, answered) = (idle.clone(), idle.clone());
+        let answering = idle.clone();
         let service = app
             .clone()
             .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
-                answering.request_started();
                 request
                     .extensions_mut()
                     .insert(crate::mcp::conversation::ClientAddress(peer.ip()));
@@ -159,9 +158,17 @@ pub(crate) async fn serve(
                     }
                 })
             })
-            .map_response(move |response: axum::response::Response| {
-                let ends = AnswerEnds(answered.clone());
-                response.map(|body| Body::new(Answer { body, _ends: ends }))
+            // The request is counted from its call until its answer ends: the guard goes with
+            // the answer's body, or is dropped with the future when there is no answer (an
+            // HTTP/2 stream the client reset, a connection that closed).
+            .map_future(move |answer| {
+                let ends = AnswerEnds::begin(answering.clone());
+                async move {
+                    let response = answer.await?;
+                    Ok::<_, std::convert::Infallible>(
+                        response.map(|body| Body::new(Answer { body, _ends: ends })),
+                    )
+                }
             });
         let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         // Headers are timed by `Idle`, not by hyper (see the module's comment).
@@ -207,7 +214,8 @@ pub(crate) async fn serve(
 
 /// How long a connection has had nothing to do: no request being read after its headers or
 /// answered. It starts idle; a request's headers read make it busy, and the end of the last
-/// answer (its body sent or dropped) idle again. The connection's task checks it when its one
+/// answer (its body sent or dropped, or its request dropped unanswered: an HTTP/2 stream the
+/// client reset) idle again. The connection's task checks it when its one
 /// timer fires, and moves the timer on (at most once per [`HEADER_TIMEOUT`] for a busy
 /// connection): nothing is armed or reset per request.
 struct Idle {
@@ -227,10 +235,6 @@ impl Idle {
         }
     }
 
-    fn request_started(&self) {
-        self.answering.fetch_add(1, Ordering::Relaxed);
-    }
-
     fn answer_ended(&self) {
         let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.since_ms.store(now, Ordering::Relaxed);
@@ -247,8 +251,16 @@ impl Idle {
     }
 }
 
-/// Marks its connection's answer ended when dropped (with the answer's body).
+/// Counts a request its connection is answering, from its call until dropped: with the
+/// answer's body once sent, or with the request's future when it never answers.
 struct AnswerEnds(Arc<Idle>);
+
+impl AnswerEnds {
+    fn begin(idle: Arc<Idle>) -> Self {
+        idle.answering.fetch_add(1, Ordering::Relaxed);
+        Self(idle)
+    }
+}
 
 impl Drop for AnswerEnds {
     fn drop(&mut self) {
@@ -477,6 +489,34 @@ mod tests {
         assert!(streamed.contains("part2;"), "{streamed}");
         // Then, asked nothing more, it is closed.
         assert!(closed_within(&mut stream, Duration::from_secs(5)).await);
+    }
+
+    /// An HTTP/2 request the client gives up on (its stream reset before the answer) leaves
+    /// the connection idle, so it is closed once idle like any other.
+    #[tokio::test]
+    async fn an_http2_connection_whose_only_request_was_reset_is_closed_once_idle() {
+        let addr = start(quick()).await;
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                .await
+                .unwrap();
+        let connection = tokio::spawn(connection);
+        let request = http::Request::get(format!("http://{addr}/slow"))
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        // Dropping the response future before the answer resets the stream.
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(100), sender.send_request(request)).await;
+        assert!(gave_up.is_err(), "the slow answer came early");
+        // Asked nothing more, the server closes the connection: the client's connection task
+        // ends, although the client still holds its sender (with which it would keep it open).
+        tokio::time::timeout(Duration::from_secs(5), connection)
+            .await
+            .expect("the idle HTTP/2 connection is closed")
+            .unwrap()
+            .ok();
+        drop(sender);
     }
 
     #[tokio::test]
