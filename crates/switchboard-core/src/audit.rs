@@ -11,6 +11,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// The most records one page of a query returns.
@@ -136,7 +137,66 @@ pub struct CallOrigin {
     /// The name the client called the tool by.
     pub exposed: String,
     /// The arguments, as the log keeps them.
-    pub arguments: Option<Value>,
+    pub arguments: Option<KeptJson>,
+}
+
+/// JSON a record keeps (a call's arguments, a record's detail), as its text. It is serialized
+/// once, where the record is made, and written to the store as it is: no tree of values is
+/// copied into the record, walked by the store's writer, and freed on the writer's thread.
+/// The API shows it as the JSON it is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct KeptJson(Box<RawValue>);
+
+impl KeptJson {
+    /// `value`, serialized.
+    pub fn of(value: &impl Serialize) -> Self {
+        // Serializing JSON values and structs of strings does not fail; `null` if it ever did.
+        Self(serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+
+    /// What the store kept: text that is not JSON is shown as the string it is.
+    pub fn from_stored(text: String) -> Self {
+        if serde_json::from_str::<&RawValue>(&text).is_err() {
+            return Self::of(&text);
+        }
+        match RawValue::from_string(text) {
+            Ok(raw) => Self(raw),
+            Err(_) => Self(RawValue::NULL.to_owned()),
+        }
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The JSON text, owned, without a copy.
+    pub fn into_string(self) -> String {
+        String::from(Box::<str>::from(self.0))
+    }
+
+    /// The JSON as a value (`null` if it were not JSON, which [`KeptJson`] never holds).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for KeptJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for KeptJson {}
+
+/// The digest a record keeps of a call's arguments (`cut`: the redacted arguments were too
+/// large to keep).
+#[derive(Serialize)]
+struct ArgumentsDigest<'a> {
+    sha256: &'a str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cut: bool,
 }
 
 /// One record of the audit log.
@@ -170,7 +230,7 @@ pub struct AuditRecord {
     pub tool: Option<String>,
     /// A call's arguments, as the log keeps them: `{"sha256": ...}` or the redacted object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arguments: Option<Value>,
+    pub arguments: Option<KeptJson>,
     /// How it ended: `ok`, `tool_error`, `failed`, `timeout`, `cancelled`, `refused`,
     /// `approved`, `timed_out`, or an HTTP status for a change.
     pub outcome: String,
@@ -179,7 +239,7 @@ pub struct AuditRecord {
     pub duration_ms: Option<u64>,
     /// What else there is to say (a change's method and path, a refusal's reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<Value>,
+    pub detail: Option<KeptJson>,
 }
 
 impl AuditRecord {
@@ -219,7 +279,13 @@ impl AuditRecord {
         self.client = origin.client.as_deref().map(bounded);
         self.arguments = origin.arguments.clone();
         if self.tool.as_deref() != Some(origin.exposed.as_str()) {
-            self.detail = Some(serde_json::json!({"called_as": bounded(&origin.exposed)}));
+            #[derive(Serialize)]
+            struct CalledAs<'a> {
+                called_as: &'a str,
+            }
+            self.detail = Some(KeptJson::of(&CalledAs {
+                called_as: &bounded(&origin.exposed),
+            }));
         }
         self
     }
@@ -227,10 +293,11 @@ impl AuditRecord {
     /// This record with `detail` (`{"cut": true}` instead when larger than
     /// [`MAX_DETAIL_BYTES`]).
     pub fn with_detail(mut self, detail: Value) -> Self {
-        self.detail = Some(if detail.to_string().len() > MAX_DETAIL_BYTES {
-            serde_json::json!({"cut": true})
+        let kept = KeptJson::of(&detail);
+        self.detail = Some(if kept.as_str().len() > MAX_DETAIL_BYTES {
+            KeptJson::of(&serde_json::json!({"cut": true}))
         } else {
-            detail
+            kept
         });
         self
     }
@@ -291,15 +358,22 @@ pub fn kept_arguments(
     setting: AuditArguments,
     arguments: Option<&Map<String, Value>>,
     digest: impl FnOnce() -> String,
-) -> Option<Value> {
+) -> Option<KeptJson> {
+    let digest_of = |cut: bool| {
+        KeptJson::of(&ArgumentsDigest {
+            sha256: &digest(),
+            cut,
+        })
+    };
     match setting {
         AuditArguments::Omitted => None,
-        AuditArguments::Digest => Some(serde_json::json!({"sha256": digest()})),
+        AuditArguments::Digest => Some(digest_of(false)),
         AuditArguments::Redacted => {
-            let redacted =
-                crate::redact::redact(&Value::Object(arguments.cloned().unwrap_or_default()));
-            if redacted.to_string().len() > MAX_DETAIL_BYTES {
-                Some(serde_json::json!({"sha256": digest(), "cut": true}))
+            let redacted = KeptJson::of(&crate::redact::redact(&Value::Object(
+                arguments.cloned().unwrap_or_default(),
+            )));
+            if redacted.as_str().len() > MAX_DETAIL_BYTES {
+                Some(digest_of(true))
             } else {
                 Some(redacted)
             }
@@ -345,19 +419,43 @@ mod tests {
         let arguments = arguments.as_object();
         assert_eq!(
             kept_arguments(AuditArguments::Digest, arguments, || "d".into()),
-            Some(json!({"sha256": "d"}))
+            Some(KeptJson::of(&json!({"sha256": "d"})))
         );
         assert_eq!(
             kept_arguments(AuditArguments::Omitted, arguments, || "d".into()),
             None
         );
-        let redacted = kept_arguments(AuditArguments::Redacted, arguments, || "d".into()).unwrap();
+        let redacted = kept_arguments(AuditArguments::Redacted, arguments, || "d".into())
+            .unwrap()
+            .to_value();
         assert_eq!(redacted["query"], "weather");
         assert_ne!(redacted["api_key"], "sk-live-0123456789abcdef");
         let huge = json!({"text": "a".repeat(MAX_DETAIL_BYTES + 1)});
         assert_eq!(
             kept_arguments(AuditArguments::Redacted, huge.as_object(), || "d".into()),
-            Some(json!({"sha256": "d", "cut": true}))
+            Some(KeptJson::of(&json!({"sha256": "d", "cut": true})))
+        );
+    }
+
+    #[test]
+    fn kept_json_reads_back_as_the_json_it_was_and_other_text_as_a_string() {
+        let kept = KeptJson::of(&json!({"called_as": "alpha__echo", "n": [1, 2]}));
+        let stored = kept.clone().into_string();
+        assert_eq!(stored, r#"{"called_as":"alpha__echo","n":[1,2]}"#);
+        assert_eq!(KeptJson::from_stored(stored), kept);
+        let record = serde_json::to_value(
+            AuditRecord::new(AuditKind::Change, 1, "default", "operator", "ok")
+                .with_detail(json!({"path": "/api/servers"})),
+        )
+        .unwrap();
+        assert_eq!(
+            record["detail"],
+            json!({"path": "/api/servers"}),
+            "the API shows JSON"
+        );
+        assert_eq!(
+            KeptJson::from_stored("not {json".to_owned()).to_value(),
+            json!("not {json")
         );
     }
 

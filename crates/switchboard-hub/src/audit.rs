@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use switchboard_core::audit::{AuditArguments, AuditKind, AuditQuery, AuditRecord, CallOrigin};
+use switchboard_core::audit::{
+    AuditArguments, AuditKind, AuditQuery, AuditRecord, CallOrigin, KeptJson,
+};
 use switchboard_core::{ServerId, Workspace};
 use switchboard_store::{Store, StoreError};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -386,8 +388,8 @@ impl Hub {
             let record = record.about(id.as_str(), Some(tool)).from_origin(origin);
             let mut detail = record
                 .detail
-                .clone()
-                .unwrap_or_else(|| serde_json::json!({}));
+                .as_ref()
+                .map_or_else(|| serde_json::json!({}), KeptJson::to_value);
             detail["reason"] = serde_json::Value::String(switchboard_core::audit::bounded(reason));
             record.with_detail(detail)
         });

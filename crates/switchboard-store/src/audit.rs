@@ -4,7 +4,7 @@
 //! Records carry their tenant; a workspace's queries read only its tenant's, the operator's
 //! (the local workspace) every tenant's unless it names one.
 
-use switchboard_core::audit::{AuditError, AuditKind, AuditQuery, AuditRecord};
+use switchboard_core::audit::{AuditError, AuditKind, AuditQuery, AuditRecord, KeptJson};
 use switchboard_core::{Role, Workspace};
 
 use crate::db::on_db;
@@ -44,9 +44,7 @@ fn record_of(row: Row) -> Option<AuditRecord> {
         );
         return None;
     };
-    let json = |text: Option<String>| {
-        text.map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
-    };
+    let json = |text: Option<String>| text.map(KeptJson::from_stored);
     Some(AuditRecord {
         id: Some(id),
         at_ms: u64::try_from(row.1).unwrap_or(0),
@@ -132,19 +130,8 @@ macro_rules! bind_record {
             .bind(record.tool)
             .bind(record.outcome)
             .bind(record.duration_ms.map(as_i64))
-            // Written straight to a buffer: `to_string` goes through `fmt`, several times slower.
-            .bind(
-                record
-                    .arguments
-                    .as_ref()
-                    .and_then(|value| serde_json::to_string(value).ok()),
-            )
-            .bind(
-                record
-                    .detail
-                    .as_ref()
-                    .and_then(|value| serde_json::to_string(value).ok()),
-            )
+            .bind(record.arguments.map(KeptJson::into_string))
+            .bind(record.detail.map(KeptJson::into_string))
     }};
 }
 
