@@ -1,5 +1,5 @@
 // Two clients on the official TypeScript SDK with roots of their own, taking turns calling one
-// tool through Switchboard, for front_door.rs (one client's roots are not another's):
+// tool through Switchboard, for front_door/real_clients.rs (one client's roots are not another's):
 //
 //   node roots-clients.mjs <url> <tool>
 //

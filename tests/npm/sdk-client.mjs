@@ -1,4 +1,4 @@
-// The official TypeScript SDK client, pointed at Switchboard by front_door.rs:
+// The official TypeScript SDK client, pointed at Switchboard by front_door/real_clients.rs:
 //   node sdk-client.mjs http <url>
 //   node sdk-client.mjs stdio <command> [args...]
 // It lists tools, calls one, collects progress, cancels a long call, answers an elicitation
