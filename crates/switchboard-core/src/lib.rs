@@ -29,6 +29,7 @@ pub mod sync;
 pub mod tenancy;
 pub mod tool_override;
 pub mod tool_settings;
+pub mod wire_names;
 
 pub use activation::{Activation, ActivationChange, Layers};
 pub use approved::{ApprovalError, ApprovedCommand};

@@ -164,6 +164,7 @@ pub(crate) fn is_loopback_host(host: &str) -> bool {
 /// `bearer.<key, base64url>` subprotocol (a browser cannot set headers on a WebSocket).
 pub(crate) fn presented_key(headers: &HeaderMap) -> Option<String> {
     use base64::Engine;
+    use switchboard_core::wire_names::BEARER_SUBPROTOCOL_PREFIX;
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -181,7 +182,7 @@ pub(crate) fn presented_key(headers: &HeaderMap) -> Option<String> {
         let offered = headers.get(header::SEC_WEBSOCKET_PROTOCOL)?.to_str().ok()?;
         let encoded = offered
             .split(',')
-            .find_map(|protocol| protocol.trim().strip_prefix("bearer."))?;
+            .find_map(|protocol| protocol.trim().strip_prefix(BEARER_SUBPROTOCOL_PREFIX))?;
         let key = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(encoded.trim_end_matches('='))
             .ok()?;

@@ -28,11 +28,6 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
 
-/// The WebSocket subprotocol of the event stream. A browser cannot set `Authorization` on a
-/// WebSocket, so a console that needs an API key also offers `bearer.<key, base64url>`
-/// ([`crate::Access`] reads it); the answer names only this one.
-pub(crate) const SUBPROTOCOL: &str = "switchboard";
-
 /// The events as JSON objects, starting with the status snapshot; ends on shutdown.
 fn events(app: &AppState) -> impl Stream<Item = Value> + Send + 'static {
     let (bus, calls, desk) = (
@@ -246,12 +241,14 @@ fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-/// `GET /api/events/ws`.
+/// `GET /api/events/ws`. A browser cannot set `Authorization` on a WebSocket, so a console that
+/// needs an API key also offers a `bearer.<key, base64url>` subprotocol ([`crate::Access`] reads
+/// it); the answer names only the event stream's own.
 pub(crate) async fn websocket(app: AppState, upgrade: WebSocketUpgrade) -> Response {
     let stream = events(&app);
     let desk = app.hub.desk().clone();
     upgrade
-        .protocols([SUBPROTOCOL])
+        .protocols([switchboard_core::wire_names::EVENTS_SUBPROTOCOL])
         .on_upgrade(move |socket| forward(socket, stream, desk))
 }
 

@@ -114,7 +114,10 @@ impl ConnectOptions {
     /// Options with Switchboard's name and version and a fresh connection pool.
     pub fn new(client_version: &str) -> Self {
         Self {
-            client: Implementation::new("switchboard", client_version),
+            client: Implementation::new(
+                switchboard_core::wire_names::IMPLEMENTATION_NAME,
+                client_version,
+            ),
             input_policy: InputPolicy::default(),
             relay_input: false,
             http: crate::transport::plain_http::HttpClients::new(),

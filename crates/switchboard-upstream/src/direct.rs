@@ -47,6 +47,7 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerNotification, ServerRequest,
 };
 use rmcp::transport::streamable_http_client::{StreamableHttpError, StreamableHttpPostResponse};
+use switchboard_core::wire_names::DIRECT_CALL_ID_PREFIX;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -145,10 +146,6 @@ struct SessionRoute {
     /// Numbers the ids and progress tokens Switchboard gives its calls in the session.
     next: AtomicU64,
 }
-
-/// The prefix of the request ids and progress tokens of direct calls in a session: rmcp's
-/// client numbers its own requests, so these never collide with them.
-const SESSION_ID_PREFIX: &str = "switchboard-direct-";
 
 /// How long the cancellation of an abandoned call, or the answer to a server's request, may
 /// take to send.
@@ -310,7 +307,7 @@ impl DirectRoute {
         cancelled: CancellationToken,
     ) -> (ClientJsonRpcMessage, SessionCall) {
         let number = route.next.fetch_add(1, Ordering::Relaxed);
-        let ours = format!("{SESSION_ID_PREFIX}{number}");
+        let ours = format!("{DIRECT_CALL_ID_PREFIX}{number}");
         let mut call = request.request;
         let caller_token = call
             .extensions

@@ -20,8 +20,9 @@ use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use tokio::sync::mpsc;
 
 use crate::input_requests::{
-    InFlight, InputResponder, RELATED_REQUEST_META, Related, take_related, take_related_numbered,
+    InFlight, InputResponder, Related, take_related, take_related_numbered,
 };
+use switchboard_core::wire_names::RELATED_REQUEST_META;
 
 /// `params` without the related-request tag in its `_meta`, and the tag.
 fn untag<P>(params: P) -> (P, Option<rmcp::model::RequestId>)

@@ -41,6 +41,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchboard_core::sync::lock;
+use switchboard_core::wire_names::{RELATED_REQUEST_META, ROOTS_HANDOFF_ID_PREFIX, SEQUENCE_META};
 
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
@@ -48,13 +49,6 @@ use rmcp::model::{ErrorData, InputRequest, LoggingMessageNotificationParam, Requ
 use rmcp::transport::streamable_http_client::SseError;
 use sse_stream::Sse;
 use tokio_util::sync::CancellationToken;
-
-/// The private `_meta` key carrying the id of the Switchboard request a server message arrived
-/// with (on that request's response stream).
-pub const RELATED_REQUEST_META: &str = "dev.switchboard/relatedRequestId";
-
-/// The private `_meta` key numbering a call's counted notifications in the order they arrived.
-pub const SEQUENCE_META: &str = "dev.switchboard/sequence";
 
 /// Which call a server message arrived with, and for a counted notification its place among
 /// that call's.
@@ -214,9 +208,6 @@ impl Default for RootsGiven {
         }
     }
 }
-
-/// The prefix of the ids under which calls wait for the server to ask for roots.
-const ROOTS_HANDOFF: &str = "switchboard-roots-";
 
 /// How long a call waits for a server told that the roots changed to ask its client for them.
 /// A server that does not ask within it is taken for one that never asks again, so this leaves
@@ -457,7 +448,7 @@ impl InFlight {
         self.lock()
             .iter()
             .rev()
-            .find(|call| matches!(&call.id, RequestId::String(id) if id.starts_with(ROOTS_HANDOFF)))
+            .find(|call| matches!(&call.id, RequestId::String(id) if id.starts_with(ROOTS_HANDOFF_ID_PREFIX)))
             .map(|call| call.responder.clone())
     }
 
@@ -501,7 +492,7 @@ impl InFlight {
         }
         let number = self.roots.next.fetch_add(1, Ordering::Relaxed);
         let _asking = self.register(
-            RequestId::String(format!("{ROOTS_HANDOFF}{number}").into()),
+            RequestId::String(format!("{ROOTS_HANDOFF_ID_PREFIX}{number}").into()),
             responder.clone(),
             CancellationToken::new(),
         );

@@ -4,13 +4,11 @@
 
 use rmcp::model::{CallToolRequestParams, ErrorData, JsonObject};
 use switchboard_core::Caller;
-
-/// The `_meta` key a call names its caller with.
-pub(crate) const CALLER_META: &str = "switchboard/caller";
+use switchboard_core::wire_names::CALLER_META;
 
 /// The header a connection names its caller with.
 pub(crate) const CALLER_HEADER: axum::http::HeaderName =
-    axum::http::HeaderName::from_static("x-switchboard-caller");
+    axum::http::HeaderName::from_static(switchboard_core::wire_names::CALLER_HEADER);
 
 /// The caller `request` declares (its `_meta`, or the request's `_meta` as rmcp moved it to
 /// `context`) or its connection does (the header), or an error naming what is wrong with the

@@ -15,11 +15,11 @@ use switchboard_hub::{ConversationLayers, Hub};
 
 /// The header naming the user.
 pub(crate) const USER_HEADER: axum::http::HeaderName =
-    axum::http::HeaderName::from_static("x-switchboard-user");
+    axum::http::HeaderName::from_static(switchboard_core::wire_names::USER_HEADER);
 
 /// The header naming the thread.
 pub(crate) const THREAD_HEADER: axum::http::HeaderName =
-    axum::http::HeaderName::from_static("x-switchboard-thread");
+    axum::http::HeaderName::from_static(switchboard_core::wire_names::THREAD_HEADER);
 
 /// A request's user and thread, as far as it names them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

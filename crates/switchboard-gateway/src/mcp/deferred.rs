@@ -34,9 +34,6 @@ pub(crate) const LIST_SERVERS: &str = "list_servers";
 /// The name of the tool that turns servers or tools on or off for the conversation.
 pub(crate) const SET_ACTIVE: &str = "set_active";
 
-/// The header a client names its view with.
-const VIEW_HEADER: &str = "x-switchboard-tools";
-
 /// The most tools one search returns.
 const MAX_FOUND: usize = 50;
 
@@ -185,7 +182,7 @@ pub(crate) fn requested(context: &RequestContext<RoleServer>) -> Option<ToolsVie
     from_query.or_else(|| {
         parts
             .headers
-            .get(VIEW_HEADER)
+            .get(switchboard_core::wire_names::TOOLS_VIEW_HEADER)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.trim().parse().ok())
     })

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use switchboard_core::sync::lock;
+use switchboard_core::wire_names::INPUT_KEY_PREFIX;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -325,7 +326,7 @@ impl Exchange {
             Some(key) if !taken(&key) => key,
             _ => loop {
                 self.next_key += 1;
-                let key = format!("input-{}", self.next_key);
+                let key = format!("{INPUT_KEY_PREFIX}{}", self.next_key);
                 if !taken(&key) {
                     break key;
                 }

@@ -199,7 +199,7 @@ impl ServerHandler for AggregateServer {
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(
-                "switchboard",
+                switchboard_core::wire_names::IMPLEMENTATION_NAME,
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(

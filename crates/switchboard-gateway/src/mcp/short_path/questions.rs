@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::mcp::Shared;
 use switchboard_core::sync::lock;
+use switchboard_core::wire_names::ASK_REQUEST_ID_PREFIX;
 
 /// Hands the client's `answer` to the question `id` it was asked in `session` on the short
 /// path: 202, as for any answer; `None` when no such question waits (rmcp's, then).
@@ -98,9 +99,6 @@ pub(super) struct AskOnStream {
     pub(super) _registered: Registered,
 }
 
-/// The prefix of the ids of requests the short path puts to clients.
-pub(super) const QUESTION_ID_PREFIX: &str = "switchboard-ask-";
-
 impl switchboard_upstream::InputResponder for AskOnStream {
     /// The session: the full path knows this session's calls by its id too.
     fn client(&self) -> Option<&str> {
@@ -145,7 +143,7 @@ impl switchboard_upstream::InputResponder for AskOnStream {
         };
         static QUESTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let number = QUESTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = RequestId::String(format!("{QUESTION_ID_PREFIX}{number}").into());
+        let id = RequestId::String(format!("{ASK_REQUEST_ID_PREFIX}{number}").into());
         let (answer, answered) = oneshot::channel();
         let key = (self.session.clone(), id.clone());
         lock(&self.shared.short_path_questions).insert(key.clone(), answer);

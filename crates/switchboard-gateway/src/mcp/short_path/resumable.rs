@@ -14,6 +14,7 @@ use rmcp::model::ServerJsonRpcMessage;
 use super::*;
 use crate::mcp::Shared;
 use switchboard_core::sync::lock;
+use switchboard_core::wire_names::EventId;
 
 /// How long a client is told to wait before resuming a stream, as rmcp tells it.
 pub(super) const RESUME_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
@@ -24,10 +25,6 @@ const ONE_BODY_MOST: usize = 64 * 1024;
 
 /// How many of a session's latest streams are kept for resumption.
 pub(super) const KEPT_STREAMS: usize = 16;
-
-/// The prefix of the event ids of the short path's streams (`sb-<stream>-<index>`), which tells
-/// a resumption of one of them from one of rmcp's.
-pub(super) const EVENT_ID_PREFIX: &str = "sb-";
 
 /// A session's streams on the short path, kept so that its client can resume them.
 #[derive(Default)]
@@ -186,7 +183,8 @@ impl StreamLog {
     pub(super) fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
         let priming = (after == 0).then(|| {
             let retry = RESUME_AFTER.as_millis();
-            format!("id: {EVENT_ID_PREFIX}{stream}-0\nretry: {retry}\ndata: \n\n")
+            let id = EventId { stream, index: 0 };
+            format!("id: {id}\nretry: {retry}\ndata: \n\n")
         });
         if let Some(whole) = self.complete_from(stream, after, priming.as_deref()) {
             return sse_answer(axum::body::Body::from(whole));
@@ -273,11 +271,11 @@ impl StreamLog {
     }
 }
 
-/// Writes `entry`, event `number` of stream `stream`, to `out` as SSE; whether it ends the
+/// Writes `entry`, event `index` of stream `stream`, to `out` as SSE; whether it ends the
 /// response (a pause).
-fn write_event(out: &mut String, stream: u64, number: usize, entry: &Entry) -> bool {
+fn write_event(out: &mut String, stream: u64, index: usize, entry: &Entry) -> bool {
     use std::fmt::Write;
-    let _ = writeln!(out, "id: {EVENT_ID_PREFIX}{stream}-{number}");
+    let _ = writeln!(out, "id: {}", EventId { stream, index });
     match entry {
         // Compact JSON has no raw line breaks, so one `data` line carries it.
         Entry::Message(data) => {
@@ -312,9 +310,7 @@ fn sse_answer(body: axum::body::Body) -> Response {
 /// one of its events; `None` when it names none (rmcp's, then).
 pub(crate) fn try_resume(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
     let session = single(headers, &crate::mcp::http::SESSION_HEADER)?;
-    let last = single(headers, &LAST_EVENT_ID)?.strip_prefix(EVENT_ID_PREFIX)?;
-    let (stream, index) = last.split_once('-')?;
-    let (stream, index) = (stream.parse::<u64>().ok()?, index.parse::<usize>().ok()?);
+    let EventId { stream, index } = EventId::parse(single(headers, &LAST_EVENT_ID)?)?;
     let state = lock(&shared.short_path_sessions)
         .get(session)
         .and_then(std::sync::Weak::upgrade)?;
