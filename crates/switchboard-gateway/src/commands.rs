@@ -22,7 +22,6 @@ use crate::{ApiError, AppState};
 pub(crate) async fn list(app: AppState) -> Result<Response, ApiError> {
     let commands: Vec<ApprovedCommand> = app
         .hub
-        .store()
         .approved_commands()
         .await
         .map_err(HubError::from)?
@@ -67,8 +66,7 @@ pub(crate) async fn put(
     command.user_env = body.user_env;
     command.user_args = body.user_args;
     app.hub
-        .store()
-        .put_approved_command(&command)
+        .approve_command(&command)
         .await
         .map_err(HubError::from)?;
     Ok(Json(command.redacted()).into_response())
@@ -78,8 +76,7 @@ pub(crate) async fn put(
 pub(crate) async fn remove(app: AppState, Path(name): Path<String>) -> Result<Response, ApiError> {
     let removed = app
         .hub
-        .store()
-        .remove_approved_command(&name)
+        .withdraw_command(&name)
         .await
         .map_err(HubError::from)?;
     match removed {

@@ -10,10 +10,9 @@
 //!   server's connection task follows the sign-in's progress in its state and connects.
 //! - `GET /oauth/client-metadata.json` → the client ID metadata document.
 //!
-//! A pending sign-in is kept in the store for ten minutes, sealed with the tenant's key and
-//! found by the SHA-256 of its `state`, so the redirect may reach any replica behind a load
-//! balancer (whose address `serve --public-url` names) and survives a restart; nothing about it
-//! is logged.
+//! The workflow is the hub's (`switchboard_hub::Hub::start_sign_in` and `complete_sign_in`: the
+//! pending sign-in kept in the store, found by its `state` from any replica, redeemed into the
+//! workspace that started it); this module reads the HTTP requests and writes the answers.
 //!
 //! In a multi-user daemon a sign-in is also bound to the browser that started it (RFC 6749
 //! §10.12): the start sets an HttpOnly cookie, and a redirect arriving without it (another
@@ -21,28 +20,18 @@
 //! completed until the user who started it proves it is them, with their own API key or
 //! identity-provider token, on a page that says whose sign-in it is. A press of a button would
 //! not do: whoever sent the link would have the person who pressed it grant their upstream
-//! account into the sender's workspace (authorization-code injection). The process that started it also keeps, in memory, the listener that shows its
-//! progress in the server's state; a sign-in completed elsewhere shows when the server's task
-//! next finds the tokens in the store.
-
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use switchboard_core::sync::lock;
+//! account into the sender's workspace (authorization-code injection).
 
 use axum::Json;
 use axum::extract::{Form, Path, Query};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
-use switchboard_hub::{Hub, SignInError, begin_sign_in, server_auth_for};
+use switchboard_hub::{PendingSignIn, SIGN_IN_LIFETIME, SignInError, StoreError};
 use switchboard_oauth::AuthorizationCallback;
-use switchboard_store::credentials::PendingSignIn;
 
 use crate::{ApiError, AppState, api_error};
 
-/// How long a started sign-in may wait for its redirect.
-const PENDING_LIFETIME: Duration = Duration::from_secs(600);
 /// The callback path, relative to the daemon's address.
 pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
 /// The cookie that tells the browser which started a sign-in.
@@ -59,72 +48,6 @@ fn browser_cookie(headers: &HeaderMap) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, value)| *name == BROWSER_COOKIE && value.len() >= 32)
         .map(|(_, value)| value.to_owned())
-}
-
-/// Shows a sign-in's progress in its server's state (see [`Hub::sign_in_listener`]).
-type Listener = Arc<dyn Fn(switchboard_oauth::AuthEvent) + Send + Sync>;
-
-/// The listeners of the sign-ins this process started, by `state`, until their redirect comes
-/// back or they expire.
-#[derive(Default)]
-pub(crate) struct PendingLogins {
-    by_state: Mutex<HashMap<String, (Listener, Instant)>>,
-}
-
-/// How often a process checks the store for how its sign-ins ended elsewhere.
-const OUTCOME_CHECK: Duration = Duration::from_secs(2);
-
-impl PendingLogins {
-    /// Remembers `listener` for the sign-in with `state`, and follows it in `store` until it
-    /// ends: a redirect completed by another process (another replica) that failed is shown
-    /// here too, through `listener`.
-    fn insert(self: &Arc<Self>, state: &str, listener: Listener, store: switchboard_store::Store) {
-        {
-            let mut map = lock(&self.by_state);
-            map.retain(|_, (_, started)| started.elapsed() < PENDING_LIFETIME);
-            map.insert(state.to_owned(), (listener, Instant::now()));
-        }
-        let (logins, state) = (Arc::downgrade(self), state.to_owned());
-        tokio::spawn(async move {
-            let started = Instant::now();
-            while started.elapsed() < PENDING_LIFETIME {
-                tokio::time::sleep(OUTCOME_CHECK).await;
-                let Some(logins) = logins.upgrade() else {
-                    return;
-                };
-                if !logins.holds(&state) {
-                    return; // completed here
-                }
-                match store.pending_sign_in_outcome(&state).await {
-                    Ok(switchboard_store::credentials::SignInOutcome::Waiting) => {}
-                    Ok(switchboard_store::credentials::SignInOutcome::Failed(message)) => {
-                        if let Some(listener) = logins.take(&state) {
-                            listener(switchboard_oauth::AuthEvent::Failed { message });
-                        }
-                        return;
-                    }
-                    // Completed elsewhere: the server's task finds the tokens in the store.
-                    Ok(switchboard_store::credentials::SignInOutcome::Gone) => {
-                        logins.take(&state);
-                        return;
-                    }
-                    Err(error) => {
-                        tracing::debug!(%error, "cannot read how a sign-in ended; trying again");
-                    }
-                }
-            }
-        });
-    }
-
-    fn holds(&self, state: &str) -> bool {
-        let map = lock(&self.by_state);
-        map.contains_key(state)
-    }
-
-    fn take(&self, state: &str) -> Option<Listener> {
-        let mut map = lock(&self.by_state);
-        map.remove(state).map(|(listener, _)| listener)
-    }
 }
 
 pub(crate) fn sign_in_problem(error: SignInError) -> ApiError {
@@ -155,16 +78,6 @@ pub(crate) async fn start_login(
     let Ok(id) = switchboard_core::ServerId::new(id) else {
         return api_error(StatusCode::BAD_REQUEST, "not a valid server id");
     };
-    let hub: &Hub = &app.hub;
-    let (def, auth) = match server_auth_for(hub.store(), &id, hub.oauth()).await {
-        Ok(found) => found,
-        Err(error) => return sign_in_problem(error).into_response(),
-    };
-    let listener: Listener = Arc::new(hub.sign_in_listener(&id));
-    let auth = {
-        let listener = listener.clone();
-        auth.with_listener(move |event| listener(event))
-    };
     let more: Vec<String> = query
         .scope
         .as_deref()
@@ -172,41 +85,23 @@ pub(crate) async fn start_login(
         .split_whitespace()
         .map(str::to_owned)
         .collect();
-    let pending = match begin_sign_in(hub.http(), &def, &auth, &app.callback_url, &more).await {
-        Ok(pending) => pending,
-        Err(error) => return sign_in_problem(error).into_response(),
-    };
-    let switchboard_core::TransportSpec::Http {
-        url: server_url, ..
-    } = &def.transport
-    else {
-        return sign_in_problem(SignInError::NotHttp(id)).into_response();
-    };
     // The browser asking (the console's page) keeps a cookie of this daemon's; the redirect
     // must come back to the same browser to complete without a question.
     let (browser, new_cookie) = match browser_cookie(&headers) {
         Some(cookie) => (cookie, false),
         None => (switchboard_oauth::pkce::random_token(), true),
     };
-    if let Err(error) = hub
-        .store()
-        .put_pending_sign_in(
-            &id,
-            server_url.as_str(),
-            &pending,
-            Some(&browser),
-            PENDING_LIFETIME,
-        )
+    let url = match app
+        .hub
+        .start_sign_in(&app.logins, &id, &app.callback_url, &more, &browser)
         .await
     {
-        return sign_in_problem(SignInError::Store(error)).into_response();
-    }
-    app.logins
-        .insert(&pending.state, listener, hub.store().clone());
-    let url = pending.authorization_url.to_string();
+        Ok(url) => url.to_string(),
+        Err(error) => return sign_in_problem(error).into_response(),
+    };
     let mut response = Json(json!({
         "authorization_url": url,
-        "expires_in": PENDING_LIFETIME.as_secs(),
+        "expires_in": SIGN_IN_LIFETIME.as_secs(),
     }))
     .into_response();
     if new_cookie {
@@ -316,7 +211,7 @@ pub(crate) async fn callback(
     let Some(state) = callback.state.as_deref() else {
         return unknown_sign_in();
     };
-    let login = match app.hub.store().pending_sign_in(state).await {
+    let login = match app.hub.pending_sign_in(state).await {
         Ok(Some(login)) => login,
         Ok(None) => return unknown_sign_in(),
         Err(error) => return store_unavailable(&error),
@@ -348,7 +243,7 @@ pub(crate) async fn confirmed_callback(
     let Some(state) = callback.state.as_deref() else {
         return unknown_sign_in();
     };
-    let login = match app.hub.store().pending_sign_in(state).await {
+    let login = match app.hub.pending_sign_in(state).await {
         Ok(Some(login)) => login,
         Ok(None) => return unknown_sign_in(),
         Err(error) => return store_unavailable(&error),
@@ -381,7 +276,7 @@ fn unknown_sign_in() -> Response {
     )
 }
 
-fn store_unavailable(error: &switchboard_store::StoreError) -> Response {
+fn store_unavailable(error: &StoreError) -> Response {
     tracing::warn!(%error, "reading a pending sign-in from the store failed");
     callback_page(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -389,82 +284,25 @@ fn store_unavailable(error: &switchboard_store::StoreError) -> Response {
     )
 }
 
-/// Claims the sign-in `callback` names and redeems its code, into the workspace that started
-/// it and the server row it started for; says how it ended where it started (through its
-/// listener when that is this process, else through the store).
+/// Completes the sign-in `callback` names (see [`switchboard_hub::Hub::complete_sign_in`]) and
+/// says how it ended.
 async fn complete(app: &AppState, callback: AuthorizationCallback) -> Response {
-    let Some(state) = callback.state.as_deref() else {
-        return unknown_sign_in();
-    };
-    let listener = app.logins.take(state);
-    let store = app.hub.store();
-    let login = match store.claim_pending_sign_in(state).await {
-        Ok(Some(login)) => login,
+    let completed = match app.hub.complete_sign_in(&app.logins, &callback).await {
+        Ok(Some(completed)) => completed,
         Ok(None) => return unknown_sign_in(),
         Err(error) => return store_unavailable(&error),
     };
-    let id = login.server.clone();
-    let workspace = login.workspace.clone();
-    let outcome = redeem(app, login, &callback).await;
-    app.hub
-        .audit_sign_in(&workspace, &id, outcome.as_ref().err().map(String::as_str));
-    let failure_elsewhere = outcome.as_ref().err().filter(|_| listener.is_none());
-    if let Err(error) = store
-        .finish_pending_sign_in(state, failure_elsewhere.map(String::as_str))
-        .await
-    {
-        tracing::warn!(%error, "cannot record how a sign-in ended");
+    let id = completed.server;
+    match completed.outcome {
+        Ok(()) => callback_page(
+            StatusCode::OK,
+            &format!("Signed in to '{id}'. You can close this tab."),
+        ),
+        Err(message) => callback_page(
+            StatusCode::BAD_REQUEST,
+            &format!("Signing in to '{id}' failed: {message}"),
+        ),
     }
-    // The server's task sees the new tokens (at once through the listener here, or in the
-    // store on another replica) and connects.
-    match outcome {
-        Ok(()) => {
-            if let Some(listener) = listener {
-                listener(switchboard_oauth::AuthEvent::Authenticated);
-            }
-            callback_page(
-                StatusCode::OK,
-                &format!("Signed in to '{id}'. You can close this tab."),
-            )
-        }
-        Err(message) => {
-            let page = callback_page(
-                StatusCode::BAD_REQUEST,
-                &format!("Signing in to '{id}' failed: {message}"),
-            );
-            if let Some(listener) = listener {
-                listener(switchboard_oauth::AuthEvent::Failed { message });
-            }
-            page
-        }
-    }
-}
-
-/// Redeems the code of a claimed sign-in; why not, when it fails.
-async fn redeem(
-    app: &AppState,
-    login: PendingSignIn,
-    callback: &AuthorizationCallback,
-) -> Result<(), String> {
-    let store = app.hub.store().for_workspace(login.workspace);
-    let id = &login.server;
-    let (def, auth) = server_auth_for(&store, id, app.hub.oauth())
-        .await
-        .map_err(|error| error.to_string())?;
-    // The tokens are for the server the sign-in started for: not for one redefined, replaced
-    // or shadowed meanwhile.
-    let same_server = match (&def.transport, store.grant_key(id).await) {
-        (switchboard_core::TransportSpec::Http { url, .. }, Ok(key)) => {
-            url.as_str() == login.url && key.server == login.row_key
-        }
-        _ => false,
-    };
-    if !same_server {
-        return Err("the server changed since the sign-in started; start it again".into());
-    }
-    auth.complete_sign_in(&login.authorization, callback)
-        .await
-        .map_err(|error| error.to_string())
 }
 
 /// `GET /oauth/client-metadata.json`.

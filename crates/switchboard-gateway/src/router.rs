@@ -23,7 +23,8 @@ pub(crate) struct AppState {
     pub(crate) hub: Arc<Hub>,
     /// This daemon's OAuth redirect URI.
     pub(crate) callback_url: String,
-    pub(crate) logins: Arc<oauth::PendingLogins>,
+    /// The sign-ins this process started (one for the daemon, every workspace's).
+    pub(crate) logins: Arc<switchboard_hub::SignIns>,
     /// Cancelled when the daemon shuts down: long-lived streams end.
     pub(crate) stop: tokio_util::sync::CancellationToken,
     /// MCP Apps views the console asked for.
@@ -60,7 +61,7 @@ pub(crate) struct RouterParts {
     pub(crate) callback_url: String,
     pub(crate) stop: tokio_util::sync::CancellationToken,
     pub(crate) tools: mcp::ToolsOptions,
-    pub(crate) logins: Arc<oauth::PendingLogins>,
+    pub(crate) logins: Arc<switchboard_hub::SignIns>,
     pub(crate) views: Arc<apps::Views>,
     /// The pages that may use the daemon.
     pub(crate) origins: Arc<BrowserOrigins>,

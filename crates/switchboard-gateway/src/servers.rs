@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_core::exposure::Prefix;
 use switchboard_core::{ServerDefinition, ServerId, ToolSettingsChange, config};
-use switchboard_hub::HubError;
+use switchboard_hub::{HubError, SignOutError};
 use switchboard_upstream::{CallContext, UpstreamError};
 
 use crate::{ApiError, AppState};
@@ -91,7 +91,7 @@ fn server_view(app: &AppState, def: &ServerDefinition, owners: &Owners) -> Value
     // tenant's, and a name does not say which hold credentials).
     if let Owners::User(own) = owners
         && !own.contains(&def.id)
-        && !app.hub.store().workspace().manages_tenant()
+        && !app.hub.workspace().manages_tenant()
     {
         shown.transport = shown.transport.redacted_for_users();
     }
@@ -117,12 +117,11 @@ enum Owners {
 
 impl Owners {
     async fn of(app: &AppState) -> Result<Self, ApiError> {
-        let store = app.hub.store();
-        if store.workspace().user().is_none() {
+        if app.hub.workspace().user().is_none() {
             return Ok(Self::Local);
         }
         Ok(Self::User(
-            store.own_server_ids().await.map_err(HubError::from)?,
+            app.hub.own_server_ids().await.map_err(HubError::from)?,
         ))
     }
 }
@@ -147,7 +146,7 @@ pub(crate) async fn show(app: AppState, Path(id): Path<String>) -> Answer {
 
 /// `GET /api/me`: whose workspace the caller is in.
 pub(crate) async fn me(app: AppState) -> Answer {
-    Ok(match app.hub.store().workspace() {
+    Ok(match app.hub.workspace() {
         switchboard_core::Workspace::Local => Json(json!({"workspace": "local"})).into_response(),
         switchboard_core::Workspace::User(principal) => {
             let groups = app
@@ -696,24 +695,12 @@ pub(crate) async fn check(app: AppState, Path(id): Path<String>) -> Answer {
 /// them, and restarts it (so it shows that it needs a sign-in).
 pub(crate) async fn logout(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
-    let (def, auth) = switchboard_hub::server_auth_for(app.hub.store(), &id, app.hub.oauth())
-        .await
-        .map_err(crate::oauth::sign_in_problem)?;
-    let signed_in = auth
-        .is_signed_in()
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-    if !signed_in {
-        return Ok(Json(json!({"signed_out": false, "revoked": false})).into_response());
-    }
-    let revoked = auth
-        .sign_out()
-        .await
-        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e))?;
-    if def.enabled {
-        app.hub.start(def).await;
-    }
-    Ok(Json(json!({"signed_out": true, "revoked": revoked})).into_response())
+    let done = app.hub.sign_out(&id).await.map_err(|error| match error {
+        SignOutError::Server(error) => crate::oauth::sign_in_problem(error),
+        SignOutError::Unreadable(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error),
+        SignOutError::Revocation(_) => ApiError::new(StatusCode::BAD_GATEWAY, error),
+    })?;
+    Ok(Json(json!({"signed_out": done.signed_out, "revoked": done.revoked})).into_response())
 }
 
 /// The body of `PUT /api/servers/{id}/my-settings`: a user's own headers (HTTP, WebSocket) or
@@ -743,23 +730,7 @@ fn my_settings_view(settings: &switchboard_core::UserServerSettings) -> Response
 /// shares.
 pub(crate) async fn my_settings(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
-    if app
-        .hub
-        .store()
-        .get_server(&id)
-        .await
-        .map_err(HubError::from)?
-        .is_none()
-    {
-        return Err(HubError::Store(switchboard_hub::StoreError::NotFound(id)).into());
-    }
-    let settings = app
-        .hub
-        .store()
-        .my_settings(&id)
-        .await
-        .map_err(HubError::from)?
-        .unwrap_or_default();
+    let settings = app.hub.my_settings(&id).await.map_err(HubError::from)?;
     Ok(my_settings_view(&settings))
 }
 
@@ -772,45 +743,15 @@ pub(crate) async fn put_my_settings(
 ) -> Answer {
     let id = server_id(id)?;
     let Json(body) = body?;
-    let store = app.hub.store();
-    let stored = store.my_settings(&id).await.map_err(HubError::from)?;
-    let kept = |name: &str, value: String| -> switchboard_core::NamedValue {
-        match stored.as_ref().and_then(|s| {
-            s.values
-                .iter()
-                .find(|v| v.name.eq_ignore_ascii_case(name))
-                .filter(|_| value == switchboard_core::server::REDACTED)
-        }) {
-            Some(existing) => existing.clone(),
-            None => switchboard_core::NamedValue::guess(name, value),
-        }
-    };
-    let settings = switchboard_core::UserServerSettings {
-        values: body
-            .headers
-            .into_iter()
-            .chain(body.env)
-            .map(|(name, value)| kept(&name, value))
-            .collect(),
-        pinned: body.pinned,
-    };
-    store
-        .put_my_settings(&id, &settings)
-        .await
-        .map_err(HubError::from)?;
-    app.hub.sync_with_store().await.map_err(HubError::from)?;
+    let values = body.headers.into_iter().chain(body.env);
+    let settings = app.hub.put_my_settings(&id, values, body.pinned).await?;
     Ok(my_settings_view(&settings))
 }
 
 /// `DELETE /api/servers/{id}/my-settings`: forgets them.
 pub(crate) async fn delete_my_settings(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
-    app.hub
-        .store()
-        .put_my_settings(&id, &switchboard_core::UserServerSettings::default())
-        .await
-        .map_err(HubError::from)?;
-    app.hub.sync_with_store().await.map_err(HubError::from)?;
+    app.hub.forget_my_settings(&id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -30,9 +30,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use switchboard_core::{Principal, Role, TenantId, UserId, Workspace};
-use switchboard_hub::Hub;
+use switchboard_hub::{EndpointKeyOwner, Hub, RecordUserError, StoreFingerprint, UserDirectory};
 use switchboard_oauth::idp::{IdentityProvider, IdpError};
-use switchboard_store::{Store, StoreFingerprint};
 
 use crate::mcp::conversation::USER_HEADER;
 use crate::{Refusal, RouterParts, api_error, digest, is_public_path, origins, presented_key};
@@ -47,7 +46,7 @@ pub trait WorkspaceHubs: Send + Sync + 'static {
 /// Who may use a multi-user daemon, and where their requests go.
 pub struct Users {
     operator_keys: Vec<[u8; 32]>,
-    store: Store,
+    directory: UserDirectory,
     hubs: Arc<dyn WorkspaceHubs>,
     idle: Duration,
     changes: Option<tokio::sync::watch::Receiver<Option<StoreFingerprint>>>,
@@ -150,16 +149,16 @@ fn claimed_groups(
 }
 
 impl Users {
-    /// Users with API keys in `store`, and operators holding `operator_keys`; `hubs` starts a
-    /// user's workspace.
+    /// Users with API keys in `directory` (the store's users), and operators holding
+    /// `operator_keys`; `hubs` starts a user's workspace.
     pub fn new<'a>(
-        store: Store,
+        directory: impl Into<UserDirectory>,
         operator_keys: impl IntoIterator<Item = &'a str>,
         hubs: Arc<dyn WorkspaceHubs>,
     ) -> Self {
         Self {
             operator_keys: operator_keys.into_iter().map(digest).collect(),
-            store,
+            directory: directory.into(),
             hubs,
             idle: Duration::from_secs(15 * 60),
             changes: None,
@@ -206,7 +205,7 @@ impl Users {
             let verified = provider.verify(credential).await.ok()?;
             return claims.principal(&verified).ok();
         }
-        self.store
+        self.directory
             .principal_for_api_key(credential)
             .await
             .ok()
@@ -220,7 +219,7 @@ enum Caller {
     User(Principal),
     /// An endpoint's key: the endpoint's doors only, as the user who issued it (the operator,
     /// in the local workspace, when `None`).
-    EndpointKey(switchboard_store::EndpointKeyOwner),
+    EndpointKey(EndpointKeyOwner),
 }
 
 /// How long a looked-up API key is believed before it is looked up again (a key revoked in
@@ -238,7 +237,7 @@ const STORE_DOWN_FOR: Duration = Duration::from_secs(5);
 type LookedUp = (Option<Principal>, Instant);
 
 /// Whom an endpoint key (by digest) spoke for when it was looked up, if anyone, and when.
-type EndpointKeyLookedUp = (Option<switchboard_store::EndpointKeyOwner>, Instant);
+type EndpointKeyLookedUp = (Option<EndpointKeyOwner>, Instant);
 
 /// A user's workspace, open.
 struct OpenWorkspace {
@@ -365,7 +364,7 @@ impl Dispatcher {
         if self.users.operator_keys.contains(&digest) {
             return Ok(Caller::Operator);
         }
-        if key.starts_with(switchboard_store::ENDPOINT_KEY_PREFIX) {
+        if UserDirectory::is_endpoint_key(&key) {
             return self.identify_endpoint_key(&key, digest).await;
         }
         if let Some((provider, claims)) = &self.users.provider
@@ -390,7 +389,7 @@ impl Dispatcher {
                 // revocation cannot be read then either): its users' workspaces go on serving
                 // from memory. Such a key waits for the store briefly, and not at all while it
                 // is known to be down.
-                let lookup = self.users.store.principal_for_api_key(&key);
+                let lookup = self.users.directory.principal_for_api_key(&key);
                 let looked_up = match &stale {
                     Some(_) if self.store_known_down() => None,
                     Some(_) => tokio::time::timeout(STALE_KEY_PATIENCE, lookup).await.ok(),
@@ -441,15 +440,15 @@ impl Dispatcher {
         let owner = match remembered {
             Some(owner) => owner,
             None => {
-                let owner = self
-                    .users
-                    .store
-                    .endpoint_key_owner(key)
-                    .await
-                    .map_err(|error| {
-                        tracing::warn!(%error, "cannot look up an endpoint key");
-                        Refusal::Unavailable.into_response()
-                    })?;
+                let owner =
+                    self.users
+                        .directory
+                        .endpoint_key_owner(key)
+                        .await
+                        .map_err(|error| {
+                            tracing::warn!(%error, "cannot look up an endpoint key");
+                            Refusal::Unavailable.into_response()
+                        })?;
                 let mut keys = lock(&self.endpoint_keys);
                 if keys.len() >= KEY_CACHE_MAX {
                     keys.clear();
@@ -493,25 +492,17 @@ impl Dispatcher {
         if !known {
             match self
                 .users
-                .store
-                .ensure_user(&principal.tenant, &principal.user, principal.role)
+                .directory
+                .record_user(&principal.tenant, &principal.user, principal.role)
                 .await
             {
-                Ok(_) => {
+                Ok(()) => {
                     lock(&self.recorded).insert(key);
                 }
-                Err(switchboard_store::StoreError::Missing(what)) => {
-                    return Err(api_error(
-                        StatusCode::FORBIDDEN,
-                        format!(
-                            "{what} is not set up in Switchboard: an operator adds it with `switchboard tenant add`"
-                        ),
-                    ));
-                }
-                Err(switchboard_store::StoreError::Forbidden(why)) => {
+                Err(RecordUserError::Refused(why)) => {
                     return Err(api_error(StatusCode::FORBIDDEN, why));
                 }
-                Err(error) => {
+                Err(RecordUserError::Unavailable(error)) => {
                     tracing::warn!(%error, "cannot record a user");
                     return Err(Refusal::Unavailable.into_response());
                 }
@@ -591,11 +582,9 @@ impl Dispatcher {
     async fn close_workspaces_of_removed_users(&self) {
         let open: Vec<(TenantId, UserId)> = lock(&self.open).keys().cloned().collect();
         for (tenant, user) in open {
-            match self.users.store.user(&tenant, &user).await {
-                Ok(Some(_)) => continue,
-                Ok(None) => {}
-                // The tenant went with its users.
-                Err(switchboard_store::StoreError::Missing(_)) => {}
+            match self.users.directory.user_exists(&tenant, &user).await {
+                Ok(true) => continue,
+                Ok(false) => {}
                 Err(error) => {
                     tracing::warn!(%error, "cannot check whether a user still exists");
                     continue;
@@ -782,8 +771,7 @@ fn is_true(claim: Option<&serde_json::Value>) -> bool {
 /// Whether a credential has a JWT's shape (three dot-separated parts), rather than an API
 /// key's.
 fn looks_like_jwt(credential: &str) -> bool {
-    credential.split('.').count() == 3
-        && !credential.starts_with(switchboard_store::tenancy::API_KEY_PREFIX)
+    credential.split('.').count() == 3 && !UserDirectory::is_api_key(credential)
 }
 
 /// 401 for a token that was not taken, saying why (RFC 6750's `invalid_token`).

@@ -9,6 +9,7 @@
 
 mod activation;
 mod approval;
+mod approved_commands;
 mod audit;
 mod auth;
 mod bus;
@@ -26,11 +27,14 @@ mod hub;
 mod inspector;
 mod last_known;
 mod metrics;
+mod own;
 mod rate_limits;
 mod semantic;
 mod server_view;
 mod shared_schemas;
+mod sign_in;
 mod subscriptions;
+mod users;
 
 pub(crate) use switchboard_core::sync::{lock, read, write};
 
@@ -51,11 +55,14 @@ pub use inspector::{TrafficMessage, TrafficReceiver};
 pub use rate_limits::Limited;
 pub use semantic::SemanticError;
 pub use server_view::ServerView;
+pub use sign_in::{CompletedSignIn, SIGN_IN_LIFETIME, SignIns, SignOutError, SignedOut};
 pub use subscriptions::SubscriptionError;
 pub use switchboard_desk as desk;
 pub use switchboard_embed::SentenceEncoder;
-pub use switchboard_store::StoreError;
+pub use switchboard_store::credentials::PendingSignIn;
+pub use switchboard_store::{EndpointKeyOwner, StoreError, StoreFingerprint};
 pub use switchboard_upstream::rmcp_model as model;
+pub use users::{RecordUserError, UserDirectory};
 
 pub use error::HubError;
 pub(crate) use hub::ServerSlot;
