@@ -35,7 +35,6 @@ pub use activation::{Activation, ActivationChange, Layers};
 pub use approved::{ApprovalError, ApprovedCommand};
 pub use audit::{AuditArguments, AuditKind, AuditQuery, AuditRecord, CallOrigin};
 pub use endpoint::{Endpoint, EndpointDefinition, ToolSet};
-pub use error::{ErrorSource, RetryClass};
 pub use grants::{Grant, GroupName, Reach};
 pub use policy::{Caller, CallerRefused, ToolPolicies};
 pub use rate_limit::RateLimit;

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use switchboard_core::{Activation, ActivationChange};
 use switchboard_hub::Scope;
 
+use crate::wire::OnTheWire;
 use crate::{AppState, api_error};
 
 /// Why a path names no layer: the status and message to answer with.
@@ -19,7 +20,7 @@ type Refusal = (StatusCode, String);
 
 /// The layer a path names.
 fn scope(kind: &str, id: Option<&str>) -> Result<Scope, Refusal> {
-    let bad = |e: switchboard_hub::ActivationError| (StatusCode::BAD_REQUEST, e.to_string());
+    let bad = |e: switchboard_hub::ActivationError| (e.fault().http_status(), e.to_string());
     match (kind, id) {
         ("app", None) => Ok(Scope::App),
         ("users", Some(id)) => Scope::user(id).map_err(bad),
@@ -70,7 +71,7 @@ async fn change(
     };
     match app.hub.change_activation(&scope, &change).await {
         Ok(activation) => layer(&scope, &activation),
-        Err(e) => api_error(activation_status(&e), e),
+        Err(e) => e.api_error().into_response(),
     }
 }
 
@@ -86,7 +87,7 @@ async fn clear(app: &AppState, scope: Result<Scope, Refusal>) -> Response {
     };
     match app.hub.change_activation(&scope, &forget).await {
         Ok(activation) => layer(&scope, &activation),
-        Err(e) => api_error(activation_status(&e), e),
+        Err(e) => e.api_error().into_response(),
     }
 }
 
@@ -128,12 +129,4 @@ pub(crate) async fn delete_named(
     Path((kind, id)): Path<(String, String)>,
 ) -> Response {
     clear(&app, scope(&kind, Some(&id))).await
-}
-
-/// The status of a failed change: 403 for a layer this workspace may not change.
-fn activation_status(error: &switchboard_hub::ActivationError) -> StatusCode {
-    match error {
-        switchboard_hub::ActivationError::BadId(_) => StatusCode::BAD_REQUEST,
-        switchboard_hub::ActivationError::Store(error) => crate::store_status(error),
-    }
 }

@@ -1,5 +1,5 @@
-//! How the admin API answers an error: a JSON body with a message, and the status a store's
-//! error maps to.
+//! How the admin API answers an error: its status and a JSON body with a message. Which status
+//! an error type gets is [`crate::wire`]'s to say.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -33,19 +33,6 @@ impl IntoResponse for ApiError {
             Json(serde_json::json!({"error": self.message})),
         )
             .into_response()
-    }
-}
-
-/// The status that says what kind of failure a store's error is.
-pub(crate) fn store_status(error: &switchboard_hub::StoreError) -> StatusCode {
-    use switchboard_hub::StoreError;
-    match error {
-        StoreError::NotFound(_) | StoreError::Missing(_) => StatusCode::NOT_FOUND,
-        StoreError::AlreadyExists(_) | StoreError::Exists(_) => StatusCode::CONFLICT,
-        StoreError::SharedServer(_) | StoreError::Forbidden(_) => StatusCode::FORBIDDEN,
-        StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
-        error if error.is_unavailable() => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -8,18 +8,9 @@ use axum::extract::{Query, rejection::QueryRejection};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use switchboard_core::audit::{AuditKind, AuditQuery, MAX_PAGE};
-use switchboard_hub::{AuditReadError, Hub};
+use switchboard_hub::Hub;
 
-use crate::{ApiError, AppState, store_status};
-
-impl From<AuditReadError> for ApiError {
-    fn from(error: AuditReadError) -> Self {
-        match error {
-            AuditReadError::Off => ApiError::new(StatusCode::NOT_FOUND, error),
-            AuditReadError::Store(error) => ApiError::new(store_status(&error), error),
-        }
-    }
-}
+use crate::{ApiError, AppState};
 
 /// The query asked for, checked.
 fn query_of(query: Result<Query<AuditQuery>, QueryRejection>) -> Result<AuditQuery, ApiError> {

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use switchboard_core::EndpointDefinition;
 use switchboard_hub::StoreError;
 
-use crate::{AppState, api_error, store_status};
+use crate::{AppState, api_error};
 
 /// The path segment between a front door and an endpoint's name.
 const ENDPOINT_SEGMENT: &str = "/e/";
@@ -155,7 +155,7 @@ pub(crate) fn beyond_its_endpoint(
 }
 
 fn endpoint_error(error: StoreError) -> Response {
-    api_error(store_status(&error), error)
+    crate::ApiError::from(error).into_response()
 }
 
 /// `GET /api/endpoints`: every endpoint (its keys by id and issue time; a key itself is shown

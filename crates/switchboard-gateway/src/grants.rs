@@ -9,15 +9,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use switchboard_core::grants::{Group, GroupName};
 use switchboard_core::{Grant, UserId};
-use switchboard_hub::StoreError;
 
-use crate::{ApiError, AppState, store_status};
+use crate::{ApiError, AppState};
 
 type Answer = Result<Response, ApiError>;
-
-fn refused(error: StoreError) -> ApiError {
-    ApiError::new(store_status(&error), error)
-}
 
 fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     payload
@@ -41,7 +36,7 @@ pub(crate) struct GroupBody {
 
 /// `GET /api/groups`: the tenant's groups with their members.
 pub(crate) async fn list_groups(app: AppState) -> Answer {
-    Ok(Json(app.hub.groups().await.map_err(refused)?).into_response())
+    Ok(Json(app.hub.groups().await?).into_response())
 }
 
 /// `PUT /api/groups/{name}` (`{"description"?, "members": ["<user>", ...]}`): defines the
@@ -60,7 +55,7 @@ pub(crate) async fn put_group(
         description,
         members,
     };
-    let new = app.hub.put_group(&group).await.map_err(refused)?;
+    let new = app.hub.put_group(&group).await?;
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -71,16 +66,13 @@ pub(crate) async fn put_group(
 
 /// `DELETE /api/groups/{name}`: removes the group and the grants made to it.
 pub(crate) async fn remove_group(app: AppState, Path(name): Path<String>) -> Answer {
-    app.hub
-        .remove_group(&group_name(name)?)
-        .await
-        .map_err(refused)?;
+    app.hub.remove_group(&group_name(name)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `GET /api/grants`: the tenant's grants, oldest first.
 pub(crate) async fn list_grants(app: AppState) -> Answer {
-    Ok(Json(app.hub.grants().await.map_err(refused)?).into_response())
+    Ok(Json(app.hub.grants().await?).into_response())
 }
 
 /// `POST /api/grants` (`{"subject": "user:<id>" | "group:<name>", "endpoint": "<name>"}`, or
@@ -91,7 +83,7 @@ pub(crate) async fn add_grant(
     payload: Result<Json<Grant>, JsonRejection>,
 ) -> Answer {
     let grant = body(payload)?;
-    let (kept, new) = app.hub.add_grant(grant).await.map_err(refused)?;
+    let (kept, new) = app.hub.add_grant(grant).await?;
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -102,6 +94,6 @@ pub(crate) async fn add_grant(
 
 /// `DELETE /api/grants/{id}`: revokes the grant.
 pub(crate) async fn revoke_grant(app: AppState, Path(id): Path<String>) -> Answer {
-    app.hub.revoke_grant(&id).await.map_err(refused)?;
+    app.hub.revoke_grant(&id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -34,6 +34,7 @@ mod readiness;
 mod router;
 mod servers;
 mod ui;
+mod wire;
 mod workspaces;
 
 pub use oauth::callback_page;
@@ -46,5 +47,5 @@ pub use gateway::{Gateway, GatewayError, callback_url};
 pub use router::router;
 
 pub(crate) use access::{Refusal, digest, is_public_path, presented_key, request_is_local};
-pub(crate) use api_error::{ApiError, api_error, shutting_down, store_status};
+pub(crate) use api_error::{ApiError, api_error, shutting_down};
 pub(crate) use router::{AppState, RouterParts, Workspace, routes};

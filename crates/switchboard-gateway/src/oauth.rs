@@ -27,10 +27,11 @@ use axum::extract::{Form, Path, Query};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
-use switchboard_hub::{PendingSignIn, SIGN_IN_LIFETIME, SignInError, StoreError};
+use switchboard_hub::{PendingSignIn, SIGN_IN_LIFETIME, StoreError};
 use switchboard_oauth::AuthorizationCallback;
 
-use crate::{ApiError, AppState, api_error};
+use crate::wire::OnTheWire;
+use crate::{AppState, api_error};
 
 /// The callback path, relative to the daemon's address.
 pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
@@ -48,16 +49,6 @@ fn browser_cookie(headers: &HeaderMap) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, value)| *name == BROWSER_COOKIE && value.len() >= 32)
         .map(|(_, value)| value.to_owned())
-}
-
-pub(crate) fn sign_in_problem(error: SignInError) -> ApiError {
-    let status = match &error {
-        SignInError::UnknownServer(_) => StatusCode::NOT_FOUND,
-        SignInError::NotHttp(_) => StatusCode::BAD_REQUEST,
-        SignInError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        SignInError::OAuth { .. } => StatusCode::BAD_GATEWAY,
-    };
-    ApiError::new(status, error)
 }
 
 /// What `POST /api/servers/{id}/login` may ask: scopes on top of those of the last sign-in and
@@ -97,7 +88,7 @@ pub(crate) async fn start_login(
         .await
     {
         Ok(url) => url.to_string(),
-        Err(error) => return sign_in_problem(error).into_response(),
+        Err(error) => return error.api_error().into_response(),
     };
     let mut response = Json(json!({
         "authorization_url": url,

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use switchboard_hub::desk::{Answer, Desk, DeskError};
+use switchboard_hub::desk::{Answer, Desk};
 
 use crate::{ApiError, AppState};
 
@@ -44,11 +44,5 @@ pub(crate) async fn answer_one(
 
 /// Answers question `id` at `desk`, as an API error when it cannot be.
 pub(crate) fn answer(desk: &Desk, id: &str, given: Answer) -> Result<(), ApiError> {
-    desk.answer(id, given).map_err(|error| {
-        let status = match error {
-            DeskError::NotWaiting(_) => StatusCode::NOT_FOUND,
-            DeskError::Unfit(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        };
-        ApiError::new(status, error)
-    })
+    Ok(desk.answer(id, given)?)
 }

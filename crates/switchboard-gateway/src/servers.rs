@@ -32,9 +32,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_core::exposure::Prefix;
 use switchboard_core::{ServerDefinition, ServerId, ToolSettingsChange, config};
-use switchboard_hub::{HubError, SignOutError};
-use switchboard_upstream::{CallContext, UpstreamError};
+use switchboard_hub::HubError;
+use switchboard_upstream::CallContext;
 
+use crate::wire::OnTheWire;
 use crate::{ApiError, AppState};
 
 /// What the admin API's handlers answer.
@@ -45,36 +46,9 @@ fn server_id(id: String) -> Result<ServerId, ApiError> {
     ServerId::new(id).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))
 }
 
-impl From<HubError> for ApiError {
-    /// The status that says what kind of failure it is, and its words.
-    fn from(error: HubError) -> Self {
-        let status = match &error {
-            HubError::Store(error) => crate::store_status(error),
-            HubError::Invalid(_) => StatusCode::BAD_REQUEST,
-            HubError::UnknownServer(_) | HubError::ToolDisabled { .. } => StatusCode::CONFLICT,
-            HubError::NotConnected { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            HubError::CallerRefused { .. } | HubError::Forbidden(_) => StatusCode::FORBIDDEN,
-            HubError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-        };
-        Self::new(status, error)
-    }
-}
-
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         Self::new(StatusCode::BAD_REQUEST, rejection.body_text())
-    }
-}
-
-impl From<UpstreamError> for ApiError {
-    /// A failed call: a timeout, the server's own JSON-RPC error, or a failure to reach it.
-    fn from(error: UpstreamError) -> Self {
-        let status = match &error {
-            UpstreamError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            UpstreamError::Rpc { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            _ => StatusCode::BAD_GATEWAY,
-        };
-        Self::new(status, error)
     }
 }
 
@@ -149,11 +123,7 @@ pub(crate) async fn me(app: AppState) -> Answer {
     Ok(match app.hub.workspace() {
         switchboard_core::Workspace::Local => Json(json!({"workspace": "local"})).into_response(),
         switchboard_core::Workspace::User(principal) => {
-            let groups = app
-                .hub
-                .my_groups()
-                .await
-                .map_err(|e| ApiError::new(crate::store_status(&e), e))?;
+            let groups = app.hub.my_groups().await?;
             // `null`: not bound by grants; else the servers, tools and endpoints granted.
             let reach = app.hub.reach();
             Json(json!({
@@ -695,11 +665,11 @@ pub(crate) async fn check(app: AppState, Path(id): Path<String>) -> Answer {
 /// them, and restarts it (so it shows that it needs a sign-in).
 pub(crate) async fn logout(app: AppState, Path(id): Path<String>) -> Answer {
     let id = server_id(id)?;
-    let done = app.hub.sign_out(&id).await.map_err(|error| match error {
-        SignOutError::Server(error) => crate::oauth::sign_in_problem(error),
-        SignOutError::Unreadable(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error),
-        SignOutError::Revocation(_) => ApiError::new(StatusCode::BAD_GATEWAY, error),
-    })?;
+    let done = app
+        .hub
+        .sign_out(&id)
+        .await
+        .map_err(|error| error.api_error())?;
     Ok(Json(json!({"signed_out": done.signed_out, "revoked": done.revoked})).into_response())
 }
 
@@ -850,17 +820,8 @@ pub(crate) async fn accept_definition(
     let id = server_id(id)?;
     app.hub.definition(&id).await?;
     let seen = body.and_then(|Json(body)| body.sha256);
-    match app.hub.accept_definition(&id, &tool, seen.as_deref()).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(error @ switchboard_hub::AcceptError::NothingToAccept { .. }) => {
-            Err(ApiError::new(StatusCode::NOT_FOUND, error))
-        }
-        Err(error @ switchboard_hub::AcceptError::ChangedAgain { .. }) => {
-            Err(ApiError::new(StatusCode::CONFLICT, error))
-        }
-        Err(switchboard_hub::AcceptError::Hub(error)) => Err(error.into()),
-        Err(switchboard_hub::AcceptError::Store(error)) => {
-            Err(ApiError::new(crate::store_status(&error), error))
-        }
-    }
+    app.hub
+        .accept_definition(&id, &tool, seen.as_deref())
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

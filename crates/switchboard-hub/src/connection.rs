@@ -14,7 +14,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_core::error::{Classified, RetryClass};
 use switchboard_core::{Backoff, ConnectionState, StateMachine};
 use switchboard_oauth::{AuthEvent, ServerAuth};
 use switchboard_store::{CachedProbe, Store};
@@ -347,7 +346,7 @@ impl ConnectionTask {
             }
             self.slot.status.send_modify(|s| s.failures += 1);
             let rejected = self.machine.state() == ConnectionState::InvalidToken;
-            if rejected || failure.retry_class() == RetryClass::AfterReauth {
+            if rejected || matches!(failure, UpstreamError::AuthRequired(_)) {
                 if self.machine.state() == ConnectionState::TokenRefresh {
                     self.set_state(ConnectionState::InvalidToken, Some(failure.to_string()));
                 }

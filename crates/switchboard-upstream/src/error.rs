@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use switchboard_core::error::{Classified, ErrorSource, RetryClass};
-
 /// Everything that can go wrong between Switchboard and one upstream MCP server.
 ///
 /// Messages are written for the person reading `switchboard status`: they say what failed in plain
@@ -138,34 +136,6 @@ fn retry_suffix(retry_after: &Option<std::time::Duration>) -> String {
     match retry_after {
         Some(wait) => format!(" (it asks to be retried after {} s)", wait.as_secs()),
         None => String::new(),
-    }
-}
-
-impl Classified for UpstreamError {
-    fn source_kind(&self) -> ErrorSource {
-        match self {
-            Self::AuthRequired(_) | Self::Auth(_) => ErrorSource::Auth,
-            Self::Cancelled | Self::Unsupported(_) => ErrorSource::Caller,
-            Self::Rpc { code, .. } if *code == -32602 || *code == -32601 => ErrorSource::Caller,
-            _ => ErrorSource::Upstream,
-        }
-    }
-
-    fn retry_class(&self) -> RetryClass {
-        match self {
-            Self::AuthRequired(_) => RetryClass::AfterReauth,
-            Self::Unreachable(_)
-            | Self::Spawn { .. }
-            | Self::NotAllowed(_)
-            | Self::NoTransport(_)
-            | Self::Handshake(_) => RetryClass::Safe,
-            Self::HttpStatus { status, .. } if *status == 429 || *status >= 500 => RetryClass::Safe,
-            Self::ProcessExited { .. } | Self::Busy { .. } | Self::StayedBusy(_) => {
-                RetryClass::Safe
-            }
-            Self::Timeout(_) | Self::Closed | Self::Protocol(_) => RetryClass::OnlyIfIdempotent,
-            _ => RetryClass::Never,
-        }
     }
 }
 

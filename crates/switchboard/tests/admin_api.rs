@@ -1332,6 +1332,114 @@ async fn a_server_check_reconnects_at_once_and_says_how_it_is() {
     assert_eq!(status, 409, "{refused}");
 }
 
+/// A request of a client of the daemon's `/mcp` (2026-07-28, no session) for `method` on `name`
+/// with `params`: the answer to it.
+async fn mcp_request(port: u16, method: &str, name: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let body = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("the daemon answers")
+        .text()
+        .await
+        .unwrap();
+    body.lines()
+        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|message| message["id"] == 1)
+        .unwrap_or_else(|| panic!("no answer to {method}: {body}"))
+}
+
+/// A server that is not connected reads alike wherever a client meets it (docs/api.md, "Errors
+/// on the wire"): `tools/call`, `prompts/get` and `resources/read` through `/mcp` are each
+/// answered with JSON-RPC error -32603 naming the server and its state (`data`), and a call
+/// through the admin API with 503, all saying "not connected".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_not_connected_is_the_same_error_on_every_method_and_on_the_admin_api() {
+    let mut server = switchboard_fixtures::ServerEverything::start("streamableHttp");
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path()).await;
+    let (status, _) = daemon
+        .send(
+            "POST",
+            "/api/servers",
+            Some(json!({"id": "everything", "url": server.url})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    daemon.wait_for_state("everything", "connected").await;
+    let listed = mcp_request(daemon.port, "prompts/list", "", json!({})).await;
+    let prompt = listed["result"]["prompts"][0]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a prompt: {listed}"))
+        .to_owned();
+    let listed = mcp_request(daemon.port, "resources/list", "", json!({})).await;
+    let resource = listed["result"]["resources"][0]["uri"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a resource: {listed}"))
+        .to_owned();
+
+    server.stop();
+    let (_, checked) = daemon
+        .send("POST", "/api/servers/everything/check", None)
+        .await;
+    assert_ne!(checked["status"]["state"], "connected", "{checked}");
+    let answers = [
+        (
+            "tools/call",
+            common::call_through_daemon(daemon.port, 1, "everything__echo").await,
+        ),
+        (
+            "prompts/get",
+            mcp_request(daemon.port, "prompts/get", &prompt, json!({"name": prompt})).await,
+        ),
+        (
+            "resources/read",
+            mcp_request(
+                daemon.port,
+                "resources/read",
+                &resource,
+                json!({"uri": resource}),
+            )
+            .await,
+        ),
+    ];
+    for (method, answer) in &answers {
+        assert_eq!(answer["error"]["code"], -32603, "{method}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not connected")),
+            "{method}: {answer}"
+        );
+        assert_eq!(
+            answer["error"]["data"]["server"], "everything",
+            "{method}: {answer}"
+        );
+        assert!(
+            answer["error"]["data"]["state"].is_string(),
+            "{method}: {answer}"
+        );
+    }
+    let (status, refused) = daemon.call("echo", json!({"message": "hi"})).await;
+    assert_eq!(status, 503, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("not connected")),
+        "{refused}"
+    );
+}
+
 /// The value of the sample `name` (labels included) in OpenMetrics `text`.
 fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines()

@@ -21,7 +21,7 @@ use switchboard_core::exposure::Exposed;
 use switchboard_core::{Caller, TaskMode};
 use switchboard_hub::{ExposedCatalog, Hub, ServerView};
 
-use super::{SessionState, conversation, rate_limited, trace_error};
+use super::{OnTheWire, SessionState, conversation, trace_error};
 use switchboard_core::sync::lock;
 
 /// Marks a request whose call the short path admitted (its rate-limit tokens are taken) and
@@ -111,7 +111,7 @@ impl<'a> Admission<'a> {
         if let Some(server) = server {
             server
                 .check_caller(&tool.upstream, &caller)
-                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+                .map_err(|error| error.json_rpc())?;
         }
         if self.charged() {
             return Ok(());
@@ -121,7 +121,7 @@ impl<'a> Admission<'a> {
             Some(server) => self.hub.admit_call_to(server, &tool.upstream, client),
             None => self.hub.admit_call(&tool.server, &tool.upstream, client),
         }
-        .map_err(rate_limited)
+        .map_err(|error| error.json_rpc())
     }
 
     /// Whether the short path already took this request's rate-limit tokens.

@@ -110,9 +110,9 @@ pub(super) async fn forward_subscription(
         .change_resource_subscription(&server, &upstream_uri, subscribe, era, WAIT_FOR_RECONNECT)
         .await
         .map_err(|error| match error {
-            switchboard_hub::SubscriptionError::NotRouted(error) => not_routed(error),
+            switchboard_hub::SubscriptionError::NotRouted(error) => error.json_rpc(),
             switchboard_hub::SubscriptionError::Upstream(server, error) => {
-                upstream_error(&server, *error)
+                upstream_json_rpc(&server, &error)
             }
         })
 }

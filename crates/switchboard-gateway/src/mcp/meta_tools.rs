@@ -70,12 +70,12 @@ impl AggregateServer {
         let named = self.conversation(context)?;
         let said = match &named.thread {
             Some(thread) => {
-                let scope = switchboard_hub::Scope::thread(thread)
-                    .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+                let scope =
+                    switchboard_hub::Scope::thread(thread).map_err(|error| error.json_rpc())?;
                 self.hub()
                     .change_activation(&scope, &change)
                     .await
-                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    .map_err(|error| error.json_rpc())?;
                 format!("Done, for thread '{thread}'.")
             }
             None if downstream::is_modern(context) => {

@@ -18,7 +18,6 @@ mod changes;
 pub(crate) mod conversation;
 mod deferred;
 mod downstream;
-mod errors;
 mod exchange;
 pub mod http;
 pub mod legacy_sse;
@@ -29,6 +28,7 @@ pub mod stdio;
 mod subscribing;
 mod tasks;
 mod tool_call;
+mod traces;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -43,14 +43,15 @@ use switchboard_core::ServerId;
 use switchboard_core::exposure::Prefix;
 use switchboard_hub::{ExposedCatalog, Hub};
 
+pub use crate::wire::RATE_LIMITED;
+use crate::wire::{OnTheWire, upstream_json_rpc};
 pub use deferred::{
     ToolsOptions, ToolsView, WorkingSet, WorkingSetLimits, estimated_tokens, found_result,
 };
-pub use errors::RATE_LIMITED;
-use errors::{in_span, incoming_trace, not_routed, rate_limited, trace_error, upstream_error};
 use exchange::Parked;
 pub use server::AggregateServer;
 use tool_call::call_result;
+use traces::{in_span, incoming_trace, trace_error};
 
 /// How often a session's notification task checks whether its client has gone.
 const SESSION_CHECK: Duration = Duration::from_secs(30);

@@ -80,7 +80,7 @@ impl AggregateServer {
         self.hub()
             .upstream_for_client(server, tool, downstream::era(context), WAIT_FOR_RECONNECT)
             .await
-            .map_err(not_routed)
+            .map_err(|error| error.json_rpc())
     }
 
     pub(super) fn log_level(&self) -> Option<LoggingLevel> {
@@ -430,7 +430,7 @@ impl ServerHandler for AggregateServer {
                     format!("server '{server}' answered prompts/get with another kind of result"),
                     None,
                 )),
-                Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
+                Outcome::Done(Err(error)) => Err(upstream_json_rpc(&server, &error)),
             }
         })
         .await
@@ -504,7 +504,7 @@ impl ServerHandler for AggregateServer {
                     ),
                     None,
                 )),
-                Outcome::Done(Err(error)) => Err(upstream_error(&server, error)),
+                Outcome::Done(Err(error)) => Err(upstream_json_rpc(&server, &error)),
             }
         })
         .await
@@ -675,7 +675,7 @@ impl ServerHandler for AggregateServer {
                 ),
                 None,
             )),
-            Err(error) => Err(upstream_error(&server, error)),
+            Err(error) => Err(upstream_json_rpc(&server, &error)),
         }
     }
 

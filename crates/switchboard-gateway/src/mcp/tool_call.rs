@@ -2,9 +2,7 @@
 //! tasks, and the exchange with the server that may ask the client for input on the way.
 
 use futures::FutureExt;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ServerResult,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ServerResult};
 use rmcp::service::{RequestContext, RoleServer};
 use switchboard_core::sync::lock;
 use switchboard_core::{ServerId, TaskMode};
@@ -120,12 +118,7 @@ pub(super) fn call_result(
             format!("server '{server}' answered tools/call with another kind of result"),
             None,
         )),
-        Err(error @ UpstreamError::Rpc { .. }) => Err(upstream_error(server, error)),
-        Err(error) => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
-            ContentBlock::text(format!(
-                "Switchboard could not complete the call: server '{server}': {error}"
-            )),
-        ]))),
+        Err(error) => crate::wire::tool_call_failure(server, error).map(CallToolResponse::Complete),
     }
 }
 
@@ -208,10 +201,7 @@ impl AggregateServer {
                 .approve_call(&server, &name, &request.name, arguments.as_ref(), wait)
                 .await
                 .map_err(|not_approved| {
-                    let error = ErrorData::invalid_params(
-                        not_approved.to_string(),
-                        Some(serde_json::json!({"approval": not_approved.kind()})),
-                    );
+                    let error = not_approved.json_rpc();
                     refused(&error, arguments.as_ref());
                     error
                 })?;
@@ -229,10 +219,7 @@ impl AggregateServer {
                 .guard_arguments(guardrails, guarded, arguments)
                 .await
                 .map_err(|stopped| {
-                    let error = ErrorData::invalid_params(
-                        stopped.to_string(),
-                        Some(serde_json::json!({"guardrail": stopped.kind()})),
-                    );
+                    let error = stopped.json_rpc();
                     refused(&error, None);
                     error
                 })?,
