@@ -39,7 +39,7 @@ mod workspaces;
 
 pub use oauth::callback_page;
 pub use origins::{BrowserOrigins, WebOrigin};
-pub use workspaces::{TenantFrom, TokenClaims, Users, WorkspaceHubs};
+pub use workspaces::{TenantFrom, TokenClaims, Users};
 
 pub use access::Access;
 pub use connection_threads::ConnectionThreads;

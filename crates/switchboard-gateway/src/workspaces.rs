@@ -28,26 +28,22 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::future::BoxFuture;
 use switchboard_core::{Principal, Role, TenantId, UserId, Workspace};
-use switchboard_hub::{EndpointKeyOwner, Hub, RecordUserError, StoreFingerprint, UserDirectory};
+use switchboard_hub::{
+    EndpointKeyOwner, HubBuilder, RecordUserError, StoreFingerprint, UserDirectory,
+};
 use switchboard_oauth::idp::{IdentityProvider, IdpError};
 
 use crate::mcp::conversation::USER_HEADER;
 use crate::{Refusal, RouterParts, api_error, digest, is_public_path, origins, presented_key};
 
-/// Starts the hub of a user's workspace: the daemon knows how (its connection options, its
-/// search model, the store's follower).
-pub trait WorkspaceHubs: Send + Sync + 'static {
-    /// The started hub of `workspace`, its servers connecting.
-    fn start(&self, workspace: Workspace) -> BoxFuture<'static, Result<Arc<Hub>, String>>;
-}
-
 /// Who may use a multi-user daemon, and where their requests go.
 pub struct Users {
     operator_keys: Vec<[u8; 32]>,
     directory: UserDirectory,
-    hubs: Arc<dyn WorkspaceHubs>,
+    /// How a workspace's hub is built: the daemon's settings (its connection options, its
+    /// search model, the store's follower), over the store as the workspace's user sees it.
+    hubs: HubBuilder,
     idle: Duration,
     changes: Option<tokio::sync::watch::Receiver<Option<StoreFingerprint>>>,
     provider: Option<(Arc<IdentityProvider>, TokenClaims)>,
@@ -150,11 +146,12 @@ fn claimed_groups(
 
 impl Users {
     /// Users with API keys in `directory` (the store's users), and operators holding
-    /// `operator_keys`; `hubs` starts a user's workspace.
+    /// `operator_keys`; `hubs` builds a user's workspace (for the workspace, then
+    /// [started](HubBuilder::start)).
     pub fn new<'a>(
         directory: impl Into<UserDirectory>,
         operator_keys: impl IntoIterator<Item = &'a str>,
-        hubs: Arc<dyn WorkspaceHubs>,
+        hubs: HubBuilder,
     ) -> Self {
         Self {
             operator_keys: operator_keys.into_iter().map(digest).collect(),
@@ -557,8 +554,10 @@ impl Dispatcher {
         let hub = self
             .users
             .hubs
-            .start(Workspace::User(principal.clone()))
-            .await?;
+            .for_workspace(Workspace::User(principal.clone()))
+            .start()
+            .await
+            .map_err(|error| error.to_string())?;
         let shared = crate::mcp::Shared::with_options(
             hub,
             self.local.shared().session_limits(),

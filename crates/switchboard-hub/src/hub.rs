@@ -205,13 +205,19 @@ impl Drop for Hub {
 }
 
 impl Hub {
-    /// A hub over `store` that connects with `options`.
+    /// A hub over `store` that connects with `options` and keeps nothing else: what
+    /// [`Hub::builder`] builds when told nothing more.
     pub fn new(store: Store, options: ConnectOptions) -> Arc<Self> {
-        Self::with_oauth(store, options, OAuthOptions::default())
+        Self::builder(store, options).build()
     }
 
-    /// A hub whose servers sign in with `oauth`.
-    pub fn with_oauth(store: Store, mut options: ConnectOptions, oauth: OAuthOptions) -> Arc<Self> {
+    /// The bare hub [`HubBuilder::build`](crate::HubBuilder::build) starts from: its servers
+    /// connect with `options` and sign in with `oauth`.
+    pub(crate) fn with_settings(
+        store: Store,
+        mut options: ConnectOptions,
+        oauth: OAuthOptions,
+    ) -> Arc<Self> {
         let desk = Desk::new();
         let metrics = Arc::new(metrics::HubMetrics::new(&desk));
         options.call_observer = Some(metrics.clone());

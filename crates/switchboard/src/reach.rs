@@ -16,7 +16,9 @@ use switchboard_hub::{FoundTool, Hub, ServerCatalog};
 use switchboard_upstream::{CallContext, Progress};
 use tokio_util::sync::CancellationToken;
 
+use crate::commands::parse_id;
 use crate::daemon::Daemon;
+use crate::hubs::{did_you_mean, one_line_status};
 
 /// Where the answers come from.
 pub enum Reach {
@@ -118,7 +120,7 @@ impl Reach {
         let mut catalogs = Vec::new();
         for line in &lines {
             let catalog = match self {
-                Self::Here(hub) => (*hub.catalog(&crate::parse_id(&line.server)?)?).clone(),
+                Self::Here(hub) => (*hub.catalog(&parse_id(&line.server)?)?).clone(),
                 Self::Daemon(daemon) => daemon_catalog(daemon, &line.server).await?,
             };
             catalogs.push((line.server.clone(), catalog));
@@ -126,7 +128,7 @@ impl Reach {
         if matches!(self, Self::Daemon(_)) {
             for line in &lines {
                 if line.state != ConnectionState::Connected {
-                    eprintln!("warning: {}", crate::one_line_status(line));
+                    eprintln!("warning: {}", one_line_status(line));
                 }
             }
         }
@@ -194,15 +196,12 @@ impl Reach {
         match tools.iter().find(|t| t.name == tool) {
             Some(found) => Ok((*found.input_schema).clone()),
             None if !connected && tools.is_empty() => {
-                let why = lines
-                    .first()
-                    .map(crate::one_line_status)
-                    .unwrap_or_default();
+                let why = lines.first().map(one_line_status).unwrap_or_default();
                 bail!("{why}")
             }
             None => bail!(
                 "server '{server}' has no tool '{tool}'{}",
-                crate::did_you_mean(tool, tools.iter().map(|t| t.name.as_ref()))
+                did_you_mean(tool, tools.iter().map(|t| t.name.as_ref()))
             ),
         }
     }
@@ -219,7 +218,7 @@ impl Reach {
     ) -> anyhow::Result<CallToolResult> {
         match self {
             Self::Here(hub) => {
-                let id = crate::parse_id(server)?;
+                let id = parse_id(server)?;
                 let upstream = hub.upstream_for_tool(&id, tool)?;
                 let arguments = hub.with_fixed_arguments(&id, tool, Some(arguments));
                 let origin = hub.call_origin("cli", None, None, tool, arguments.as_ref());
@@ -252,7 +251,7 @@ impl Reach {
     ) -> anyhow::Result<ReadResourceResult> {
         match self {
             Self::Here(hub) => Ok(hub
-                .upstream(&crate::parse_id(server)?)?
+                .upstream(&parse_id(server)?)?
                 .read_resource(uri, &CallContext::default())
                 .await?),
             Self::Daemon(daemon) => {
@@ -277,7 +276,7 @@ impl Reach {
     ) -> anyhow::Result<GetPromptResult> {
         match self {
             Self::Here(hub) => Ok(hub
-                .upstream(&crate::parse_id(server)?)?
+                .upstream(&parse_id(server)?)?
                 .get_prompt(name, Some(arguments), &CallContext::default())
                 .await?),
             Self::Daemon(daemon) => {

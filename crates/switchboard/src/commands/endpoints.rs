@@ -8,8 +8,9 @@ use anyhow::bail;
 use switchboard_core::{EndpointDefinition, ToolSet};
 use switchboard_store::Store;
 
+use super::{DAEMON_PICKS_IT_UP, print_json};
 use crate::cli::EndpointCommand;
-use crate::{DAEMON_PICKS_IT_UP, print_json, render};
+use crate::render;
 
 /// Runs an `endpoint` subcommand.
 pub async fn endpoint_command(store: &Store, command: EndpointCommand) -> anyhow::Result<i32> {

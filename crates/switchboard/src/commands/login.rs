@@ -18,8 +18,8 @@ use switchboard_oauth::AuthorizationCallback;
 use switchboard_store::Store;
 use tokio::sync::mpsc;
 
+use super::parse_id;
 use crate::cli::{LoginArgs, LogoutArgs};
-use crate::parse_id;
 
 const CALLBACK_PATH: &str = "/oauth/callback";
 

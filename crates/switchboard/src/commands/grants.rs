@@ -7,8 +7,9 @@ use switchboard_core::grants::{Group, GroupName, Subject, Target};
 use switchboard_core::{Grant, TenantId, UserId};
 use switchboard_store::Store;
 
+use super::print_json;
 use crate::cli::{GrantCommand, GroupCommand, TenantList};
-use crate::{print_json, render};
+use crate::render;
 
 /// Runs a `group` subcommand.
 pub async fn group_command(store: &Store, command: GroupCommand) -> anyhow::Result<i32> {
