@@ -37,7 +37,7 @@ use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use switchboard_hub::{Hub, SignInError, begin_sign_in, server_auth_for};
 use switchboard_oauth::AuthorizationCallback;
-use switchboard_store::credentials::PendingSignIn;
+use switchboard_store::PendingSignIn;
 
 use crate::{ApiError, AppState, api_error};
 
@@ -96,15 +96,15 @@ impl PendingLogins {
                     return; // completed here
                 }
                 match store.pending_sign_in_outcome(&state).await {
-                    Ok(switchboard_store::credentials::SignInOutcome::Waiting) => {}
-                    Ok(switchboard_store::credentials::SignInOutcome::Failed(message)) => {
+                    Ok(switchboard_store::SignInOutcome::Waiting) => {}
+                    Ok(switchboard_store::SignInOutcome::Failed(message)) => {
                         if let Some(listener) = logins.take(&state) {
                             listener(switchboard_oauth::AuthEvent::Failed { message });
                         }
                         return;
                     }
                     // Completed elsewhere: the server's task finds the tokens in the store.
-                    Ok(switchboard_store::credentials::SignInOutcome::Gone) => {
+                    Ok(switchboard_store::SignInOutcome::Gone) => {
                         logins.take(&state);
                         return;
                     }
@@ -186,7 +186,7 @@ pub(crate) async fn start_login(
     // must come back to the same browser to complete without a question.
     let (browser, new_cookie) = match browser_cookie(&headers) {
         Some(cookie) => (cookie, false),
-        None => (switchboard_oauth::pkce::random_token(), true),
+        None => (switchboard_oauth::random_token(), true),
     };
     if let Err(error) = hub
         .store()

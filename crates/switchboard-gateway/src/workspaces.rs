@@ -31,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use switchboard_core::{Principal, Role, TenantId, UserId, Workspace};
 use switchboard_hub::Hub;
-use switchboard_oauth::idp::{IdentityProvider, IdpError};
+use switchboard_oauth::{IdentityProvider, IdpError};
 use switchboard_store::{Store, StoreFingerprint};
 
 use crate::mcp::conversation::USER_HEADER;
@@ -782,8 +782,7 @@ fn is_true(claim: Option<&serde_json::Value>) -> bool {
 /// Whether a credential has a JWT's shape (three dot-separated parts), rather than an API
 /// key's.
 fn looks_like_jwt(credential: &str) -> bool {
-    credential.split('.').count() == 3
-        && !credential.starts_with(switchboard_store::tenancy::API_KEY_PREFIX)
+    credential.split('.').count() == 3 && !credential.starts_with(switchboard_store::API_KEY_PREFIX)
 }
 
 /// 401 for a token that was not taken, saying why (RFC 6750's `invalid_token`).

@@ -51,10 +51,10 @@ use tokio_util::sync::CancellationToken;
 
 /// The private `_meta` key carrying the id of the Switchboard request a server message arrived
 /// with (on that request's response stream).
-pub const RELATED_REQUEST_META: &str = "dev.switchboard/relatedRequestId";
+pub(crate) const RELATED_REQUEST_META: &str = "dev.switchboard/relatedRequestId";
 
 /// The private `_meta` key numbering a call's counted notifications in the order they arrived.
-pub const SEQUENCE_META: &str = "dev.switchboard/sequence";
+pub(crate) const SEQUENCE_META: &str = "dev.switchboard/sequence";
 
 /// Which call a server message arrived with, and for a counted notification its place among
 /// that call's.
@@ -170,7 +170,7 @@ struct Call {
 /// The calls in flight on one session that have a responder, by upstream request id, and the
 /// notifications tagged with a call that the handler has not delivered yet.
 #[derive(Clone, Default)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     calls: Arc<Mutex<Vec<Call>>>,
     undelivered: Arc<Undelivered>,
     roots: Arc<RootsGiven>,

@@ -496,7 +496,7 @@ struct UsersSetup {
 
 /// The team's identity provider, and how its tokens name users.
 type Provider = (
-    Arc<switchboard_oauth::idp::IdentityProvider>,
+    Arc<switchboard_oauth::IdentityProvider>,
     switchboard_gateway::TokenClaims,
 );
 
@@ -570,13 +570,12 @@ async fn identity_provider(
         .oidc_audience
         .clone()
         .context("--oidc-issuer needs --oidc-audience")?;
-    let http =
-        switchboard_oauth::net::OAuthHttp::new(switchboard_oauth::net::NetworkPolicy::for_server(
-            &url,
-            oauth.allow_loopback,
-            oauth.allow_private,
-        ));
-    let provider = Arc::new(switchboard_oauth::idp::IdentityProvider::new(
+    let http = switchboard_oauth::OAuthHttp::new(switchboard_oauth::NetworkPolicy::for_server(
+        &url,
+        oauth.allow_loopback,
+        oauth.allow_private,
+    ));
+    let provider = Arc::new(switchboard_oauth::IdentityProvider::new(
         issuer.clone(),
         audience,
         http,
@@ -724,7 +723,7 @@ async fn serve(
     let workspaces = Arc::new(DaemonWorkspaces {
         store: store.clone(),
         options: ConnectOptions {
-            http: switchboard_upstream::transport::plain_http::HttpClients::guarded(
+            http: switchboard_upstream::HttpClients::guarded(
                 switchboard_oauth::NetworkPolicy::public_and(allowed.clone()),
             ),
             ..options.clone()

@@ -520,7 +520,7 @@ impl Parked {
                 ))
             }
             None => Err(ErrorData::invalid_params(
-                switchboard_upstream::upstream::UNKNOWN_REQUEST_STATE,
+                switchboard_upstream::UNKNOWN_REQUEST_STATE,
                 None,
             )),
         }
