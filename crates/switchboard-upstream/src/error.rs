@@ -215,7 +215,6 @@ impl UpstreamError {
     }
 }
 
-/// Maps an rmcp service error to ours, keeping JSON-RPC codes and timeouts distinct.
 /// An error and its causes in plain words ([`switchboard_core::error::error_chain`]), without
 /// the Rust type names rmcp puts in its transport errors (`Transport [rmcp::transport::…<…>]
 /// error: …`), which mean nothing to a user.
@@ -325,6 +324,7 @@ pub(crate) fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Opti
     }
 }
 
+/// Maps an rmcp service error to ours, keeping JSON-RPC codes and timeouts distinct.
 pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
     use rmcp::ServiceError;
     match error {

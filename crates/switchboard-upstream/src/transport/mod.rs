@@ -24,6 +24,6 @@ pub(crate) mod stateless;
 pub(crate) mod stdio;
 pub(crate) mod websocket;
 
-// The order below the session's modules, so that dependencies point one way (down):
-// `http_client` uses `plain_http`, which uses `held_connections`; all three name `http_failure`,
-// and the pools' connector resolves through `dns`; neither of those names any other module here.
+// Dependencies among these point one way, down: `http_client` uses `plain_http`, which uses
+// `held_connections`; all three report failures as an `http_failure`, and the pools' connector
+// resolves names through `dns`; those two use no other module of the crate.
