@@ -80,7 +80,7 @@ pub(crate) async fn start_login(
     // must come back to the same browser to complete without a question.
     let (browser, new_cookie) = match browser_cookie(&headers) {
         Some(cookie) => (cookie, false),
-        None => (switchboard_oauth::pkce::random_token(), true),
+        None => (switchboard_oauth::random_token(), true),
     };
     let url = match app
         .hub

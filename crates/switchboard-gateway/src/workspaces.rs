@@ -32,7 +32,7 @@ use switchboard_core::{Principal, Role, TenantId, UserId, Workspace};
 use switchboard_hub::{
     EndpointKeyOwner, HubBuilder, RecordUserError, StoreFingerprint, UserDirectory,
 };
-use switchboard_oauth::idp::{IdentityProvider, IdpError};
+use switchboard_oauth::{IdentityProvider, IdpError};
 
 use crate::mcp::conversation::USER_HEADER;
 use crate::{Refusal, RouterParts, api_error, digest, is_public_path, origins, presented_key};

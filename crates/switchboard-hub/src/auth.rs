@@ -155,7 +155,7 @@ pub async fn server_auth_for(
 /// request with `redirect_uri`, asking again for the scopes of any earlier sign-in and of a
 /// step-up the server asked for since, and for `more_scopes`.
 pub async fn begin_sign_in(
-    http: &switchboard_upstream::transport::plain_http::HttpClients,
+    http: &switchboard_upstream::HttpClients,
     def: &ServerDefinition,
     auth: &ServerAuth,
     redirect_uri: &str,

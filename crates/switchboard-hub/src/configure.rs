@@ -227,7 +227,7 @@ impl Hub {
         }
         if let Some(url::Host::Domain(host)) = url.host() {
             let port = url.port_or_known_default().unwrap_or(443);
-            if let Err(error) = switchboard_oauth::net::resolve_guarded(policy, host, port).await
+            if let Err(error) = switchboard_oauth::resolve_guarded(policy, host, port).await
                 && error.kind() == std::io::ErrorKind::PermissionDenied
             {
                 return Err(HubError::Forbidden(network_refusal(&error.to_string())));

@@ -17,7 +17,7 @@ use std::time::Duration;
 use switchboard_core::{Backoff, ConnectionState, StateMachine};
 use switchboard_oauth::{AuthEvent, ServerAuth};
 use switchboard_store::{CachedProbe, Store};
-use switchboard_upstream::transport::stdio::ProcessEnd;
+use switchboard_upstream::ProcessEnd;
 use switchboard_upstream::{ConnectOptions, Connection, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::mpsc;
 

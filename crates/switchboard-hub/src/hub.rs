@@ -320,7 +320,7 @@ impl Hub {
     }
 
     /// The HTTP pools the hub's servers are reached through (guarded in a user's workspace).
-    pub fn http(&self) -> &switchboard_upstream::transport::plain_http::HttpClients {
+    pub fn http(&self) -> &switchboard_upstream::HttpClients {
         &self.options.http
     }
 

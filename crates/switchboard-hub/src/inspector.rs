@@ -1,6 +1,6 @@
 //! The console's inspector: each server's JSON-RPC messages, live, while someone watches.
 //!
-//! Every connection copies its messages to its server's tap ([`switchboard_upstream::tap`]),
+//! Every connection copies its messages to its server's tap ([`switchboard_upstream::MessageTap`]),
 //! which hands them to whoever follows the server's traffic ([`Hub::watch_traffic`]). With no
 //! follower a tap copies nothing, so the inspector costs nothing until it is opened; it shows
 //! the messages from then on. A daemon told to keep a history ([`Hub::keep_traffic`], off by

@@ -61,7 +61,7 @@ pub use sign_in::{CompletedSignIn, SIGN_IN_LIFETIME, SignIns, SignOutError, Sign
 pub use subscriptions::SubscriptionError;
 pub use switchboard_desk as desk;
 pub use switchboard_embed::SentenceEncoder;
-pub use switchboard_store::credentials::PendingSignIn;
+pub use switchboard_store::PendingSignIn;
 pub use switchboard_store::{EndpointKeyOwner, StoreError, StoreFingerprint};
 pub use switchboard_upstream::rmcp_model as model;
 pub use users::{RecordUserError, UserDirectory};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use switchboard_core::search::ToolIndex;
 use switchboard_embed::{EmbedError, SentenceEncoder};
 use switchboard_store::Store;
-use switchboard_store::vectors::{TextDigest, text_digest};
+use switchboard_store::{TextDigest, text_digest};
 
 use crate::ExposedCatalog;
 

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use switchboard_core::{ServerId, TransportSpec};
 use switchboard_oauth::{AuthEvent, AuthorizationCallback, OAuthError};
 use switchboard_store::StoreError;
-use switchboard_store::credentials::{PendingSignIn, SignInOutcome};
+use switchboard_store::{PendingSignIn, SignInOutcome};
 
 use crate::{Hub, SignInError, begin_sign_in, lock, server_auth_for};
 

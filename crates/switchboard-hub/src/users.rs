@@ -36,7 +36,7 @@ impl UserDirectory {
 
     /// Whether `credential` has a user's API key's shape (made with `switchboard user key`).
     pub fn is_api_key(credential: &str) -> bool {
-        credential.starts_with(switchboard_store::tenancy::API_KEY_PREFIX)
+        credential.starts_with(switchboard_store::API_KEY_PREFIX)
     }
 
     /// The user whose API key `key` is, if anyone's.

@@ -7,7 +7,7 @@
 
 /// One challenge: a scheme and its parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Challenge {
+pub(crate) struct Challenge {
     /// The auth-scheme as sent (`Bearer`, `DPoP`, ...); compare case-insensitively.
     pub scheme: String,
     /// A token68 instead of parameters, if the challenge has one.
@@ -18,7 +18,7 @@ pub struct Challenge {
 
 impl Challenge {
     /// The value of a parameter (names are case-insensitive).
-    pub fn param(&self, name: &str) -> Option<&str> {
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -83,7 +83,7 @@ impl BearerChallenge {
 }
 
 /// Splits a space-separated scope string.
-pub fn split_scopes(scope: Option<&str>) -> Vec<String> {
+pub(crate) fn split_scopes(scope: Option<&str>) -> Vec<String> {
     scope
         .unwrap_or_default()
         .split_ascii_whitespace()
@@ -101,7 +101,7 @@ fn is_token68_char(c: char) -> bool {
 
 /// Parses one header value into its challenges. Malformed parts are skipped rather than failing
 /// the whole header: a server's typo must not hide the parameters that are well-formed.
-pub fn parse(header: &str) -> Vec<Challenge> {
+pub(crate) fn parse(header: &str) -> Vec<Challenge> {
     let mut cursor = Cursor {
         chars: header.chars().collect(),
         at: 0,

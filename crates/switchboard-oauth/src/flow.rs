@@ -109,7 +109,7 @@ impl std::fmt::Debug for PendingAuthorization {
 /// the challenge's scopes, else everything the resource lists, else none; plus whatever was
 /// requested before (on step-up); plus `offline_access` when the authorization server lists it,
 /// to get a refresh token.
-pub fn select_scope(
+pub(crate) fn select_scope(
     discovery: &Discovery,
     challenged: Option<&str>,
     previously_requested: &[String],
@@ -139,7 +139,7 @@ pub fn select_scope(
 
 /// Builds the authorization request. Refuses when the server does not advertise PKCE S256, and
 /// when its authorization endpoint is not a URL Switchboard may hand to a browser.
-pub fn start(
+pub fn start_authorization(
     http: &OAuthHttp,
     discovery: Discovery,
     client: ClientRegistration,
@@ -202,7 +202,7 @@ fn needs_consent_prompt(server: &AuthorizationServerMetadata, scope: Option<&str
 
 /// Checks a redirect against the request (state, then RFC 9207 `iss`) and returns the code.
 /// An error response is only believed once `iss` checks out.
-pub fn validate_callback(
+pub(crate) fn validate_callback(
     pending: &PendingAuthorization,
     callback: &AuthorizationCallback,
 ) -> Result<String, OAuthError> {
@@ -248,7 +248,7 @@ pub fn validate_callback(
 }
 
 /// Redeems the code at the token endpoint.
-pub async fn finish(
+pub(crate) async fn finish(
     http: &OAuthHttp,
     pending: &PendingAuthorization,
     callback: &AuthorizationCallback,
@@ -384,7 +384,7 @@ mod tests {
 
     fn pending(iss_supported: Option<bool>) -> PendingAuthorization {
         let http = OAuthHttp::new(NetworkPolicy::default());
-        start(
+        start_authorization(
             &http,
             discovery(iss_supported),
             client(),
@@ -421,7 +421,7 @@ mod tests {
             let mut d = discovery(None);
             d.server.scopes_supported =
                 Some(scopes_supported.iter().map(|s| (*s).to_owned()).collect());
-            let pending = start(
+            let pending = start_authorization(
                 &http,
                 d,
                 client(),
@@ -454,11 +454,11 @@ mod tests {
         let mut d = discovery(None);
         d.server.code_challenge_methods_supported = None;
         assert!(matches!(
-            start(&http, d.clone(), client(), "http://127.0.0.1:1/cb", None),
+            start_authorization(&http, d.clone(), client(), "http://127.0.0.1:1/cb", None),
             Err(OAuthError::PkceUnsupported { .. })
         ));
         d.server.code_challenge_methods_supported = Some(vec!["plain".into()]);
-        assert!(start(&http, d, client(), "http://127.0.0.1:1/cb", None).is_err());
+        assert!(start_authorization(&http, d, client(), "http://127.0.0.1:1/cb", None).is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::pkce::{random_token, s256};
 const ASSERTION_LIFETIME_SECS: u64 = 300;
 
 /// Seconds since the Unix epoch.
-pub fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -148,7 +148,7 @@ impl Discovery {
 
 /// The canonical resource URI of an MCP server (RFC 8707 §2): no fragment, no query, and no
 /// trailing slash unless the path is only `/`... in which case it is dropped too.
-pub fn canonical_resource(server_url: &Url) -> String {
+pub(crate) fn canonical_resource(server_url: &Url) -> String {
     let mut url = server_url.clone();
     url.set_fragment(None);
     url.set_query(None);
@@ -195,7 +195,7 @@ fn well_known_root(url: &Url, name: &str) -> Url {
 }
 
 /// The protected-resource metadata URLs to try, in the spec's order.
-pub fn resource_metadata_candidates(
+pub(crate) fn resource_metadata_candidates(
     server_url: &Url,
     challenge: Option<&BearerChallenge>,
 ) -> Vec<Url> {
@@ -217,7 +217,7 @@ pub fn resource_metadata_candidates(
 }
 
 /// The authorization-server metadata URLs to try for an issuer, in the spec's order.
-pub fn server_metadata_candidates(issuer: &Url) -> Vec<Url> {
+pub(crate) fn server_metadata_candidates(issuer: &Url) -> Vec<Url> {
     let has_path = !issuer.path().trim_end_matches('/').is_empty();
     if has_path {
         let mut appended = issuer.clone();
@@ -281,7 +281,7 @@ async fn first_document<T: serde::de::DeserializeOwned>(
 }
 
 /// Finds the server's protected-resource metadata. `Ok(None)` when the server publishes none.
-pub async fn fetch_resource_metadata(
+pub(crate) async fn fetch_resource_metadata(
     http: &OAuthHttp,
     server_url: &Url,
     challenge: Option<&BearerChallenge>,
@@ -314,7 +314,7 @@ pub async fn fetch_resource_metadata(
 
 /// Fetches the metadata of the authorization server `issuer`, trying RFC 8414 and OpenID
 /// discovery in the spec's order. The document must name exactly `issuer`.
-pub async fn fetch_server_metadata(
+pub(crate) async fn fetch_server_metadata(
     http: &OAuthHttp,
     issuer: &str,
 ) -> Result<Option<AuthorizationServerMetadata>, OAuthError> {
@@ -346,7 +346,7 @@ pub async fn fetch_server_metadata(
 }
 
 /// Full discovery for a server that answered 401 (with `challenge`, if it sent one).
-pub async fn discover(
+pub(crate) async fn discover(
     http: &OAuthHttp,
     server_url: &Url,
     challenge: Option<&BearerChallenge>,

@@ -23,14 +23,14 @@ use switchboard_core::network::{AddressClass, AllowedNetworks, classify};
 use crate::error::OAuthError;
 
 /// Largest metadata or token response read.
-pub const MAX_RESPONSE_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_RESPONSE_BYTES: usize = 256 * 1024;
 /// Deadline of one OAuth request, connection included.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// Redirects followed for a metadata fetch; each target is checked again.
 const MAX_REDIRECTS: usize = 3;
 
 /// Which addresses requests may reach: every OAuth request's, and every upstream connection a
-/// tenant admin's or member's definition names (see `switchboard_upstream::transport::plain_http`).
+/// tenant admin's or member's definition names (see `switchboard_upstream::HttpClients`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicy {
     /// Loopback addresses (127.0.0.0/8, ::1, `localhost`), and plain `http` to them: for local
@@ -145,7 +145,7 @@ impl NetworkPolicy {
 }
 
 /// True when the URL's host is a loopback address or `localhost`.
-pub fn is_loopback_host(url: &Url) -> bool {
+pub(crate) fn is_loopback_host(url: &Url) -> bool {
     match url.host() {
         Some(Host::Ipv4(ip)) => ip.is_loopback(),
         Some(Host::Ipv6(ip)) => ip.is_loopback(),

@@ -14,7 +14,7 @@ pub fn random_token() -> String {
 
 /// A PKCE verifier and its S256 challenge.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub struct Pkce {
+pub(crate) struct Pkce {
     /// The secret verifier, sent only to the token endpoint.
     pub verifier: String,
     /// `BASE64URL(SHA256(verifier))`, sent in the authorization request.
@@ -31,7 +31,7 @@ impl std::fmt::Debug for Pkce {
 
 impl Pkce {
     /// A fresh verifier and challenge.
-    pub fn generate() -> Self {
+    pub(crate) fn generate() -> Self {
         let verifier = random_token();
         let challenge = s256(&verifier);
         Self {
@@ -42,7 +42,7 @@ impl Pkce {
 }
 
 /// `BASE64URL(SHA256(input))`.
-pub fn s256(input: &str) -> String {
+pub(crate) fn s256(input: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(input.as_bytes()))
 }
 

@@ -174,7 +174,7 @@ impl std::fmt::Debug for ConfiguredClient {
 }
 
 /// Chooses how a client with (or without) a secret authenticates, from what the server lists.
-pub fn choose_auth_method(
+pub(crate) fn choose_auth_method(
     server: &AuthorizationServerMetadata,
     has_secret: bool,
     has_key: bool,
@@ -200,7 +200,7 @@ pub fn choose_auth_method(
 }
 
 /// The registration for a configured client.
-pub fn configured_registration(
+pub(crate) fn configured_registration(
     server: &AuthorizationServerMetadata,
     configured: &ConfiguredClient,
 ) -> ClientRegistration {
@@ -251,7 +251,7 @@ fn same_redirect(registered: &str, wanted: &str) -> bool {
 /// registering dynamically when that is the way. `stored` is an earlier registration at the
 /// same issuer; it is reused when it was made for this redirect URI (a loopback one on any
 /// port).
-pub async fn register(
+pub(crate) async fn register(
     http: &OAuthHttp,
     server: &AuthorizationServerMetadata,
     identity: &ClientIdentity,

@@ -36,7 +36,7 @@ use crate::token::{Grant, TokenRequest, TokenSet, request_token};
 
 /// Refresh at most this long before the access token expires (a tenth of a shorter token's
 /// lifetime: [`TokenSet::refresh_margin`]).
-pub const REFRESH_MARGIN_SECS: u64 = 60;
+pub(crate) const REFRESH_MARGIN_SECS: u64 = 60;
 /// Consecutive step-up re-authorizations allowed before giving up.
 pub const MAX_STEP_UPS: u32 = 3;
 
@@ -823,7 +823,8 @@ impl ServerAuth {
             previously_requested,
         );
         let bind_dpop = self.wants_dpop(&discovery, challenge);
-        let mut pending = flow::start(&self.http, discovery, client, redirect_uri, scope)?;
+        let mut pending =
+            flow::start_authorization(&self.http, discovery, client, redirect_uri, scope)?;
         pending.bind_dpop = bind_dpop;
         self.emit(AuthEvent::Authorizing {
             url: pending.authorization_url.to_string(),

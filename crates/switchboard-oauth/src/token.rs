@@ -92,7 +92,7 @@ struct ErrorResponse {
 
 /// The grant of a token request.
 #[derive(Debug, Clone)]
-pub enum Grant<'a> {
+pub(crate) enum Grant<'a> {
     /// RFC 6749 §4.1.3, with the PKCE verifier.
     AuthorizationCode {
         /// The code from the redirect.
@@ -128,7 +128,7 @@ pub enum Grant<'a> {
 }
 
 /// Everything a token request needs besides the grant.
-pub struct TokenRequest<'a> {
+pub(crate) struct TokenRequest<'a> {
     /// The token endpoint.
     pub endpoint: &'a Url,
     /// The issuer (the audience of client assertions).
@@ -147,7 +147,7 @@ pub struct TokenRequest<'a> {
 
 /// Sends a token request and reads the answer. A DPoP nonce demanded by the server
 /// (`use_dpop_nonce`) is honoured once.
-pub async fn request_token(
+pub(crate) async fn request_token(
     http: &OAuthHttp,
     request: &TokenRequest<'_>,
     grant: &Grant<'_>,
@@ -309,7 +309,7 @@ fn authenticate_client(
 }
 
 /// Revokes a token (RFC 7009). Success means the server no longer honours it.
-pub async fn revoke(
+pub(crate) async fn revoke(
     http: &OAuthHttp,
     endpoint: &Url,
     issuer: &str,

@@ -12,24 +12,28 @@ mod activations;
 mod approved;
 mod audit;
 mod changes;
-pub mod credentials;
+mod credentials;
 mod db;
 mod definitions;
 mod endpoints;
 mod error;
 mod grants;
-pub mod keys;
+mod keys;
 mod sessions;
 mod settings;
 mod store;
-pub mod tenancy;
-pub mod vault;
-pub mod vectors;
+mod tenancy;
+mod vault;
+mod vectors;
 
 pub use changes::ChangeWatch;
+pub use credentials::{PendingSignIn, SignInOutcome};
 pub use db::StoreLocation;
 pub use endpoints::{ENDPOINT_KEY_PREFIX, EndpointKeyOwner, endpoint_key_digest};
+pub use keys::Resealed;
+pub use tenancy::{API_KEY_PREFIX, ApiKeyRecord, TenantRecord, UserRecord};
 pub use vault::{Vault, VaultError};
+pub use vectors::{TextDigest, text_digest};
 
 /// File name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "switchboard.db";

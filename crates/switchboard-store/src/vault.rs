@@ -21,10 +21,10 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
 /// Name of the environment variable that may carry the key (base64 of 32 bytes).
-pub const KEY_ENV: &str = switchboard_core::server::VAULT_KEY_ENV;
+pub(crate) const KEY_ENV: &str = switchboard_core::server::VAULT_KEY_ENV;
 /// Name of the environment variable that may carry the previous master key, while it is being
 /// replaced.
-pub const PREVIOUS_KEY_ENV: &str = "SWITCHBOARD_VAULT_PREVIOUS_KEY";
+pub(crate) const PREVIOUS_KEY_ENV: &str = "SWITCHBOARD_VAULT_PREVIOUS_KEY";
 /// Prefix marking a value sealed with the master key inside stored JSON.
 const SEALED_PREFIX: &str = "sealed:v1:";
 const NONCE_LEN: usize = 24;

@@ -84,7 +84,7 @@ async fn a_store_from_before_the_sign_in_outcomes_opens_and_gains_them() {
             .pending_sign_in_outcome("no such state")
             .await
             .unwrap(),
-        switchboard_store::credentials::SignInOutcome::Gone
+        switchboard_store::SignInOutcome::Gone
     );
 }
 

@@ -270,8 +270,8 @@ async fn urls_with_credentials_never_reach_the_database_in_plain_text(place: Pla
 async fn oauth_tokens_and_client_secrets_are_sealed_survive_reopening_and_go_with_the_server(
     place: Place,
 ) {
-    use switchboard_oauth::registration::{RegistrationKind, TokenAuthMethod};
     use switchboard_oauth::{ClientRegistration, GrantKey, StoredGrant, TokenSet};
+    use switchboard_oauth::{RegistrationKind, TokenAuthMethod};
 
     let mut def = http_server("linear", "https://mcp.linear.app/mcp");
     def.oauth_client = Some(switchboard_core::OAuthClient {
@@ -1578,7 +1578,7 @@ async fn a_users_own_settings_for_a_shared_server_are_theirs_alone_and_sealed(pl
 
 /// An authorization request as the admin API starts one (PKCE verifier, client, discovery).
 fn authorization_request() -> switchboard_oauth::PendingAuthorization {
-    use switchboard_oauth::metadata::{AuthorizationServerMetadata, Discovery, MetadataSource};
+    use switchboard_oauth::{AuthorizationServerMetadata, Discovery, MetadataSource};
     let discovery = Discovery {
         resource: "https://linear.test/mcp".into(),
         resource_metadata: None,
@@ -1596,10 +1596,10 @@ fn authorization_request() -> switchboard_oauth::PendingAuthorization {
         client_id: "registered-client".into(),
         client_secret: None,
         auth_method: switchboard_oauth::TokenAuthMethod::None,
-        kind: switchboard_oauth::registration::RegistrationKind::Dynamic,
+        kind: switchboard_oauth::RegistrationKind::Dynamic,
         redirect_uris: vec![],
     };
-    switchboard_oauth::flow::start(
+    switchboard_oauth::start_authorization(
         &switchboard_oauth::OAuthHttp::new(switchboard_oauth::NetworkPolicy::default()),
         discovery,
         client,
@@ -1701,7 +1701,7 @@ async fn a_pending_sign_in_is_sealed_claimed_once_by_any_process_and_only_while_
     );
     // The process that started it learns how it ended: waiting while the claimer redeems it,
     // then why it failed (once), then nothing.
-    use switchboard_store::credentials::SignInOutcome;
+    use switchboard_store::SignInOutcome;
     assert_eq!(
         ana.pending_sign_in_outcome(&request.state).await.unwrap(),
         SignInOutcome::Waiting

@@ -36,7 +36,7 @@ use landlock::{
 
 /// The daemon's variables every child inherits: what programs need to find their tools, their
 /// home and their language, and nothing that could hold a secret.
-pub const INHERITED: &[&str] = &[
+pub(crate) const INHERITED: &[&str] = &[
     "PATH",
     "HOME",
     "USER",

@@ -20,10 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::client::progress::ProgressDispatcher;
-use rmcp::model::{Implementation, ProtocolVersion, ServerNotification};
+use rmcp::model::{
+    Implementation, ProtocolVersion, ServerCapabilities, ServerNotification, SubscriptionFilter,
+};
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, QuitReason, RoleClient,
-    RunningService,
+    RunningService, Subscription,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
@@ -34,11 +36,12 @@ use switchboard_core::{DetectedTransport, ServerDefinition, TransportSpec};
 use tokio::sync::mpsc;
 use url::Url;
 
-use crate::error::{UpstreamError, error_chain};
+use crate::error::{NO_CREDENTIALS, UpstreamError, auth_error, error_chain, fatal_http_error};
 use crate::handler::{InputPolicy, UpstreamEvent, UpstreamHandler};
 use crate::late_discover::LateDiscoverFilter;
 use crate::tap::Tapped;
-use crate::transport::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::transport::http_client::StatusAwareHttpClient;
+use crate::transport::http_failure::HttpFailure;
 use crate::transport::legacy_sse::{LegacySseError, LegacySseTransport};
 use crate::transport::stdio::{self, ChildExit, StderrTail};
 use crate::transport::websocket::WebSocketTransport;
@@ -240,7 +243,8 @@ const STOP_GRACE: Duration = Duration::from_millis(200);
 /// How long closing a session may take before it is abandoned.
 const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 
-/// Connects to `def`, trying `cached` first for HTTP servers.
+/// Connects to `def`, trying `cached` first for HTTP servers: the client side of the session
+/// set up, a session opened on the server's transport, and the request handle built on it.
 pub async fn connect(
     def: &ServerDefinition,
     cached: Option<DetectedTransport>,
@@ -258,83 +262,30 @@ pub async fn connect(
         progress.clone(),
         in_flight.clone(),
     );
-    let handshake = def.timeouts.request;
-    let mut direct = None;
-    let mut stop_at_once = None;
-    let mut exit = None;
-    let (service, detected, stderr) = match &def.transport {
+    let opened = match &def.transport {
         TransportSpec::Http {
             url,
             headers,
             pinned,
         } => {
-            let headers = crate::transport::http_client::header_map(headers)
-                .map_err(|e| UpstreamError::Handshake(e.to_string()))?;
-            let client = StatusAwareHttpClient::new(options.http.clone(), url, headers)
-                .with_tap(options.message_tap.clone())
-                .with_auth(options.auth.clone())
-                .with_in_flight(in_flight.clone())
-                .with_events(events_tx.clone());
             let probe = Probe {
                 cached,
                 pinned: *pinned,
             };
-            let (service, detected) = connect_http(
-                def.id.as_str(),
+            let client = StatusAwareHttpClient::new(
+                options.http.clone(),
                 url,
-                client.clone(),
-                handler,
-                probe,
-                handshake,
+                crate::transport::http_client::header_map(headers)
+                    .map_err(|e| UpstreamError::Handshake(e.to_string()))?,
             )
-            .await?;
-            // Server-initiated requests travel on the session's GET stream; do not hand out the
-            // session before that stream is open (or refused), or they could be lost.
-            client
-                .standalone_stream_settled(handshake.min(STANDALONE_STREAM_WAIT))
-                .await;
-            direct = match detected {
-                DetectedTransport::StreamableHttpStateless => {
-                    Some(crate::direct::DirectRoute::stateless(client, url.clone()))
-                }
-                DetectedTransport::StreamableHttp => Some(crate::direct::DirectRoute::in_session(
-                    client,
-                    url.clone(),
-                    events_tx.clone(),
-                )),
-                DetectedTransport::HttpSse => None,
-            };
-            (service, Some(detected), None)
+            .with_tap(options.message_tap.clone())
+            .with_auth(options.auth.clone())
+            .with_in_flight(in_flight.clone())
+            .with_events(events_tx.clone());
+            open_http(def, url, client, handler, probe, &events_tx).await?
         }
         TransportSpec::WebSocket { url, headers } => {
-            let open = || async {
-                WebSocketTransport::connect(url, headers, def.id.to_string(), &options.http)
-                    .await
-                    .map_err(|e| match e.http_status() {
-                        Some(401) => UpstreamError::AuthRequired(
-                            "the WebSocket upgrade was refused with HTTP 401; OAuth sign-in \
-                             works over HTTP transports only"
-                                .into(),
-                        ),
-                        Some(status) => UpstreamError::HttpStatus {
-                            status,
-                            detail: String::new(),
-                            retry_after: None,
-                        },
-                        None => match e {
-                            crate::transport::websocket::WebSocketError::Refused(reason) => {
-                                UpstreamError::NotAllowed(reason)
-                            }
-                            e => UpstreamError::Unreachable(error_chain(&e)),
-                        },
-                    })
-            };
-            let service = within(
-                handshake + AUTO_DISCOVER_ALLOWANCE,
-                serve_message_transport(handler, open, options.message_tap.clone()),
-            )
-            .await?;
-            (service, None, None)
+            open_websocket(def, url, headers, handler, options).await?
         }
         TransportSpec::Stdio {
             command,
@@ -342,34 +293,13 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let tail = StderrTail::default();
-            let ended = ChildExit::default();
             let child = stdio::ChildCommand {
                 command,
                 args,
                 env,
                 cwd: cwd.as_deref(),
             };
-            let group = Arc::new(std::sync::atomic::AtomicU32::new(0));
-            let open = || async {
-                let spawned =
-                    stdio::spawn(def.id.as_str(), child, &options.children, &tail, &ended)?;
-                // The child leads a process group of its own.
-                group.store(
-                    spawned.id().unwrap_or_default(),
-                    std::sync::atomic::Ordering::Release,
-                );
-                Ok(spawned)
-            };
-            let service = within(
-                handshake + AUTO_DISCOVER_ALLOWANCE,
-                serve_message_transport(handler, open, options.message_tap.clone()),
-            )
-            .await
-            .map_err(|e| explain_with_stderr(e, &tail))?;
-            stop_at_once = options.children.stop_at_once.then_some(group);
-            exit = Some(ended);
-            (service, None, Some(tail))
+            open_stdio(def, child, handler, options).await?
         }
         TransportSpec::Approved { name, .. } => {
             return Err(UpstreamError::NotAllowed(format!(
@@ -377,28 +307,218 @@ pub async fn connect(
             )));
         }
         TransportSpec::Builtin { name, wait_always } => {
-            let open = || async {
-                let builtins = options.builtins.as_ref().ok_or_else(|| {
-                    UpstreamError::Handshake("built-in servers do not run here".into())
-                })?;
-                let stream = builtins
-                    .open(&def.id, name, *wait_always)
-                    .map_err(UpstreamError::Handshake)?;
-                let (read, write) = tokio::io::split(stream);
-                Ok(rmcp::transport::async_rw::AsyncRwTransport::<
-                    RoleClient,
-                    _,
-                    _,
-                >::new_client(read, write))
-            };
-            let service = within(
-                handshake,
-                serve_message_transport(handler, open, options.message_tap.clone()),
-            )
-            .await?;
-            (service, None, None)
+            open_builtin(def, name, *wait_always, handler, options).await?
         }
     };
+    let Opened {
+        service,
+        detected,
+        direct,
+        stderr,
+        exit,
+        stop_at_once,
+    } = opened;
+    let upstream = request_handle(def, &service, direct, options, progress, in_flight).await;
+    if upstream.is_stateless() {
+        spawn_change_listener(&upstream, service.peer().clone(), events_tx);
+    }
+    Ok(Connection {
+        upstream,
+        events,
+        detected,
+        stderr,
+        exit,
+        session: Session {
+            service,
+            stop_at_once,
+        },
+    })
+}
+
+/// A session opened on one transport, with what that transport adds to it.
+struct Opened {
+    service: Service,
+    /// For HTTP servers: the transport the probe settled on.
+    detected: Option<DetectedTransport>,
+    /// For HTTP servers with a Streamable HTTP transport: the route for calls beside rmcp.
+    direct: Option<crate::direct::DirectRoute>,
+    /// For stdio servers: the last lines of the process's stderr.
+    stderr: Option<StderrTail>,
+    /// For stdio servers: how the process ended, once it has.
+    exit: Option<ChildExit>,
+    /// For stdio servers stopped at once on close: their process group.
+    stop_at_once: Option<Arc<std::sync::atomic::AtomicU32>>,
+}
+
+impl Opened {
+    /// A session on a message transport that adds nothing.
+    fn session(service: Service) -> Self {
+        Self {
+            service,
+            detected: None,
+            direct: None,
+            stderr: None,
+            exit: None,
+            stop_at_once: None,
+        }
+    }
+}
+
+/// Opens a session with an HTTP server: the probe, then, once the session's standalone stream
+/// is settled, the route for calls beside rmcp on the Streamable HTTP transports.
+async fn open_http(
+    def: &ServerDefinition,
+    url: &Url,
+    client: StatusAwareHttpClient,
+    handler: UpstreamHandler,
+    probe: Probe,
+    events: &mpsc::UnboundedSender<UpstreamEvent>,
+) -> Result<Opened, UpstreamError> {
+    let handshake = def.timeouts.request;
+    let (service, detected) = connect_http(
+        def.id.as_str(),
+        url,
+        client.clone(),
+        handler,
+        probe,
+        handshake,
+    )
+    .await?;
+    // Server-initiated requests travel on the session's GET stream; do not hand out the
+    // session before that stream is open (or refused), or they could be lost.
+    client
+        .standalone_stream_settled(handshake.min(STANDALONE_STREAM_WAIT))
+        .await;
+    let direct = match detected {
+        DetectedTransport::StreamableHttpStateless => {
+            Some(crate::direct::DirectRoute::stateless(client, url.clone()))
+        }
+        DetectedTransport::StreamableHttp => Some(crate::direct::DirectRoute::in_session(
+            client,
+            url.clone(),
+            events.clone(),
+        )),
+        DetectedTransport::HttpSse => None,
+    };
+    Ok(Opened {
+        detected: Some(detected),
+        direct,
+        ..Opened::session(service)
+    })
+}
+
+/// Opens a session with a WebSocket server; a refused upgrade says what it was refused with.
+async fn open_websocket(
+    def: &ServerDefinition,
+    url: &Url,
+    headers: &[switchboard_core::NamedValue],
+    handler: UpstreamHandler,
+    options: &ConnectOptions,
+) -> Result<Opened, UpstreamError> {
+    let open = || async {
+        WebSocketTransport::connect(url, headers, def.id.to_string(), &options.http)
+            .await
+            .map_err(|e| match e.http_status() {
+                Some(401) => UpstreamError::AuthRequired(
+                    "the WebSocket upgrade was refused with HTTP 401; OAuth sign-in \
+                     works over HTTP transports only"
+                        .into(),
+                ),
+                Some(status) => UpstreamError::HttpStatus {
+                    status,
+                    detail: String::new(),
+                    retry_after: None,
+                },
+                None => match e {
+                    crate::transport::websocket::WebSocketError::Refused(reason) => {
+                        UpstreamError::NotAllowed(reason)
+                    }
+                    e => UpstreamError::Unreachable(error_chain(&e)),
+                },
+            })
+    };
+    let service = within(
+        def.timeouts.request + AUTO_DISCOVER_ALLOWANCE,
+        serve_message_transport(handler, open, options.message_tap.clone()),
+    )
+    .await?;
+    Ok(Opened::session(service))
+}
+
+/// Starts a stdio server's process (again for each attempt) and opens a session on it; a
+/// failed handshake quotes what the process said.
+async fn open_stdio(
+    def: &ServerDefinition,
+    child: stdio::ChildCommand<'_>,
+    handler: UpstreamHandler,
+    options: &ConnectOptions,
+) -> Result<Opened, UpstreamError> {
+    let tail = StderrTail::default();
+    let ended = ChildExit::default();
+    let group = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let open = || async {
+        let spawned = stdio::spawn(def.id.as_str(), child, &options.children, &tail, &ended)?;
+        // The child leads a process group of its own.
+        group.store(
+            spawned.id().unwrap_or_default(),
+            std::sync::atomic::Ordering::Release,
+        );
+        Ok(spawned)
+    };
+    let service = within(
+        def.timeouts.request + AUTO_DISCOVER_ALLOWANCE,
+        serve_message_transport(handler, open, options.message_tap.clone()),
+    )
+    .await
+    .map_err(|e| explain_with_stderr(e, &tail))?;
+    Ok(Opened {
+        stderr: Some(tail),
+        exit: Some(ended),
+        stop_at_once: options.children.stop_at_once.then_some(group),
+        ..Opened::session(service)
+    })
+}
+
+/// Opens a session with a built-in server of the process, over an in-memory byte stream.
+async fn open_builtin(
+    def: &ServerDefinition,
+    name: &str,
+    wait_always: bool,
+    handler: UpstreamHandler,
+    options: &ConnectOptions,
+) -> Result<Opened, UpstreamError> {
+    let open = || async {
+        let builtins = options
+            .builtins
+            .as_ref()
+            .ok_or_else(|| UpstreamError::Handshake("built-in servers do not run here".into()))?;
+        let stream = builtins
+            .open(&def.id, name, wait_always)
+            .map_err(UpstreamError::Handshake)?;
+        let (read, write) = tokio::io::split(stream);
+        Ok(rmcp::transport::async_rw::AsyncRwTransport::<
+            RoleClient,
+            _,
+            _,
+        >::new_client(read, write))
+    };
+    let service = within(
+        def.timeouts.request,
+        serve_message_transport(handler, open, options.message_tap.clone()),
+    )
+    .await?;
+    Ok(Opened::session(service))
+}
+
+/// The request handle on an opened session: its limits, retries, direct route and observer.
+async fn request_handle(
+    def: &ServerDefinition,
+    service: &Service,
+    direct: Option<crate::direct::DirectRoute>,
+    options: &ConnectOptions,
+    progress: ProgressDispatcher,
+    in_flight: crate::input_requests::InFlight,
+) -> Upstream {
     let peer = service.peer().clone();
     peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
@@ -417,20 +537,7 @@ pub async fn connect(
     .with_direct(direct)
     .with_call_observer(options.call_observer.clone());
     upstream.set_retries(def.policies.retries);
-    if upstream.is_stateless() {
-        spawn_change_listener(&upstream, service.peer().clone(), events_tx);
-    }
-    Ok(Connection {
-        upstream,
-        events,
-        detected,
-        stderr,
-        exit,
-        session: Session {
-            service,
-            stop_at_once,
-        },
-    })
+    upstream
 }
 
 async fn within<T>(
@@ -611,19 +718,6 @@ async fn connect_http(
     Err(UpstreamError::NoTransport(reasons.join("; ")))
 }
 
-/// What a 401 means when no OAuth layer could act on it.
-const NO_CREDENTIALS: &str = "the server answered HTTP 401 and no credentials are available";
-
-/// Maps an OAuth failure: missing or dead credentials mean "sign in"; anything else is a
-/// failure of the sign-in itself.
-pub(crate) fn auth_error(error: &switchboard_oauth::OAuthError) -> UpstreamError {
-    if error.needs_sign_in() {
-        UpstreamError::AuthRequired(error.to_string())
-    } else {
-        UpstreamError::Auth(error.to_string())
-    }
-}
-
 fn ends_the_probe(error: &UpstreamError) -> bool {
     matches!(
         error,
@@ -651,28 +745,6 @@ fn http_failure(error: &ClientInitializeError) -> Option<&StreamableHttpError<Ht
             .error
             .downcast_ref::<StreamableHttpError<HttpFailure>>(),
         ClientInitializeError::LegacyFallbackFailed { fallback, .. } => http_failure(fallback),
-        _ => None,
-    }
-}
-
-/// Errors every probe step treats alike: unreachable hosts and auth challenges end the probe.
-pub(crate) fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Option<UpstreamError> {
-    match error {
-        StreamableHttpError::Client(HttpFailure::Request(e)) => {
-            Some(UpstreamError::Unreachable(e.clone()))
-        }
-        StreamableHttpError::Client(HttpFailure::Refused(reason)) => {
-            Some(UpstreamError::NotAllowed(reason.clone()))
-        }
-        StreamableHttpError::Client(HttpFailure::Auth(e)) => Some(auth_error(e)),
-        StreamableHttpError::AuthRequired(_)
-        | StreamableHttpError::Client(HttpFailure::Status { status: 401, .. }) => {
-            Some(UpstreamError::AuthRequired(NO_CREDENTIALS.into()))
-        }
-        StreamableHttpError::InsufficientScope(e) => Some(UpstreamError::AuthRequired(format!(
-            "the server needs more scope ({})",
-            e.required_scope.as_deref().unwrap_or("unspecified")
-        ))),
         _ => None,
     }
 }
@@ -806,9 +878,25 @@ fn spawn_change_listener(
     peer: rmcp::Peer<RoleClient>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
 ) {
-    let caps = upstream.capabilities();
-    let mut filter = rmcp::model::SubscriptionFilter::builder();
-    // Resource subscriptions join the filter later (see `Upstream::subscribe_resource`).
+    let Some(lists) = lists_to_follow(&upstream.capabilities()) else {
+        return;
+    };
+    let listener = ChangeListener {
+        peer,
+        events,
+        lists,
+        subscribed: upstream.watch_subscribed_resources(),
+        listening: upstream.listening(),
+        server: upstream.server().to_string(),
+    };
+    tokio::spawn(listener.run());
+}
+
+/// The filter of the lists whose changes the server announces; `None` when there is nothing to
+/// follow: no list changes, and no resource subscriptions (those join the filter later, see
+/// `Upstream::subscribe_resource`).
+fn lists_to_follow(caps: &ServerCapabilities) -> Option<SubscriptionFilter> {
+    let mut filter = SubscriptionFilter::builder();
     let mut wanted = caps
         .resources
         .as_ref()
@@ -837,153 +925,208 @@ fn spawn_change_listener(
         filter = filter.prompts_list_changed();
         wanted = true;
     }
-    if !wanted {
-        return;
-    }
-    let lists = filter.build();
-    let mut subscribed = upstream.watch_subscribed_resources();
-    let listening = upstream.listening();
-    let server = upstream.server().to_string();
-    let filter_for = move |uris: &std::collections::BTreeSet<String>| {
-        let mut filter = lists.clone();
+    wanted.then(|| filter.build())
+}
+
+/// Whether the server has no `subscriptions/listen` for a filter.
+fn listen_refused(error: &rmcp::ServiceError) -> bool {
+    matches!(error, rmcp::ServiceError::McpError(error)
+        if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND)
+}
+
+/// The task that follows a stateless server's changes for as long as its session lives.
+///
+/// A listen stream that drops while the session lives is opened again, with backoff: without it
+/// the catalog would silently stop following the server. A change of the subscribed resources
+/// opens a stream with the new filter at once, and only then lets the old one go, so that no
+/// update falls between the two.
+struct ChangeListener {
+    peer: rmcp::Peer<RoleClient>,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    /// The lists followed; the subscribed resources join them ([`Self::filter_for`]).
+    lists: SubscriptionFilter,
+    subscribed: tokio::sync::watch::Receiver<std::collections::BTreeSet<String>>,
+    listening: Arc<tokio::sync::watch::Sender<crate::upstream::Listening>>,
+    server: String,
+}
+
+/// What the listener does after a step.
+enum Next {
+    /// Goes on following the stream it has.
+    Follow,
+    /// Opens a stream again (the one it had ended, or a new filter failed).
+    Reopen,
+    /// Ends: nobody takes the session's events, or its subscriptions are gone.
+    Stop,
+}
+
+impl ChangeListener {
+    /// The filter of the followed lists with the resources `uris`.
+    fn filter_for(&self, uris: &std::collections::BTreeSet<String>) -> SubscriptionFilter {
+        let mut filter = self.lists.clone();
         if !uris.is_empty() {
             filter.resource_subscriptions = Some(uris.iter().cloned().collect());
         }
         filter
-    };
-    let refused_by = |error: &rmcp::ServiceError| {
-        matches!(error, rmcp::ServiceError::McpError(error)
-            if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND)
-    };
-    tokio::spawn(async move {
-        // A listen stream that drops while the session lives is opened again, with backoff:
-        // without it the catalog would silently stop following the server. A change of the
-        // subscribed resources opens a stream with the new filter at once, and only then lets
-        // the old one go, so that no update falls between the two.
+    }
+
+    /// Opens a stream, follows it, and opens one again when it is lost (after a backoff, or at
+    /// once when the subscribed resources changed), until the session ends.
+    async fn run(mut self) {
         let mut backoff = Duration::from_secs(1);
         let mut dropped_before = false;
-        while !peer.is_transport_closed() {
+        while !self.peer.is_transport_closed() {
             let mut refused = false;
-            let uris = subscribed.borrow_and_update().clone();
+            let uris = self.subscribed.borrow_and_update().clone();
             // Both requests boxed: the task waits on the stream for as long as the session
             // lives, and would otherwise keep room for a request in flight all that time.
-            match Box::pin(peer.listen(filter_for(&uris))).await {
-                Ok(mut subscription) => {
+            match Box::pin(self.peer.listen(self.filter_for(&uris))).await {
+                Ok(subscription) => {
                     backoff = Duration::from_secs(1);
                     if std::mem::replace(&mut dropped_before, true)
-                        && events.send(UpstreamEvent::ListenReopened).is_err()
+                        && self.events.send(UpstreamEvent::ListenReopened).is_err()
                     {
                         return;
                     }
-                    listening.send_replace(crate::upstream::Listening {
+                    self.listening.send_replace(crate::upstream::Listening {
                         covering: uris,
                         refused: Default::default(),
                     });
-                    loop {
-                        let next = tokio::select! {
-                            next = subscription.next() => next,
-                            changed = subscribed.changed() => {
-                                if changed.is_err() {
-                                    return;
-                                }
-                                let uris = subscribed.borrow_and_update().clone();
-                                match Box::pin(peer.listen(filter_for(&uris))).await {
-                                    Ok(newer) => {
-                                        // What the old stream still holds comes first.
-                                        while let Some(Ok(Some(notification))) =
-                                            futures::FutureExt::now_or_never(subscription.next())
-                                        {
-                                            if let Some(event) = change_event(notification)
-                                                && events.send(event).is_err()
-                                            {
-                                                return;
-                                            }
-                                        }
-                                        subscription = newer;
-                                        listening.send_replace(crate::upstream::Listening {
-                                            covering: uris,
-                                            refused: Default::default(),
-                                        });
-                                    }
-                                    // The old stream goes on; the new resources are refused.
-                                    Err(error) if refused_by(&error) => {
-                                        listening.send_modify(|l| l.refused = uris);
-                                    }
-                                    Err(error) => {
-                                        tracing::debug!(server, %error, "subscriptions/listen with a new filter failed");
-                                        break;
-                                    }
-                                }
-                                continue;
-                            }
-                        };
-                        match next {
-                            Ok(Some(notification)) => {
-                                if let Some(event) = change_event(notification)
-                                    && events.send(event).is_err()
-                                {
-                                    return;
-                                }
-                            }
-                            Ok(None) => break,
-                            Err(error) => {
-                                tracing::debug!(server, %error, "the subscriptions/listen stream ended");
-                                break;
-                            }
-                        }
+                    if let Next::Stop = self.follow(subscription).await {
+                        return;
                     }
                     // Nothing is covered until a stream is acknowledged again.
-                    listening.send_modify(|l| l.covering.clear());
+                    self.listening.send_modify(|l| l.covering.clear());
                 }
                 // A server without `subscriptions/listen` for this filter (it announced list
                 // changes it does not deliver) will not grow one by being asked again: ask again
                 // only with another filter.
-                Err(error) if refused_by(&error) => {
+                Err(error) if listen_refused(&error) => {
                     tracing::warn!(
-                        server,
+                        server = self.server.as_str(),
                         "the server announces list changes but refuses subscriptions/listen; \
                          its lists are read again when it reconnects"
                     );
-                    listening.send_replace(crate::upstream::Listening {
+                    self.listening.send_replace(crate::upstream::Listening {
                         covering: Default::default(),
                         refused: uris,
                     });
                     refused = true;
                 }
                 Err(error) => {
-                    tracing::warn!(server, %error, "subscriptions/listen failed; retrying in {backoff:?}");
+                    tracing::warn!(server = self.server.as_str(), %error, "subscriptions/listen failed; retrying in {backoff:?}");
                 }
             }
-            if events.is_closed() {
+            if self.events.is_closed() {
                 return;
             }
-            if subscribed.has_changed().unwrap_or(false) {
+            if self.subscribed.has_changed().unwrap_or(false) {
                 continue;
             }
             if refused {
-                // Until the filter changes; the task still ends with the session.
-                loop {
-                    tokio::select! {
-                        changed = subscribed.changed() => match changed {
-                            Ok(()) => break,
-                            Err(_) => return,
-                        },
-                        _ = tokio::time::sleep(Duration::from_secs(60)) => {
-                            if peer.is_transport_closed() || events.is_closed() {
-                                return;
-                            }
-                        }
-                    }
+                if let Next::Stop = self.wait_for_another_filter().await {
+                    return;
                 }
                 continue;
             }
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
-                _ = subscribed.changed() => {}
+                _ = self.subscribed.changed() => {}
             }
             backoff = (backoff * 2).min(Duration::from_secs(60));
         }
-    });
+    }
+
+    /// Passes on what one acknowledged stream brings, moving to a stream with a new filter when
+    /// the subscribed resources change, until the stream is lost (`Reopen`) or the task ends.
+    async fn follow(&mut self, mut subscription: Subscription) -> Next {
+        loop {
+            let next = tokio::select! {
+                next = subscription.next() => next,
+                changed = self.subscribed.changed() => {
+                    if changed.is_err() {
+                        return Next::Stop;
+                    }
+                    match self.switch_filter(&mut subscription).await {
+                        Next::Follow => continue,
+                        end => return end,
+                    }
+                }
+            };
+            let step = match next {
+                Ok(Some(notification)) => self.pass_on(notification),
+                Ok(None) => Next::Reopen,
+                Err(error) => {
+                    tracing::debug!(server = self.server.as_str(), %error, "the subscriptions/listen stream ended");
+                    Next::Reopen
+                }
+            };
+            if !matches!(step, Next::Follow) {
+                return step;
+            }
+        }
+    }
+
+    /// Opens a stream with the filter of the subscribed resources now, and lets `subscription`
+    /// go for it once what it still holds is passed on. A filter the server refuses leaves the
+    /// old stream on, its resources marked refused.
+    async fn switch_filter(&mut self, subscription: &mut Subscription) -> Next {
+        let uris = self.subscribed.borrow_and_update().clone();
+        match Box::pin(self.peer.listen(self.filter_for(&uris))).await {
+            Ok(newer) => {
+                // What the old stream still holds comes first.
+                while let Some(Ok(Some(notification))) =
+                    futures::FutureExt::now_or_never(subscription.next())
+                {
+                    if let Next::Stop = self.pass_on(notification) {
+                        return Next::Stop;
+                    }
+                }
+                *subscription = newer;
+                self.listening.send_replace(crate::upstream::Listening {
+                    covering: uris,
+                    refused: Default::default(),
+                });
+                Next::Follow
+            }
+            // The old stream goes on; the new resources are refused.
+            Err(error) if listen_refused(&error) => {
+                self.listening.send_modify(|l| l.refused = uris);
+                Next::Follow
+            }
+            Err(error) => {
+                tracing::debug!(server = self.server.as_str(), %error, "subscriptions/listen with a new filter failed");
+                Next::Reopen
+            }
+        }
+    }
+
+    /// Sends the event a notification stands for; `Stop` once nobody takes events.
+    fn pass_on(&self, notification: ServerNotification) -> Next {
+        if let Some(event) = change_event(notification)
+            && self.events.send(event).is_err()
+        {
+            return Next::Stop;
+        }
+        Next::Follow
+    }
+
+    /// After the server refused the filter: waits until the subscribed resources change; the
+    /// task still ends with the session.
+    async fn wait_for_another_filter(&mut self) -> Next {
+        loop {
+            tokio::select! {
+                changed = self.subscribed.changed() => {
+                    return if changed.is_ok() { Next::Reopen } else { Next::Stop };
+                }
+                _ = tokio::time::sleep(Duration::from_secs(60)) => {
+                    if self.peer.is_transport_closed() || self.events.is_closed() {
+                        return Next::Stop;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The upstream event a notification on a `subscriptions/listen` stream stands for.

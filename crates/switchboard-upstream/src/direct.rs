@@ -56,7 +56,8 @@ use crate::error::UpstreamError;
 use crate::handler::UpstreamEvent;
 use crate::input_requests::InputResponder;
 use crate::limits::CallLimiter;
-use crate::transport::http_client::{HttpFailure, SessionInUse, StatusAwareHttpClient};
+use crate::transport::http_client::{SessionInUse, StatusAwareHttpClient};
+use crate::transport::http_failure::HttpFailure;
 
 /// How many times its timeout a call may run in all, however often progress resets the timer
 /// (the same cap as calls through the session).
@@ -848,7 +849,7 @@ impl Drop for LingerSlot {
 
 /// What a failed HTTP exchange means for the call.
 fn http_error(error: StreamableHttpError<HttpFailure>) -> UpstreamError {
-    if let Some(fatal) = crate::connect::fatal_http_error(&error) {
+    if let Some(fatal) = crate::error::fatal_http_error(&error) {
         return fatal;
     }
     match error {

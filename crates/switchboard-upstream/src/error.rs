@@ -2,6 +2,16 @@
 
 use std::time::Duration;
 
+use rmcp::transport::streamable_http_client::StreamableHttpError;
+
+use crate::transport::http_failure::HttpFailure;
+
+/// Most items one list of one server may hold (tools, resources, templates or prompts).
+pub(crate) const MAX_LIST_ITEMS: usize = 10_000;
+/// Most bytes one list of one server may hold, as JSON: with four lists, a server holds at most
+/// four times this of the daemon's memory in its catalog, however it pages.
+pub(crate) const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
+
 /// Everything that can go wrong between Switchboard and one upstream MCP server.
 ///
 /// Messages are written for the person reading `switchboard status`: they say what failed in plain
@@ -23,8 +33,8 @@ pub enum UpstreamError {
     #[error(
         "the server's {what} list grew past what Switchboard holds for one server ({items} items, {} MiB so far; at most {} items and {} MiB): it is not taken",
         .bytes / (1024 * 1024),
-        crate::upstream::MAX_LIST_ITEMS,
-        crate::upstream::MAX_LIST_BYTES / (1024 * 1024)
+        MAX_LIST_ITEMS,
+        MAX_LIST_BYTES / (1024 * 1024)
     )]
     ListTooLarge {
         /// Which list.
@@ -92,7 +102,7 @@ pub enum UpstreamError {
     )]
     ProcessExited {
         /// How it ended, when that is known.
-        ended: Option<crate::transport::stdio::ProcessEnd>,
+        ended: Option<ProcessEnd>,
         /// The line of its stderr that says best why, if any (none when a signal ended it: what
         /// it wrote before says nothing of that).
         last_output: Option<String>,
@@ -176,7 +186,6 @@ impl UpstreamError {
     }
 }
 
-/// Maps an rmcp service error to ours, keeping JSON-RPC codes and timeouts distinct.
 /// An error and its causes in plain words ([`switchboard_core::error::error_chain`]), without
 /// the Rust type names rmcp puts in its transport errors (`Transport [rmcp::transport::…<…>]
 /// error: …`), which mean nothing to a user.
@@ -201,6 +210,92 @@ fn without_transport_names(text: &str) -> String {
     plain
 }
 
+/// How a child process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it (a crash, the out-of-memory killer, someone's `kill`).
+    Signal(i32),
+    /// Switchboard ended it (it was still running when its connection was dropped).
+    Stopped,
+}
+
+impl ProcessEnd {
+    pub(crate) fn of(status: std::process::ExitStatus) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            if let Some(signal) = status.signal() {
+                return Some(Self::Signal(signal));
+            }
+        }
+        status.code().map(Self::Code)
+    }
+}
+
+impl std::fmt::Display for ProcessEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::Code(code) => write!(f, "exited with code {code}"),
+            Self::Stopped => write!(f, "was stopped by Switchboard"),
+            Self::Signal(signal) => {
+                let name = match signal {
+                    1 => " (SIGHUP)",
+                    2 => " (SIGINT)",
+                    4 => " (SIGILL)",
+                    6 => " (SIGABRT)",
+                    7 => " (SIGBUS)",
+                    8 => " (SIGFPE)",
+                    9 => " (SIGKILL)",
+                    11 => " (SIGSEGV)",
+                    13 => " (SIGPIPE)",
+                    15 => " (SIGTERM)",
+                    _ => "",
+                };
+                write!(f, "was killed by signal {signal}{name}")
+            }
+        }
+    }
+}
+
+/// What a 401 means when no OAuth layer could act on it.
+pub(crate) const NO_CREDENTIALS: &str =
+    "the server answered HTTP 401 and no credentials are available";
+
+/// Maps an OAuth failure: missing or dead credentials mean "sign in"; anything else is a
+/// failure of the sign-in itself.
+pub(crate) fn auth_error(error: &switchboard_oauth::OAuthError) -> UpstreamError {
+    if error.needs_sign_in() {
+        UpstreamError::AuthRequired(error.to_string())
+    } else {
+        UpstreamError::Auth(error.to_string())
+    }
+}
+
+/// Errors every probe step treats alike: unreachable hosts and auth challenges end the probe.
+pub(crate) fn fatal_http_error(error: &StreamableHttpError<HttpFailure>) -> Option<UpstreamError> {
+    match error {
+        StreamableHttpError::Client(HttpFailure::Request(e)) => {
+            Some(UpstreamError::Unreachable(e.clone()))
+        }
+        StreamableHttpError::Client(HttpFailure::Refused(reason)) => {
+            Some(UpstreamError::NotAllowed(reason.clone()))
+        }
+        StreamableHttpError::Client(HttpFailure::Auth(e)) => Some(auth_error(e)),
+        StreamableHttpError::AuthRequired(_)
+        | StreamableHttpError::Client(HttpFailure::Status { status: 401, .. }) => {
+            Some(UpstreamError::AuthRequired(NO_CREDENTIALS.into()))
+        }
+        StreamableHttpError::InsufficientScope(e) => Some(UpstreamError::AuthRequired(format!(
+            "the server needs more scope ({})",
+            e.required_scope.as_deref().unwrap_or("unspecified")
+        ))),
+        _ => None,
+    }
+}
+
+/// Maps an rmcp service error to ours, keeping JSON-RPC codes and timeouts distinct.
 pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
     use rmcp::ServiceError;
     match error {
@@ -221,9 +316,7 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
         ServiceError::TransportSend(e) => {
             // The Streamable HTTP client's own failures say what they are: a sign-in that is
             // needed or was refused (a step-up among them) is no unreachable server.
-            type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<
-                crate::transport::http_client::HttpFailure,
-            >;
+            type HttpError = StreamableHttpError<HttpFailure>;
             let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
             let mut http = None;
             while let Some(error) = cause {
@@ -235,13 +328,11 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
             }
             // A transient status (429, 502, 503, 504) is told as such, with how long the
             // server asked to wait.
-            if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::Client(
-                crate::transport::http_client::HttpFailure::Status {
-                    status: status @ (429 | 502 | 503 | 504),
-                    excerpt,
-                    retry_after,
-                },
-            )) = http
+            if let Some(StreamableHttpError::Client(HttpFailure::Status {
+                status: status @ (429 | 502 | 503 | 504),
+                excerpt,
+                retry_after,
+            })) = http
             {
                 return UpstreamError::HttpStatus {
                     status: *status,
@@ -249,7 +340,7 @@ pub(crate) fn from_service_error(error: rmcp::ServiceError) -> UpstreamError {
                     retry_after: *retry_after,
                 };
             }
-            match http.and_then(crate::connect::fatal_http_error) {
+            match http.and_then(fatal_http_error) {
                 Some(UpstreamError::Unreachable(_)) | None => {
                     UpstreamError::Unreachable(error_chain(&e))
                 }

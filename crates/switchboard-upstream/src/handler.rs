@@ -128,7 +128,7 @@ impl crate::input_requests::InputResponder for InputPolicy {
 /// The capabilities declared to servers when their requests are relayed to downstream clients:
 /// everything a client may be asked for, since the downstream client that will answer is only
 /// known per call.
-pub fn relay_capabilities() -> ClientCapabilities {
+pub(crate) fn relay_capabilities() -> ClientCapabilities {
     let mut capabilities = ClientCapabilities::default();
     capabilities.roots = Some(RootsCapabilities::default());
     capabilities.sampling = Some(Default::default());
@@ -213,7 +213,7 @@ fn schema_defaults(params: &ElicitRequestParams) -> serde_json::Value {
 
 /// The `ClientHandler` of every upstream connection.
 #[derive(Clone)]
-pub struct UpstreamHandler {
+pub(crate) struct UpstreamHandler {
     info: ClientConfig,
     /// Answers what no call's responder takes.
     fallback: std::sync::Arc<dyn InputResponder>,
@@ -229,7 +229,7 @@ impl UpstreamHandler {
     /// A handler announcing `client`, handing input requests to the responders of `in_flight`
     /// and the rest to `fallback`. With `relay`, it declares every client capability
     /// ([`relay_capabilities`]); otherwise those of `policy`.
-    pub fn new(
+    pub(crate) fn new(
         client: Implementation,
         policy: InputPolicy,
         fallback: std::sync::Arc<dyn InputResponder>,
@@ -311,7 +311,7 @@ impl UpstreamHandler {
     }
 
     /// The handler's client info with another protocol version.
-    pub fn with_protocol_version(mut self, version: rmcp::model::ProtocolVersion) -> Self {
+    pub(crate) fn with_protocol_version(mut self, version: rmcp::model::ProtocolVersion) -> Self {
         self.info = self.info.with_protocol_version(version);
         self
     }

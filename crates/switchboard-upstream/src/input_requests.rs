@@ -164,7 +164,7 @@ struct Call {
 /// The calls in flight on one session that have a responder, by upstream request id, and the
 /// notifications tagged with a call that the handler has not delivered yet.
 #[derive(Clone, Default)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     calls: Arc<Mutex<Vec<Call>>>,
     undelivered: Arc<Undelivered>,
     roots: Arc<RootsGiven>,

@@ -22,7 +22,7 @@ use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
 
 /// A message transport that forgets abandoned discover probes.
-pub struct LateDiscoverFilter<T> {
+pub(crate) struct LateDiscoverFilter<T> {
     inner: T,
     discover_ids: Arc<Mutex<HashSet<RequestId>>>,
     initialize_sent: Arc<AtomicBool>,
@@ -31,7 +31,7 @@ pub struct LateDiscoverFilter<T> {
 
 impl<T> LateDiscoverFilter<T> {
     /// Wraps `inner`.
-    pub fn new(inner: T) -> Self {
+    pub(crate) fn new(inner: T) -> Self {
         Self {
             inner,
             discover_ids: Arc::default(),
@@ -42,7 +42,7 @@ impl<T> LateDiscoverFilter<T> {
 
     /// Set once a result (not an error) to an abandoned `server/discover` arrived: the server
     /// speaks 2026-07-28 but was too slow for the probe.
-    pub fn answered_late(&self) -> Arc<AtomicBool> {
+    pub(crate) fn answered_late(&self) -> Arc<AtomicBool> {
         self.answered_late.clone()
     }
 

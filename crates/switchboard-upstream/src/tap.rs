@@ -73,14 +73,14 @@ pub(crate) fn copy_events(
 }
 
 /// A message transport whose traffic is copied to a tap.
-pub struct Tapped<T> {
+pub(crate) struct Tapped<T> {
     inner: T,
     tap: Option<Arc<dyn MessageTap>>,
 }
 
 impl<T> Tapped<T> {
     /// Wraps `inner`; with no tap it only passes messages on.
-    pub fn new(inner: T, tap: Option<Arc<dyn MessageTap>>) -> Self {
+    pub(crate) fn new(inner: T, tap: Option<Arc<dyn MessageTap>>) -> Self {
         Self { inner, tap }
     }
 }

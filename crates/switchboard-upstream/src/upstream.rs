@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::direct::{DirectReply, DirectRoute};
-use crate::error::{UpstreamError, from_service_error};
+use crate::error::{MAX_LIST_BYTES, MAX_LIST_ITEMS, UpstreamError, from_service_error};
 use crate::input_requests::{InFlight, InputResponder};
 use crate::limits::CallLimiter;
 use crate::observe::{self, CallOutcome, CallWatch};
@@ -36,19 +36,14 @@ pub const UNKNOWN_REQUEST_STATE: &str =
     "requestState is unknown or expired; send the request again without it";
 
 /// Most `input_required` rounds one request may take before Switchboard gives up.
-pub const MAX_INPUT_ROUNDS: usize = 10;
+pub(crate) const MAX_INPUT_ROUNDS: usize = 10;
 /// The longest `Retry-After` a request safe to repeat is held for; a server asking for longer
 /// gets its error passed on at once, saying how long it asked for, so the client decides.
-pub const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(10);
+pub(crate) const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How long a call that wants progress waits after its response for reports still in flight.
 const PROGRESS_STRAGGLERS: Duration = Duration::from_millis(10);
 /// Most pages one list may take (a guard against servers that page forever with new cursors).
-pub const MAX_PAGES: usize = 1000;
-/// Most items one list of one server may hold (tools, resources, templates or prompts).
-pub const MAX_LIST_ITEMS: usize = 10_000;
-/// Most bytes one list of one server may hold, as JSON: with four lists, a server holds at most
-/// four times this of the daemon's memory in its catalog, however it pages.
-pub const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_PAGES: usize = 1000;
 
 /// One progress report for a running call.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,8 +10,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use proptest::prelude::*;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use switchboard_upstream::transport::sse;
-use switchboard_upstream::wire;
+use switchboard_upstream::{bounded_sse, wire};
 
 /// Valid messages to start from.
 const CLIENT_MESSAGES: [&str; 6] = [
@@ -164,7 +163,7 @@ proptest! {
         let events = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(sse::bounded_sse(futures::stream::iter(chunks), MAX).collect::<Vec<_>>());
+            .block_on(bounded_sse(futures::stream::iter(chunks), MAX).collect::<Vec<_>>());
         for event in events.into_iter().flatten() {
             prop_assert!(event.data.as_deref().map_or(0, str::len) <= MAX);
         }
@@ -174,7 +173,7 @@ proptest! {
     #[test]
     fn challenges_of_any_shape_are_parsed_or_ignored(header in input(&CHALLENGES)) {
         let text = String::from_utf8_lossy(&header);
-        let _ = switchboard_oauth::challenge::parse(&text);
+        let _ = switchboard_oauth::BearerChallenge::from_header_values([text.as_ref()]);
         if let Ok(value) = http::HeaderValue::from_bytes(&header) {
             let mut headers = http::HeaderMap::new();
             headers.insert(http::header::WWW_AUTHENTICATE, value);
@@ -189,10 +188,10 @@ proptest! {
         r#"{"issuer":"https://as.test","authorization_endpoint":"https://as.test/a","token_endpoint":"https://as.test/t","code_challenge_methods_supported":["S256"]}"#,
         r#"{"resource":"https://mcp.test/mcp","authorization_servers":["https://as.test"],"scopes_supported":["a"]}"#,
     ])) {
-        let _ = serde_json::from_slice::<switchboard_oauth::metadata::AuthorizationServerMetadata>(&body);
-        if let Ok(resource) = serde_json::from_slice::<switchboard_oauth::metadata::ProtectedResourceMetadata>(&body) {
+        let _ = serde_json::from_slice::<switchboard_oauth::AuthorizationServerMetadata>(&body);
+        if let Ok(resource) = serde_json::from_slice::<switchboard_oauth::ProtectedResourceMetadata>(&body) {
             let server = url::Url::parse("https://mcp.test/mcp").unwrap();
-            let _ = switchboard_oauth::metadata::resource_matches(&resource.resource, &server);
+            let _ = switchboard_oauth::resource_matches(&resource.resource, &server);
         }
     }
 
@@ -223,7 +222,7 @@ async fn an_event_the_parser_joins_after_an_error_stays_within_the_bound() {
         Ok::<_, std::io::Error>(Bytes::from_static(&body[..439])),
         Ok(Bytes::from_static(&body[439..])),
     ];
-    let events: Vec<_> = sse::bounded_sse(futures::stream::iter(chunks), 256)
+    let events: Vec<_> = bounded_sse(futures::stream::iter(chunks), 256)
         .collect()
         .await;
     for event in events.into_iter().flatten() {

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use rmcp::transport::Transport;
-use switchboard_upstream::transport::plain_http::HttpClients;
-use switchboard_upstream::transport::websocket::WebSocketTransport;
+use switchboard_upstream::{HttpClients, WebSocketTransport};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 

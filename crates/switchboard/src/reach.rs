@@ -385,9 +385,9 @@ async fn call_at_daemon(
         response = daemon.answer(request) => response?,
         () = cancel.cancelled() => bail!("cancelled"),
     };
-    let mut events = switchboard_upstream::transport::sse::bounded_sse(
+    let mut events = switchboard_upstream::bounded_sse(
         response.bytes_stream(),
-        switchboard_upstream::transport::sse::MAX_SSE_EVENT_BYTES,
+        switchboard_upstream::MAX_SSE_EVENT_BYTES,
     );
     loop {
         let event = tokio::select! {

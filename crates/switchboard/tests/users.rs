@@ -573,19 +573,19 @@ async fn requests_without_a_valid_key_are_refused_and_a_revoked_key_stops_workin
 /// test asks for.
 struct IdentityProvider {
     published: OpenIdProvider,
-    key: switchboard_oauth::jwt::AssertionKey,
+    key: switchboard_oauth::AssertionKey,
     /// A key the provider does not publish.
-    stranger: switchboard_oauth::jwt::AssertionKey,
+    stranger: switchboard_oauth::AssertionKey,
 }
 
-fn p256_key() -> (switchboard_oauth::jwt::AssertionKey, Value) {
+fn p256_key() -> (switchboard_oauth::AssertionKey, Value) {
     use base64::Engine;
-    let pair = switchboard_oauth::jwt::DpopKey::generate().unwrap();
+    let pair = switchboard_oauth::DpopKey::generate().unwrap();
     let pem = format!(
         "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
         base64::engine::general_purpose::STANDARD.encode(pair.pkcs8())
     );
-    let key = switchboard_oauth::jwt::AssertionKey::from_pem(&pem, "ES256").unwrap();
+    let key = switchboard_oauth::AssertionKey::from_pem(&pem, "ES256").unwrap();
     (key, pair.public_jwk().clone())
 }
 
@@ -612,7 +612,7 @@ impl IdentityProvider {
 
     fn sign(
         &self,
-        key: &switchboard_oauth::jwt::AssertionKey,
+        key: &switchboard_oauth::AssertionKey,
         sub: &str,
         org: &str,
         roles: &[&str],
@@ -649,7 +649,7 @@ impl IdentityProvider {
     /// A token for `sub` in `org` valid from `from` seconds from now to `until`.
     fn sign_at(
         &self,
-        key: &switchboard_oauth::jwt::AssertionKey,
+        key: &switchboard_oauth::AssertionKey,
         sub: &str,
         org: &str,
         from: i64,

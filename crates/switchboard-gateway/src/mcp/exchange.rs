@@ -521,7 +521,7 @@ impl Parked {
                 ))
             }
             None => Err(ErrorData::invalid_params(
-                switchboard_upstream::upstream::UNKNOWN_REQUEST_STATE,
+                switchboard_upstream::UNKNOWN_REQUEST_STATE,
                 None,
             )),
         }

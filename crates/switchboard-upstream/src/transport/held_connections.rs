@@ -47,14 +47,14 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
-use crate::transport::http_client::HttpFailure;
-use crate::transport::plain_http::Dns;
+use crate::transport::dns::Dns;
+use crate::transport::http_failure::HttpFailure;
 
 /// How long an idle connection is kept: under the 5 s after which the servers MCP servers are
 /// most often run on (Node's `http`, uvicorn) close an idle connection. A connection kept
 /// longer can be taken for a request just as the server closes it, and the request then fails
 /// ("connection closed before message completed"); a POST cannot safely be sent again.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// At most this many idle connections are kept (more are closed): enough for as many calls at
 /// once as the relay is measured with (`switchboard-load`, 32 clients) on every thread.
@@ -347,11 +347,11 @@ fn origin_form(uri: &Uri) -> Uri {
 /// What failed and why, never the URL (hyper's errors do not carry it): `what`, the error,
 /// then its causes.
 fn describe(what: &str, error: &(dyn std::error::Error + 'static)) -> String {
-    switchboard_oauth::net::with_causes(&format!("{what}: {error}"), error)
+    switchboard_oauth::with_causes(&format!("{what}: {error}"), error)
 }
 
 /// An answer's body, which puts its connection back once read to its end.
-pub struct ReturnsConnection {
+pub(crate) struct ReturnsConnection {
     body: Incoming,
     back: Option<(Weak<Mutex<IdleList>>, Held)>,
 }

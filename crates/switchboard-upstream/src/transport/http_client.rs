@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 use switchboard_oauth::ServerAuth;
 
+use crate::transport::http_failure::{HttpFailure, excerpt};
 use crate::transport::plain_http::HttpClients;
 use crate::transport::sse::bounded_sse;
 
@@ -34,10 +35,9 @@ const JSON: &str = "application/json";
 /// What every request accepts: a JSON body or an SSE stream.
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 /// Largest JSON response body accepted.
-pub const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Largest error body read (only an excerpt is kept).
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
-const ERROR_EXCERPT_CHARS: usize = 200;
 
 /// How long a 429 or 503 answer asks the client to wait (`Retry-After`: seconds, or an HTTP
 /// date); `None` for other statuses and for a value that is neither.
@@ -60,45 +60,6 @@ pub(crate) fn retry_after(response: &reqwest::Response) -> Option<std::time::Dur
     }
 }
 
-/// A failure this client reports with its HTTP status intact.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpFailure {
-    /// The request never got an HTTP answer (connect, TLS, I/O): what failed, and why. Never
-    /// with the URL: it may carry credentials, and rmcp formats this error with `{:?}`.
-    #[error("{0}")]
-    Request(String),
-    /// Signing in (or refreshing, or stepping up) failed; the message says what to do.
-    #[error("{0}")]
-    Auth(switchboard_oauth::OAuthError),
-    /// The request was not sent: the network rules refuse its address or scheme.
-    #[error("not allowed: {0}")]
-    Refused(String),
-    /// The server answered with a non-success status and no JSON-RPC error body.
-    #[error("HTTP {status}{}", excerpt_suffix(.excerpt))]
-    Status {
-        /// The status code.
-        status: u16,
-        /// The start of the body, for the user.
-        excerpt: String,
-        /// How long the server asked to be left alone (`Retry-After`, on a 429 or 503).
-        retry_after: Option<std::time::Duration>,
-    },
-}
-
-impl From<reqwest::Error> for HttpFailure {
-    fn from(error: reqwest::Error) -> Self {
-        Self::Request(describe_reqwest(&error.without_url()))
-    }
-}
-
-fn excerpt_suffix(excerpt: &str) -> String {
-    if excerpt.is_empty() {
-        String::new()
-    } else {
-        format!(" ({excerpt})")
-    }
-}
-
 /// A configured header that HTTP cannot carry.
 #[derive(Debug, thiserror::Error)]
 #[error("header '{0}' is not a valid HTTP header (bad name or value)")]
@@ -106,7 +67,9 @@ pub struct InvalidHeader(pub String);
 
 /// Builds the static headers of a server; values are marked sensitive so that HTTP libraries
 /// keep them out of debug output.
-pub fn header_map(headers: &[switchboard_core::NamedValue]) -> Result<HeaderMap, InvalidHeader> {
+pub(crate) fn header_map(
+    headers: &[switchboard_core::NamedValue],
+) -> Result<HeaderMap, InvalidHeader> {
     let mut map = HeaderMap::new();
     for header in headers {
         let bad = || InvalidHeader(header.name.clone());
@@ -118,13 +81,11 @@ pub fn header_map(headers: &[switchboard_core::NamedValue]) -> Result<HeaderMap,
     Ok(map)
 }
 
-pub use switchboard_oauth::net::describe_reqwest;
-
 type HttpResult<T> = Result<T, StreamableHttpError<HttpFailure>>;
 
 /// The client: a shared connection pool, the server's static headers, and its OAuth state.
 #[derive(Clone, Debug)]
-pub struct StatusAwareHttpClient {
+pub(crate) struct StatusAwareHttpClient {
     http: HttpClients,
     /// The plain connections to the server that this client holds, with every other client
     /// of its origin ([`HttpClients::held_connections`]).
@@ -160,7 +121,7 @@ pub(crate) struct SessionInUse {
 }
 
 /// Attempts of one request: the first, a refresh or sign-in, a DPoP nonce, and the step-ups.
-const MAX_AUTH_ATTEMPTS: u32 = 3 + switchboard_oauth::server_auth::MAX_STEP_UPS;
+const MAX_AUTH_ATTEMPTS: u32 = 3 + switchboard_oauth::MAX_STEP_UPS;
 
 /// Whether the server-initiated channel (the standalone GET stream of a session) is ready.
 ///
@@ -175,7 +136,7 @@ struct StandaloneStream {
 
 impl StatusAwareHttpClient {
     /// A client of the server at `url` that adds `static_headers` to every request.
-    pub fn new(http: HttpClients, url: &url::Url, static_headers: HeaderMap) -> Self {
+    pub(crate) fn new(http: HttpClients, url: &url::Url, static_headers: HeaderMap) -> Self {
         Self {
             connections: http.held_connections(url),
             http,
@@ -195,7 +156,7 @@ impl StatusAwareHttpClient {
     }
 
     /// Copies the messages it sends and receives to `tap` while it watches.
-    pub fn with_tap(mut self, tap: Option<Arc<dyn crate::MessageTap>>) -> Self {
+    pub(crate) fn with_tap(mut self, tap: Option<Arc<dyn crate::MessageTap>>) -> Self {
         self.tap = tap;
         self
     }
@@ -244,7 +205,7 @@ impl StatusAwareHttpClient {
     }
 
     /// Signs requests with `auth`'s tokens and lets it handle 401 and 403 answers.
-    pub fn with_auth(mut self, auth: Option<Arc<ServerAuth>>) -> Self {
+    pub(crate) fn with_auth(mut self, auth: Option<Arc<ServerAuth>>) -> Self {
         self.auth = auth;
         self
     }
@@ -253,7 +214,7 @@ impl StatusAwareHttpClient {
     /// A 401, or a 403 asking for more scope, goes to the OAuth layer, which refreshes, signs in
     /// or steps up as it can; the request is then sent again. Whatever answer is left (including
     /// a final 401) is returned for the caller to interpret.
-    pub async fn send_authorized(
+    pub(crate) async fn send_authorized(
         &self,
         method: &reqwest::Method,
         url: &url::Url,
@@ -298,7 +259,7 @@ impl StatusAwareHttpClient {
     /// Waits, at most `limit`, until the first standalone GET stream of a session has been
     /// opened or refused. Returns at once when the server assigned no session (no GET stream is
     /// opened then).
-    pub async fn standalone_stream_settled(&self, limit: std::time::Duration) {
+    pub(crate) async fn standalone_stream_settled(&self, limit: std::time::Duration) {
         if !self
             .standalone
             .session_assigned
@@ -312,12 +273,12 @@ impl StatusAwareHttpClient {
 
     /// The reqwest client requests are built with ([`Self::send_authorized`] sends them through
     /// the pool they belong to).
-    pub fn http(&self) -> &reqwest::Client {
+    pub(crate) fn http(&self) -> &reqwest::Client {
         self.http.reqwest()
     }
 
     /// The static headers.
-    pub fn static_headers(&self) -> &HeaderMap {
+    pub(crate) fn static_headers(&self) -> &HeaderMap {
         &self.static_headers
     }
 
@@ -430,14 +391,6 @@ fn redirect_target(response: &reqwest::Response) -> Option<String> {
         ),
         None => "a redirect without a Location".to_owned(),
     })
-}
-
-pub(crate) fn excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(body)
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(ERROR_EXCERPT_CHARS)
-        .collect()
 }
 
 /// The `MCP-Protocol-Version` header among rmcp's per-request headers. Looked up by
@@ -845,13 +798,6 @@ fn not_mcp_but_a_web_page() -> StreamableHttpError<HttpFailure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn excerpts_are_short_and_printable() {
-        let body = format!("bad\n\x07{}", "x".repeat(500));
-        let text = excerpt(body.as_bytes());
-        assert!(text.starts_with("bad") && text.len() == ERROR_EXCERPT_CHARS);
-    }
 
     #[test]
     fn the_protocol_version_is_found_among_request_headers_every_time() {

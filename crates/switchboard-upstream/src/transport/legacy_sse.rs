@@ -15,13 +15,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use url::Url;
 
-use crate::transport::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::transport::http_client::StatusAwareHttpClient;
+use crate::transport::http_failure::HttpFailure;
 use crate::transport::sse::{MAX_SSE_EVENT_BYTES, bounded_sse};
 use crate::wire::decode_server_message;
 
 /// Why the HTTP+SSE transport failed.
 #[derive(Debug, thiserror::Error)]
-pub enum LegacySseError {
+pub(crate) enum LegacySseError {
     /// The HTTP request failed before an answer (what failed, and why).
     #[error("{0}")]
     Request(String),
@@ -52,7 +53,7 @@ pub enum LegacySseError {
 }
 
 /// A connected HTTP+SSE transport.
-pub struct LegacySseTransport {
+pub(crate) struct LegacySseTransport {
     client: StatusAwareHttpClient,
     post_url: Url,
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
@@ -79,7 +80,7 @@ impl From<reqwest::Error> for LegacySseError {
 
 impl LegacySseTransport {
     /// Opens the SSE stream at `url` and waits up to `wait` for the `endpoint` event.
-    pub async fn connect(
+    pub(crate) async fn connect(
         client: StatusAwareHttpClient,
         url: &Url,
         wait: Duration,

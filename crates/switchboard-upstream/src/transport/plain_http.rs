@@ -13,25 +13,23 @@
 //! builder either way, and answers come back as [`reqwest::Response`]s, so callers see one
 //! client.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
+use hyper_util::client::legacy::connect::dns::GaiResolver;
 use hyper_util::client::proxy::matcher::Matcher;
 use reqwest::ResponseBuilderExt;
-use switchboard_oauth::net::{GuardedResolver, NetworkPolicy, resolve_guarded};
+use switchboard_oauth::{GuardedResolver, NetworkPolicy};
 
+use crate::transport::dns::Dns;
 use crate::transport::held_connections::{HeldConnections, ListsByOrigin};
-use crate::transport::http_client::HttpFailure;
+use crate::transport::http_failure::{HttpFailure, excerpt};
 
 /// How long connecting to a server may take. reqwest's client has the same bound over the
 /// whole connect, name lookup included; hyper's bounds the TCP connect, split across the
 /// addresses a name resolves to (the system resolver bounds its own lookups).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// TCP keepalive as reqwest sets it by default: probes after 15 s of silence, every 15 s, three
 /// of them; on Linux, unacknowledged data fails the connection after 30 s. Nothing else notices
@@ -64,40 +62,6 @@ struct Pools {
     policy: Option<NetworkPolicy>,
     /// The plain connections held idle for these pools' clients, by origin.
     held: ListsByOrigin,
-}
-
-/// How hyper's connector resolves names: as the system does, or through a policy.
-#[derive(Clone)]
-pub(crate) enum Dns {
-    System(GaiResolver),
-    Guarded(NetworkPolicy),
-}
-
-impl tower_service::Service<Name> for Dns {
-    type Response = std::vec::IntoIter<SocketAddr>;
-    type Error = std::io::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, name: Name) -> Self::Future {
-        match self {
-            Self::System(system) => {
-                let resolving = system.call(name);
-                Box::pin(async move { Ok(resolving.await?.collect::<Vec<_>>().into_iter()) })
-            }
-            Self::Guarded(policy) => {
-                let policy = policy.clone();
-                Box::pin(async move {
-                    Ok(resolve_guarded(&policy, name.as_str(), 0)
-                        .await?
-                        .into_iter())
-                })
-            }
-        }
-    }
 }
 
 impl std::fmt::Debug for HttpClients {
@@ -158,7 +122,7 @@ impl HttpClients {
     /// type and size.
     pub(crate) fn quote(&self, content_type: Option<&str>, body: &[u8]) -> String {
         match self.0.policy {
-            None => crate::transport::http_client::excerpt(body),
+            None => excerpt(body),
             Some(_) if body.is_empty() => String::new(),
             Some(_) => format!(
                 "a {} body of {} bytes, not shown",

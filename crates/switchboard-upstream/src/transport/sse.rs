@@ -20,7 +20,7 @@ pub const MAX_SSE_EVENT_BYTES: usize = 16 * 1024 * 1024;
 /// An SSE event larger than the limit.
 #[derive(Debug, thiserror::Error)]
 #[error("an SSE event exceeded {0} bytes")]
-pub struct EventTooLarge(pub usize);
+pub(crate) struct EventTooLarge(pub usize);
 
 /// The bytes of a stream counted since the parser last gave out an event (or an error): what the
 /// parser may be holding. Counting from the last blank line in the bytes instead trusted the

@@ -38,7 +38,8 @@ use rmcp::transport::streamable_http_client::{
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::http_client::{HttpFailure, StatusAwareHttpClient};
+use crate::transport::http_client::StatusAwareHttpClient;
+use crate::transport::http_failure::HttpFailure;
 use switchboard_core::sync::lock;
 
 /// Most messages that wait for rmcp's client to take them.

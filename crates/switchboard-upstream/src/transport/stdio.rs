@@ -18,7 +18,7 @@ use rmcp::transport::TokioChildProcess;
 use switchboard_core::NamedValue;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-use crate::error::UpstreamError;
+use crate::error::{ProcessEnd, UpstreamError};
 
 const STDERR_TAIL_LINES: usize = 20;
 /// Longer stderr lines are split.
@@ -88,55 +88,6 @@ impl LogBudget {
                 LOG_WINDOW.as_secs()
             );
             self.held_back = 0;
-        }
-    }
-}
-
-/// How a child process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessEnd {
-    /// It exited with this code.
-    Code(i32),
-    /// A signal ended it (a crash, the out-of-memory killer, someone's `kill`).
-    Signal(i32),
-    /// Switchboard ended it (it was still running when its connection was dropped).
-    Stopped,
-}
-
-impl ProcessEnd {
-    fn of(status: std::process::ExitStatus) -> Option<Self> {
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::ExitStatusExt;
-            if let Some(signal) = status.signal() {
-                return Some(Self::Signal(signal));
-            }
-        }
-        status.code().map(Self::Code)
-    }
-}
-
-impl std::fmt::Display for ProcessEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            Self::Code(code) => write!(f, "exited with code {code}"),
-            Self::Stopped => write!(f, "was stopped by Switchboard"),
-            Self::Signal(signal) => {
-                let name = match signal {
-                    1 => " (SIGHUP)",
-                    2 => " (SIGINT)",
-                    4 => " (SIGILL)",
-                    6 => " (SIGABRT)",
-                    7 => " (SIGBUS)",
-                    8 => " (SIGFPE)",
-                    9 => " (SIGKILL)",
-                    11 => " (SIGSEGV)",
-                    13 => " (SIGPIPE)",
-                    15 => " (SIGTERM)",
-                    _ => "",
-                };
-                write!(f, "was killed by signal {signal}{name}")
-            }
         }
     }
 }
@@ -306,7 +257,7 @@ impl StderrTail {
 /// What a child is started with: its definition's command line, environment values and working
 /// directory.
 #[derive(Debug, Clone, Copy)]
-pub struct ChildCommand<'a> {
+pub(crate) struct ChildCommand<'a> {
     /// The program.
     pub command: &'a str,
     /// Its arguments.
@@ -319,7 +270,7 @@ pub struct ChildCommand<'a> {
 
 /// Spawns the server process under `policy`, starts copying its stderr into the log and into
 /// `tail`, and records how it ends in `exit`.
-pub fn spawn(
+pub(crate) fn spawn(
     server: &str,
     child: ChildCommand<'_>,
     policy: &crate::children::ChildPolicy,

@@ -55,7 +55,7 @@ pub enum WebSocketError {
 /// The largest message taken from a server (as an HTTP answer's body).
 const MAX_MESSAGE: usize = crate::transport::http_client::MAX_JSON_BODY_BYTES;
 /// The most bytes waiting to be written to a server that does not read them (pongs included).
-pub const MAX_WRITE_BUFFER: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_WRITE_BUFFER: usize = 4 * 1024 * 1024;
 
 fn config() -> tungstenite::protocol::WebSocketConfig {
     tungstenite::protocol::WebSocketConfig::default()
@@ -122,7 +122,7 @@ impl WebSocketTransport {
                 }
                 let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']);
                 let port = url.port_or_known_default().unwrap_or(80);
-                let addresses = switchboard_oauth::net::resolve_guarded(policy, host, port)
+                let addresses = switchboard_oauth::resolve_guarded(policy, host, port)
                     .await
                     .map_err(refused_or_unreachable)?;
                 let stream = tokio::time::timeout(

@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use switchboard_core::{ServerDefinition, ServerId, TransportSpec};
 use switchboard_oauth::{
-    AuthSettings, ClientIdentity, ConfiguredClient, GrantKey, GrantKind, HeadlessAuthorizer,
-    MemoryCredentialStore, NetworkPolicy, OAuthHttp, ServerAuth,
-    server_auth::{EnterpriseIdp, WorkloadAssertion},
+    AuthSettings, ClientIdentity, ConfiguredClient, EnterpriseIdp, GrantKey, GrantKind,
+    HeadlessAuthorizer, MemoryCredentialStore, NetworkPolicy, OAuthHttp, ServerAuth,
+    WorkloadAssertion,
 };
 use switchboard_upstream::rmcp_model::Tool;
 use switchboard_upstream::{

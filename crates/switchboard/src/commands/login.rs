@@ -59,7 +59,7 @@ pub(crate) async fn login(store: &Store, args: LoginArgs) -> anyhow::Result<i32>
         }
     };
     let pending = begin_sign_in(
-        &switchboard_upstream::transport::plain_http::HttpClients::new(),
+        &switchboard_upstream::HttpClients::new(),
         &def,
         &auth,
         redirect_uri.as_str(),

@@ -81,7 +81,7 @@ pub(crate) async fn serve(
     // once; later ones are announced.
     let workspaces = daemon_hub(
         ConnectOptions {
-            http: switchboard_upstream::transport::plain_http::HttpClients::guarded(
+            http: switchboard_upstream::HttpClients::guarded(
                 switchboard_oauth::NetworkPolicy::public_and(allowed.clone()),
             ),
             ..options.clone()
@@ -182,7 +182,7 @@ struct UsersSetup {
 
 /// The team's identity provider, and how its tokens name users.
 type Provider = (
-    Arc<switchboard_oauth::idp::IdentityProvider>,
+    Arc<switchboard_oauth::IdentityProvider>,
     switchboard_gateway::TokenClaims,
 );
 
@@ -256,13 +256,12 @@ async fn identity_provider(
         .oidc_audience
         .clone()
         .context("--oidc-issuer needs --oidc-audience")?;
-    let http =
-        switchboard_oauth::net::OAuthHttp::new(switchboard_oauth::net::NetworkPolicy::for_server(
-            &url,
-            oauth.allow_loopback,
-            oauth.allow_private,
-        ));
-    let provider = Arc::new(switchboard_oauth::idp::IdentityProvider::new(
+    let http = switchboard_oauth::OAuthHttp::new(switchboard_oauth::NetworkPolicy::for_server(
+        &url,
+        oauth.allow_loopback,
+        oauth.allow_private,
+    ));
+    let provider = Arc::new(switchboard_oauth::IdentityProvider::new(
         issuer.clone(),
         audience,
         http,
