@@ -1334,29 +1334,8 @@ async fn a_server_check_reconnects_at_once_and_says_how_it_is() {
 
 /// A request of a client of the daemon's `/mcp` (2026-07-28, no session) for `method` on `name`
 /// with `params`: the answer to it.
-async fn mcp_request(port: u16, method: &str, name: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    });
-    let body = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{port}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .expect("the daemon answers")
-        .text()
-        .await
-        .unwrap();
-    body.lines()
-        .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
-        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
-        .find(|message| message["id"] == 1)
-        .unwrap_or_else(|| panic!("no answer to {method}: {body}"))
+async fn mcp_request(port: u16, method: &str, name: &str, params: Value) -> Value {
+    common::request_through_daemon(port, 1, method, name, params, &[]).await
 }
 
 /// A server that is not connected reads alike wherever a client meets it (docs/api.md, "Errors

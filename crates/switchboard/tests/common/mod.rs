@@ -237,26 +237,39 @@ pub async fn call_through_daemon_meta(
     meta: serde_json::Value,
     headers: &[(&str, &str)],
 ) -> serde_json::Value {
-    let mut full_meta = serde_json::json!({
+    let params = serde_json::json!({"name": tool, "arguments": {"message": "hi"}, "_meta": meta});
+    request_through_daemon(port, id, "tools/call", tool, params, headers).await
+}
+
+/// A 2026-07-28 request (no session) of `method` on `name` (its `Mcp-Name`) with `params`
+/// through `/mcp` of the daemon on `port`, its `_meta` given the protocol's keys besides those
+/// `params` has; the JSON-RPC answer.
+pub async fn request_through_daemon(
+    port: u16,
+    id: u64,
+    method: &str,
+    name: &str,
+    mut params: serde_json::Value,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let mut meta = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
     });
-    for (key, value) in meta.as_object().into_iter().flatten() {
-        full_meta[key] = value.clone();
+    for (key, value) in params["_meta"].as_object().into_iter().flatten() {
+        meta[key] = value.clone();
     }
+    params["_meta"] = meta;
     let mut request = reqwest::Client::new().post(format!("http://127.0.0.1:{port}/mcp"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
+    for (header, value) in headers {
+        request = request.header(*header, *value);
     }
     let body = request
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .json(
-            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-            "name": tool, "arguments": {"message": "hi"}, "_meta": full_meta}}),
-        )
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
         .send()
         .await
         .expect("the daemon answers")
@@ -267,7 +280,7 @@ pub async fn call_through_daemon_meta(
         .map(|line| line.strip_prefix("data:").unwrap_or(line).trim())
         .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
         .find(|message| message["id"] == id)
-        .unwrap_or_else(|| panic!("no answer to call {id}: {body}"))
+        .unwrap_or_else(|| panic!("no answer to {method} {id}: {body}"))
 }
 
 /// `tests/npm`, with `packages` installed (or a panic saying how to install them).
