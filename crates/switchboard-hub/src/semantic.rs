@@ -112,6 +112,13 @@ impl SemanticSearch {
                 vectors.insert(digest, vector.into());
             }
         }
+        self.align(catalog, &all);
+        Ok(())
+    }
+
+    /// Gives `catalog` its tools' vectors (`all`: their digests, in the index's order) if every
+    /// one is known already.
+    fn align(&self, catalog: &ExposedCatalog, all: &[(TextDigest, String)]) {
         let vectors = lock(&self.vectors);
         let aligned: Option<Vec<Arc<[f32]>>> = all
             .iter()
@@ -120,7 +127,6 @@ impl SemanticSearch {
         if let Some(aligned) = aligned {
             let _ = catalog.tool_vectors.set(aligned);
         }
-        Ok(())
     }
 
     /// The vectors of `wanted` texts: those the store has, and the rest encoded and stored.
@@ -174,6 +180,11 @@ impl SemanticSearch {
         catalog: &ExposedCatalog,
         query: &str,
     ) -> Result<Option<Vec<f32>>, SemanticError> {
+        // A catalog rebuilt since the last preparation (the same tools, a new snapshot) takes
+        // the vectors known already: only tools never seen wait for theirs.
+        if catalog.tool_vectors.get().is_none() {
+            self.align(catalog, &Self::digests(catalog.search_index()));
+        }
         let Some(tools) = catalog.tool_vectors.get() else {
             return Ok(None);
         };

@@ -9,7 +9,7 @@ use switchboard_store::Store;
 
 use super::{EXIT_FAILURE, print_json, split_target};
 use crate::cli::{self, ListArgs};
-use crate::hubs::{connected_hub, load_search_model, reach_for};
+use crate::hubs::{connected_hub_with, load_search_model, reach_for};
 use crate::{daemon, reach, render};
 
 /// `tools`: every connected server's tools (or one server's).
@@ -218,13 +218,8 @@ pub(crate) async fn search(
             reach::Reach::Daemon(daemon)
         }
         None => {
-            // The model is loaded first (a bad one fails before any server starts), and ranks
-            // once the servers have connected, as the search waits for their vectors anyway.
             let encoder = load_search_model(&args.search_model).await?;
-            let hub = connected_hub(store, None).await?;
-            if let Some(encoder) = encoder {
-                hub.enable_semantic_search(encoder);
-            }
+            let hub = connected_hub_with(store, None, |hub| hub.semantic_search(encoder)).await?;
             reach::Reach::Here(hub)
         }
     };
