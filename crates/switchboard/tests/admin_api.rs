@@ -1247,14 +1247,15 @@ async fn a_question_the_calling_client_cannot_answer_goes_to_a_person_at_the_con
     assert!(text.contains("- Name: Grace Hopper"), "{answered:#}");
 }
 
-/// `POST /api/servers/{id}/check` asks a server whether it still answers: a stopped
-/// server-everything shows `reconnecting` with the reason in the check's own answer, and a call
-/// of its tool through `/mcp` meanwhile names the server and its state (the tool stays listed,
-/// it is not "unknown"); once the server is back, a check answers with it connected. A disabled
-/// server is not checked.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_check_reconnects_at_once_and_says_how_it_is() {
-    let mut server = switchboard_fixtures::ServerEverything::start("streamableHttp");
+/// A daemon with server-everything (Streamable HTTP) added as `everything` and connected: the
+/// daemon's data directory, the server and the daemon (dropped in the reverse order when bound
+/// in this one).
+async fn daemon_with_everything() -> (
+    tempfile::TempDir,
+    switchboard_fixtures::ServerEverything,
+    Daemon,
+) {
+    let server = switchboard_fixtures::ServerEverything::start("streamableHttp");
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(dir.path()).await;
     let (status, _) = daemon
@@ -1266,6 +1267,17 @@ async fn a_server_check_reconnects_at_once_and_says_how_it_is() {
         .await;
     assert_eq!(status, 201);
     daemon.wait_for_state("everything", "connected").await;
+    (dir, server, daemon)
+}
+
+/// `POST /api/servers/{id}/check` asks a server whether it still answers: a stopped
+/// server-everything shows `reconnecting` with the reason in the check's own answer, and a call
+/// of its tool through `/mcp` meanwhile names the server and its state (the tool stays listed,
+/// it is not "unknown"); once the server is back, a check answers with it connected. A disabled
+/// server is not checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_check_reconnects_at_once_and_says_how_it_is() {
+    let (_dir, mut server, daemon) = daemon_with_everything().await;
     let (status, checked) = daemon
         .send("POST", "/api/servers/everything/check", None)
         .await;
@@ -1344,18 +1356,7 @@ async fn mcp_request(port: u16, method: &str, name: &str, params: Value) -> Valu
 /// through the admin API with 503, all saying "not connected".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_not_connected_is_the_same_error_on_every_method_and_on_the_admin_api() {
-    let mut server = switchboard_fixtures::ServerEverything::start("streamableHttp");
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(dir.path()).await;
-    let (status, _) = daemon
-        .send(
-            "POST",
-            "/api/servers",
-            Some(json!({"id": "everything", "url": server.url})),
-        )
-        .await;
-    assert_eq!(status, 201);
-    daemon.wait_for_state("everything", "connected").await;
+    let (_dir, mut server, daemon) = daemon_with_everything().await;
     let listed = mcp_request(daemon.port, "prompts/list", "", json!({})).await;
     let prompt = listed["result"]["prompts"][0]["name"]
         .as_str()
