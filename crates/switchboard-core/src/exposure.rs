@@ -8,7 +8,9 @@
 //! upstream that owns them and reports names claimed by more than one server: such names are
 //! withheld from everyone rather than letting one server shadow another.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::hashing::FastMap;
 
 use serde::Serialize;
 
@@ -250,9 +252,9 @@ impl std::fmt::Display for Collision {
 #[derive(Debug, Clone)]
 pub struct NameTable<T> {
     entries: Vec<(String, Exposed<T>)>,
-    index: HashMap<String, usize>,
+    index: FastMap<String, usize>,
     /// Other names entries are also known by ([`NameTable::with_aliases`]).
-    aliases: HashMap<String, usize>,
+    aliases: FastMap<String, usize>,
     collisions: Vec<Collision>,
 }
 
@@ -260,8 +262,8 @@ impl<T> Default for NameTable<T> {
     fn default() -> Self {
         Self {
             entries: Vec::new(),
-            index: HashMap::new(),
-            aliases: HashMap::new(),
+            index: FastMap::default(),
+            aliases: FastMap::default(),
             collisions: Vec::new(),
         }
     }
@@ -271,7 +273,7 @@ impl<T> NameTable<T> {
     /// Also takes, for each entry whose name `alias` changes, the changed name (unless another
     /// entry is already known by it): names model APIs take ([`model_tool_name`]).
     pub fn with_aliases(mut self, alias: impl Fn(&str) -> std::borrow::Cow<'_, str>) -> Self {
-        let mut aliases = HashMap::new();
+        let mut aliases = FastMap::default();
         for (i, (name, _)) in self.entries.iter().enumerate() {
             let other = alias(name);
             if other != name.as_str() && !self.index.contains_key(other.as_ref()) {
@@ -290,7 +292,7 @@ impl<T> NameTable<T> {
         candidates: impl IntoIterator<Item = (String, Exposed<T>)>,
     ) -> Self {
         let mut entries: Vec<(String, Exposed<T>)> = Vec::new();
-        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut index: FastMap<String, usize> = FastMap::default();
         // Names claimed again after their first entry, with every server claiming them.
         let mut claimed_again: BTreeMap<String, Vec<ServerId>> = BTreeMap::new();
         for (name, entry) in candidates {
@@ -338,7 +340,7 @@ impl<T> NameTable<T> {
         Self {
             entries,
             index,
-            aliases: HashMap::new(),
+            aliases: FastMap::default(),
             collisions,
         }
     }

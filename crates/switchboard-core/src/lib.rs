@@ -16,6 +16,7 @@ pub mod error;
 pub mod exposure;
 pub mod grants;
 pub mod guardrails;
+pub mod hashing;
 pub mod network;
 pub mod policy;
 pub mod rate_limit;

@@ -8,8 +8,10 @@ use crate::{
     semantic, server_auth, shared_schemas, subscriptions, write,
 };
 use std::collections::HashMap;
+
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+use switchboard_core::hashing::FastMap;
 use switchboard_core::{ConnectionState, ServerDefinition, ServerId};
 use switchboard_desk::{Desk, PeopleResponder};
 use switchboard_store::{Store, StoreFingerprint};
@@ -135,7 +137,7 @@ pub struct Hub {
     pub(crate) store: Store,
     pub(crate) options: ConnectOptions,
     pub(crate) oauth: OAuthOptions,
-    pub(crate) servers: RwLock<HashMap<ServerId, Arc<ServerSlot>>>,
+    pub(crate) servers: RwLock<FastMap<ServerId, Arc<ServerSlot>>>,
     pub(crate) events: Arc<bus::EventBus>,
     pub(crate) tasks: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
     pub(crate) exposed: watch::Sender<Arc<ExposedCatalog>>,
@@ -226,7 +228,7 @@ impl Hub {
             store,
             options,
             oauth,
-            servers: RwLock::new(HashMap::new()),
+            servers: RwLock::default(),
             events: Arc::new(bus::EventBus::new()),
             tasks: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
             exposed: watch::channel(Arc::default()).0,

@@ -8,8 +8,8 @@
 //! view, on a channel of its own ([`Hub::subscribe_calls`](crate::Hub::subscribe_calls)): the
 //! main bus wakes every client session's task, which calls must not do.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
+use switchboard_core::hashing::FastMap;
 use switchboard_core::sync::lock;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -66,7 +66,7 @@ pub struct HubMetrics {
     /// Finished calls, for whoever listens.
     pub(crate) calls_announced: crate::bus::OnDemandBroadcast<HubEvent>,
     /// Each called tool's handles, by server and tool.
-    handles: RwLock<HashMap<String, HashMap<String, Arc<ToolHandles>>>>,
+    handles: RwLock<FastMap<String, FastMap<String, Arc<ToolHandles>>>>,
     /// Where finished calls are recorded, once the hub keeps an audit log.
     audit: std::sync::OnceLock<Arc<AuditRecorder>>,
     /// Audit records the log dropped (its queue full), read at each scrape.

@@ -12,9 +12,11 @@
 //! balancer may so send a session's requests anywhere (a hash of `Mcp-Session-Id`, which the
 //! `initialize` lacks, included); the session moves at most once per change of replica.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchboard_core::hashing::FastMap;
 use switchboard_core::sync::lock;
 
 use axum::body::Body;
@@ -196,7 +198,7 @@ impl FrontDoor {
 /// holds open. Only sessions this daemon opened are tracked, so client-chosen ids add nothing.
 #[derive(Default)]
 struct SessionActivity {
-    sessions: std::sync::Mutex<HashMap<String, Activity>>,
+    sessions: std::sync::Mutex<FastMap<String, Activity>>,
 }
 
 struct Activity {
@@ -205,7 +207,7 @@ struct Activity {
 }
 
 impl SessionActivity {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Activity>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FastMap<String, Activity>> {
         lock(&self.sessions)
     }
 

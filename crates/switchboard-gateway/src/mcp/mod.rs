@@ -30,9 +30,11 @@ mod tasks;
 mod tool_call;
 mod traces;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchboard_core::hashing::FastMap;
 use switchboard_core::sync::lock;
 
 use rmcp::model::{
@@ -93,16 +95,16 @@ pub struct Shared {
     draining: std::sync::atomic::AtomicBool,
     /// The Streamable HTTP sessions whose calls the short path (`short_path`) may take, by id.
     /// Entries of ended sessions no longer upgrade, and are dropped as new ones are added.
-    short_path_sessions: Mutex<HashMap<String, std::sync::Weak<SessionState>>>,
+    short_path_sessions: Mutex<FastMap<String, std::sync::Weak<SessionState>>>,
     /// Calls the short path is relaying for sessions, by session and request id, so that the
     /// client's `notifications/cancelled` reaches them.
     /// Each entry's number tells it from a later call under the same id.
     short_path_calls: Mutex<
-        HashMap<(String, rmcp::model::RequestId), (u64, tokio_util::sync::CancellationToken)>,
+        FastMap<(String, rmcp::model::RequestId), (u64, tokio_util::sync::CancellationToken)>,
     >,
     /// Requests the short path put to session clients on a call's stream, by session and
     /// request id, waiting for the client's answer.
-    short_path_questions: Mutex<HashMap<(String, rmcp::model::RequestId), short_path::Answer>>,
+    short_path_questions: Mutex<FastMap<(String, rmcp::model::RequestId), short_path::Answer>>,
     /// Calls running as tasks (the tasks extension), for every client.
     tasks: tasks::Tasks,
     /// Servers at which a 2026-07-28 client's `subscriptions/listen` is being subscribed.
