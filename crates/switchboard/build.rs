@@ -19,6 +19,10 @@
 const LLD_BY_DEFAULT_SINCE: (u32, u32) = (1, 90);
 
 fn main() {
+    // Set by scripts/rustc-with-profile on release builds it guides with pgo/'s profile; a new
+    // profile builds the daemon again.
+    println!("cargo::rustc-check-cfg=cfg(switchboard_profile_guided)");
+    println!("cargo:rerun-if-changed=pgo");
     println!("cargo:rerun-if-changed=function-order.txt");
     println!("cargo:rerun-if-env-changed=SWITCHBOARD_FUNCTION_ORDER");
     let release = std::env::var("PROFILE").is_ok_and(|profile| profile == "release");

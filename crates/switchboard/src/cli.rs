@@ -4,9 +4,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The version `--version` prints, and whether this build was optimized with the daemon's
+/// profile (`scripts/rustc-with-profile` sets `switchboard_profile_guided` when it adds one).
+const VERSION: &str = if cfg!(switchboard_profile_guided) {
+    concat!(env!("CARGO_PKG_VERSION"), " (profile-guided)")
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 /// Switchboard connects AI applications to many MCP servers through one daemon.
 #[derive(Debug, Parser)]
-#[command(name = "switchboard", version, about)]
+#[command(name = "switchboard", version = VERSION, about)]
 pub struct Cli {
     /// Where Switchboard keeps its database and vault key.
     #[arg(long, global = true, env = "SWITCHBOARD_DATA_DIR", value_name = "DIR")]
