@@ -7,16 +7,13 @@
 //! session ids it presents) from being aimed at one bucket. Maps off the call's path keep std's
 //! hasher.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-/// The hasher of [`FastMap`] and [`FastSet`]: foldhash, seeded at random for each map.
+/// The hasher of [`FastMap`]: foldhash, seeded at random for each map.
 pub type FastHasher = foldhash::fast::RandomState;
 
 /// A `HashMap` with [`FastHasher`]; made with `FastMap::default()`.
 pub type FastMap<K, V> = HashMap<K, V, FastHasher>;
-
-/// A `HashSet` with [`FastHasher`]; made with `FastSet::default()`.
-pub type FastSet<T> = HashSet<T, FastHasher>;
 
 #[cfg(test)]
 mod tests {

@@ -112,21 +112,10 @@ impl IntoResponse for Refusal {
                 "an API key is required: Authorization: Bearer <key>\n",
             )
                 .into_response(),
-            // JSON-RPC's shape, so MCP clients show the reason (an admin API client reads
-            // `error.message`).
-            Self::Unavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(header::RETRY_AFTER, "5")],
-                axum::Json(serde_json::json!({
-                    "jsonrpc": "2.0",
-                    "id": null,
-                    "error": {
-                        "code": -32000,
-                        "message": "credentials cannot be checked right now (the store does not answer); try again shortly",
-                    },
-                })),
-            )
-                .into_response(),
+            Self::Unavailable => crate::api_error::unavailable(
+                "credentials cannot be checked right now (the store does not answer); try again \
+                 shortly",
+            ),
         }
     }
 }

@@ -28,7 +28,7 @@ mod grants;
 pub mod listener;
 pub mod mcp;
 mod oauth;
-pub mod origins;
+mod origins;
 mod questions;
 mod readiness;
 mod router;

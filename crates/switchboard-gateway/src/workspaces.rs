@@ -754,10 +754,9 @@ async fn dispatch_judged(dispatcher: Arc<Dispatcher>, mut request: Request) -> R
                 .store(dispatcher.now_ms(), Ordering::Relaxed);
             workspace.workspace.serve(&dispatcher.routes, request).await
         }
-        Err(error) => api_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("cannot open your workspace: {error}"),
-        ),
+        Err(error) => crate::api_error::unavailable(&format!(
+            "cannot open your workspace: {error}; try again shortly"
+        )),
     }
 }
 

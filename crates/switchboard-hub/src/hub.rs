@@ -306,8 +306,9 @@ impl Hub {
     }
 
     /// A listener that shows a sign-in's progress (registering, authorizing, authenticated,
-    /// failed) in the state of server `id`, for sign-ins run outside its task (the admin API).
-    pub fn sign_in_listener(
+    /// failed) in the state of server `id`, for sign-ins run outside its task (one the admin
+    /// API starts, `sign_in.rs`).
+    pub(crate) fn sign_in_listener(
         &self,
         id: &ServerId,
     ) -> impl Fn(switchboard_oauth::AuthEvent) + Send + Sync + 'static {
