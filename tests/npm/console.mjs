@@ -1,6 +1,6 @@
 // A person using Switchboard's web console, for crates/switchboard/tests/web_console.rs: headless
 // Chromium (Debian's, driven by playwright-core) opens the console of a running daemon with no
-// servers, tests and adds @modelcontextprotocol/server-everything through the form, watches it connect,
+// servers, is shown a refusal, tests and adds @modelcontextprotocol/server-everything through the form, watches it connect,
 // filters its tools, turns one off and on, runs a tool from the generated form (with its
 // progress), runs another and watches its messages in the inspector, cancels a long one, answers the server's question in a dialog, reads
 // a resource and gets a prompt, then adds the built-in human server and answers its tool's question,
@@ -38,8 +38,11 @@ try {
       problems.push(`console: ${message.text()}`);
     }
   });
+  // The one answer this test makes up itself (a daemon refusing while it drains) is no breakage.
+  let madeUp = null;
   page.on("response", (response) => {
     // The console's own refusals (a 409 while a server restarts) are answers, not breakage.
+    if (response.url() === madeUp) return;
     if (response.status() === 404 || response.status() >= 500) {
       problems.push(`${response.status()} for ${response.url()}`);
     }
@@ -68,6 +71,18 @@ try {
   await page.fill('#add-form input[name="id"]', "everything");
   await page.fill('#add-form input[name="command"]', `node ${everything}`);
   await page.fill('#add-form input[name="description"]', "The reference server");
+  // A refusal in JSON-RPC's shape (what a draining daemon, or one whose store does not answer,
+  // gives every route) is shown by its message.
+  madeUp = `${base}/api/test-connection`;
+  await page.route(madeUp, (route) => route.fulfill({
+    status: 503,
+    headers: { "content-type": "application/json", "retry-after": "5" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32000, message: "Switchboard is shutting down; try again shortly" } }),
+  }));
+  await page.click("#test-connection");
+  await page.waitForSelector("#message.error");
+  seen.refused = await page.textContent("#message");
+  await page.unroute(madeUp);
   await page.click("#test-connection");
   await page.waitForFunction(() => document.querySelector("#message").textContent.startsWith("Connected"));
   seen.tested = await page.textContent("#message");

@@ -35,8 +35,19 @@ async function api(method, path, body, extra = {}) {
   if (extra.raw) return response;
   const text = await response.text();
   const answer = text ? JSON.parse(text) : null;
-  if (!response.ok) throw new Error(answer?.error ?? `${response.status} ${response.statusText}`);
+  if (!response.ok) throw new Error(failureOf(answer, response));
   return answer;
+}
+
+/**
+ * What a failed answer says: the admin API's `{"error": "..."}`, or the message of a JSON-RPC
+ * error (the 503 a draining daemon, a store that does not answer or a workspace that cannot
+ * open gives), or else the status.
+ */
+function failureOf(answer, response) {
+  const error = answer?.error;
+  const said = typeof error === "string" ? error : error?.message;
+  return said ?? `${response.status} ${response.statusText}`;
 }
 
 /** Reads a Server-Sent Events response, calling `onEvent(name, data)` for each event. */
@@ -1344,7 +1355,7 @@ async function toggleFollow(id, uri, button) {
       { raw: true, signal: controller.signal });
     if (!response.ok) {
       const answer = await response.json().catch(() => ({}));
-      throw new Error(answer.error ?? `${response.status} ${response.statusText}`);
+      throw new Error(failureOf(answer, response));
     }
     await readEvents(response, (name) => {
       if (name !== "updated") return;
@@ -1724,7 +1735,7 @@ async function inspect(id) {
     const response = await api("GET", `/api/servers/${id}/traffic`, undefined, { raw: true, signal: controller.signal });
     if (!response.ok) {
       const answer = await response.json().catch(() => ({}));
-      throw new Error(answer.error ?? `${response.status} ${response.statusText}`);
+      throw new Error(failureOf(answer, response));
     }
     $("#traffic-status").dataset.following = "yes";
     await readEvents(response, (name, data) => {
@@ -1946,7 +1957,7 @@ async function runTool(server, tool, form) {
       { arguments: args }, { raw: true, signal: running.signal, headers: { accept: "text/event-stream" } });
     if (!response.ok) {
       const answer = await response.json().catch(() => ({}));
-      throw new Error(answer.error ?? `${response.status} ${response.statusText}`);
+      throw new Error(failureOf(answer, response));
     }
     await readEvents(response, (name, data) => {
       if (name === "progress") {

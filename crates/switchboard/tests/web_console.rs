@@ -72,6 +72,10 @@ async fn a_person_adds_a_server_and_runs_its_tools_from_the_console() {
 
     assert_eq!(seen["empty"], true, "an empty daemon says so: {seen:#}");
     assert_eq!(seen["formsHiddenAtFirst"], true, "{seen:#}");
+    assert_eq!(
+        seen["refused"], "Switchboard is shutting down; try again shortly",
+        "a JSON-RPC refusal is shown by its message: {seen:#}"
+    );
     let tested = seen["tested"].as_str().unwrap();
     assert!(
         tested.contains("mcp-servers/everything") && tested.contains("tools"),
