@@ -106,36 +106,58 @@ fn script(dir: &str, file: &str) -> String {
 struct Listening {
     child: std::process::Child,
     port: u16,
+    /// How it was started, `{port}` not yet replaced: to start it again on another port.
+    command: (String, Vec<String>),
 }
+
+/// How many times a server that exits before listening is started again on another port.
+const STARTS: usize = 3;
 
 impl Listening {
     /// Starts `program args...` with `{port}` in `args` replaced by a free port.
     fn start(program: &str, args: &[&str]) -> Self {
         let port = free_port();
-        let args: Vec<String> = args
+        let with_port: Vec<String> = args
             .iter()
             .map(|a| a.replace("{port}", &port.to_string()))
             .collect();
         let child = Command::new(program)
-            .args(&args)
+            .args(&with_port)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{program} {args:?} starts: {e}"));
-        Self { child, port }
+            .unwrap_or_else(|e| panic!("{program} {with_port:?} starts: {e}"));
+        let command = (
+            program.to_owned(),
+            args.iter().map(|a| (*a).to_owned()).collect(),
+        );
+        Self {
+            child,
+            port,
+            command,
+        }
     }
 
     /// Waits (up to 60 s: Python imports are slow on a busy machine) until it listens on its
-    /// port (its own socket: another process may have taken the port).
+    /// port (its own socket). The port was free when picked, but another process may take it
+    /// before the server binds it (uvicorn then exits with 3): a server that exits before
+    /// listening is started again on another port, at most [`STARTS`] times in all.
     fn wait(&mut self) {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut starts = 1;
         while !switchboard_fixtures::process_listens_on(self.child.id(), self.port) {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "the server for port {} exited before listening: {status}",
+                assert!(
+                    starts < STARTS,
+                    "the server for port {} exited before listening, {starts} times: {status}",
                     self.port
                 );
+                starts += 1;
+                let (program, args) = self.command.clone();
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                *self = Self::start(&program, &args);
+                continue;
             }
             assert!(
                 std::time::Instant::now() < deadline,
