@@ -2,11 +2,12 @@
 
 use crate::{
     Access, BrowserOrigins, ConnectionThreads, RouterParts, WebOrigin, Workspace, listener, mcp,
-    oauth, routes, workspaces,
+    oauth, one_workspace, workspaces,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
 use switchboard_hub::Hub;
+use tower::util::Either;
 
 /// Errors from serving.
 #[derive(Debug, thiserror::Error)]
@@ -143,14 +144,10 @@ impl Gateway {
             Access::Users(users) => {
                 parts.users = Some(users.clone());
                 let dispatcher = workspaces::Dispatcher::new(users, shared, parts);
-                (dispatcher.front_door(), Some(dispatcher))
+                (Either::Left(dispatcher.front_door()), Some(dispatcher))
             }
             access => (
-                routes().layer(axum::Extension(Workspace::new(
-                    shared,
-                    Some(access),
-                    &parts,
-                ))),
+                Either::Right(one_workspace(Workspace::new(shared, Some(access), &parts))),
                 None,
             ),
         };

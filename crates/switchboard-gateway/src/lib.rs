@@ -48,4 +48,4 @@ pub use router::router;
 
 pub(crate) use access::{Refusal, digest, is_public_path, presented_key, request_is_local};
 pub(crate) use api_error::{ApiError, api_error, shutting_down};
-pub(crate) use router::{AppState, RouterParts, Workspace, routes};
+pub(crate) use router::{AppState, RouterParts, Workspace, one_workspace, routes};

@@ -30,7 +30,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use switchboard_core::sync::lock;
 
-use axum::Router;
 use axum::body::Body;
 use bytes::Bytes;
 use http_body::Frame;
@@ -108,13 +107,23 @@ impl Drop for Counted {
 /// Serves `app` on `listener` within `limits` until `shutdown` completes; then takes no more
 /// connections and waits for the open ones to finish (the caller's `shutdown` ends the
 /// long-lived streams first).
-pub(crate) async fn serve(
+pub(crate) async fn serve<App>(
     listener: tokio::net::TcpListener,
-    app: Router,
+    app: App,
     limits: Limits,
     threads: &crate::connection_threads::ConnectionThreads,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    App: tower::Service<
+            axum::extract::Request,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static,
+{
     let counts = Arc::new(Counts::default());
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -358,7 +367,7 @@ mod tests {
     /// Serves a router echoing request bodies on a loopback port with `limits`, on two
     /// connection threads as the daemon does.
     async fn start(limits: Limits) -> std::net::SocketAddr {
-        let app = Router::new()
+        let app = axum::Router::new()
             .route(
                 "/",
                 axum::routing::post(|body: String| async move { body }).get(|| async { "ok" }),

@@ -50,7 +50,32 @@ pub fn router(
         BrowserOrigins::default(),
     );
     let workspace = Workspace::new(shared, Some(access), &parts);
-    routes().layer(axum::Extension(workspace))
+    Router::new().fallback_service(one_workspace(workspace))
+}
+
+/// A daemon of one workspace: every request is answered by [`Workspace::serve`] (so a
+/// `POST /mcp` skips the router there, as in each workspace of `serve --users`).
+pub(crate) fn one_workspace(
+    workspace: Workspace,
+) -> impl tower::Service<
+    Request,
+    Response = Response,
+    Error = std::convert::Infallible,
+    Future: Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    let served = Arc::new((workspace, routes()));
+    tower::service_fn(move |request: Request| {
+        let served = served.clone();
+        // Boxed once here: the answer's future is several kilobytes, and the connection's
+        // layers above would each move it whole.
+        Box::pin(async move {
+            let (workspace, routes) = &*served;
+            Ok(workspace.serve(routes, request).await)
+        })
+    })
 }
 
 /// What every workspace's router shares: the daemon's OAuth redirect URI, when it stops, and
@@ -143,8 +168,22 @@ impl Workspace {
         }))
     }
 
-    /// Answers `request` with this workspace's routes (`routes`, built once).
+    /// Answers `request` with this workspace's routes (`routes`, built once). A `POST /mcp`
+    /// (every MCP request but a session's stream and end) skips the router to the layers its
+    /// route has, called in the same order ([`checked`], then the door, then the full path):
+    /// the router and its two middleware layers, each boxing the request's future, were a
+    /// twentieth of a relayed call's instructions.
     pub(crate) async fn serve(&self, routes: &Router, mut request: Request) -> Response {
+        if request.method() == axum::http::Method::POST
+            && request.uri().path() == mcp::http::MCP_PATH
+        {
+            return checked(self.clone(), request, |request| {
+                mcp::http::door(self.clone(), request, |request| {
+                    full_path(self.clone(), request)
+                })
+            })
+            .await;
+        }
         request.extensions_mut().insert(self.clone());
         match tower::ServiceExt::oneshot(routes.clone(), request).await {
             Ok(response) => response,
@@ -228,8 +267,14 @@ pub(crate) fn routes() -> Router {
                 .merge(endpoint_mcp)
                 // The door: sessions checked and noted, every POST's body bounded and parsed,
                 // and the branch of the two call paths: the short path takes a plain
-                // `tools/call`, rmcp's server (the full path, above) everything else.
-                .layer(middleware::from_fn(mcp::http::door)),
+                // `tools/call`, rmcp's server (the full path, above) everything else. A
+                // `POST /mcp` does not come through this table: `Workspace::serve` calls the
+                // same layers itself, so a layer added on `/mcp` is added there too.
+                .layer(middleware::from_fn(
+                    |workspace: Workspace, request: Request, next: Next| {
+                        mcp::http::door(workspace, request, move |request| next.run(request))
+                    },
+                )),
         )
         .merge(mcp::legacy_sse::routes())
         .route("/", get(ui::index))
@@ -349,72 +394,83 @@ pub(crate) fn routes() -> Router {
         // One layer for every check: every layer costs each request a clone of the service
         // below it and a boxed future.
         .layer(middleware::from_fn(
-            |workspace: Workspace, mut request: Request, next: Next| {
-                async move {
-                    let parts = &workspace.0;
-                    let (access, draining, origins, endpoint_hub) =
-                        (&parts.access, &parts.shared, &parts.origins, &parts.app.hub);
-                    // Without an access guard, the dispatcher judged the request already.
-                    let sender = match &access {
-                        Some(access) => {
-                            let sender = match origins.judge(&request) {
-                                Ok(sender) => sender,
-                                Err(refusal) => return refusal.into_response(),
-                            };
-                            if let origins::Sender::CorsApp(origin) = &sender
-                                && request.method() == axum::http::Method::OPTIONS
-                            {
-                                return origins::preflight(origin.clone());
-                            }
-                            // A key issued for an endpoint reaches that endpoint's doors, and
-                            // nothing else, whatever the listener lets other requests reach.
-                            let endpoint_key = presented_key(request.headers())
-                                .and_then(|key| endpoint_hub.endpoint_of_key(&key));
-                            if let Some((endpoint, key)) = endpoint_key {
-                                if let Some(refusal) =
-                                    endpoints::key_refusal(&endpoint, &request, access)
-                                {
-                                    return refusal;
-                                }
-                                request
-                                    .extensions_mut()
-                                    .insert(mcp::conversation::VerifiedClient(format!(
-                                        "endpoint {endpoint} key {key}"
-                                    )));
-                                request
-                                    .extensions_mut()
-                                    .insert(endpoints::EndpointKeyHolder(endpoint));
-                            } else {
-                                if let Some(refusal) = access.refusal(&request, &sender) {
-                                    return refusal.into_response();
-                                }
-                                if let Some(holder) = access.key_holder(&request) {
-                                    request.extensions_mut().insert(holder);
-                                }
-                            }
-                            sender
-                        }
-                        None => origins::Sender::Trusted,
-                    };
-                    if request.method() == axum::http::Method::POST && draining.is_draining() {
-                        return shutting_down();
-                    }
-                    let change = audit::change_in(endpoint_hub, &request);
-                    let mut response = next.run(request).await;
-                    if let Some(change) = change {
-                        change.record(endpoint_hub, response.status());
-                    }
-                    if let origins::Sender::CorsApp(origin) = sender {
-                        origins::grant(&mut response, origin);
-                    }
-                    response
-                }
+            |workspace: Workspace, request: Request, next: Next| {
+                checked(workspace, request, move |request| next.run(request))
             },
         ))
         // Each handler made into its service, with the layers above, once, here: a router
         // never given its state keeps its handlers boxed and builds each one's service stack
         // again for every request (axum's `MethodEndpoint::BoxedHandler`).
         .with_state(())
+}
+
+/// Every request's checks, whichever route it is for: the sender's origin and credential (unless
+/// the dispatcher of `serve --users` judged it), an endpoint key's reach, the drain, and the
+/// audit record of a change; `onward` answers a request that passes them (the router's next
+/// layer, or the MCP door itself for a `POST /mcp`, see [`Workspace::serve`]).
+async fn checked<Answer>(
+    workspace: Workspace,
+    mut request: Request,
+    onward: impl FnOnce(Request) -> Answer,
+) -> Response
+where
+    Answer: Future<Output = Response>,
+{
+    let parts = &workspace.0;
+    let (access, draining, origins, endpoint_hub) =
+        (&parts.access, &parts.shared, &parts.origins, &parts.app.hub);
+    // Without an access guard, the dispatcher judged the request already.
+    let sender = match &access {
+        Some(access) => {
+            let sender = match origins.judge(&request) {
+                Ok(sender) => sender,
+                Err(refusal) => return refusal.into_response(),
+            };
+            if let origins::Sender::CorsApp(origin) = &sender
+                && request.method() == axum::http::Method::OPTIONS
+            {
+                return origins::preflight(origin.clone());
+            }
+            // A key issued for an endpoint reaches that endpoint's doors, and nothing else,
+            // whatever the listener lets other requests reach.
+            let endpoint_key =
+                presented_key(request.headers()).and_then(|key| endpoint_hub.endpoint_of_key(&key));
+            if let Some((endpoint, key)) = endpoint_key {
+                if let Some(refusal) = endpoints::key_refusal(&endpoint, &request, access) {
+                    return refusal;
+                }
+                request
+                    .extensions_mut()
+                    .insert(mcp::conversation::VerifiedClient(format!(
+                        "endpoint {endpoint} key {key}"
+                    )));
+                request
+                    .extensions_mut()
+                    .insert(endpoints::EndpointKeyHolder(endpoint));
+            } else {
+                if let Some(refusal) = access.refusal(&request, &sender) {
+                    return refusal.into_response();
+                }
+                if let Some(holder) = access.key_holder(&request) {
+                    request.extensions_mut().insert(holder);
+                }
+            }
+            sender
+        }
+        None => origins::Sender::Trusted,
+    };
+    if request.method() == axum::http::Method::POST && draining.is_draining() {
+        return shutting_down();
+    }
+    let change = audit::change_in(endpoint_hub, &request);
+    let mut response = onward(request).await;
+    if let Some(change) = change {
+        change.record(endpoint_hub, response.status());
+    }
+    if let origins::Sender::CorsApp(origin) = sender {
+        origins::grant(&mut response, origin);
+    }
+    response
 }
 
 pub(crate) async fn status(app: AppState) -> Json<switchboard_hub::StatusReport> {

@@ -22,7 +22,6 @@ use switchboard_core::sync::lock;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rmcp::transport::streamable_http_server::SessionManager;
@@ -285,10 +284,18 @@ impl Drop for StreamGuard {
 /// Everything the door at `/mcp` (and an endpoint's) does around rmcp's server, in order: the
 /// session a request names must have been opened at this door, a `DELETE` ends it, a POST's
 /// body is read once and bounded, and the request is answered by the short path or rmcp's
-/// server ([`answer`]); then the session's activity is noted ([`note_activity`]). One layer
-/// where the router is built: each layer costs every request a clone of the service below it
-/// and a boxed future.
-pub(crate) async fn door(workspace: crate::Workspace, request: Request, next: Next) -> Response {
+/// server ([`answer`]); then the session's activity is noted ([`note_activity`]). `onward` is
+/// rmcp's server: the route below this layer, or itself for a `POST /mcp`, which skips the
+/// router ([`crate::Workspace::serve`]). One layer where the router is built: each layer costs
+/// every request a clone of the service below it and a boxed future.
+pub(crate) async fn door<Answer>(
+    workspace: crate::Workspace,
+    request: Request,
+    onward: impl FnOnce(Request) -> Answer,
+) -> Response
+where
+    Answer: Future<Output = Response>,
+{
     let door = workspace.door();
     let session = request
         .headers()
@@ -308,10 +315,10 @@ pub(crate) async fn door(workspace: crate::Workspace, request: Request, next: Ne
         door.activity.heard(id);
     }
     if request.method() == Method::DELETE {
-        return end_session(door, session.as_deref(), request, next).await;
+        return end_session(door, session.as_deref(), request, onward).await;
     }
     let answering = session.as_deref().map(|id| door.activity.streaming(id));
-    let response = answer(door, request, next).await;
+    let response = answer(door, request, onward).await;
     note_activity(door, session, answering, response).await
 }
 
@@ -390,7 +397,15 @@ async fn note_activity(
 
 /// A `DELETE` of session `id`: 404 for a session that does not exist (any more), and 204 once
 /// rmcp ended it (rmcp answers 202 either way, and clients expect 200 or 204 for a DELETE).
-async fn end_session(door: &FrontDoor, id: Option<&str>, request: Request, next: Next) -> Response {
+async fn end_session<Answer>(
+    door: &FrontDoor,
+    id: Option<&str>,
+    request: Request,
+    onward: impl FnOnce(Request) -> Answer,
+) -> Response
+where
+    Answer: Future<Output = Response>,
+{
     if let Some(id) = id
         && !door.sessions.sessions.read().await.contains_key(id)
     {
@@ -407,7 +422,7 @@ async fn end_session(door: &FrontDoor, id: Option<&str>, request: Request, next:
             &format!("no session '{id}': it ended or never existed"),
         );
     }
-    let response = next.run(request).await;
+    let response = onward(request).await;
     if response.status() == StatusCode::ACCEPTED {
         return StatusCode::NO_CONTENT.into_response();
     }
@@ -443,14 +458,21 @@ fn is_event_stream(response: &Response) -> bool {
 /// relayed by the short path (`short_path`); everything else, and a call the short path
 /// declines, goes on to rmcp's server (the full path). A call the short path admitted and could
 /// not send goes on marked [`super::admission::Charged`].
-async fn answer(door: &FrontDoor, request: Request, next: Next) -> Response {
+async fn answer<Answer>(
+    door: &FrontDoor,
+    request: Request,
+    onward: impl FnOnce(Request) -> Answer,
+) -> Response
+where
+    Answer: Future<Output = Response>,
+{
     if request.method() == Method::GET
         && let Some(resumed) = super::short_path::try_resume(&door.shared, request.headers())
     {
         return resumed;
     }
     if request.method() != Method::POST {
-        return next.run(request).await;
+        return onward(request).await;
     }
     let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
@@ -495,9 +517,7 @@ async fn answer(door: &FrontDoor, request: Request, next: Next) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
-    let answer = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let answer = onward(Request::from_parts(parts, Body::from(bytes))).await;
     // JSON, sent as JSON, that is no JSON-RPC message: rmcp answers 415, as if the body were not
     // JSON at all; the spec's answer is an Invalid Request error.
     if sent_as_json && answer.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
