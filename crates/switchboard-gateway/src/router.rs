@@ -1037,6 +1037,10 @@ mod tests {
             403
         );
         assert_eq!(status("POST", "/mcp/e/support", None).await, 401);
+        // `/mcp` itself (which skips the route table) is as closed to a caller without a key.
+        assert_eq!(status("POST", "/mcp", None).await, 401);
+        assert_eq!(status("POST", "/mcp", Some("sbe_guess")).await, 401);
+        assert_eq!(status("POST", "/mcp", Some(operator)).await, 200);
         assert_eq!(
             status("POST", "/mcp/e/support", Some("sbe_guess")).await,
             401
