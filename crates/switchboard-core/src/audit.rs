@@ -132,8 +132,9 @@ pub struct CallOrigin {
     pub door: &'static str,
     /// The endpoint the client came through, if any.
     pub endpoint: Option<String>,
-    /// The client, as it named itself (`clientInfo`) or its `X-Switchboard-Client`.
-    pub client: Option<String>,
+    /// The client, as it named itself (`clientInfo`) or its `X-Switchboard-Client`; shared, as
+    /// one client's calls name it alike.
+    pub client: Option<std::sync::Arc<str>>,
     /// The name the client called the tool by.
     pub exposed: String,
     /// The arguments, as the log keeps them.

@@ -152,12 +152,11 @@ where
         let body_limit = limits.body;
         let idle = Arc::new(Idle::new());
         let answering = idle.clone();
+        let address = crate::mcp::conversation::ClientAddress::of(peer.ip());
         let service = app
             .clone()
             .map_request(move |mut request: http::Request<hyper::body::Incoming>| {
-                request
-                    .extensions_mut()
-                    .insert(crate::mcp::conversation::ClientAddress(peer.ip()));
+                request.extensions_mut().insert(address.clone());
                 request.map(|body| {
                     // A request without a body (a GET, a WebSocket upgrade) has nothing to wait for.
                     if http_body::Body::is_end_stream(&body) {

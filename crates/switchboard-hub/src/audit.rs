@@ -325,7 +325,7 @@ impl Hub {
         &self,
         door: &'static str,
         endpoint: Option<&str>,
-        client: Option<&str>,
+        client: Option<Arc<str>>,
         exposed: &str,
         arguments: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Option<Arc<CallOrigin>> {
@@ -333,7 +333,7 @@ impl Hub {
         Some(Arc::new(CallOrigin {
             door,
             endpoint: endpoint.map(str::to_owned),
-            client: client.map(str::to_owned),
+            client,
             exposed: exposed.to_owned(),
             arguments: switchboard_core::audit::kept_arguments(
                 recorder.log.arguments,

@@ -116,7 +116,7 @@ impl<'a> Admission<'a> {
         if self.charged() {
             return Ok(());
         }
-        let client = || Some(conversation::client_of(self.parts));
+        let client = || Some(conversation::client_of(self.parts).to_string());
         match server {
             Some(server) => self.hub.admit_call_to(server, &tool.upstream, client),
             None => self.hub.admit_call(&tool.server, &tool.upstream, client),
@@ -173,8 +173,8 @@ impl<'a> Admission<'a> {
             return None;
         }
         let verified = conversation::client_of(self.parts);
-        let client = match self.session.and_then(|session| session.negotiated.get()) {
-            Some(negotiated) => format!("{} ({verified})", negotiated.client),
+        let client = match self.session {
+            Some(session) => session.audit_client(verified),
             None => verified,
         };
         let endpoint = match self.session.and_then(|session| session.endpoint.get()) {
@@ -184,7 +184,7 @@ impl<'a> Admission<'a> {
         self.hub.call_origin(
             door_of(self.parts),
             endpoint,
-            Some(&client),
+            Some(client),
             exposed,
             arguments,
         )

@@ -213,24 +213,32 @@ pub(crate) fn named_by(parts: Option<&axum::http::request::Parts>) -> Result<Con
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedClient(pub String);
 
-/// The address a request came from (put on every request by the listener).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientAddress(pub std::net::IpAddr);
+/// The address a request came from, as [`client_of`] names it (`address 127.0.0.1`): named once
+/// for its connection by the listener, which puts it on every request of the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientAddress(Arc<str>);
 
-/// Who a request comes from, for the per-client rate limit: the user or key the access checks
-/// verified, else the address it came from, else `anonymous`; `stdio` for the client on standard
-/// input. Never what the request says of itself (`X-Switchboard-User`, a session id, an
-/// unchecked key), which its sender could change on every call.
-pub(crate) fn client_of(parts: Option<&axum::http::request::Parts>) -> String {
+impl ClientAddress {
+    /// The client at `address`.
+    pub fn of(address: std::net::IpAddr) -> Self {
+        Self(format!("address {address}").into())
+    }
+}
+
+/// Who a request comes from, for the per-client rate limit and the audit log: the user or key
+/// the access checks verified, else the address it came from, else `anonymous`; `stdio` for the
+/// client on standard input. Never what the request says of itself (`X-Switchboard-User`, a
+/// session id, an unchecked key), which its sender could change on every call.
+pub(crate) fn client_of(parts: Option<&axum::http::request::Parts>) -> Arc<str> {
     let Some(parts) = parts else {
-        return "stdio".to_owned();
+        return Arc::from("stdio");
     };
     if let Some(VerifiedClient(client)) = parts.extensions.get::<VerifiedClient>() {
-        return client.clone();
+        return Arc::from(client.as_str());
     }
     match parts.extensions.get::<ClientAddress>() {
-        Some(ClientAddress(address)) => format!("address {address}"),
-        None => "anonymous".to_owned(),
+        Some(ClientAddress(address)) => address.clone(),
+        None => Arc::from("anonymous"),
     }
 }
 
@@ -286,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_client_is_who_the_access_checks_verified_else_its_address() {
-        assert_eq!(client_of(None), "stdio");
+        assert_eq!(&*client_of(None), "stdio");
         let mut claimed = parts(
             "/mcp",
             &[
@@ -296,14 +304,14 @@ mod tests {
             ],
         );
         assert_eq!(
-            client_of(Some(&claimed)),
+            &*client_of(Some(&claimed)),
             "anonymous",
             "a user named, a key not checked and a session are the caller's to choose"
         );
         claimed
             .extensions
-            .insert(ClientAddress("127.0.0.1".parse().unwrap()));
-        assert_eq!(client_of(Some(&claimed)), "address 127.0.0.1");
+            .insert(ClientAddress::of("127.0.0.1".parse().unwrap()));
+        assert_eq!(&*client_of(Some(&claimed)), "address 127.0.0.1");
         claimed.extensions.insert(key_holder("secret-key-1"));
         let named = client_of(Some(&claimed));
         assert!(
@@ -311,13 +319,13 @@ mod tests {
             "{named}"
         );
         assert_ne!(
-            key_holder("secret-key-2").0,
-            named,
+            key_holder("secret-key-2").0.as_str(),
+            &*named,
             "each key its own client"
         );
         claimed
             .extensions
             .insert(VerifiedClient("user acme/ana".into()));
-        assert_eq!(client_of(Some(&claimed)), "user acme/ana");
+        assert_eq!(&*client_of(Some(&claimed)), "user acme/ana");
     }
 }

@@ -250,9 +250,29 @@ struct SessionState {
     /// The endpoint its first request was sent to (`None`: the workspace's own door); every
     /// later request must be sent there too.
     endpoint: std::sync::OnceLock<Option<String>>,
+    /// How the audit log names its client ([`SessionState::audit_client`]), and for whom.
+    audit_client: Mutex<Option<(Arc<str>, Arc<str>)>>,
 }
 
 impl SessionState {
+    /// How the audit log names this session's client on a request from `verified` (who the
+    /// access checks found sent it): the name its `clientInfo` gave, then `verified`. Made once
+    /// and kept while the session's requests come from the same verified client.
+    fn audit_client(&self, verified: Arc<str>) -> Arc<str> {
+        let Some(negotiated) = self.negotiated.get() else {
+            return verified;
+        };
+        let mut kept = lock(&self.audit_client);
+        if let Some((from, named)) = &*kept
+            && *from == verified
+        {
+            return named.clone();
+        }
+        let named: Arc<str> = format!("{} ({verified})", negotiated.client).into();
+        *kept = Some((verified, named.clone()));
+        named
+    }
+
     /// Whether calling `tool` would add it to this session's working set (a deferred session's
     /// first call of it, which the full path records and announces).
     fn adds_to_working_set(&self, shared: &Shared, tool: &str) -> bool {
@@ -322,4 +342,39 @@ fn prefix_of(catalog: &ExposedCatalog, server: &ServerId) -> Prefix {
         .find(|(id, _)| id == server)
         .map(|(_, prefix)| prefix.clone())
         .unwrap_or_else(|| Prefix::of_server(server))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The audit log names a session's client by its `clientInfo` and by who sent each request:
+    /// the name is made once for one verified client, and never kept for another.
+    #[test]
+    fn a_sessions_audit_name_is_kept_only_for_the_client_it_was_made_for() {
+        let session = SessionState::default();
+        let ana: Arc<str> = Arc::from("user acme/ana");
+        assert_eq!(
+            &*session.audit_client(ana.clone()),
+            "user acme/ana",
+            "before `initialize`, who the access checks verified"
+        );
+        let _ = session.negotiated.set(Negotiated {
+            version: rmcp::model::ProtocolVersion::LATEST,
+            capabilities: rmcp::model::ClientCapabilities::default(),
+            client: "claude-code".to_owned(),
+        });
+        let first = session.audit_client(ana.clone());
+        assert_eq!(&*first, "claude-code (user acme/ana)");
+        assert!(
+            Arc::ptr_eq(&first, &session.audit_client(Arc::from("user acme/ana"))),
+            "made once for the same client"
+        );
+        assert_eq!(
+            &*session.audit_client(Arc::from("address 127.0.0.1")),
+            "claude-code (address 127.0.0.1)",
+            "another sender is named as itself"
+        );
+        assert_eq!(&*session.audit_client(ana), "claude-code (user acme/ana)");
+    }
 }

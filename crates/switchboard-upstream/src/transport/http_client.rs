@@ -282,6 +282,12 @@ impl StatusAwareHttpClient {
         &self.static_headers
     }
 
+    /// A request to `url` with the headers every request to the server carries, in this order:
+    /// the static ones, `Accept`, rmcp's token, the caller's own, the credentials (which
+    /// replace any of the same name) and the session. Made in place, as reqwest's builder would
+    /// make it: the builder moves the whole request at each header and converts each name
+    /// again, on every call relayed. A token or session id that is no header value makes a
+    /// builder that fails to build, as the builder would.
     fn request(
         &self,
         method: reqwest::Method,
@@ -291,22 +297,59 @@ impl StatusAwareHttpClient {
         custom_headers: &HashMap<HeaderName, HeaderValue>,
         credentials: HeaderMap,
     ) -> reqwest::RequestBuilder {
-        let mut request = self
-            .http()
-            .request(method, url.clone())
-            .headers((*self.static_headers).clone())
-            .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
+        let refused = |name: HeaderName, value: String| {
+            self.http()
+                .request(method.clone(), url.clone())
+                .header(name, value)
+        };
+        let mut request = reqwest::Request::new(method.clone(), url.clone());
+        let headers = request.headers_mut();
+        headers.clone_from(&self.static_headers);
+        headers.append(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
         if let Some(token) = auth_token {
-            request = request.bearer_auth(token);
+            let bearer = format!("Bearer {token}");
+            let Ok(mut value) = HeaderValue::from_str(&bearer) else {
+                return refused(http::header::AUTHORIZATION, bearer);
+            };
+            value.set_sensitive(true);
+            headers.append(http::header::AUTHORIZATION, value);
         }
         for (name, value) in custom_headers {
-            request = request.header(name, value);
+            headers.append(name.clone(), value.clone());
         }
-        request = request.headers(credentials);
+        replace_headers(headers, credentials);
         if let Some(session_id) = session_id {
-            request = request.header(SESSION_HEADER, session_id);
+            let Ok(value) = HeaderValue::from_str(session_id) else {
+                return refused(
+                    HeaderName::from_static(SESSION_HEADER),
+                    session_id.to_owned(),
+                );
+            };
+            headers.append(SESSION_HEADER, value);
         }
-        request
+        reqwest::RequestBuilder::from_parts(self.http().clone(), request)
+    }
+}
+
+/// Puts `headers` into `into`, each name's values in place of the ones it had: the rule of
+/// reqwest's `RequestBuilder::headers`, which is not public on its own.
+fn replace_headers(into: &mut HeaderMap, headers: HeaderMap) {
+    let mut last: Option<http::header::OccupiedEntry<'_, HeaderValue>> = None;
+    for (name, value) in headers {
+        match (name, &mut last) {
+            (Some(name), _) => {
+                last = Some(match into.entry(name) {
+                    http::header::Entry::Occupied(mut entry) => {
+                        entry.insert(value);
+                        entry
+                    }
+                    http::header::Entry::Vacant(entry) => entry.insert_entry(value),
+                });
+            }
+            // More values of the name before: a header map yields a name with its first value.
+            (None, Some(entry)) => entry.append(value),
+            (None, None) => {}
+        }
     }
 }
 
@@ -819,5 +862,81 @@ mod tests {
             );
         }
         assert_eq!(protocol_version_header(&HashMap::new()), None);
+    }
+
+    /// A request carries the headers reqwest's builder gave it, as the builder did: the static
+    /// ones, `Accept`, the caller's own added to them, the credentials in place of any of the
+    /// same name (every value of theirs kept), then the session; a session id that is no
+    /// header value fails the request instead of being left out.
+    #[test]
+    fn a_request_carries_its_headers_as_the_builder_made_them() {
+        let url = url::Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        let mut fixed = HeaderMap::new();
+        fixed.insert("x-team", HeaderValue::from_static("blue"));
+        let client = StatusAwareHttpClient::new(HttpClients::new(), &url, fixed);
+        let mut custom = HashMap::new();
+        custom.insert(
+            HeaderName::from_static("x-team"),
+            HeaderValue::from_static("green"),
+        );
+        custom.insert(
+            HeaderName::from_static("authorization"),
+            HeaderValue::from_static("Bearer stale"),
+        );
+        let mut credentials = HeaderMap::new();
+        credentials.append("authorization", HeaderValue::from_static("Bearer fresh"));
+        credentials.append("x-proof", HeaderValue::from_static("one"));
+        credentials.append("x-proof", HeaderValue::from_static("two"));
+        let request = client
+            .request(
+                reqwest::Method::POST,
+                &url,
+                Some("session-1"),
+                None,
+                &custom,
+                credentials,
+            )
+            .build()
+            .unwrap();
+        let headers = request.headers();
+        let all = |name: &str| {
+            headers
+                .get_all(name)
+                .iter()
+                .map(|value| value.to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(all("x-team"), ["blue", "green"]);
+        assert_eq!(all("accept"), [ACCEPT_BOTH]);
+        assert_eq!(all("authorization"), ["Bearer fresh"]);
+        assert_eq!(all("x-proof"), ["one", "two"]);
+        assert_eq!(all(SESSION_HEADER), ["session-1"]);
+        assert_eq!(request.url(), &url);
+
+        let refused = client
+            .request(
+                reqwest::Method::POST,
+                &url,
+                Some("bad\nid"),
+                None,
+                &HashMap::new(),
+                HeaderMap::new(),
+            )
+            .build();
+        assert!(refused.is_err(), "a session id that is no header value");
+        let bearer = client
+            .request(
+                reqwest::Method::GET,
+                &url,
+                None,
+                Some("token"),
+                &HashMap::new(),
+                HeaderMap::new(),
+            )
+            .build()
+            .unwrap();
+        let token = bearer.headers().get("authorization").unwrap();
+        assert_eq!(token, "Bearer token");
+        assert!(token.is_sensitive(), "kept out of debug output");
     }
 }
