@@ -1,6 +1,6 @@
 //! Resumable call streams (SEP-1699): a dropped stream resumed with `Last-Event-ID`, a long stream
-//! keeping only its latest events, and a stream the server ends early ending early for the clients
-//! that come back.
+//! keeping only its latest events, a stream the server ends early ending early for the clients
+//! that come back, and a call answered at once answered as JSON instead, one running on primed at once.
 
 use std::time::Duration;
 
@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use switchboard_fixtures::{Era, transports};
 
 use crate::support::{
-    Daemon, add, open_session, open_session_at, send_in_session, serving, typescript_sdk_server,
+    Daemon, add, last_call_id, open_session, open_session_at, send_in_session, serving,
+    typescript_sdk_server,
 };
 
 /// A session call's stream on the short path is resumable as rmcp's are (SEP-1699): primed with
@@ -138,6 +139,83 @@ async fn a_long_call_stream_keeps_its_latest_events_and_refuses_resuming_from_ol
         "{rest:.200}"
     );
     assert!(rest.contains("\"text\":\"done\""), "{rest:.200}");
+}
+
+/// A session call its server answers at once is answered with that message as one JSON body
+/// (as a stream it would go out in one write with the answer, leaving nothing to resume),
+/// relayed on the short path all the same; one that runs on is given its primed stream while it
+/// runs, before the server has sent anything, so its client could come back for the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_call_answered_at_once_gets_json_and_one_running_on_a_primed_stream_at_once() {
+    let (daemon, fixture, _dir) =
+        serving(transports::streamable_http(Era::Legacy).await, "fx", &[]).await;
+    let url = daemon.mcp_url();
+    let session = open_session(&url, json!({})).await;
+    let echo = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "fx__echo", "arguments": {"message": "at once"}}});
+    let response = send_in_session(&url, &session, &echo).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(content_type(&response), "application/json");
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["id"], 4, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "at once",
+        "{answer}"
+    );
+    assert!(answer["result"].get("resultType").is_none(), "{answer}");
+    let seen = last_call_id(&fixture);
+    assert!(
+        seen.as_str()
+            .is_some_and(|id| id.starts_with("switchboard-direct-")),
+        "relayed on the short path: {seen}"
+    );
+
+    // No progress asked for: the server sends nothing until its answer, a second later.
+    let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "fx__slow", "arguments": {"ms": 1000}}});
+    let mut response = send_in_session(&url, &session, &slow).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(content_type(&response), "text/event-stream");
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = tokio::time::timeout(Duration::from_millis(500), response.chunk())
+            .await
+            .expect("the priming event comes while the call runs")
+            .unwrap()
+            .expect("more of the stream");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let events = sse_events(&text);
+    assert!(
+        events[0].contains_key("id") && events[0].contains_key("retry"),
+        "a priming event first: {text:?}"
+    );
+    assert!(!text.contains("\"result\""), "before the answer: {text:?}");
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let last = sse_events(&text)
+        .pop()
+        .and_then(|mut event| event.remove("data"));
+    assert!(
+        last.is_some_and(|data| data.contains("\"id\":5") && data.contains("\"text\":\"done\"")),
+        "the answer last: {text:?}"
+    );
+}
+
+/// The media type of `response`'s body, without parameters.
+fn content_type(response: &reqwest::Response) -> String {
+    let value = response
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// A 2025-11-25 session client's GET resuming a stream after event `after` (`Last-Event-ID`).

@@ -133,14 +133,20 @@ pub(super) async fn relay(
         // The server ended the call's stream before its first message: so does the client's,
         // once primed, and the call goes on in the background until the client is back.
         Some(retry) = next_pause(&mut pauses) => {
-            let (Some(session), Some((relayed, in_flight))) = (session, waiting.call.take()) else {
+            let (Some(session), Some(call)) = (session, waiting.call.take()) else {
                 return Some(unanswered());
             };
-            let log = Arc::new(StreamLog::polled_by(polling));
-            let stream = lock(&session.short_path_streams).keep(log.clone());
-            log.pause(retry);
-            keep_logging(log.clone(), relayed, pauses, in_flight, stop.clone(), cancelled);
-            return Some(log.follow(stream, 0));
+            let pause = |log: &StreamLog| log.pause(retry);
+            return Some(resumable(&session, polling, call, pauses, stop, cancelled, pause));
+        }
+        // A session call not answered within a moment is given its resumable stream now,
+        // primed, so that a client whose connection drops while the call runs can come back
+        // for the rest; a call answered sooner is answered as one JSON body (below).
+        () = primed_after(session.is_some()) => {
+            let (Some(session), Some(call)) = (session, waiting.call.take()) else {
+                return Some(unanswered());
+            };
+            return Some(resumable(&session, polling, call, pauses, stop, cancelled, |_| {}));
         }
         () = stop.cancelled() => {
             return Some(match &waiting.call {
@@ -160,30 +166,20 @@ pub(super) async fn relay(
         Some(Next::NotSent) => return None,
         None => relayed.finish(Err(UpstreamError::Closed)),
     };
-    let done = is_final(&first);
-    // A session's answer is a stream the client can resume (SEP-1699), as rmcp's are: primed,
-    // its events numbered and kept. The call runs on in a task of its own, whether or not the
-    // client stays to read it.
-    if let Some(session) = session {
-        let log = Arc::new(StreamLog::polled_by(polling));
-        let stream = lock(&session.short_path_streams).keep(log.clone());
-        log.push(&first);
-        if done {
-            log.finish();
-        } else {
-            keep_logging(
-                log.clone(),
-                relayed,
-                pauses,
-                in_flight,
-                stop.clone(),
-                cancelled,
-            );
-        }
-        return Some(log.follow(stream, 0));
-    }
-    if done {
+    // The server's answer came first (and soon), so it is the client's whole answer: one JSON
+    // body, in every era (a POST may be answered so, and every client must read both). As a
+    // resumable stream it would go out in the same single write, its priming event with the
+    // answer, so a client that lost it would have no event id to come back with: the stream
+    // would add only its cost (docs/benchmarks.md).
+    if is_final(&first) {
         return Some(json(era, first));
+    }
+    if let Some(session) = session {
+        let call = (relayed, in_flight);
+        let begin = |log: &StreamLog| log.push(&first);
+        return Some(resumable(
+            &session, polling, call, pauses, stop, cancelled, begin,
+        ));
     }
     // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
     let rest = futures::stream::unfold(relayed, |mut relayed| async move {
@@ -206,6 +202,40 @@ pub(super) async fn relay(
             .keep_alive(KeepAlive::default())
             .into_response(),
     )
+}
+
+/// A session call's answer as a stream its client can resume (SEP-1699), as rmcp's are: primed,
+/// its events numbered and kept in `session`, beginning with what `begin` writes to it. The call
+/// runs on in a task of its own, whether or not the client stays to read it.
+fn resumable(
+    session: &crate::mcp::SessionState,
+    polling: Option<switchboard_upstream::CallerPolling>,
+    (relayed, in_flight): (Relayed, tokio_util::task::task_tracker::TaskTrackerToken),
+    pauses: Option<mpsc::UnboundedReceiver<Option<std::time::Duration>>>,
+    stop: &CancellationToken,
+    cancelled: CancellationToken,
+    begin: impl FnOnce(&StreamLog),
+) -> Response {
+    let log = Arc::new(StreamLog::polled_by(polling));
+    let stream = lock(&session.short_path_streams).keep(log.clone());
+    begin(&log);
+    keep_logging(
+        log.clone(),
+        relayed,
+        pauses,
+        in_flight,
+        stop.clone(),
+        cancelled,
+    );
+    log.follow(stream, 0)
+}
+
+/// Resolves [`PRIME_AFTER`] from now for a session call (`primes`); never for a stateless one.
+async fn primed_after(primes: bool) {
+    match primes {
+        true => tokio::time::sleep(PRIME_AFTER).await,
+        false => std::future::pending().await,
+    }
 }
 
 /// The next pause of the server's stream, if the client resumes streams itself.

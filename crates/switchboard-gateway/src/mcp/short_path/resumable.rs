@@ -19,6 +19,14 @@ use switchboard_core::wire_names::EventId;
 /// How long a client is told to wait before resuming a stream, as rmcp tells it.
 pub(super) const RESUME_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// How long a session call may run before its client is given a resumable stream: primed at
+/// once, so that a client whose connection drops while the call runs can come back for the rest.
+/// A call answered sooner is answered with one JSON body: as a stream it would go out in one
+/// write with the answer, leaving the client nothing to resume. A server on the same machine or
+/// network answers a plain call well within this (the Rust fixture in under a millisecond,
+/// server-everything in about two); a call that runs longer is one worth resuming.
+pub(super) const PRIME_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The longest answer of a complete stream sent as one body (a longer one is followed event by
 /// event, as a stream still running is).
 const ONE_BODY_MOST: usize = 64 * 1024;
@@ -176,10 +184,11 @@ impl StreamLog {
     /// a pause is an event with an id, the server's `retry` and empty data, after which the
     /// response ends.
     ///
-    /// A log already complete (the commonest case: the server answered in one message), up to
-    /// [`ONE_BODY_MOST`] bytes, is answered as one body of known length: no stream to poll, no
-    /// keep-alive timer to arm (which costs the connection's thread a wake-up of its own), one
-    /// write.
+    /// A log already complete, or paused (a client coming back after its call ended, or after
+    /// the server's stream paused), up to [`ONE_BODY_MOST`] bytes, is answered as one body of
+    /// known length: no stream to poll, no keep-alive timer to arm (which costs the connection's
+    /// thread a wake-up of its own), one write. (A call answered in its first message is not
+    /// kept at all: its client gets the answer as JSON, [`super::relay`].)
     pub(super) fn follow(self: Arc<Self>, stream: u64, after: usize) -> Response {
         let priming = (after == 0).then(|| {
             let retry = RESUME_AFTER.as_millis();
