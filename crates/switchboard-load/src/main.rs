@@ -127,6 +127,10 @@ struct Sample {
     p99: Duration,
     /// Daemon CPU seconds per 1,000 calls (through Switchboard only).
     cpu_per_1000: f64,
+    /// TCP connections the machine opened per 1,000 calls while they ran
+    /// ([`process::tcp_connections_opened`]): none when every client and relay keeps its
+    /// connections.
+    connections_per_1000: f64,
 }
 
 fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
@@ -168,11 +172,24 @@ async fn measure(
         let key = (!keys.is_empty()).then(|| keys[n % keys.len()].clone());
         clients.push(McpClient::open_as(urls[n % urls.len()], shape, key).await?);
     }
-    // Warm every connection and code path before measuring.
-    for client in &clients {
-        for _ in 0..20 {
-            client.call(tool, json!({"message": "warm"})).await?;
-        }
+    // Warm every connection and code path before measuring, all clients at once: so the
+    // relay in between opens as many connections to the upstream as the run will use before
+    // it starts, not during it.
+    let warming: Vec<_> = clients
+        .into_iter()
+        .map(|client| {
+            let tool = tool.to_owned();
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    client.call(&tool, json!({"message": "warm"})).await?;
+                }
+                anyhow::Ok(client)
+            })
+        })
+        .collect();
+    let mut clients = Vec::with_capacity(concurrency);
+    for warmed in warming {
+        clients.push(warmed.await.context("a warming client panicked")??);
     }
     let per_client = (calls / concurrency).max(1);
     let cpu = || -> anyhow::Result<f64> {
@@ -182,6 +199,7 @@ async fn measure(
             .sum::<anyhow::Result<f64>>()
     };
     let cpu_before = cpu()?;
+    let opened_before = process::tcp_connections_opened()?;
     let started = Instant::now();
     let workers = clients.into_iter().map(|client| {
         let tool = tool.to_owned();
@@ -213,6 +231,7 @@ async fn measure(
     let elapsed = started.elapsed();
     let total = per_client * concurrency;
     let cpu_per_1000 = (cpu()? - cpu_before) / total as f64 * 1000.0;
+    let opened = process::tcp_connections_opened()?.saturating_sub(opened_before);
     latencies.sort_unstable();
     Ok(Sample {
         calls: total,
@@ -222,6 +241,7 @@ async fn measure(
         p90: percentile(&latencies, 0.90),
         p99: percentile(&latencies, 0.99),
         cpu_per_1000,
+        connections_per_1000: opened as f64 / total as f64 * 1000.0,
     })
 }
 
@@ -239,6 +259,7 @@ fn median_sample(samples: &[Sample]) -> Sample {
         p90: median(samples.iter().map(|s| s.p90).collect()),
         p99: median(samples.iter().map(|s| s.p99).collect()),
         cpu_per_1000: median(samples.iter().map(|s| s.cpu_per_1000).collect()),
+        connections_per_1000: median(samples.iter().map(|s| s.connections_per_1000).collect()),
     }
 }
 
@@ -522,9 +543,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     println!();
     println!(
-        "| load | concurrency | direct calls/s | via calls/s | ratio | direct p50 / p90 / p99 | via p50 / p90 / p99 | added p50 | CPU per 1,000 calls | errors |"
+        "| load | concurrency | direct calls/s | via calls/s | ratio | direct p50 / p90 / p99 | via p50 / p90 / p99 | added p50 | CPU per 1,000 calls | new connections per 1,000 calls, direct / via | errors |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut errors = 0;
     let mut misses = Vec::new();
     let mut floors = Vec::new();
@@ -579,7 +600,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let added = via.p50.saturating_sub(direct.p50);
             let ratio = via.calls_per_second / direct.calls_per_second;
             println!(
-                "| {} | {concurrency} | {:.0} | {:.0} | {:.2} | {} / {} / {} | {} / {} / {} | {} | {:.0} ms | {} |",
+                "| {} | {concurrency} | {:.0} | {:.0} | {:.2} | {} / {} / {} | {} / {} / {} | {} | {:.0} ms | {:.1} / {:.1} | {} |",
                 load.label(),
                 direct.calls_per_second,
                 via.calls_per_second,
@@ -592,6 +613,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 micros(via.p99),
                 micros(added),
                 via.cpu_per_1000 * 1000.0,
+                direct.connections_per_1000,
+                via.connections_per_1000,
                 direct.errors + via.errors,
             );
             for ((kind, ..), samples) in relays.iter().zip(&relayed) {
@@ -613,14 +636,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     println!();
     println!(
-        "| load | concurrency | relay | relay calls/s | ratio | relay p50 | relay added p50 | relay CPU per 1,000 calls | Switchboard's added p50 beyond the relay's | Switchboard's CPU beyond the relay's | Switchboard / relay: added p50, CPU, calls/s |"
+        "| load | concurrency | relay | relay calls/s | ratio | relay p50 | relay added p50 | relay CPU per 1,000 calls | relay's new connections per 1,000 calls | Switchboard's added p50 beyond the relay's | Switchboard's CPU beyond the relay's | Switchboard / relay: added p50, CPU, calls/s |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for (load, concurrency, kind, direct, via, floor) in floors {
         let floor_added = floor.p50.saturating_sub(direct.p50);
         let via_added = via.p50.saturating_sub(direct.p50);
         println!(
-            "| {} | {concurrency} | {} | {:.0} | {:.2} | {} | {} | {:.0} ms | {} | {:.0} ms | {}, {:.1}x, {:.0} % |",
+            "| {} | {concurrency} | {} | {:.0} | {:.2} | {} | {} | {:.0} ms | {:.1} | {} | {:.0} ms | {}, {:.1}x, {:.0} % |",
             load.label(),
             kind.label(),
             floor.calls_per_second,
@@ -628,6 +651,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             micros(floor.p50),
             micros(floor_added),
             floor.cpu_per_1000 * 1000.0,
+            floor.connections_per_1000,
             micros(via.p50.saturating_sub(floor.p50)),
             (via.cpu_per_1000 - floor.cpu_per_1000) * 1000.0,
             // A relay whose p50 is not above the upstream's (noise at one client) added

@@ -64,6 +64,26 @@ pub fn usage(pid: u32, ticks_per_second: f64) -> anyhow::Result<Usage> {
     })
 }
 
+/// How many TCP connections this machine has opened so far (`ActiveOpens` in `/proc/net/snmp`):
+/// read before and after a run, what the run's clients and relays opened. A relay that opens
+/// a connection a call pays for it in CPU and latency, and so does the upstream that accepts
+/// it: the harness shows it beside each relay's figures, so a floor that pays for connections
+/// the daemon does not (or a daemon that pays for more) is seen, not guessed.
+pub fn tcp_connections_opened() -> anyhow::Result<u64> {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").context("reading /proc/net/snmp")?;
+    tcp_active_opens(&snmp).context("no TCP ActiveOpens in /proc/net/snmp")
+}
+
+/// `ActiveOpens` in the text of `/proc/net/snmp`: its `Tcp:` lines are names, then values.
+fn tcp_active_opens(snmp: &str) -> Option<u64> {
+    let mut tcp = snmp.lines().filter(|line| line.starts_with("Tcp:"));
+    let (names, values) = (tcp.next()?, tcp.next()?);
+    let column = names
+        .split_whitespace()
+        .position(|name| name == "ActiveOpens")?;
+    values.split_whitespace().nth(column)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +95,20 @@ mod tests {
         assert!(
             usage.anonymous > 0 && usage.anonymous <= usage.rss,
             "{usage:?}"
+        );
+    }
+
+    #[test]
+    fn active_opens_are_read_from_the_tcp_lines() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens\n\
+                    Tcp: 1 200 120000 -1 36352 36298\nUdp: InDatagrams\nUdp: 5\n";
+        assert_eq!(tcp_active_opens(snmp), Some(36352));
+        assert_eq!(tcp_active_opens("Tcp: RtoAlgorithm\nTcp: 1\n"), None);
+        assert_eq!(tcp_active_opens("Tcp: ActiveOpens\n"), None);
+        assert!(
+            tcp_connections_opened().is_ok(),
+            "this machine has /proc/net/snmp"
         );
     }
 }
