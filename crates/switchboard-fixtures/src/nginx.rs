@@ -27,10 +27,10 @@ impl Nginx {
     /// until it listens.
     ///
     /// Its connections are kept as Switchboard keeps its own: up to 64 idle ones to the
-    /// upstream (enough for the 32 clients `switchboard-load` measures with; with 16,
-    /// nginx closed and opened upstream connections all through a run at 32 clients), and no limit on the
-    /// requests a connection carries (nginx closes one after 1,000 by default). Anything less
-    /// would make nginx pay for connections Switchboard does not, and flatter Switchboard.
+    /// upstream (enough for the 32 clients `switchboard-load` measures with; with 16, nginx
+    /// closed and opened upstream connections all through a run at 32 clients), and no limit
+    /// on the requests a connection carries (nginx closes one after 1,000 by default). Anything
+    /// less would make nginx pay for connections Switchboard does not, and flatter Switchboard.
     pub async fn balancing(upstream: &str) -> Self {
         assert!(
             Path::new(NGINX).exists(),
