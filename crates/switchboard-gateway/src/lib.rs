@@ -33,6 +33,7 @@ mod questions;
 mod readiness;
 mod router;
 mod servers;
+mod timer_anchor;
 mod ui;
 mod wire;
 mod workspaces;

@@ -233,7 +233,7 @@ fn resumable(
 /// Resolves [`PRIME_AFTER`] from now for a session call (`primes`); never for a stateless one.
 async fn primed_after(primes: bool) {
     match primes {
-        true => tokio::time::sleep(PRIME_AFTER).await,
+        true => crate::timer_anchor::sleep(PRIME_AFTER).await,
         false => std::future::pending().await,
     }
 }

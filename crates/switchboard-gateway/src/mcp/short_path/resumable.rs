@@ -26,6 +26,8 @@ pub(super) const RESUME_AFTER: std::time::Duration = std::time::Duration::from_s
 /// network answers a plain call well within this (the Rust fixture in under a millisecond,
 /// server-everything in about two); a call that runs longer is one worth resuming.
 pub(super) const PRIME_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
+// Armed through the thread's timer anchor, which fires at least this often.
+const _: () = assert!(PRIME_AFTER.as_millis() > crate::timer_anchor::TICK.as_millis() + 1);
 
 /// The longest answer of a complete stream sent as one body (a longer one is followed event by
 /// event, as a stream still running is).
