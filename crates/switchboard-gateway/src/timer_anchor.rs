@@ -7,7 +7,7 @@
 //! the one arming it and is wide awake: a `write` to the driver's eventfd and one more
 //! `epoll_wait` that returns at once, on every call (`time::Handle::reregister`; counted with
 //! `perf stat -e 'syscalls:sys_enter_*'` in `docs/benchmarks.md`). So a thread that arms such
-//! timers keeps an anchor while it does: a timer of its own that fires every [`TICK`], never
+//! timers keeps an anchor while it does: timers of its own, one firing every [`TICK`], never
 //! later than any timer [`sleep`] arms, so a new one is never the earliest. The anchor stops
 //! after [`LINGER`] without a timer armed, so an idle daemon is not woken by it.
 //!
