@@ -172,22 +172,29 @@ impl Workspace {
     /// (every MCP request but a session's stream and end) skips the router to the layers its
     /// route has, called in the same order ([`checked`], then the door, then the full path):
     /// the router and its two middleware layers, each boxing the request's future, were a
-    /// twentieth of a relayed call's instructions.
-    pub(crate) async fn serve(&self, routes: &Router, mut request: Request) -> Response {
-        if request.method() == axum::http::Method::POST
-            && request.uri().path() == mcp::http::MCP_PATH
-        {
-            return checked(self.clone(), request, |request| {
-                mcp::http::door(self.clone(), request, |request| {
-                    full_path(self.clone(), request)
+    /// twentieth of a relayed call's instructions. An `async` block, as are the layers it calls:
+    /// an `async fn` keeps each argument twice in its future (`docs/benchmarks.md`).
+    pub(crate) fn serve(
+        &self,
+        routes: &Router,
+        mut request: Request,
+    ) -> impl Future<Output = Response> {
+        async move {
+            if request.method() == axum::http::Method::POST
+                && request.uri().path() == mcp::http::MCP_PATH
+            {
+                return checked(self.clone(), request, |request| {
+                    mcp::http::door(self.clone(), request, |request| {
+                        full_path(self.clone(), request)
+                    })
                 })
-            })
-            .await;
-        }
-        request.extensions_mut().insert(self.clone());
-        match tower::ServiceExt::oneshot(routes.clone(), request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
+                .await;
+            }
+            request.extensions_mut().insert(self.clone());
+            match tower::ServiceExt::oneshot(routes.clone(), request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
         }
     }
 
@@ -408,69 +415,71 @@ pub(crate) fn routes() -> Router {
 /// the dispatcher of `serve --users` judged it), an endpoint key's reach, the drain, and the
 /// audit record of a change; `onward` answers a request that passes them (the router's next
 /// layer, or the MCP door itself for a `POST /mcp`, see [`Workspace::serve`]).
-async fn checked<Answer>(
+fn checked<Answer>(
     workspace: Workspace,
     mut request: Request,
     onward: impl FnOnce(Request) -> Answer,
-) -> Response
+) -> impl Future<Output = Response>
 where
     Answer: Future<Output = Response>,
 {
-    let parts = &workspace.0;
-    let (access, draining, origins, endpoint_hub) =
-        (&parts.access, &parts.shared, &parts.origins, &parts.app.hub);
-    // Without an access guard, the dispatcher judged the request already.
-    let sender = match &access {
-        Some(access) => {
-            let sender = match origins.judge(&request) {
-                Ok(sender) => sender,
-                Err(refusal) => return refusal.into_response(),
-            };
-            if let origins::Sender::CorsApp(origin) = &sender
-                && request.method() == axum::http::Method::OPTIONS
-            {
-                return origins::preflight(origin.clone());
+    async move {
+        let parts = &workspace.0;
+        let (access, draining, origins, endpoint_hub) =
+            (&parts.access, &parts.shared, &parts.origins, &parts.app.hub);
+        // Without an access guard, the dispatcher judged the request already.
+        let sender = match &access {
+            Some(access) => {
+                let sender = match origins.judge(&request) {
+                    Ok(sender) => sender,
+                    Err(refusal) => return refusal.into_response(),
+                };
+                if let origins::Sender::CorsApp(origin) = &sender
+                    && request.method() == axum::http::Method::OPTIONS
+                {
+                    return origins::preflight(origin.clone());
+                }
+                // A key issued for an endpoint reaches that endpoint's doors, and nothing else,
+                // whatever the listener lets other requests reach.
+                let endpoint_key = presented_key(request.headers())
+                    .and_then(|key| endpoint_hub.endpoint_of_key(&key));
+                if let Some((endpoint, key)) = endpoint_key {
+                    if let Some(refusal) = endpoints::key_refusal(&endpoint, &request, access) {
+                        return refusal;
+                    }
+                    request
+                        .extensions_mut()
+                        .insert(mcp::conversation::VerifiedClient(format!(
+                            "endpoint {endpoint} key {key}"
+                        )));
+                    request
+                        .extensions_mut()
+                        .insert(endpoints::EndpointKeyHolder(endpoint));
+                } else {
+                    if let Some(refusal) = access.refusal(&request, &sender) {
+                        return refusal.into_response();
+                    }
+                    if let Some(holder) = access.key_holder(&request) {
+                        request.extensions_mut().insert(holder);
+                    }
+                }
+                sender
             }
-            // A key issued for an endpoint reaches that endpoint's doors, and nothing else,
-            // whatever the listener lets other requests reach.
-            let endpoint_key =
-                presented_key(request.headers()).and_then(|key| endpoint_hub.endpoint_of_key(&key));
-            if let Some((endpoint, key)) = endpoint_key {
-                if let Some(refusal) = endpoints::key_refusal(&endpoint, &request, access) {
-                    return refusal;
-                }
-                request
-                    .extensions_mut()
-                    .insert(mcp::conversation::VerifiedClient(format!(
-                        "endpoint {endpoint} key {key}"
-                    )));
-                request
-                    .extensions_mut()
-                    .insert(endpoints::EndpointKeyHolder(endpoint));
-            } else {
-                if let Some(refusal) = access.refusal(&request, &sender) {
-                    return refusal.into_response();
-                }
-                if let Some(holder) = access.key_holder(&request) {
-                    request.extensions_mut().insert(holder);
-                }
-            }
-            sender
+            None => origins::Sender::Trusted,
+        };
+        if request.method() == axum::http::Method::POST && draining.is_draining() {
+            return shutting_down();
         }
-        None => origins::Sender::Trusted,
-    };
-    if request.method() == axum::http::Method::POST && draining.is_draining() {
-        return shutting_down();
+        let change = audit::change_in(endpoint_hub, &request);
+        let mut response = onward(request).await;
+        if let Some(change) = change {
+            change.record(endpoint_hub, response.status());
+        }
+        if let origins::Sender::CorsApp(origin) = sender {
+            origins::grant(&mut response, origin);
+        }
+        response
     }
-    let change = audit::change_in(endpoint_hub, &request);
-    let mut response = onward(request).await;
-    if let Some(change) = change {
-        change.record(endpoint_hub, response.status());
-    }
-    if let origins::Sender::CorsApp(origin) = sender {
-        origins::grant(&mut response, origin);
-    }
-    response
 }
 
 pub(crate) async fn status(app: AppState) -> Json<switchboard_hub::StatusReport> {

@@ -208,97 +208,103 @@ impl DirectRoute {
     /// server's requests on the call's stream are answered by `input`, a reply stream dropped
     /// before its end cancels the call only once `cancelled` fired, and a stream the server
     /// ends early is resumed when `polling`'s caller comes back (or after the server's `retry`).
-    pub(crate) async fn call_tool(
-        &self,
+    pub(crate) fn call_tool<'a>(
+        &'a self,
         request: JsonRpcRequest<CallToolRequest>,
-        limiter: &CallLimiter,
+        limiter: &'a CallLimiter,
         timeout: Duration,
         input: Arc<dyn InputResponder>,
         cancelled: CancellationToken,
         polling: Option<CallerPolling>,
-    ) -> Result<DirectReply, UpstreamError> {
-        let (message, headers, mut call) = match &self.session {
-            None => {
-                let headers = standard_headers(&request)?;
-                let message = JsonRpcMessage::Request(JsonRpcRequest {
-                    jsonrpc: request.jsonrpc,
-                    id: request.id,
-                    request: ClientRequest::CallToolRequest(request.request),
-                });
-                (message, headers, None)
-            }
-            Some(route) => {
-                let Some(session) = self.client.session_in_use() else {
-                    return Ok(DirectReply::NotSent);
-                };
-                let (message, mut call) =
-                    self.session_call(route, session, request, input, cancelled);
-                call.polling = polling;
-                (message, call.headers(), Some(call))
-            }
-        };
-        let slot = limiter.acquire(timeout).await?;
-        let started = Instant::now();
-        let cap = started + timeout.saturating_mul(MAX_TOTAL_TIMEOUTS);
-        // The POST's future (several kilobytes) is pinned where it is made, so `timeout` does
-        // not move it twice; in a block of its own, so that its space is free again for the
-        // awaits that read the reply (pinned for the whole function, it made this future as
-        // much larger, and every move of it dearer: docs/benchmarks.md).
-        let reply = {
-            let sent = std::pin::pin!(self.client.post(
-                &self.url,
-                message,
-                call.as_ref().map(|call| call.session.id.clone()),
-                None,
-                headers,
-                crate::transport::sse::MAX_SSE_EVENT_BYTES,
-                false,
-            ));
-            // From here until the response, a call dropped or timed out is cancelled.
-            if let Some(call) = &mut call {
-                call.armed = true;
-            }
-            tokio::time::timeout(timeout, sent).await
-        }
-        .map_err(|_| UpstreamError::Timeout(timeout))?;
-        let reply = match (reply, &mut call) {
-            (Err(StreamableHttpError::SessionExpired), Some(call)) => {
-                call.armed = false;
-                self.client.session_expired(&call.session.id);
-                return Ok(DirectReply::NotSent);
-            }
-            (reply, _) => reply.map_err(http_error)?,
-        };
-        match reply {
-            StreamableHttpPostResponse::Json(message, _) => Ok(DirectReply::Message(match call {
-                Some(mut call) => call.answered(message),
-                None => message,
-            })),
-            StreamableHttpPostResponse::Sse(events, _) => {
-                let deadline = (started + timeout).min(cap);
-                let mut reading = Reading {
-                    events,
-                    deadline,
-                    cap,
-                    timeout,
-                    done: false,
-                    answered: false,
-                    lingering: self.lingering.clone(),
-                    call,
-                    _slot: slot,
-                };
-                // The caller is waiting for this first message, so it is read here; most
-                // replies are that one message, and need no reading task.
-                match reading.next().await {
-                    Some(Ok(first)) if reading.done => Ok(DirectReply::Message(first)),
-                    Some(Ok(first)) => Ok(DirectReply::Stream(pump(first, reading, timeout))),
-                    Some(Err(error)) => Err(error),
-                    None => Err(UpstreamError::Closed),
+    ) -> impl Future<Output = Result<DirectReply, UpstreamError>> + 'a {
+        // An `async` block, not an `async fn`, which would keep each argument (the request
+        // among them) twice in the future of every relayed call (`docs/benchmarks.md`).
+        async move {
+            let (message, headers, mut call) = match &self.session {
+                None => {
+                    let headers = standard_headers(&request)?;
+                    let message = JsonRpcMessage::Request(JsonRpcRequest {
+                        jsonrpc: request.jsonrpc,
+                        id: request.id,
+                        request: ClientRequest::CallToolRequest(request.request),
+                    });
+                    (message, headers, None)
                 }
+                Some(route) => {
+                    let Some(session) = self.client.session_in_use() else {
+                        return Ok(DirectReply::NotSent);
+                    };
+                    let (message, mut call) =
+                        self.session_call(route, session, request, input, cancelled);
+                    call.polling = polling;
+                    (message, call.headers(), Some(call))
+                }
+            };
+            let slot = limiter.acquire(timeout).await?;
+            let started = Instant::now();
+            let cap = started + timeout.saturating_mul(MAX_TOTAL_TIMEOUTS);
+            // The POST's future (several kilobytes) is pinned where it is made, so `timeout` does
+            // not move it twice; in a block of its own, so that its space is free again for the
+            // awaits that read the reply (pinned for the whole function, it made this future as
+            // much larger, and every move of it dearer: docs/benchmarks.md).
+            let reply = {
+                let sent = std::pin::pin!(self.client.post(
+                    &self.url,
+                    message,
+                    call.as_ref().map(|call| call.session.id.clone()),
+                    None,
+                    headers,
+                    crate::transport::sse::MAX_SSE_EVENT_BYTES,
+                    false,
+                ));
+                // From here until the response, a call dropped or timed out is cancelled.
+                if let Some(call) = &mut call {
+                    call.armed = true;
+                }
+                tokio::time::timeout(timeout, sent).await
             }
-            _ => Err(UpstreamError::Protocol(
-                "the server accepted the call without answering it".into(),
-            )),
+            .map_err(|_| UpstreamError::Timeout(timeout))?;
+            let reply = match (reply, &mut call) {
+                (Err(StreamableHttpError::SessionExpired), Some(call)) => {
+                    call.armed = false;
+                    self.client.session_expired(&call.session.id);
+                    return Ok(DirectReply::NotSent);
+                }
+                (reply, _) => reply.map_err(http_error)?,
+            };
+            match reply {
+                StreamableHttpPostResponse::Json(message, _) => {
+                    Ok(DirectReply::Message(match call {
+                        Some(mut call) => call.answered(message),
+                        None => message,
+                    }))
+                }
+                StreamableHttpPostResponse::Sse(events, _) => {
+                    let deadline = (started + timeout).min(cap);
+                    let mut reading = Reading {
+                        events,
+                        deadline,
+                        cap,
+                        timeout,
+                        done: false,
+                        answered: false,
+                        lingering: self.lingering.clone(),
+                        call,
+                        _slot: slot,
+                    };
+                    // The caller is waiting for this first message, so it is read here; most
+                    // replies are that one message, and need no reading task.
+                    match reading.next().await {
+                        Some(Ok(first)) if reading.done => Ok(DirectReply::Message(first)),
+                        Some(Ok(first)) => Ok(DirectReply::Stream(pump(first, reading, timeout))),
+                        Some(Err(error)) => Err(error),
+                        None => Err(UpstreamError::Closed),
+                    }
+                }
+                _ => Err(UpstreamError::Protocol(
+                    "the server accepted the call without answering it".into(),
+                )),
+            }
         }
     }
 

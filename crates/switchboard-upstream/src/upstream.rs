@@ -333,7 +333,7 @@ impl Upstream {
         }
     }
 
-    async fn call_tool_direct_traced(
+    fn call_tool_direct_traced(
         &self,
         request: rmcp::model::JsonRpcRequest<rmcp::model::CallToolRequest>,
         input: std::sync::Arc<dyn crate::input_requests::InputResponder>,
@@ -341,62 +341,66 @@ impl Upstream {
         polling: Option<crate::direct::CallerPolling>,
         repeatable: bool,
         origin: Option<Arc<switchboard_core::CallOrigin>>,
-    ) -> Result<DirectReply, UpstreamError> {
-        let Some(direct) = &self.direct else {
-            return Err(UpstreamError::Unsupported("direct calls"));
-        };
-        let timeout = self.timeouts.tool_call;
-        let started = Instant::now();
-        let tool = self
-            .calls
-            .is_some()
-            .then(|| request.request.params.name.to_string());
-        // An error comes back only before any of the server's answer did (a reply that has
-        // begun is a reply), so a repeatable call may be sent again. Only then is the request
-        // copied: the commonest call is relayed as it came.
-        let reply = if repeatable {
-            let cancel = cancelled.clone();
-            let send = || {
-                direct.call_tool(
-                    request.clone(),
-                    &self.limiter,
-                    timeout,
-                    input.clone(),
-                    cancelled.clone(),
-                    polling.clone(),
-                )
+    ) -> impl Future<Output = Result<DirectReply, UpstreamError>> + '_ {
+        // An `async` block, not an `async fn`, which would keep each argument (the request
+        // among them) twice in this future (`docs/benchmarks.md`).
+        async move {
+            let Some(direct) = &self.direct else {
+                return Err(UpstreamError::Unsupported("direct calls"));
             };
-            self.retrying(true, &cancel, send).await
-        } else {
-            direct
-                .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
-                .await
-        };
-        let (Some(calls), Some(tool)) = (&self.calls, tool) else {
-            return reply;
-        };
-        match reply {
-            Ok(DirectReply::Message(message)) => {
-                calls.report(
-                    &tool,
-                    observe::outcome_of_message(&message),
-                    started,
-                    origin.as_deref(),
-                );
-                Ok(DirectReply::Message(message))
-            }
-            Ok(DirectReply::Stream(messages)) => Ok(DirectReply::Stream(
-                calls.clone().follow(tool, started, origin, messages),
-            )),
-            Ok(DirectReply::NotSent) => Ok(DirectReply::NotSent),
-            Err(error) => {
-                calls.report(
-                    &tool,
-                    CallOutcome::of_error(&error),
-                    started,
-                    origin.as_deref(),
-                );
-                Err(error)
+            let timeout = self.timeouts.tool_call;
+            let started = Instant::now();
+            let tool = self
+                .calls
+                .is_some()
+                .then(|| request.request.params.name.to_string());
+            // An error comes back only before any of the server's answer did (a reply that has
+            // begun is a reply), so a repeatable call may be sent again. Only then is the request
+            // copied: the commonest call is relayed as it came.
+            let reply = if repeatable {
+                let cancel = cancelled.clone();
+                let send = || {
+                    direct.call_tool(
+                        request.clone(),
+                        &self.limiter,
+                        timeout,
+                        input.clone(),
+                        cancelled.clone(),
+                        polling.clone(),
+                    )
+                };
+                self.retrying(true, &cancel, send).await
+            } else {
+                direct
+                    .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
+                    .await
+            };
+            let (Some(calls), Some(tool)) = (&self.calls, tool) else {
+                return reply;
+            };
+            match reply {
+                Ok(DirectReply::Message(message)) => {
+                    calls.report(
+                        &tool,
+                        observe::outcome_of_message(&message),
+                        started,
+                        origin.as_deref(),
+                    );
+                    Ok(DirectReply::Message(message))
+                }
+                Ok(DirectReply::Stream(messages)) => Ok(DirectReply::Stream(
+                    calls.clone().follow(tool, started, origin, messages),
+                )),
+                Ok(DirectReply::NotSent) => Ok(DirectReply::NotSent),
+                Err(error) => {
+                    calls.report(
+                        &tool,
+                        CallOutcome::of_error(&error),
+                        started,
+                        origin.as_deref(),
+                    );
+                    Err(error)
+                }
             }
         }
     }

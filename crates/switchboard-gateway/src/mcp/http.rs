@@ -288,38 +288,44 @@ impl Drop for StreamGuard {
 /// rmcp's server: the route below this layer, or itself for a `POST /mcp`, which skips the
 /// router ([`crate::Workspace::serve`]). One layer where the router is built: each layer costs
 /// every request a clone of the service below it and a boxed future.
-pub(crate) async fn door<Answer>(
+///
+/// An `async` block, as is [`answer`]: an `async fn` keeps each argument twice in its future
+/// (as passed, and moved into its body), and this future is every request's
+/// (`docs/benchmarks.md`).
+pub(crate) fn door<Answer>(
     workspace: crate::Workspace,
     request: Request,
     onward: impl FnOnce(Request) -> Answer,
-) -> Response
+) -> impl Future<Output = Response>
 where
     Answer: Future<Output = Response>,
 {
-    let door = workspace.door();
-    let session = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    if let Some(id) = &session {
-        // Another door's session (an endpoint's at `/mcp`, or the other way round) is no
-        // session here: its stream, its end and its requests stay at its own door.
-        if !door.shared.opened_at(id, request.uri().path()) {
-            return jsonrpc_error(
-                StatusCode::NOT_FOUND,
-                -32600,
-                &format!("no session '{id}' at this door: it was opened at another"),
-            );
+    async move {
+        let door = workspace.door();
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(id) = &session {
+            // Another door's session (an endpoint's at `/mcp`, or the other way round) is no
+            // session here: its stream, its end and its requests stay at its own door.
+            if !door.shared.opened_at(id, request.uri().path()) {
+                return jsonrpc_error(
+                    StatusCode::NOT_FOUND,
+                    -32600,
+                    &format!("no session '{id}' at this door: it was opened at another"),
+                );
+            }
+            door.activity.heard(id);
         }
-        door.activity.heard(id);
+        if request.method() == Method::DELETE {
+            return end_session(door, session.as_deref(), request, onward).await;
+        }
+        let answering = session.as_deref().map(|id| door.activity.streaming(id));
+        let response = answer(door, request, onward).await;
+        note_activity(door, session, answering, response).await
     }
-    if request.method() == Method::DELETE {
-        return end_session(door, session.as_deref(), request, onward).await;
-    }
-    let answering = session.as_deref().map(|id| door.activity.streaming(id));
-    let response = answer(door, request, onward).await;
-    note_activity(door, session, answering, response).await
 }
 
 /// Notes the client activity of Streamable HTTP sessions from `response`: an `initialize`
@@ -458,74 +464,76 @@ fn is_event_stream(response: &Response) -> bool {
 /// relayed by the short path (`short_path`); everything else, and a call the short path
 /// declines, goes on to rmcp's server (the full path). A call the short path admitted and could
 /// not send goes on marked [`super::admission::Charged`].
-async fn answer<Answer>(
+fn answer<Answer>(
     door: &FrontDoor,
     request: Request,
     onward: impl FnOnce(Request) -> Answer,
-) -> Response
+) -> impl Future<Output = Response>
 where
     Answer: Future<Output = Response>,
 {
-    if request.method() == Method::GET
-        && let Some(resumed) = super::short_path::try_resume(&door.shared, request.headers())
-    {
-        return resumed;
-    }
-    if request.method() != Method::POST {
-        return onward(request).await;
-    }
-    let (mut parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            let error = error.into_inner();
-            if error.is::<http_body_util::LengthLimitError>() {
+    async move {
+        if request.method() == Method::GET
+            && let Some(resumed) = super::short_path::try_resume(&door.shared, request.headers())
+        {
+            return resumed;
+        }
+        if request.method() != Method::POST {
+            return onward(request).await;
+        }
+        let (mut parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                let error = error.into_inner();
+                if error.is::<http_body_util::LengthLimitError>() {
+                    return (
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("request body exceeds {MAX_BODY_BYTES} bytes\n"),
+                    )
+                        .into_response();
+                }
+                // The body stopped coming (the listener's deadline, a dropped connection).
                 return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("request body exceeds {MAX_BODY_BYTES} bytes\n"),
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("the request body was not received: {error}\n"),
                 )
                     .into_response();
             }
-            // The body stopped coming (the listener's deadline, a dropped connection).
-            return (
-                StatusCode::REQUEST_TIMEOUT,
-                format!("the request body was not received: {error}\n"),
-            )
-                .into_response();
+        };
+        // The short path decodes the body itself: a body it takes is JSON, so only the rest is
+        // checked for it below.
+        match super::short_path::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes)
+            .await
+        {
+            ShortPath::Answered(response) => return response,
+            ShortPath::Declined(None) => {}
+            ShortPath::Declined(Some(charged)) => {
+                parts.extensions.insert(charged);
+            }
         }
-    };
-    // The short path decodes the body itself: a body it takes is JSON, so only the rest is
-    // checked for it below.
-    match super::short_path::try_call(&door.shared, &door.sessions, &door.stop, &parts, &bytes)
-        .await
-    {
-        ShortPath::Answered(response) => return response,
-        ShortPath::Declined(None) => {}
-        ShortPath::Declined(Some(charged)) => {
-            parts.extensions.insert(charged);
+        if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                &format!("Parse error: {error}"),
+            );
         }
+        let sent_as_json = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        let answer = onward(Request::from_parts(parts, Body::from(bytes))).await;
+        // JSON, sent as JSON, that is no JSON-RPC message: rmcp answers 415, as if the body were not
+        // JSON at all; the spec's answer is an Invalid Request error.
+        if sent_as_json && answer.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "Invalid Request: the body is JSON but not a JSON-RPC 2.0 request, notification or response",
+            );
+        }
+        answer
     }
-    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-        return jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            -32700,
-            &format!("Parse error: {error}"),
-        );
-    }
-    let sent_as_json = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("application/json"));
-    let answer = onward(Request::from_parts(parts, Body::from(bytes))).await;
-    // JSON, sent as JSON, that is no JSON-RPC message: rmcp answers 415, as if the body were not
-    // JSON at all; the spec's answer is an Invalid Request error.
-    if sent_as_json && answer.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            -32600,
-            "Invalid Request: the body is JSON but not a JSON-RPC 2.0 request, notification or response",
-        );
-    }
-    answer
 }

@@ -130,56 +130,65 @@ impl Held {
 impl HeldConnections {
     /// Sends `request` (a plain `http://` URL with a host, which no proxy takes) on an idle
     /// connection to its origin that this thread opened, or on a new one.
-    pub(crate) async fn send(
-        &self,
-        connector: &HttpConnector<Dns>,
+    ///
+    /// An `async` block rather than an `async fn`: an `async fn` keeps each argument twice in
+    /// its future (as passed, and moved into its body), and this future is part of every relayed
+    /// call's (`docs/benchmarks.md`). Opening a connection is boxed for the same reason: it is
+    /// rare, and its future would make every call's larger.
+    pub(crate) fn send<'a>(
+        &'a self,
+        connector: &'a HttpConnector<Dns>,
         mut request: http::Request<reqwest::Body>,
-    ) -> Result<http::Response<ReturnsConnection>, HttpFailure> {
+    ) -> impl Future<Output = Result<http::Response<ReturnsConnection>, HttpFailure>> + Send + 'a
+    {
         let uri = request.uri().clone();
-        let Some(authority) = uri.authority().cloned() else {
-            return Err(HttpFailure::Request("the URL names no host".into()));
-        };
+        let authority = uri.authority().cloned();
         *request.uri_mut() = origin_form(&uri);
-        let thread = std::thread::current().id();
-        loop {
-            let (mut held, reused) = match self.take(&authority, thread) {
-                Some(held) => (held, true),
-                None => (
-                    connect(connector, &uri, authority.clone(), thread).await?,
-                    false,
-                ),
+        async move {
+            let Some(authority) = authority else {
+                return Err(HttpFailure::Request("the URL names no host".into()));
             };
-            if held.sender.ready().await.is_err() {
-                // Closed since it was put back: another one, or a new one.
-                if reused {
-                    continue;
-                }
-                return Err(HttpFailure::Request(
-                    "request failed: the server closed the connection".into(),
-                ));
-            }
-            request
-                .headers_mut()
-                .entry(http::header::HOST)
-                .or_insert_with(|| held.host.clone());
-            match held.sender.try_send_request(request).await {
-                Ok(response) => {
-                    let back = Arc::downgrade(&self.0);
-                    return Ok(response.map(|body| ReturnsConnection {
-                        body,
-                        back: Some((back, held)),
-                    }));
-                }
-                Err(mut error) => match error.take_message() {
-                    // Not started: the connection closed as it was taken.
-                    Some(unsent) if reused => request = unsent,
-                    _ => {
-                        return Err(HttpFailure::Request(describe(
-                            "request failed",
-                            &error.into_error(),
-                        )));
+            let thread = std::thread::current().id();
+            loop {
+                let (mut held, reused) = match self.take(&authority, thread) {
+                    Some(held) => (held, true),
+                    None => (
+                        Box::pin(connect(connector, &uri, authority.clone(), thread)).await?,
+                        false,
+                    ),
+                };
+                if held.sender.ready().await.is_err() {
+                    // Closed since it was put back: another one, or a new one.
+                    if reused {
+                        continue;
                     }
-                },
+                    return Err(HttpFailure::Request(
+                        "request failed: the server closed the connection".into(),
+                    ));
+                }
+                request
+                    .headers_mut()
+                    .entry(http::header::HOST)
+                    .or_insert_with(|| held.host.clone());
+                match held.sender.try_send_request(request).await {
+                    Ok(response) => {
+                        let back = Arc::downgrade(&self.0);
+                        return Ok(response.map(|body| ReturnsConnection {
+                            body,
+                            back: Some((back, held)),
+                        }));
+                    }
+                    Err(mut error) => match error.take_message() {
+                        // Not started: the connection closed as it was taken.
+                        Some(unsent) if reused => request = unsent,
+                        _ => {
+                            return Err(HttpFailure::Request(describe(
+                                "request failed",
+                                &error.into_error(),
+                            )));
+                        }
+                    },
+                }
             }
         }
     }

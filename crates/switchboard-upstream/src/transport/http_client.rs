@@ -214,46 +214,59 @@ impl StatusAwareHttpClient {
     /// A 401, or a 403 asking for more scope, goes to the OAuth layer, which refreshes, signs in
     /// or steps up as it can; the request is then sent again. Whatever answer is left (including
     /// a final 401) is returned for the caller to interpret.
-    pub(crate) async fn send_authorized(
-        &self,
-        method: &reqwest::Method,
-        url: &url::Url,
-        build: impl Fn(HeaderMap) -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, HttpFailure> {
+    ///
+    /// Without OAuth state the request is built here and the future returned only sends it;
+    /// with it, the future (its loop, the OAuth layer's futures) is boxed. Either way the
+    /// future of every relayed call is not made larger by those of a sign-in
+    /// (`docs/benchmarks.md`).
+    pub(crate) fn send_authorized<'a>(
+        &'a self,
+        method: &'a reqwest::Method,
+        url: &'a url::Url,
+        build: impl Fn(HeaderMap) -> reqwest::RequestBuilder + 'a,
+    ) -> impl Future<Output = Result<reqwest::Response, HttpFailure>> + 'a {
+        use futures::future::Either;
         let Some(auth) = &self.auth else {
-            return self.send(build(HeaderMap::new())).await;
+            return Either::Left(self.send(build(HeaderMap::new())));
         };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let sent = auth
-                .request_headers(method.as_str(), url)
-                .await
-                .map_err(HttpFailure::Auth)?;
-            let headers = sent.as_ref().map(|s| s.headers.clone()).unwrap_or_default();
-            let response = self.send(build(headers)).await?;
-            let status = response.status();
-            let refused = status == StatusCode::UNAUTHORIZED
-                || (status == StatusCode::FORBIDDEN
-                    && switchboard_oauth::BearerChallenge::from_headers(response.headers())
-                        .is_some_and(|c| c.is_insufficient_scope()));
-            if !refused || attempt >= MAX_AUTH_ATTEMPTS {
-                auth.observe_response(status, response.headers());
-                return Ok(response);
+        Either::Right(Box::pin(async move {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let sent = auth
+                    .request_headers(method.as_str(), url)
+                    .await
+                    .map_err(HttpFailure::Auth)?;
+                let headers = sent.as_ref().map(|s| s.headers.clone()).unwrap_or_default();
+                let response = self.send(build(headers)).await?;
+                let status = response.status();
+                let refused = status == StatusCode::UNAUTHORIZED
+                    || (status == StatusCode::FORBIDDEN
+                        && switchboard_oauth::BearerChallenge::from_headers(response.headers())
+                            .is_some_and(|c| c.is_insufficient_scope()));
+                if !refused || attempt >= MAX_AUTH_ATTEMPTS {
+                    auth.observe_response(status, response.headers());
+                    return Ok(response);
+                }
+                auth.on_refused(status, response.headers(), sent.as_ref())
+                    .await
+                    .map_err(HttpFailure::Auth)?;
             }
-            auth.on_refused(status, response.headers(), sent.as_ref())
-                .await
-                .map_err(HttpFailure::Auth)?;
-        }
+        }))
     }
 
     /// Sends a request built with [`Self::http`]'s builder, on a connection this client holds
-    /// or through reqwest's pool ([`HttpClients::execute`]).
-    async fn send(
+    /// or through reqwest's pool ([`HttpClients::execute`]). Built here, so that the future
+    /// returned holds only the sending.
+    fn send(
         &self,
         request: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, HttpFailure> {
-        self.http.execute(request.build()?, &self.connections).await
+    ) -> impl Future<Output = Result<reqwest::Response, HttpFailure>> + Send + '_ {
+        use futures::future::Either;
+        match request.build() {
+            Ok(request) => Either::Left(self.http.execute(request, &self.connections)),
+            Err(error) => Either::Right(std::future::ready(Err(error.into()))),
+        }
     }
 
     /// Waits, at most `limit`, until the first standalone GET stream of a session has been
@@ -638,137 +651,142 @@ impl StatusAwareHttpClient {
         clippy::too_many_arguments,
         reason = "rmcp's post_message with the parsed URL and the tagging choice"
     )]
-    pub(crate) async fn post(
-        &self,
-        url: &url::Url,
+    pub(crate) fn post<'a>(
+        &'a self,
+        url: &'a url::Url,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
         tag: bool,
-    ) -> HttpResult<StreamableHttpPostResponse> {
-        crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Sent, &message);
-        // The request's trace context goes in its HTTP headers too, for HTTP-level tracing.
-        let mut custom_headers = custom_headers;
-        if let ClientJsonRpcMessage::Request(request) = &message {
-            use rmcp::model::GetMeta;
-            let meta = &request.request.get_meta().0;
-            custom_headers.extend(switchboard_telemetry::TraceContext::headers_of(meta));
-        }
-        let method = reqwest::Method::POST;
-        // Encoded once, whatever number of times the request is sent (a refreshed token).
-        let body = crate::wire::encode_client_message(&message).map(Bytes::from);
-        let response = self
-            .send_authorized(&method, url, |credentials| {
-                let request = self.request(
-                    method.clone(),
-                    url,
-                    session_id.as_deref(),
-                    auth_token.as_deref(),
-                    &custom_headers,
-                    credentials,
-                );
-                match &body {
-                    Ok(body) => request
-                        .header(CONTENT_TYPE, HeaderValue::from_static(JSON))
-                        .body(body.clone()),
-                    // reqwest's encoding reports the error as the request's.
-                    Err(_) => request.json(&message),
-                }
-            })
-            .await
-            .map_err(failure)?;
-        if let Some(error) = auth_challenge(&response) {
-            return Err(error);
-        }
-        let status = response.status();
-        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
-            return Ok(StreamableHttpPostResponse::Accepted);
-        }
-        if status == StatusCode::NOT_FOUND && session_id.is_some() {
-            return Err(StreamableHttpError::SessionExpired);
-        }
-        let new_session = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        if new_session.is_some() {
-            self.standalone
-                .session_assigned
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        let kind = content_type(&response);
-        let is_json = kind.as_deref().is_some_and(|k| k.starts_with(JSON));
-        if !status.is_success() {
-            let moved = redirect_target(&response);
-            let wait = retry_after(&response);
-            let body = read_bounded(response, MAX_ERROR_BODY_BYTES)
+    ) -> impl Future<Output = HttpResult<StreamableHttpPostResponse>> + 'a {
+        // An `async` block, not an `async fn`, which would keep each argument (the message
+        // among them) twice in the future of every relayed call (`docs/benchmarks.md`).
+        async move {
+            crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Sent, &message);
+            // The request's trace context goes in its HTTP headers too, for HTTP-level tracing.
+            if let ClientJsonRpcMessage::Request(request) = &message {
+                use rmcp::model::GetMeta;
+                let meta = &request.request.get_meta().0;
+                custom_headers.extend(switchboard_telemetry::TraceContext::headers_of(meta));
+            }
+            let method = reqwest::Method::POST;
+            // Encoded once, whatever number of times the request is sent (a refreshed token).
+            let body = crate::wire::encode_client_message(&message).map(Bytes::from);
+            let response = self
+                .send_authorized(&method, url, |credentials| {
+                    let request = self.request(
+                        method.clone(),
+                        url,
+                        session_id.as_deref(),
+                        auth_token.as_deref(),
+                        &custom_headers,
+                        credentials,
+                    );
+                    match &body {
+                        Ok(body) => request
+                            .header(CONTENT_TYPE, HeaderValue::from_static(JSON))
+                            .body(body.clone()),
+                        // reqwest's encoding reports the error as the request's.
+                        Err(_) => request.json(&message),
+                    }
+                })
                 .await
-                .unwrap_or_default();
-            // A JSON-RPC error body is the server's answer to the request; pass it on correlated
-            // to the request id (modern servers put -32022/-32021/-32020 here with HTTP 400).
-            // Except for `initialize` refused with 400/404/405: that status is the spec's signal
-            // to fall back to HTTP+SSE, so it must reach the probe as a status.
-            let initialize_refused =
-                is_initialize(&message) && matches!(status.as_u16(), 400 | 404 | 405);
-            if session_id.is_some() && !initialize_refused && forgot_session(status, &body) {
+                .map_err(failure)?;
+            if let Some(error) = auth_challenge(&response) {
+                return Err(error);
+            }
+            let status = response.status();
+            if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+                return Ok(StreamableHttpPostResponse::Accepted);
+            }
+            if status == StatusCode::NOT_FOUND && session_id.is_some() {
                 return Err(StreamableHttpError::SessionExpired);
             }
-            if is_json
-                && !initialize_refused
-                && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
-                && let Ok(JsonRpcMessage::Error(mut error)) =
-                    serde_json::from_slice::<ServerJsonRpcMessage>(&body)
-                && let JsonRpcMessage::Request(request) = &message
-            {
-                error.id = Some(request.id.clone());
-                crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &error);
-                return Ok(StreamableHttpPostResponse::Json(
-                    JsonRpcMessage::Error(error),
-                    new_session,
-                ));
+            let new_session = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            if new_session.is_some() {
+                self.standalone
+                    .session_assigned
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
             }
-            return Err(failure(HttpFailure::Status {
-                status: status.as_u16(),
-                excerpt: moved.unwrap_or_else(|| self.http.quote(kind.as_deref(), &body)),
-                retry_after: wait,
-            }));
-        }
-        match kind.as_deref() {
-            Some(k) if k.starts_with(EVENT_STREAM) => {
-                let events = crate::tap::copy_events(
-                    self.tap.clone(),
-                    bounded_sse(response.bytes_stream(), max_sse_event_size),
-                );
-                let events = match &message {
-                    JsonRpcMessage::Request(request) if tag => crate::input_requests::tag_related(
-                        events,
-                        request.id.clone(),
-                        self.in_flight.clone(),
-                    ),
-                    _ => events,
-                };
-                Ok(StreamableHttpPostResponse::Sse(events, new_session))
+            let kind = content_type(&response);
+            let is_json = kind.as_deref().is_some_and(|k| k.starts_with(JSON));
+            if !status.is_success() {
+                let moved = redirect_target(&response);
+                let wait = retry_after(&response);
+                let body = read_bounded(response, MAX_ERROR_BODY_BYTES)
+                    .await
+                    .unwrap_or_default();
+                // A JSON-RPC error body is the server's answer to the request; pass it on correlated
+                // to the request id (modern servers put -32022/-32021/-32020 here with HTTP 400).
+                // Except for `initialize` refused with 400/404/405: that status is the spec's signal
+                // to fall back to HTTP+SSE, so it must reach the probe as a status.
+                let initialize_refused =
+                    is_initialize(&message) && matches!(status.as_u16(), 400 | 404 | 405);
+                if session_id.is_some() && !initialize_refused && forgot_session(status, &body) {
+                    return Err(StreamableHttpError::SessionExpired);
+                }
+                if is_json
+                    && !initialize_refused
+                    && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+                    && let Ok(JsonRpcMessage::Error(mut error)) =
+                        serde_json::from_slice::<ServerJsonRpcMessage>(&body)
+                    && let JsonRpcMessage::Request(request) = &message
+                {
+                    error.id = Some(request.id.clone());
+                    crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &error);
+                    return Ok(StreamableHttpPostResponse::Json(
+                        JsonRpcMessage::Error(error),
+                        new_session,
+                    ));
+                }
+                return Err(failure(HttpFailure::Status {
+                    status: status.as_u16(),
+                    excerpt: moved.unwrap_or_else(|| self.http.quote(kind.as_deref(), &body)),
+                    retry_after: wait,
+                }));
             }
-            _ if expects_no_reply(&message) => Ok(StreamableHttpPostResponse::Accepted),
-            Some(k) if k.starts_with(JSON) => {
-                let body = read_bounded(response, MAX_JSON_BODY_BYTES).await?;
-                let parsed =
-                    serde_json::from_slice::<ServerJsonRpcMessage>(&body).map_err(|e| {
-                        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
-                            "the JSON body is not a JSON-RPC message ({e}): {}",
-                            self.http.quote(kind.as_deref(), &body)
-                        )))
-                    })?;
-                crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &parsed);
-                Ok(StreamableHttpPostResponse::Json(parsed, new_session))
+            match kind.as_deref() {
+                Some(k) if k.starts_with(EVENT_STREAM) => {
+                    let events = crate::tap::copy_events(
+                        self.tap.clone(),
+                        bounded_sse(response.bytes_stream(), max_sse_event_size),
+                    );
+                    let events = match &message {
+                        JsonRpcMessage::Request(request) if tag => {
+                            crate::input_requests::tag_related(
+                                events,
+                                request.id.clone(),
+                                self.in_flight.clone(),
+                            )
+                        }
+                        _ => events,
+                    };
+                    Ok(StreamableHttpPostResponse::Sse(events, new_session))
+                }
+                _ if expects_no_reply(&message) => Ok(StreamableHttpPostResponse::Accepted),
+                Some(k) if k.starts_with(JSON) => {
+                    let body = read_bounded(response, MAX_JSON_BODY_BYTES).await?;
+                    let parsed =
+                        serde_json::from_slice::<ServerJsonRpcMessage>(&body).map_err(|e| {
+                            StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                                "the JSON body is not a JSON-RPC message ({e}): {}",
+                                self.http.quote(kind.as_deref(), &body)
+                            )))
+                        })?;
+                    crate::tap::copy(self.tap.as_ref(), crate::tap::Direction::Received, &parsed);
+                    Ok(StreamableHttpPostResponse::Json(parsed, new_session))
+                }
+                Some(k) if k.starts_with("text/html") => Err(not_mcp_but_a_web_page()),
+                other => Err(StreamableHttpError::UnexpectedContentType(
+                    other.map(str::to_owned),
+                )),
             }
-            Some(k) if k.starts_with("text/html") => Err(not_mcp_but_a_web_page()),
-            other => Err(StreamableHttpError::UnexpectedContentType(
-                other.map(str::to_owned),
-            )),
         }
     }
 
@@ -938,5 +956,27 @@ mod tests {
         let token = bearer.headers().get("authorization").unwrap();
         assert_eq!(token, "Bearer token");
         assert!(token.is_sensitive(), "kept out of debug output");
+    }
+
+    /// The future of a POST, part of every relayed call's, holds what it sends once: built as
+    /// `async fn`s, each layer below it (the OAuth loop, the request's sending, the held
+    /// connection's) kept its arguments twice and the sign-in's futures inline, 5,512 bytes in a
+    /// release build where it is now 1,760 (`docs/benchmarks.md`). The bound is that (the same in
+    /// a test build) with a tenth to spare: one layer keeping its request twice again (256
+    /// bytes) goes past it.
+    #[test]
+    fn a_posts_future_holds_what_it_sends_once() {
+        let url = url::Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        let client = StatusAwareHttpClient::new(HttpClients::new(), &url, HeaderMap::new());
+        let message: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}
+        }))
+        .unwrap();
+        let post = client.post(&url, message, None, None, HashMap::new(), 1024, false);
+        let size = std::mem::size_of_val(&post);
+        assert!(
+            size <= 1_936,
+            "a POST's future is {size} bytes: does a layer keep its arguments twice again?"
+        );
     }
 }

@@ -169,36 +169,52 @@ impl HttpClients {
 
     /// Sends `request`: a plain `http://` one that no proxy takes on one of `held`'s
     /// connections, any other through reqwest.
-    pub async fn execute(
-        &self,
+    ///
+    /// The request is looked at and converted here, and the future returned only sends it:
+    /// an `async fn` would keep the request twice in its future (as passed, and moved into its
+    /// body) on every relayed call (`docs/benchmarks.md`).
+    pub fn execute<'a>(
+        &'a self,
         request: reqwest::Request,
-        held: &HeldConnections,
-    ) -> Result<reqwest::Response, HttpFailure> {
+        held: &'a HeldConnections,
+    ) -> impl Future<Output = Result<reqwest::Response, HttpFailure>> + Send + 'a {
+        use futures::future::{Either, FutureExt, TryFutureExt};
+        let failed = |failure: HttpFailure| Either::Left(std::future::ready(Err(failure)));
         if let Some(refusal) = self.refusal(request.url()) {
-            return Err(HttpFailure::Refused(refusal));
+            return failed(HttpFailure::Refused(refusal));
         }
         // A timeout set on the request is reqwest's to keep.
         if request.url().scheme() != "http" || request.timeout().is_some() {
-            return Ok(self.0.reqwest.execute(request).await?);
+            return Either::Right(Either::Left(self.0.reqwest.execute(request).err_into()));
         }
         let url = request.url().clone();
-        let mut request = http::Request::<reqwest::Body>::try_from(request)?;
+        let mut request = match http::Request::<reqwest::Body>::try_from(request) {
+            Ok(request) => request,
+            Err(error) => return failed(error.into()),
+        };
         // reqwest's one default header, which it adds to requests that have none.
         request
             .headers_mut()
             .entry(http::header::ACCEPT)
             .or_insert(http::HeaderValue::from_static("*/*"));
         if self.0.proxies.intercept(request.uri()).is_some() {
-            let request = reqwest::Request::try_from(request)?;
-            return Ok(self.0.reqwest.execute(request).await?);
+            return match reqwest::Request::try_from(request) {
+                Ok(request) => {
+                    Either::Right(Either::Left(self.0.reqwest.execute(request).err_into()))
+                }
+                Err(error) => failed(error.into()),
+            };
         }
-        let (mut parts, body) = held.send(&self.0.connector, request).await?.into_parts();
-        // The response's URL is the request's; without it reqwest would parse a placeholder.
-        if let Ok(marker) = http::Response::builder().url(url).body(()) {
-            parts.extensions.extend(marker.into_parts().0.extensions);
-        }
-        let response = http::Response::from_parts(parts, reqwest::Body::wrap(body));
-        Ok(reqwest::Response::from(response))
+        let sent = held.send(&self.0.connector, request).map(move |sent| {
+            let (mut parts, body) = sent?.into_parts();
+            // The response's URL is the request's; without it reqwest would parse a placeholder.
+            if let Ok(marker) = http::Response::builder().url(url).body(()) {
+                parts.extensions.extend(marker.into_parts().0.extensions);
+            }
+            let response = http::Response::from_parts(parts, reqwest::Body::wrap(body));
+            Ok(reqwest::Response::from(response))
+        });
+        Either::Right(Either::Right(sent))
     }
 }
 

@@ -49,7 +49,7 @@ use rmcp::model::{
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use switchboard_core::exposure::Exposed;
-use switchboard_hub::ServerView;
+use switchboard_hub::{ExposedCatalog, ServerView};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -120,12 +120,33 @@ pub(crate) async fn try_call(
 }
 
 /// A stateless 2026-07-28 `tools/call` of a stateless server's tool.
+///
+/// Its admission is a function of its own, not a part of this future: a local that was ever
+/// borrowed stays in an `async fn`'s future until its scope ends, moved out or not, so the
+/// request and its server's handle were kept twice while the call ran (`docs/benchmarks.md`).
 async fn stateless_call(
     shared: &Arc<Shared>,
     stop: &CancellationToken,
     parts: &Parts,
     body: &Bytes,
 ) -> Option<ShortPath> {
+    // Matched before the relay is awaited: a `match` keeps what it matches until its end.
+    let (catalog, call) = match admit_stateless(shared, parts, body)? {
+        Ok(relayable) => relayable,
+        Err(answer) => return Some(ShortPath::Answered(answer)),
+    };
+    Some(ShortPath::after_admission(
+        relay(shared, stop, catalog, call).await,
+    ))
+}
+
+/// The relay of a stateless call ([`stateless_call`]): `None` when this path does not take
+/// it, `Err` when it is refused (the refusal is the answer).
+fn admit_stateless(
+    shared: &Arc<Shared>,
+    parts: &Parts,
+    body: &Bytes,
+) -> Option<Result<(Arc<ExposedCatalog>, Call), Response>> {
     if !plain_stateless_call(&parts.headers) {
         return None;
     }
@@ -190,7 +211,7 @@ async fn stateless_call(
     let span = request_span(&call, parts);
     let admitting = (&admission, tool, &server);
     if let Some(answer) = refusal(admitting, &call, parts, &id, &span, Era::Stateless) {
-        return Some(ShortPath::Answered(answer));
+        return Some(Err(answer));
     }
     let origin = admission.origin(&call.params.name, call.params.arguments.as_ref());
     let log_level = meta.log_level();
@@ -210,13 +231,12 @@ async fn stateless_call(
         span,
         origin,
     };
-    Some(ShortPath::after_admission(
-        relay(shared, stop, catalog, call).await,
-    ))
+    Some(Ok((catalog, call)))
 }
 
 /// A legacy session's `tools/call` of a tool on a server with sessions, or its
-/// `notifications/cancelled` for a call relayed here.
+/// `notifications/cancelled` for a call relayed here. Taken apart like [`stateless_call`], and
+/// for the same reason.
 async fn session_call(
     shared: &Arc<Shared>,
     sessions: &LocalSessionManager,
@@ -225,6 +245,30 @@ async fn session_call(
     session: &str,
     body: &Bytes,
 ) -> Option<ShortPath> {
+    let (state, id, call) = match session_message(shared, parts, session, body)? {
+        Ok(call) => call,
+        Err(answered) => return Some(answered),
+    };
+    if !sessions.has_session(&session.into()).await.unwrap_or(false) {
+        return None;
+    }
+    let (catalog, call) = match admit_in_session(shared, parts, session, state, id, call)? {
+        Ok(relayable) => relayable,
+        Err(answer) => return Some(ShortPath::Answered(answer)),
+    };
+    Some(ShortPath::after_admission(
+        relay(shared, stop, catalog, call).await,
+    ))
+}
+
+/// The `tools/call` in a session's `body` ([`session_call`]): `None` when this path does not
+/// take it, `Err` when the message was answered here (a cancellation, an answer to a question).
+fn session_message(
+    shared: &Arc<Shared>,
+    parts: &Parts,
+    session: &str,
+    body: &Bytes,
+) -> Option<Result<(Arc<crate::mcp::SessionState>, RequestId, CallToolRequest), ShortPath>> {
     let state = lock(&shared.short_path_sessions)
         .get(session)
         .and_then(std::sync::Weak::upgrade)?;
@@ -246,12 +290,14 @@ async fn session_call(
         }
         // The client's answer to a question this path put to it.
         JsonRpcMessage::Response(JsonRpcResponse { ref id, .. }) => {
-            return answered(shared, session, id.clone(), message).map(ShortPath::Answered);
+            return answered(shared, session, id.clone(), message)
+                .map(|answer| Err(ShortPath::Answered(answer)));
         }
         JsonRpcMessage::Error(JsonRpcError {
             id: Some(ref id), ..
         }) => {
-            return answered(shared, session, id.clone(), message).map(ShortPath::Answered);
+            return answered(shared, session, id.clone(), message)
+                .map(|answer| Err(ShortPath::Answered(answer)));
         }
         _ => return None,
     };
@@ -277,9 +323,20 @@ async fn session_call(
     {
         return None;
     }
-    if !sessions.has_session(&session.into()).await.unwrap_or(false) {
-        return None;
-    }
+    Some(Ok((state, id, call)))
+}
+
+/// The relay of a session's call ([`session_call`]), once its session is known to rmcp:
+/// `None` when this path does not take it, `Err` when it is refused (the refusal is the answer).
+fn admit_in_session(
+    shared: &Arc<Shared>,
+    parts: &Parts,
+    session: &str,
+    state: Arc<crate::mcp::SessionState>,
+    id: RequestId,
+    call: CallToolRequest,
+) -> Option<Result<(Arc<ExposedCatalog>, Call), Response>> {
+    let negotiated = state.negotiated.get()?;
     if super::deferred::is_meta_tool(&call.params.name)
         || state.adds_to_working_set(shared, &call.params.name)
     {
@@ -322,7 +379,7 @@ async fn session_call(
     let span = request_span(&call, parts);
     let admitting = (&admission, tool, &server);
     if let Some(answer) = refusal(admitting, &call, parts, &id, &span, Era::Session) {
-        return Some(ShortPath::Answered(answer));
+        return Some(Err(answer));
     }
     let origin = admission.origin(&call.params.name, call.params.arguments.as_ref());
     // Cancelled by the client, or when its session ends; reachable by the client's
@@ -359,9 +416,7 @@ async fn session_call(
         span,
         origin,
     };
-    Some(ShortPath::after_admission(
-        relay(shared, stop, catalog, call).await,
-    ))
+    Some(Ok((catalog, call)))
 }
 
 /// Whether a call of `tool` runs to its result, as this path runs calls ([`task_mode`]): not

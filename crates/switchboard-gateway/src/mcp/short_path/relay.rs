@@ -64,12 +64,15 @@ pub(super) struct Call {
 
 /// Sends `call` and answers the client with what comes back; `None` when nothing was sent
 /// and the full path is to answer.
-pub(super) async fn relay(
-    shared: &Arc<Shared>,
-    stop: &CancellationToken,
+///
+/// `call` is taken apart here, before the future: an `async fn` would keep it whole in its
+/// future beside the parts taken out of it, a kilobyte more in every call's (`docs/benchmarks.md`).
+pub(super) fn relay<'a>(
+    shared: &'a Arc<Shared>,
+    stop: &'a CancellationToken,
     catalog: Arc<ExposedCatalog>,
     call: Call,
-) -> Option<Response> {
+) -> impl Future<Output = Option<Response>> + Send + 'a {
     let Call {
         upstream,
         request,
@@ -84,124 +87,126 @@ pub(super) async fn relay(
         span,
         origin,
     } = call;
-    tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
-    shared.subscribing.settled(&server).await;
-    let in_flight = shared.in_flight.token();
-    let cancelled = cancelled.unwrap_or_default();
-    let (input, questions): (Arc<dyn switchboard_upstream::InputResponder>, _) = match asking {
-        Some((asker, questions)) => (Arc::new(asker), Some(questions)),
-        // A stateless server asks with `input_required`, never on the call's stream (its route
-        // ignores requests there), so no responder is ever called.
-        None => (Arc::new(switchboard_upstream::InputPolicy::Decline), None),
-    };
-    let (polling, mut pauses) = match caller_polls {
-        true => {
-            let (polling, pauses) = switchboard_upstream::CallerPolling::new();
-            (Some(polling), Some(pauses))
+    async move {
+        tracing::trace!(tool = %request.request.params.name, %server, "relayed directly");
+        shared.subscribing.settled(&server).await;
+        let in_flight = shared.in_flight.token();
+        let cancelled = cancelled.unwrap_or_default();
+        let (input, questions): (Arc<dyn switchboard_upstream::InputResponder>, _) = match asking {
+            Some((asker, questions)) => (Arc::new(asker), Some(questions)),
+            // A stateless server asks with `input_required`, never on the call's stream (its route
+            // ignores requests there), so no responder is ever called.
+            None => (Arc::new(switchboard_upstream::InputPolicy::Decline), None),
+        };
+        let (polling, mut pauses) = match caller_polls {
+            true => {
+                let (polling, pauses) = switchboard_upstream::CallerPolling::new();
+                (Some(polling), Some(pauses))
+            }
+            false => (None, None),
+        };
+        let id = request.id.clone();
+        let cancel = cancelled.clone();
+        let passed = polling.clone();
+        let parent = span.clone();
+        let sent = async move {
+            upstream
+                .call_tool_direct(request, input, cancel, passed, repeatable, origin, &parent)
+                .await
+        };
+        let relayed = Relayed {
+            source: Source::Sending(Box::pin(sent)),
+            span,
+            questions,
+            catalog,
+            server,
+            id,
+            era,
+            log_level,
+        };
+        let mut waiting = Waiting {
+            call: Some((relayed, in_flight)),
+            runs_out: session.is_some(),
+            cancelled: cancelled.clone(),
+            stop: stop.clone(),
+        };
+        // Whatever happens once the call went out is answered here, never by the full path.
+        let first = tokio::select! {
+            biased;
+            first = waiting.first() => first,
+            // The server ended the call's stream before its first message: so does the client's,
+            // once primed, and the call goes on in the background until the client is back.
+            Some(retry) = next_pause(&mut pauses) => {
+                let (Some(session), Some(call)) = (session, waiting.call.take()) else {
+                    return Some(unanswered());
+                };
+                let pause = |log: &StreamLog| log.pause(retry);
+                return Some(resumable(&session, polling, call, pauses, stop, cancelled, pause));
+            }
+            // A session call not answered within a moment is given its resumable stream now,
+            // primed, so that a client whose connection drops while the call runs can come back
+            // for the rest; a call answered sooner is answered as one JSON body (below).
+            () = primed_after(session.is_some()) => {
+                let (Some(session), Some(call)) = (session, waiting.call.take()) else {
+                    return Some(unanswered());
+                };
+                return Some(resumable(&session, polling, call, pauses, stop, cancelled, |_| {}));
+            }
+            () = stop.cancelled() => {
+                return Some(match &waiting.call {
+                    Some((relayed, _)) => json(era, relayed.finish(Err(UpstreamError::Cancelled))),
+                    None => unanswered(),
+                });
+            }
+            // A cancelled request is not answered.
+            () = cancelled.cancelled() => return Some(unanswered()),
+        };
+        // Always there: only dropping `waiting` takes it otherwise.
+        let Some((relayed, in_flight)) = waiting.call.take() else {
+            return Some(unanswered());
+        };
+        let first = match first {
+            Some(Next::Message(first)) => first,
+            Some(Next::NotSent) => return None,
+            None => relayed.finish(Err(UpstreamError::Closed)),
+        };
+        // The server's answer came first (and soon), so it is the client's whole answer: one JSON
+        // body, in every era (a POST may be answered so, and every client must read both). As a
+        // resumable stream it would go out in the same single write, its priming event with the
+        // answer, so a client that lost it would have no event id to come back with: the stream
+        // would add only its cost (docs/benchmarks.md).
+        if is_final(&first) {
+            return Some(json(era, first));
         }
-        false => (None, None),
-    };
-    let id = request.id.clone();
-    let cancel = cancelled.clone();
-    let passed = polling.clone();
-    let parent = span.clone();
-    let sent = async move {
-        upstream
-            .call_tool_direct(request, input, cancel, passed, repeatable, origin, &parent)
-            .await
-    };
-    let relayed = Relayed {
-        source: Source::Sending(Box::pin(sent)),
-        span,
-        questions,
-        catalog,
-        server,
-        id,
-        era,
-        log_level,
-    };
-    let mut waiting = Waiting {
-        call: Some((relayed, in_flight)),
-        runs_out: session.is_some(),
-        cancelled: cancelled.clone(),
-        stop: stop.clone(),
-    };
-    // Whatever happens once the call went out is answered here, never by the full path.
-    let first = tokio::select! {
-        biased;
-        first = waiting.first() => first,
-        // The server ended the call's stream before its first message: so does the client's,
-        // once primed, and the call goes on in the background until the client is back.
-        Some(retry) = next_pause(&mut pauses) => {
-            let (Some(session), Some(call)) = (session, waiting.call.take()) else {
-                return Some(unanswered());
-            };
-            let pause = |log: &StreamLog| log.pause(retry);
-            return Some(resumable(&session, polling, call, pauses, stop, cancelled, pause));
+        if let Some(session) = session {
+            let call = (relayed, in_flight);
+            let begin = |log: &StreamLog| log.push(&first);
+            return Some(resumable(
+                &session, polling, call, pauses, stop, cancelled, begin,
+            ));
         }
-        // A session call not answered within a moment is given its resumable stream now,
-        // primed, so that a client whose connection drops while the call runs can come back
-        // for the rest; a call answered sooner is answered as one JSON body (below).
-        () = primed_after(session.is_some()) => {
-            let (Some(session), Some(call)) = (session, waiting.call.take()) else {
-                return Some(unanswered());
-            };
-            return Some(resumable(&session, polling, call, pauses, stop, cancelled, |_| {}));
-        }
-        () = stop.cancelled() => {
-            return Some(match &waiting.call {
-                Some((relayed, _)) => json(era, relayed.finish(Err(UpstreamError::Cancelled))),
-                None => unanswered(),
-            });
-        }
-        // A cancelled request is not answered.
-        () = cancelled.cancelled() => return Some(unanswered()),
-    };
-    // Always there: only dropping `waiting` takes it otherwise.
-    let Some((relayed, in_flight)) = waiting.call.take() else {
-        return Some(unanswered());
-    };
-    let first = match first {
-        Some(Next::Message(first)) => first,
-        Some(Next::NotSent) => return None,
-        None => relayed.finish(Err(UpstreamError::Closed)),
-    };
-    // The server's answer came first (and soon), so it is the client's whole answer: one JSON
-    // body, in every era (a POST may be answered so, and every client must read both). As a
-    // resumable stream it would go out in the same single write, its priming event with the
-    // answer, so a client that lost it would have no event id to come back with: the stream
-    // would add only its cost (docs/benchmarks.md).
-    if is_final(&first) {
-        return Some(json(era, first));
-    }
-    if let Some(session) = session {
-        let call = (relayed, in_flight);
-        let begin = |log: &StreamLog| log.push(&first);
-        return Some(resumable(
-            &session, polling, call, pauses, stop, cancelled, begin,
-        ));
-    }
-    // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
-    let rest = futures::stream::unfold(relayed, |mut relayed| async move {
-        match relayed.next().await? {
-            Next::Message(message) => Some((message, relayed)),
-            Next::NotSent => None,
-        }
-    });
-    let events = futures::stream::iter([first])
-        .chain(rest)
-        .take_until(stop.clone().cancelled_owned())
-        .take_until(cancelled.cancelled_owned())
-        .map(move |message| {
-            let _counted = &in_flight;
-            let data = serde_json::to_string(&message).unwrap_or_default();
-            Ok::<_, Infallible>(Event::default().data(data))
+        // The stream stays counted as in flight until it ends, so a shutdown lets it finish.
+        let rest = futures::stream::unfold(relayed, |mut relayed| async move {
+            match relayed.next().await? {
+                Next::Message(message) => Some((message, relayed)),
+                Next::NotSent => None,
+            }
         });
-    Some(
-        Sse::new(events)
-            .keep_alive(KeepAlive::default())
-            .into_response(),
-    )
+        let events = futures::stream::iter([first])
+            .chain(rest)
+            .take_until(stop.clone().cancelled_owned())
+            .take_until(cancelled.cancelled_owned())
+            .map(move |message| {
+                let _counted = &in_flight;
+                let data = serde_json::to_string(&message).unwrap_or_default();
+                Ok::<_, Infallible>(Event::default().data(data))
+            });
+        Some(
+            Sse::new(events)
+                .keep_alive(KeepAlive::default())
+                .into_response(),
+        )
+    }
 }
 
 /// A session call's answer as a stream its client can resume (SEP-1699), as rmcp's are: primed,
