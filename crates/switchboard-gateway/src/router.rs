@@ -172,8 +172,11 @@ impl Workspace {
     /// (every MCP request but a session's stream and end) skips the router to the layers its
     /// route has, called in the same order ([`checked`], then the door, then the full path):
     /// the router and its two middleware layers, each boxing the request's future, were a
-    /// twentieth of a relayed call's instructions. An `async` block, as are the layers it calls:
-    /// an `async fn` keeps each argument twice in its future (`docs/benchmarks.md`).
+    /// twentieth of a relayed call's instructions.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an `async fn` keeps each argument twice in its future (rust-lang/rust#62958), and this one is every request's (docs/benchmarks.md)"
+    )]
     pub(crate) fn serve(
         &self,
         routes: &Router,
@@ -415,6 +418,10 @@ pub(crate) fn routes() -> Router {
 /// the dispatcher of `serve --users` judged it), an endpoint key's reach, the drain, and the
 /// audit record of a change; `onward` answers a request that passes them (the router's next
 /// layer, or the MCP door itself for a `POST /mcp`, see [`Workspace::serve`]).
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps each argument twice in its future (rust-lang/rust#62958), and this one is every request's (docs/benchmarks.md)"
+)]
 fn checked<Answer>(
     workspace: Workspace,
     mut request: Request,

@@ -208,6 +208,10 @@ impl DirectRoute {
     /// server's requests on the call's stream are answered by `input`, a reply stream dropped
     /// before its end cancels the call only once `cancelled` fired, and a stream the server
     /// ends early is resumed when `polling`'s caller comes back (or after the server's `retry`).
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an `async fn` keeps each argument twice in its future (rust-lang/rust#62958), and this one is part of every relayed call's (docs/benchmarks.md)"
+    )]
     pub(crate) fn call_tool<'a>(
         &'a self,
         request: JsonRpcRequest<CallToolRequest>,
@@ -217,8 +221,6 @@ impl DirectRoute {
         cancelled: CancellationToken,
         polling: Option<CallerPolling>,
     ) -> impl Future<Output = Result<DirectReply, UpstreamError>> + 'a {
-        // An `async` block, not an `async fn`, which would keep each argument (the request
-        // among them) twice in the future of every relayed call (`docs/benchmarks.md`).
         async move {
             let (message, headers, mut call) = match &self.session {
                 None => {

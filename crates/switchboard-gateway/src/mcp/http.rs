@@ -288,10 +288,10 @@ impl Drop for StreamGuard {
 /// rmcp's server: the route below this layer, or itself for a `POST /mcp`, which skips the
 /// router ([`crate::Workspace::serve`]). One layer where the router is built: each layer costs
 /// every request a clone of the service below it and a boxed future.
-///
-/// An `async` block, as is [`answer`]: an `async fn` keeps each argument twice in its future
-/// (as passed, and moved into its body), and this future is every request's
-/// (`docs/benchmarks.md`).
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps each argument twice in its future (rust-lang/rust#62958), and this one is every request's (docs/benchmarks.md)"
+)]
 pub(crate) fn door<Answer>(
     workspace: crate::Workspace,
     request: Request,
@@ -464,6 +464,10 @@ fn is_event_stream(response: &Response) -> bool {
 /// relayed by the short path (`short_path`); everything else, and a call the short path
 /// declines, goes on to rmcp's server (the full path). A call the short path admitted and could
 /// not send goes on marked [`super::admission::Charged`].
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps each argument twice in its future (rust-lang/rust#62958), and this one is every request's (docs/benchmarks.md)"
+)]
 fn answer<Answer>(
     door: &FrontDoor,
     request: Request,

@@ -246,8 +246,8 @@ async fn session_call(
     body: &Bytes,
 ) -> Option<ShortPath> {
     let (state, id, call) = match session_message(shared, parts, session, body)? {
-        Ok(call) => call,
-        Err(answered) => return Some(answered),
+        SessionMessage::Call(state, id, call) => (state, id, call),
+        SessionMessage::Answered(answer) => return Some(ShortPath::Answered(answer)),
     };
     if !sessions.has_session(&session.into()).await.unwrap_or(false) {
         return None;
@@ -261,14 +261,22 @@ async fn session_call(
     ))
 }
 
-/// The `tools/call` in a session's `body` ([`session_call`]): `None` when this path does not
-/// take it, `Err` when the message was answered here (a cancellation, an answer to a question).
+/// What [`session_message`] made of a session's message.
+enum SessionMessage {
+    /// A `tools/call` for this path, in the session whose state this is.
+    Call(Arc<crate::mcp::SessionState>, RequestId, CallToolRequest),
+    /// The client's answer to a question this path put to it, taken here.
+    Answered(Response),
+}
+
+/// The `tools/call` in a session's `body` ([`session_call`]), or the client's answer to a
+/// question, taken here; `None` when this path does not take the message.
 fn session_message(
     shared: &Arc<Shared>,
     parts: &Parts,
     session: &str,
     body: &Bytes,
-) -> Option<Result<(Arc<crate::mcp::SessionState>, RequestId, CallToolRequest), ShortPath>> {
+) -> Option<SessionMessage> {
     let state = lock(&shared.short_path_sessions)
         .get(session)
         .and_then(std::sync::Weak::upgrade)?;
@@ -290,14 +298,12 @@ fn session_message(
         }
         // The client's answer to a question this path put to it.
         JsonRpcMessage::Response(JsonRpcResponse { ref id, .. }) => {
-            return answered(shared, session, id.clone(), message)
-                .map(|answer| Err(ShortPath::Answered(answer)));
+            return answered(shared, session, id.clone(), message).map(SessionMessage::Answered);
         }
         JsonRpcMessage::Error(JsonRpcError {
             id: Some(ref id), ..
         }) => {
-            return answered(shared, session, id.clone(), message)
-                .map(|answer| Err(ShortPath::Answered(answer)));
+            return answered(shared, session, id.clone(), message).map(SessionMessage::Answered);
         }
         _ => return None,
     };
@@ -323,7 +329,7 @@ fn session_message(
     {
         return None;
     }
-    Some(Ok((state, id, call)))
+    Some(SessionMessage::Call(state, id, call))
 }
 
 /// The relay of a session's call ([`session_call`]), once its session is known to rmcp:
