@@ -41,7 +41,7 @@ pub enum RelayKind {
 }
 
 impl RelayKind {
-    /// Both, in the order the report shows them.
+    /// All three, in the order the report shows them.
     pub const ALL: [RelayKind; 3] = [RelayKind::Tcp, RelayKind::Http, RelayKind::Nginx];
 
     /// The relay's name in the report.

@@ -125,8 +125,14 @@ struct Sample {
     p50: Duration,
     p90: Duration,
     p99: Duration,
-    /// Daemon CPU seconds per 1,000 calls (through Switchboard only).
+    /// CPU seconds per 1,000 calls of the charged processes (the daemon's, or a relay's).
     cpu_per_1000: f64,
+    /// The part of it in user space (their own code and libraries)...
+    user_per_1000: f64,
+    /// ...and in the kernel.
+    system_per_1000: f64,
+    /// Their threads' context switches per call.
+    switches_per_call: f64,
     /// TCP connections the machine opened per 1,000 calls while they ran
     /// ([`process::tcp_connections_opened`]): none when every client and relay keeps its
     /// connections.
@@ -150,8 +156,14 @@ struct Charged {
 }
 
 impl Charged {
-    fn cpu_seconds(self) -> anyhow::Result<f64> {
-        Ok(process::usage(self.pid, self.ticks)?.cpu_seconds)
+    /// Its CPU seconds in user space and in the kernel, and its context switches, so far.
+    fn counters(self) -> anyhow::Result<[f64; 3]> {
+        let usage = process::usage(self.pid, self.ticks)?;
+        Ok([
+            usage.user_seconds,
+            usage.system_seconds,
+            usage.context_switches as f64,
+        ])
     }
 }
 
@@ -192,13 +204,13 @@ async fn measure(
         clients.push(warmed.await.context("a warming client panicked")??);
     }
     let per_client = (calls / concurrency).max(1);
-    let cpu = || -> anyhow::Result<f64> {
-        charged
-            .iter()
-            .map(|c| c.cpu_seconds())
-            .sum::<anyhow::Result<f64>>()
+    let counters = || -> anyhow::Result<[f64; 3]> {
+        charged.iter().try_fold([0.0; 3], |sum, c| {
+            let [user, system, switches] = c.counters()?;
+            Ok([sum[0] + user, sum[1] + system, sum[2] + switches])
+        })
     };
-    let cpu_before = cpu()?;
+    let before = counters()?;
     let opened_before = process::tcp_connections_opened()?;
     let started = Instant::now();
     let workers = clients.into_iter().map(|client| {
@@ -230,7 +242,8 @@ async fn measure(
     }
     let elapsed = started.elapsed();
     let total = per_client * concurrency;
-    let cpu_per_1000 = (cpu()? - cpu_before) / total as f64 * 1000.0;
+    let after = counters()?;
+    let per_call = |index: usize| (after[index] - before[index]) / total as f64;
     let opened = process::tcp_connections_opened()?.saturating_sub(opened_before);
     latencies.sort_unstable();
     Ok(Sample {
@@ -240,7 +253,10 @@ async fn measure(
         p50: percentile(&latencies, 0.50),
         p90: percentile(&latencies, 0.90),
         p99: percentile(&latencies, 0.99),
-        cpu_per_1000,
+        cpu_per_1000: (per_call(0) + per_call(1)) * 1000.0,
+        user_per_1000: per_call(0) * 1000.0,
+        system_per_1000: per_call(1) * 1000.0,
+        switches_per_call: per_call(2),
         connections_per_1000: opened as f64 / total as f64 * 1000.0,
     })
 }
@@ -259,6 +275,9 @@ fn median_sample(samples: &[Sample]) -> Sample {
         p90: median(samples.iter().map(|s| s.p90).collect()),
         p99: median(samples.iter().map(|s| s.p99).collect()),
         cpu_per_1000: median(samples.iter().map(|s| s.cpu_per_1000).collect()),
+        user_per_1000: median(samples.iter().map(|s| s.user_per_1000).collect()),
+        system_per_1000: median(samples.iter().map(|s| s.system_per_1000).collect()),
+        switches_per_call: median(samples.iter().map(|s| s.switches_per_call).collect()),
         connections_per_1000: median(samples.iter().map(|s| s.connections_per_1000).collect()),
     }
 }
@@ -639,7 +658,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "| load | concurrency | relay | relay calls/s | ratio | relay p50 | relay added p50 | relay CPU per 1,000 calls | relay's new connections per 1,000 calls | Switchboard's added p50 beyond the relay's | Switchboard's CPU beyond the relay's | Switchboard / relay: added p50, CPU, calls/s |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (load, concurrency, kind, direct, via, floor) in floors {
+    for &(load, concurrency, kind, direct, via, floor) in &floors {
         let floor_added = floor.p50.saturating_sub(direct.p50);
         let via_added = via.p50.saturating_sub(direct.p50);
         println!(
@@ -667,6 +686,33 @@ async fn run(args: Args) -> anyhow::Result<()> {
             via.cpu_per_1000 / floor.cpu_per_1000.max(1e-9),
             via.calls_per_second / floor.calls_per_second * 100.0,
         );
+    }
+    println!();
+    println!(
+        "Where the CPU goes, the daemon's and each relay's (medians of the runs): user space (its \
+         own code and libraries) and the kernel (system calls, and on loopback the delivery of \
+         what it sends), per 1,000 calls; and its threads' context switches per call (each a \
+         sleep and a wake-up, or a preemption)"
+    );
+    println!();
+    println!(
+        "| load | concurrency | relay | user CPU per 1,000 calls | kernel CPU per 1,000 calls | context switches per call |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let row = |load: Load, concurrency: usize, label: &str, sample: &Sample| {
+        println!(
+            "| {} | {concurrency} | {label} | {:.0} ms | {:.0} ms | {:.2} |",
+            load.label(),
+            sample.user_per_1000 * 1000.0,
+            sample.system_per_1000 * 1000.0,
+            sample.switches_per_call,
+        );
+    };
+    for (load, concurrency, kind, _, via, floor) in &floors {
+        if *kind == RelayKind::ALL[0] {
+            row(*load, *concurrency, "Switchboard", via);
+        }
+        row(*load, *concurrency, kind.label(), floor);
     }
     let end = process::usage(pid, ticks)?;
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);

@@ -5,8 +5,14 @@ use anyhow::Context;
 /// CPU time and memory of one process.
 #[derive(Debug, Clone, Copy)]
 pub struct Usage {
-    /// User plus system CPU time, in seconds.
-    pub cpu_seconds: f64,
+    /// CPU time spent in the process's own code and its libraries, in seconds.
+    pub user_seconds: f64,
+    /// CPU time spent in the kernel on its behalf (system calls, and on loopback the delivery
+    /// of what it sends).
+    pub system_seconds: f64,
+    /// How often its threads were switched off their CPU so far, waiting (voluntary) or
+    /// preempted, summed over the threads it has now.
+    pub context_switches: u64,
     /// Resident memory now, in bytes.
     pub rss: u64,
     /// Peak resident memory so far, in bytes.
@@ -44,7 +50,8 @@ pub fn usage(pid: u32, ticks_per_second: f64) -> anyhow::Result<Usage> {
             .and_then(|f| f.parse::<f64>().ok())
             .context("malformed /proc stat field")
     };
-    let cpu_seconds = (tick(11)? + tick(12)?) / ticks_per_second;
+    let user_seconds = tick(11)? / ticks_per_second;
+    let system_seconds = tick(12)? / ticks_per_second;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
     let kib = |key: &str| -> u64 {
@@ -57,11 +64,39 @@ pub fn usage(pid: u32, ticks_per_second: f64) -> anyhow::Result<Usage> {
             * 1024
     };
     Ok(Usage {
-        cpu_seconds,
+        user_seconds,
+        system_seconds,
+        context_switches: context_switches(pid),
         rss: kib("VmRSS:"),
         peak_rss: kib("VmHWM:"),
         anonymous: kib("RssAnon:"),
     })
+}
+
+/// The context switches of process `pid`'s threads (`/proc/<pid>/task/*/status`); a thread
+/// that ends between two readings takes its count with it, which the threads measured here
+/// (the daemon's and the relays', all started before a run) do not.
+fn context_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .map(|status| switches_in(&status))
+        .sum()
+}
+
+/// Voluntary plus involuntary context switches in the text of a task's `status`.
+fn switches_in(status: &str) -> u64 {
+    status
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+        })
+        .filter_map(|count| count.trim().parse::<u64>().ok())
+        .sum()
 }
 
 /// How many TCP connections this machine has opened so far (`ActiveOpens` in `/proc/net/snmp`):
@@ -96,6 +131,17 @@ mod tests {
             usage.anonymous > 0 && usage.anonymous <= usage.rss,
             "{usage:?}"
         );
+        // The test thread has been scheduled at least once, off its CPU and back.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let later = super::usage(std::process::id(), clock_ticks()).expect("/proc is readable");
+        assert!(later.context_switches > 0, "{later:?}");
+    }
+
+    #[test]
+    fn context_switches_count_both_kinds() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(switches_in(status), 15);
+        assert_eq!(switches_in("Name:\tx\n"), 0);
     }
 
     #[test]
