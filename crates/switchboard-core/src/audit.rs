@@ -273,19 +273,22 @@ impl AuditRecord {
     }
 
     /// This record with a call's origin: its door, endpoint, client and arguments, and the
-    /// name it was called by (in the detail when it differs from the tool's).
-    pub fn from_origin(mut self, origin: &CallOrigin) -> Self {
+    /// name it was called by (in the detail when it differs from the tool's). The origin's
+    /// text is moved into the record, not copied, when nothing else holds it (a finished call's,
+    /// on the audit log's writer).
+    pub fn from_origin(mut self, origin: std::sync::Arc<CallOrigin>) -> Self {
+        let origin = std::sync::Arc::unwrap_or_clone(origin);
         self.door = Some(origin.door.to_owned());
-        self.endpoint = origin.endpoint.as_deref().map(bounded);
+        self.endpoint = origin.endpoint.map(bounded_owned);
         self.client = origin.client.as_deref().map(bounded);
-        self.arguments = origin.arguments.clone();
+        self.arguments = origin.arguments;
         if self.tool.as_deref() != Some(origin.exposed.as_str()) {
             #[derive(Serialize)]
-            struct CalledAs<'a> {
-                called_as: &'a str,
+            struct CalledAs {
+                called_as: String,
             }
             self.detail = Some(KeptJson::of(&CalledAs {
-                called_as: &bounded(&origin.exposed),
+                called_as: bounded_owned(origin.exposed),
             }));
         }
         self
@@ -309,6 +312,19 @@ pub fn bounded(text: &str) -> String {
     match text.char_indices().nth(MAX_FIELD_CHARS) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),
+    }
+}
+
+/// `text` cut to [`MAX_FIELD_CHARS`] characters, kept as it is (not copied) when it is no
+/// longer.
+pub fn bounded_owned(text: String) -> String {
+    // No more bytes than the limit is no more characters either.
+    if text.len() <= MAX_FIELD_CHARS {
+        return text;
+    }
+    match text.char_indices().nth(MAX_FIELD_CHARS) {
+        Some(_) => bounded(&text),
+        None => text,
     }
 }
 
@@ -412,6 +428,37 @@ mod tests {
         assert_eq!(record.actor.chars().count(), MAX_FIELD_CHARS + 1);
         assert!(record.actor.ends_with('…'));
         assert_eq!(bounded("é".repeat(300).as_str()).chars().count(), 257);
+        assert_eq!(
+            bounded_owned("é".repeat(300)),
+            bounded("é".repeat(300).as_str())
+        );
+        let within = "é".repeat(MAX_FIELD_CHARS);
+        assert_eq!(
+            bounded_owned(within.clone()),
+            within,
+            "more bytes, not more characters"
+        );
+        let origin = CallOrigin {
+            door: "mcp",
+            endpoint: Some(long.clone()),
+            client: Some(long.as_str().into()),
+            exposed: long.clone(),
+            arguments: None,
+        };
+        let record = AuditRecord::new(AuditKind::Call, 1, "default", "operator", "ok")
+            .about("alpha", Some("echo"))
+            .from_origin(std::sync::Arc::new(origin));
+        for kept in [&record.endpoint, &record.client] {
+            assert_eq!(
+                kept.as_deref().map(|t| t.chars().count()),
+                Some(MAX_FIELD_CHARS + 1)
+            );
+        }
+        let called_as = record.detail.unwrap().to_value()["called_as"].clone();
+        assert_eq!(
+            called_as.as_str().map(|t| t.chars().count()),
+            Some(MAX_FIELD_CHARS + 1)
+        );
     }
 
     #[test]

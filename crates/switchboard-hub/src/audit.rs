@@ -16,10 +16,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use switchboard_core::audit::{
-    AuditArguments, AuditKind, AuditQuery, AuditRecord, CallOrigin, KeptJson,
+    AuditArguments, AuditKind, AuditQuery, AuditRecord, CallOrigin, KeptJson, bounded,
+    bounded_owned,
 };
 use switchboard_core::{ServerId, Workspace};
 use switchboard_store::{Store, StoreError};
+use switchboard_upstream::CallOutcome;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::Hub;
@@ -59,6 +61,8 @@ impl Default for AuditRetention {
 
 enum Message {
     Record(Box<AuditRecord>),
+    /// A finished call, made a record on the writer ([`FinishedCall`]).
+    Call(FinishedCall),
     /// Answered once every record handed over before it is written.
     Flush(oneshot::Sender<()>),
 }
@@ -77,6 +81,7 @@ impl std::fmt::Debug for Message {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Record(_) => "Record",
+            Self::Call(_) => "Call",
             Self::Flush(_) => "Flush",
         })
     }
@@ -126,11 +131,13 @@ impl AuditLog {
     /// Hands `record` to the writer without waiting; when the queue is full it is dropped and
     /// counted.
     pub fn record(&self, record: AuditRecord) {
-        if self
-            .queue
-            .try_send(Message::Record(Box::new(record)))
-            .is_err()
-        {
+        self.hand_over(Message::Record(Box::new(record)));
+    }
+
+    /// Hands a record (or a finished call) to the writer without waiting; when the queue is
+    /// full it is dropped and counted.
+    fn hand_over(&self, message: Message) {
+        if self.queue.try_send(message).is_err() {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {
                 tracing::warn!(
@@ -178,7 +185,7 @@ async fn write_records(
                 // at most a few times a second. The writer sleeps through that moment rather
                 // than taking each record as it comes: a record handed over meanwhile wakes no
                 // thread (one wake-up a batch, not one a call). A flush cuts it short.
-                if matches!(first, Message::Record(_)) {
+                if !matches!(first, Message::Flush(_)) {
                     tokio::select! {
                         () = tokio::time::sleep(LINGER) => {}
                         () = flush_asked.notified() => {}
@@ -189,6 +196,7 @@ async fn write_records(
                     while let Some(message) = next.take() {
                         match message {
                             Message::Record(record) => batch.push(*record),
+                            Message::Call(call) => batch.push(call.into_record()),
                             Message::Flush(done) => flushes.push(done),
                         }
                         if batch.len() >= BATCH {
@@ -236,8 +244,48 @@ async fn prune_old(store: &Store, retention: AuditRetention) {
 #[derive(Debug)]
 pub(crate) struct AuditRecorder {
     log: Arc<AuditLog>,
+    who: Arc<Actor>,
+}
+
+/// The tenant and actor a hub's records name, shared with its finished calls.
+#[derive(Debug)]
+struct Actor {
     tenant: String,
     actor: String,
+}
+
+/// A finished call as its connection hands it to the log: shared handles (the hub's actor,
+/// the server's id, the call's origin) and numbers, so that the connection copies no text but
+/// the tool's name. Its record is made on the writer ([`FinishedCall::into_record`]), where the
+/// origin's text is moved into it: the record's text is made once, where it is written.
+#[derive(Debug)]
+struct FinishedCall {
+    at_ms: u64,
+    who: Arc<Actor>,
+    server: ServerId,
+    tool: Box<str>,
+    outcome: CallOutcome,
+    elapsed: Duration,
+    origin: Option<Arc<CallOrigin>>,
+}
+
+impl FinishedCall {
+    fn into_record(self) -> AuditRecord {
+        let mut record = AuditRecord::new(
+            AuditKind::Call,
+            self.at_ms,
+            &self.who.tenant,
+            &self.who.actor,
+            self.outcome.as_str(),
+        );
+        record.server = Some(bounded(self.server.as_str()));
+        record.tool = Some(bounded_owned(self.tool.into()));
+        if let Some(origin) = self.origin {
+            record = record.from_origin(origin);
+        }
+        record.duration_ms = Some(u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX));
+        record
+    }
 }
 
 /// The tenant and actor records of `workspace` name: the operator's, or the user's.
@@ -251,12 +299,13 @@ pub(crate) fn actor_of(workspace: &Workspace) -> (String, String) {
 impl AuditRecorder {
     fn new(log: Arc<AuditLog>, workspace: &Workspace) -> Self {
         let (tenant, actor) = actor_of(workspace);
-        Self { log, tenant, actor }
+        let who = Arc::new(Actor { tenant, actor });
+        Self { log, who }
     }
 
     /// Who this hub's records name.
     pub(crate) fn actor(&self) -> &str {
-        &self.actor
+        &self.who.actor
     }
 
     /// Hands `record` to the log.
@@ -274,22 +323,23 @@ impl AuditRecorder {
         AuditRecord::new(
             kind,
             crate::event::now_ms(),
-            &self.tenant,
-            &self.actor,
+            &self.who.tenant,
+            &self.who.actor,
             outcome,
         )
     }
 
-    /// Records a finished call.
+    /// Records a finished call: handed over as it is, made a record on the writer.
     pub(crate) fn call(&self, call: &switchboard_upstream::CallRecord<'_>) {
-        let mut record = self
-            .record_of(AuditKind::Call, call.outcome.as_str())
-            .about(call.server.as_str(), Some(call.tool));
-        if let Some(origin) = call.origin {
-            record = record.from_origin(origin);
-        }
-        record.duration_ms = Some(u64::try_from(call.elapsed.as_millis()).unwrap_or(u64::MAX));
-        self.log.record(record);
+        self.log.hand_over(Message::Call(FinishedCall {
+            at_ms: crate::event::now_ms(),
+            who: self.who.clone(),
+            server: call.server.clone(),
+            tool: call.tool.into(),
+            outcome: call.outcome,
+            elapsed: call.elapsed,
+            origin: call.origin.cloned(),
+        }));
     }
 }
 
@@ -383,7 +433,13 @@ impl Hub {
     }
 
     /// Records a call refused before it reached server `id` (`reason`: why).
-    pub fn audit_refused_call(&self, id: &ServerId, tool: &str, origin: &CallOrigin, reason: &str) {
+    pub fn audit_refused_call(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        origin: Arc<CallOrigin>,
+        reason: &str,
+    ) {
         self.audit(AuditKind::Call, "refused", |record| {
             let record = record.about(id.as_str(), Some(tool)).from_origin(origin);
             let mut detail = record

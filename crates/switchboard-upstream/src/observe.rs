@@ -171,8 +171,9 @@ pub struct CallRecord<'a> {
     pub outcome: CallOutcome,
     /// From the call's start to its outcome (its answer read to the end).
     pub elapsed: Duration,
-    /// Where the call came in (its door, endpoint, client, arguments), when its caller said.
-    pub origin: Option<&'a CallOrigin>,
+    /// Where the call came in (its door, endpoint, client, arguments), when its caller said;
+    /// shared, so that an observer keeps it without copying it.
+    pub origin: Option<&'a Arc<CallOrigin>>,
 }
 
 /// Who hears of every finished call. Called on the call's own task: keep it quick.
@@ -198,7 +199,7 @@ impl CallWatch {
         tool: &str,
         outcome: CallOutcome,
         started: Instant,
-        origin: Option<&CallOrigin>,
+        origin: Option<&Arc<CallOrigin>>,
     ) {
         self.observer.finished(CallRecord {
             server: &self.server,
@@ -228,7 +229,7 @@ impl CallWatch {
         impl Pending {
             fn settle(&mut self, outcome: CallOutcome) {
                 if let Some(watch) = self.watch.take() {
-                    watch.report(&self.tool, outcome, self.started, self.origin.as_deref());
+                    watch.report(&self.tool, outcome, self.started, self.origin.as_ref());
                 }
             }
         }

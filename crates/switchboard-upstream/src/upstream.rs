@@ -386,7 +386,7 @@ impl Upstream {
                         &tool,
                         observe::outcome_of_message(&message),
                         started,
-                        origin.as_deref(),
+                        origin.as_ref(),
                     );
                     Ok(DirectReply::Message(message))
                 }
@@ -399,7 +399,7 @@ impl Upstream {
                         &tool,
                         CallOutcome::of_error(&error),
                         started,
-                        origin.as_deref(),
+                        origin.as_ref(),
                     );
                     Err(error)
                 }
@@ -730,7 +730,7 @@ impl Upstream {
                 name,
                 CallOutcome::of(&result),
                 started,
-                context.origin.as_deref(),
+                context.origin.as_ref(),
             );
         }
         result

@@ -157,7 +157,7 @@ impl<'a> Admission<'a> {
     ) {
         if let Some(origin) = self.origin(exposed, arguments) {
             self.hub
-                .audit_refused_call(&tool.server, &tool.upstream, &origin, &error.message);
+                .audit_refused_call(&tool.server, &tool.upstream, origin, &error.message);
         }
     }
 
