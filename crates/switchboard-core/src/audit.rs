@@ -315,16 +315,13 @@ pub fn bounded(text: &str) -> String {
     }
 }
 
-/// `text` cut to [`MAX_FIELD_CHARS`] characters, kept as it is (not copied) when it is no
-/// longer.
+/// [`bounded`], keeping `text` as it is (not copied) when it has no more bytes than
+/// [`MAX_FIELD_CHARS`], so no more characters either.
 pub fn bounded_owned(text: String) -> String {
-    // No more bytes than the limit is no more characters either.
     if text.len() <= MAX_FIELD_CHARS {
-        return text;
-    }
-    match text.char_indices().nth(MAX_FIELD_CHARS) {
-        Some(_) => bounded(&text),
-        None => text,
+        text
+    } else {
+        bounded(&text)
     }
 }
 
