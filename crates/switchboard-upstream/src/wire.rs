@@ -12,8 +12,12 @@
 //! decoded in one pass as the one shape expected (its top-level keys, and the request's
 //! parameters or the call's result as their types); a message of any other shape, or one that
 //! fails to decode so, goes to rmcp's decoding, so what is decoded is never different from what
-//! rmcp would decode, only reached sooner. No library offers this for rmcp's model, so it is
-//! ours.
+//! rmcp would decode, only reached sooner. That includes the keys neither uses: rmcp buffers a
+//! message before it decodes it, reading every value in it, so it refuses one with a lone
+//! surrogate, a number out of range, bytes that are not UTF-8 or nesting past serde_json's limit
+//! in a key it then skips; serde's own skipping only finds where such a value ends, so here the
+//! other keys are read as rmcp reads them (an `OtherKeys` field), which costs nothing when there
+//! are none. No library offers this for rmcp's model, so it is ours.
 //!
 //! The other way, a `tools/call` going to a server is encoded straight from its fields
 //! ([`encode_client_message`]): rmcp encodes a request's `params` by building a `Value` tree of
@@ -24,9 +28,9 @@ use std::borrow::Cow;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest,
-    ErrorCode, ErrorData, InputResponses, JsonObject, JsonRpcError, JsonRpcMessage, JsonRpcRequest,
-    JsonRpcResponse, JsonRpcVersion2_0, MetaObject, RequestId, RequestMetaObject,
-    ServerJsonRpcMessage, ServerResult,
+    ContentBlock, ErrorCode, ErrorData, InputResponses, JsonObject, JsonRpcError, JsonRpcMessage,
+    JsonRpcRequest, JsonRpcResponse, JsonRpcVersion2_0, MetaObject, RequestId, RequestMetaObject,
+    ResultType, ServerJsonRpcMessage, ServerResult,
 };
 use serde::{Deserialize, Serialize};
 
@@ -99,6 +103,7 @@ pub fn client_message(body: &[u8]) -> serde_json::Result<ClientJsonRpcMessage> {
 /// fields (rmcp's own decoding of a request buffers its `params` to split `_meta` off them).
 fn tool_call(body: &[u8]) -> Option<ClientJsonRpcMessage> {
     let ToolCallIn {
+        _other: OtherKeys {},
         jsonrpc,
         id: Some(id),
         method: Method::ToolsCall,
@@ -124,10 +129,12 @@ fn tool_call(body: &[u8]) -> Option<ClientJsonRpcMessage> {
     }))
 }
 
-/// A request's keys as a `tools/call` has them; other keys are skipped, as rmcp skips them.
-/// A key given twice fails it, as it fails rmcp's decoding.
+/// A request's keys as a `tools/call` has them; other keys are read and dropped, as rmcp drops
+/// them. A key given twice fails it, as it fails rmcp's decoding.
 #[derive(Deserialize)]
 struct ToolCallIn {
+    #[serde(flatten)]
+    _other: OtherKeys,
     jsonrpc: JsonRpcVersion2_0,
     id: Option<RequestId>,
     #[serde(default)]
@@ -140,10 +147,12 @@ struct ToolCallIn {
 }
 
 /// A `tools/call`'s parameters, `_meta` with them (rmcp keeps it in the request's
-/// extensions); other keys are skipped, as rmcp skips them.
+/// extensions); other keys are read and dropped, as rmcp drops them.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ToolCallParamsIn {
+    #[serde(flatten)]
+    _other: OtherKeys,
     #[serde(rename = "_meta")]
     meta: Option<JsonObject>,
     name: Cow<'static, str>,
@@ -164,6 +173,7 @@ pub fn call_reply(text: &str) -> serde_json::Result<ServerJsonRpcMessage> {
 /// `text` decoded as a response carrying a `CallToolResult`, if it is one, in one pass.
 fn call_result(text: &str) -> Option<ServerJsonRpcMessage> {
     let CallReplyIn {
+        _other: OtherKeys {},
         jsonrpc,
         id: Some(id),
         method: Method::None,
@@ -173,25 +183,77 @@ fn call_result(text: &str) -> Option<ServerJsonRpcMessage> {
     else {
         return None;
     };
+    // What rmcp's decoding of a `CallToolResult` refuses (so that another result is tried)
+    // is rmcp's to decide.
+    if result
+        .result_type
+        .as_ref()
+        .is_some_and(|result_type| !result_type.is_complete())
+        || (result.content.is_none()
+            && result.structured_content.is_none()
+            && result.is_error.is_none())
+    {
+        return None;
+    }
+    let mut decoded = CallToolResult::default();
+    decoded.result_type = result.result_type;
+    decoded.content = result.content.unwrap_or_default();
+    decoded.structured_content = result.structured_content;
+    decoded.is_error = result.is_error;
+    decoded.meta = result.meta;
     Some(JsonRpcMessage::Response(JsonRpcResponse {
         jsonrpc,
         id,
-        result: ServerResult::CallToolResult(result),
+        result: ServerResult::CallToolResult(decoded),
     }))
 }
 
-/// A response's keys as the answer to a `tools/call` has them; other keys are skipped, as rmcp
-/// skips them. A key given twice fails it, as it fails rmcp's decoding.
+/// A response's keys as the answer to a `tools/call` has them; other keys are read and
+/// dropped, as rmcp drops them. A key given twice fails it, as it fails rmcp's decoding.
 #[derive(Deserialize)]
 struct CallReplyIn {
+    #[serde(flatten)]
+    _other: OtherKeys,
     jsonrpc: JsonRpcVersion2_0,
     id: Option<RequestId>,
     #[serde(default)]
     method: Method,
-    result: Option<CallToolResult>,
+    result: Option<CallToolResultIn>,
     #[serde(default)]
     error: Present,
 }
+
+/// A `CallToolResult`'s keys as rmcp's decoding reads them; other keys are read and dropped
+/// (rmcp's own decoding of the type skips them unread: it relies on the message having been
+/// buffered first).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallToolResultIn {
+    #[serde(flatten)]
+    _other: OtherKeys,
+    #[serde(default)]
+    result_type: Option<ResultType>,
+    content: Option<Vec<ContentBlock>>,
+    /// `null` too is `Some` (rmcp keeps a present `null` apart from an absent key).
+    #[serde(default, deserialize_with = "present")]
+    structured_content: Option<serde_json::Value>,
+    is_error: Option<bool>,
+    #[serde(rename = "_meta")]
+    meta: Option<MetaObject>,
+}
+
+/// A value that is there, `null` too.
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(deserializer).map(Some)
+}
+
+/// A `flatten`ed field that takes a struct's other keys: serde buffers them, so every value in
+/// them is read (and refused where rmcp's buffering refuses it), then they are dropped. With no
+/// other keys there is nothing to buffer.
+#[derive(Deserialize)]
+struct OtherKeys {}
 
 /// Whether a key is there at all, whatever its value (`null` too: rmcp tells messages apart
 /// by which keys they have).
@@ -287,6 +349,9 @@ mod tests {
         r#"{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no"}}"#,
         r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}]"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}"#,
+        // Values in skipped keys that rmcp's buffering refuses.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","x":"\ud800"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"},"x":[1e400]}"#,
     ];
 
     const SERVER_MESSAGES: &[&str] = &[
@@ -305,6 +370,8 @@ mod tests {
         r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#,
         r#"{"jsonrpc":"2.0","result":{"content":[]}}"#,
         r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}"#,
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"x":{"y":-1e999}}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]},"x":"\udc00"}"#,
     ];
 
     /// What a decoding gave, comparable: the message as JSON, or the error's text.
@@ -399,6 +466,34 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// Bytes that are not UTF-8 in a key the fast path skips, as the fuzzing found them
+    /// (`tests/parsers_take_anything.rs`), and in one it reads.
+    #[test]
+    fn client_messages_that_are_not_utf8_are_refused_as_rmcp_refuses_them() {
+        for body in [
+            &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"x\":{\"\x80m\":\"hi\"}}}"[..],
+            &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"ech\xffo\"}}"[..],
+        ] {
+            assert!(client_message(body).is_err(), "{body:?}");
+            assert!(serde_json::from_slice::<ClientJsonRpcMessage>(body).is_err());
+        }
+    }
+
+    /// Nesting past serde_json's limit in a key the fast path does not use: rmcp's buffering
+    /// refuses it, so must the fast path.
+    #[test]
+    fn deep_values_in_other_keys_are_refused_as_rmcp_refuses_them() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","x":{deep}}}}}"#
+        );
+        assert!(serde_json::from_str::<ClientJsonRpcMessage>(&request).is_err());
+        assert!(client_message(request.as_bytes()).is_err());
+        let reply = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[],"x":{deep}}}}}"#);
+        assert!(serde_json::from_str::<ServerJsonRpcMessage>(&reply).is_err());
+        assert!(call_reply(&reply).is_err());
     }
 
     #[test]
