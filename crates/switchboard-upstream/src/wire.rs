@@ -103,7 +103,7 @@ pub fn client_message(body: &[u8]) -> serde_json::Result<ClientJsonRpcMessage> {
 /// fields (rmcp's own decoding of a request buffers its `params` to split `_meta` off them).
 fn tool_call(body: &[u8]) -> Option<ClientJsonRpcMessage> {
     let ToolCallIn {
-        _other: OtherKeys {},
+        _other: _,
         jsonrpc,
         id: Some(id),
         method: Method::ToolsCall,
@@ -173,7 +173,7 @@ pub fn call_reply(text: &str) -> serde_json::Result<ServerJsonRpcMessage> {
 /// `text` decoded as a response carrying a `CallToolResult`, if it is one, in one pass.
 fn call_result(text: &str) -> Option<ServerJsonRpcMessage> {
     let CallReplyIn {
-        _other: OtherKeys {},
+        _other: _,
         jsonrpc,
         id: Some(id),
         method: Method::None,
@@ -184,11 +184,13 @@ fn call_result(text: &str) -> Option<ServerJsonRpcMessage> {
         return None;
     };
     // What rmcp's decoding of a `CallToolResult` refuses (so that another result is tried)
-    // is rmcp's to decide.
-    if result
-        .result_type
-        .as_ref()
-        .is_some_and(|result_type| !result_type.is_complete())
+    // is rmcp's to decide, and so is a result with other keys: rmcp tries most other results
+    // first, each of which needs a key of its own (`action`, `messages`, ...).
+    if result.other.any
+        || result
+            .result_type
+            .as_ref()
+            .is_some_and(|result_type| !result_type.is_complete())
         || (result.content.is_none()
             && result.structured_content.is_none()
             && result.is_error.is_none())
@@ -230,7 +232,7 @@ struct CallReplyIn {
 #[serde(rename_all = "camelCase")]
 struct CallToolResultIn {
     #[serde(flatten)]
-    _other: OtherKeys,
+    other: OtherKeys,
     #[serde(default)]
     result_type: Option<ResultType>,
     content: Option<Vec<ContentBlock>>,
@@ -250,10 +252,38 @@ fn present<'de, D: serde::Deserializer<'de>>(
 }
 
 /// A `flatten`ed field that takes a struct's other keys: serde buffers them, so every value in
-/// them is read (and refused where rmcp's buffering refuses it), then they are dropped. With no
-/// other keys there is nothing to buffer.
-#[derive(Deserialize)]
-struct OtherKeys {}
+/// them is read (and refused where rmcp's buffering refuses it), then they are dropped, noting
+/// whether there were any. With no other keys there is nothing to buffer.
+struct OtherKeys {
+    any: bool,
+}
+
+impl<'de> Deserialize<'de> for OtherKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// Goes through the keys serde set aside.
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = OtherKeys;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("keys")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut keys: A,
+            ) -> Result<OtherKeys, A::Error> {
+                let mut any = false;
+                while keys
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {
+                    any = true;
+                }
+                Ok(OtherKeys { any })
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
 
 /// Whether a key is there at all, whatever its value (`null` too: rmcp tells messages apart
 /// by which keys they have).
@@ -372,6 +402,9 @@ mod tests {
         r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}"#,
         r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"x":{"y":-1e999}}}"#,
         r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]},"x":"\udc00"}"#,
+        // A result with a key of another result's: rmcp tries that one first.
+        r#"{"jsonrpc":"2.0","id":7,"result":{"action":"accept","content":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"messages":[]}}"#,
     ];
 
     /// What a decoding gave, comparable: the message as JSON, or the error's text.
@@ -508,6 +541,44 @@ mod tests {
                 "{text}"
             );
             assert_eq!(outcome(fast), outcome(rmcp), "{text}");
+        }
+    }
+
+    /// A result with no keys but a `CallToolResult`'s own is one to rmcp's decoding too, with
+    /// any of them: no result rmcp tries before it matches such a result.
+    #[test]
+    fn results_with_only_a_call_results_keys_are_call_results_to_rmcp() {
+        let keys = [
+            r#""resultType":"complete""#,
+            r#""content":[{"type":"text","text":"t"}]"#,
+            r#""structuredContent":{"a":1}"#,
+            r#""isError":true"#,
+            r#""_meta":{"k":1}"#,
+        ];
+        for set in 0..1u32 << keys.len() {
+            let result: Vec<&str> = (0..keys.len())
+                .filter(|n| set & 1 << n != 0)
+                .map(|n| keys[n])
+                .collect();
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"result":{{{}}}}}"#,
+                result.join(",")
+            );
+            let fast = call_result(&text);
+            let rmcp = serde_json::from_str::<ServerJsonRpcMessage>(&text).ok();
+            assert_eq!(
+                fast.is_some(),
+                // At least one of the three keys rmcp asks for.
+                set & 0b1110 != 0,
+                "{text}"
+            );
+            if let Some(fast) = fast {
+                assert_eq!(
+                    Some(format!("{fast:?}")),
+                    rmcp.map(|m| format!("{m:?}")),
+                    "{text}"
+                );
+            }
         }
     }
 
