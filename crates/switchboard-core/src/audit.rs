@@ -191,13 +191,20 @@ impl PartialEq for KeptJson {
 
 impl Eq for KeptJson {}
 
-/// The digest a record keeps of a call's arguments (`cut`: the redacted arguments were too
-/// large to keep).
-#[derive(Serialize)]
-struct ArgumentsDigest<'a> {
-    sha256: &'a str,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    cut: bool,
+impl KeptJson {
+    /// The digest a record keeps of a call's arguments, `{"sha256":"<hex>"}` (with `"cut":true`
+    /// when the redacted arguments were too large to keep). Written as its text at once: every
+    /// audited call keeps one.
+    fn arguments_digest(sha256: &[u8], cut: bool) -> Self {
+        const BEGIN: &str = r#"{"sha256":""#;
+        let end = if cut { r#"","cut":true}"# } else { r#""}"# };
+        let mut text = String::with_capacity(BEGIN.len() + 2 * sha256.len() + end.len());
+        text.push_str(BEGIN);
+        crate::endpoint::push_hex(sha256, &mut text);
+        text.push_str(end);
+        // JSON by construction (hex digits only between the quotes); `null` if it ever were not.
+        Self(RawValue::from_string(text).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
 }
 
 /// One record of the audit log.
@@ -371,14 +378,9 @@ impl AuditQuery {
 pub fn kept_arguments(
     setting: AuditArguments,
     arguments: Option<&Map<String, Value>>,
-    digest: impl FnOnce() -> String,
+    digest: impl FnOnce() -> [u8; 32],
 ) -> Option<KeptJson> {
-    let digest_of = |cut: bool| {
-        KeptJson::of(&ArgumentsDigest {
-            sha256: &digest(),
-            cut,
-        })
-    };
+    let digest_of = |cut: bool| KeptJson::arguments_digest(&digest(), cut);
     match setting {
         AuditArguments::Omitted => None,
         AuditArguments::Digest => Some(digest_of(false)),
@@ -462,23 +464,33 @@ mod tests {
     fn arguments_are_kept_as_the_setting_says() {
         let arguments = json!({"query": "weather", "api_key": "sk-live-0123456789abcdef"});
         let arguments = arguments.as_object();
+        let digest = || {
+            let mut digest = [0u8; 32];
+            digest[0] = 0xab;
+            digest[31] = 0x09;
+            digest
+        };
+        let hex = format!("ab{}09", "0".repeat(60));
+        let kept = kept_arguments(AuditArguments::Digest, arguments, digest);
+        assert_eq!(kept, Some(KeptJson::of(&json!({"sha256": hex}))));
         assert_eq!(
-            kept_arguments(AuditArguments::Digest, arguments, || "d".into()),
-            Some(KeptJson::of(&json!({"sha256": "d"})))
+            kept.map(KeptJson::into_string),
+            Some(format!(r#"{{"sha256":"{hex}"}}"#)),
+            "as serde_json writes it"
         );
         assert_eq!(
-            kept_arguments(AuditArguments::Omitted, arguments, || "d".into()),
+            kept_arguments(AuditArguments::Omitted, arguments, digest),
             None
         );
-        let redacted = kept_arguments(AuditArguments::Redacted, arguments, || "d".into())
+        let redacted = kept_arguments(AuditArguments::Redacted, arguments, digest)
             .unwrap()
             .to_value();
         assert_eq!(redacted["query"], "weather");
         assert_ne!(redacted["api_key"], "sk-live-0123456789abcdef");
         let huge = json!({"text": "a".repeat(MAX_DETAIL_BYTES + 1)});
         assert_eq!(
-            kept_arguments(AuditArguments::Redacted, huge.as_object(), || "d".into()),
-            Some(KeptJson::of(&json!({"sha256": "d", "cut": true})))
+            kept_arguments(AuditArguments::Redacted, huge.as_object(), digest),
+            Some(KeptJson::of(&json!({"sha256": hex, "cut": true})))
         );
     }
 

@@ -100,16 +100,26 @@ pub fn write_canonical_json(value: &Value, out: &mut Vec<u8>) {
 
 /// Writes the object `fields` as [`canonical_json`] does, to `out`.
 pub fn write_canonical_object(fields: &Map<String, Value>, out: &mut Vec<u8>) {
+    // Most objects come with their keys in order already (one key, or a client that sorts):
+    // those are written as they are, without a sorted list of their keys.
+    if fields.keys().is_sorted() {
+        return write_fields(fields.iter(), out);
+    }
     let mut keys: Vec<&String> = fields.keys().collect();
     keys.sort_unstable();
+    write_fields(keys.into_iter().map(|key| (key, &fields[key])), out);
+}
+
+/// Writes an object's `fields`, in the order given.
+fn write_fields<'a>(fields: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
     out.push(b'{');
-    for (at, key) in keys.into_iter().enumerate() {
+    for (at, (key, value)) in fields.enumerate() {
         if at > 0 {
             out.push(b',');
         }
         write_leaf(key, out);
         out.push(b':');
-        write_canonical_json(&fields[key], out);
+        write_canonical_json(value, out);
     }
     out.push(b'}');
 }
@@ -165,6 +175,7 @@ mod tests {
             "z": [3, {"b": null, "a": "é\"\\\n\u{1f600}"}, -1.5e300, true],
             "a": {"y": {}, "x": [], "é": 0, "\u{0}": "ctl\u{7}"},
             "m": 18446744073709551615u64,
+            "s": {"a": 1, "b": [{"c": 2, "d": {"e": "f"}}]},
         });
         assert_eq!(canonical_json(&value), sorted(&value).to_string());
         assert_eq!(canonical_json(&serde_json::json!("s")), "\"s\"");

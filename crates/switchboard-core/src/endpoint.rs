@@ -216,13 +216,18 @@ impl Endpoint {
 /// `bytes` as lower-case hex (a digest on every audited call: two table lookups a byte, not a
 /// formatter's).
 pub fn hex_of(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(bytes.len() * 2);
+    push_hex(bytes, &mut text);
+    text
+}
+
+/// Appends `bytes` to `text` as [`hex_of`] writes them.
+pub fn push_hex(bytes: &[u8], text: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for byte in bytes {
         text.push(char::from(DIGITS[usize::from(byte >> 4)]));
         text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
-    text
 }
 
 #[cfg(test)]

@@ -55,12 +55,17 @@ impl ApprovalError {
 /// SHA-256 of `arguments` as canonical JSON (keys sorted: the same arguments in another
 /// order have the same digest), lower-case hex: what an approval and the audit log name.
 pub fn arguments_digest(arguments: Option<&Map<String, Value>>) -> String {
+    hex_of(&arguments_sha256(arguments))
+}
+
+/// [`arguments_digest`] as its 32 bytes.
+pub fn arguments_sha256(arguments: Option<&Map<String, Value>>) -> [u8; 32] {
     let mut text = Vec::with_capacity(256);
     match arguments {
         Some(arguments) => write_canonical_object(arguments, &mut text),
         None => text.extend_from_slice(b"{}"),
     }
-    hex_of(&sha2::Sha256::digest(&text))
+    sha2::Sha256::digest(&text).into()
 }
 
 impl Hub {

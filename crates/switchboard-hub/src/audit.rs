@@ -388,7 +388,7 @@ impl Hub {
             arguments: switchboard_core::audit::kept_arguments(
                 recorder.log.arguments,
                 arguments,
-                || crate::approval::arguments_digest(arguments),
+                || crate::approval::arguments_sha256(arguments),
             ),
         }))
     }

@@ -644,17 +644,22 @@ fn standard_headers(
         .request
         .extensions
         .get::<rmcp::model::RequestMetaObject>()
-        .and_then(|meta| meta.protocol_version())
+        .and_then(crate::wire::protocol_version_in)
         .ok_or_else(|| UpstreamError::Protocol("a direct call names no protocol version".into()))?;
     let value = |text: &str| {
         HeaderValue::from_str(text)
             .map_err(|_| UpstreamError::Protocol(format!("'{text}' cannot be an HTTP header")))
     };
+    // A version rmcp knows is a static header value, not a copy.
+    let version = match rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .find(|known| known.as_str() == version)
+    {
+        Some(known) => HeaderValue::from_static(known.as_str()),
+        None => value(version)?,
+    };
     Ok(HashMap::from([
-        (
-            HeaderName::from_static("mcp-protocol-version"),
-            value(version.as_str())?,
-        ),
+        (HeaderName::from_static("mcp-protocol-version"), version),
         (
             HeaderName::from_static("mcp-method"),
             HeaderValue::from_static("tools/call"),

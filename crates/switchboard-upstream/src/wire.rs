@@ -327,6 +327,14 @@ impl<'de> Deserialize<'de> for Method {
     }
 }
 
+/// The protocol version a request's `_meta` names (2026-07-28), read in place: what rmcp's
+/// `RequestMetaObject::protocol_version` decodes, without the copy that makes (every stateless
+/// call reads it).
+pub fn protocol_version_in(meta: &RequestMetaObject) -> Option<&str> {
+    meta.get("io.modelcontextprotocol/protocolVersion")
+        .and_then(serde_json::Value::as_str)
+}
+
 /// Decodes one server message; malformed replies to a request become an error for that request.
 pub fn decode_server_message(text: &str, server: &str) -> Option<ServerJsonRpcMessage> {
     match serde_json::from_str::<ServerJsonRpcMessage>(text) {
@@ -355,6 +363,26 @@ pub fn decode_server_message(text: &str, server: &str) -> Option<ServerJsonRpcMe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_protocol_version_read_in_place_is_the_one_rmcp_decodes() {
+        for meta in [
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"2099-01-01","k":1}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":""}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":20260728}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":null}"#,
+            r#"{"io.modelcontextprotocol/protocolversion":"2026-07-28"}"#,
+            r#"{}"#,
+        ] {
+            let meta = RequestMetaObject::from(serde_json::from_str::<JsonObject>(meta).unwrap());
+            assert_eq!(
+                protocol_version_in(&meta),
+                meta.protocol_version().as_ref().map(|v| v.as_str()),
+                "{meta:?}"
+            );
+        }
+    }
 
     /// Messages around the fast path's edges: each must decode exactly as rmcp decodes it.
     const CLIENT_MESSAGES: &[&str] = &[

@@ -99,12 +99,10 @@ pub struct Shared {
     /// Calls the short path is relaying for sessions, by session and request id, so that the
     /// client's `notifications/cancelled` reaches them.
     /// Each entry's number tells it from a later call under the same id.
-    short_path_calls: Mutex<
-        FastMap<(String, rmcp::model::RequestId), (u64, tokio_util::sync::CancellationToken)>,
-    >,
+    short_path_calls: Mutex<FastMap<SessionRequest, (u64, tokio_util::sync::CancellationToken)>>,
     /// Requests the short path put to session clients on a call's stream, by session and
     /// request id, waiting for the client's answer.
-    short_path_questions: Mutex<FastMap<(String, rmcp::model::RequestId), short_path::Answer>>,
+    short_path_questions: Mutex<FastMap<SessionRequest, short_path::Answer>>,
     /// Calls running as tasks (the tasks extension), for every client.
     tasks: tasks::Tasks,
     /// Servers at which a 2026-07-28 client's `subscriptions/listen` is being subscribed.
@@ -218,6 +216,9 @@ impl Shared {
     }
 }
 
+/// A request in a session: the session's id (shared with its state) and the request's.
+type SessionRequest = (Arc<str>, rmcp::model::RequestId);
+
 /// What one downstream session (a legacy `initialize`d client, or one stateless request)
 /// remembers.
 #[derive(Default)]
@@ -233,7 +234,7 @@ struct SessionState {
     /// The session's latest streams on the short path, kept for resumption.
     short_path_streams: Mutex<short_path::SessionStreams>,
     /// Its Streamable HTTP session id, once its client said `initialized` on it.
-    http_session: std::sync::OnceLock<String>,
+    http_session: std::sync::OnceLock<Arc<str>>,
     /// The subscriptions acknowledged `subscriptions/listen` requests are about to make, by the
     /// resources they asked for (each request's `listen` takes its own).
     listen_underway: Mutex<Vec<(Vec<String>, subscribing::Underway)>>,

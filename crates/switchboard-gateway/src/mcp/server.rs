@@ -176,7 +176,7 @@ impl AggregateServer {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.headers.get(http::SESSION_HEADER))
             .and_then(|id| id.to_str().ok());
-        match header.or(self.session.http_session.get().map(String::as_str)) {
+        match header.or(self.session.http_session.get().map(|id| &**id)) {
             Some(id) => id.to_owned(),
             None => format!("session@{:p}", Arc::as_ptr(&self.session)),
         }
@@ -261,7 +261,7 @@ impl ServerHandler for AggregateServer {
             .and_then(|parts| parts.headers.get(http::SESSION_HEADER))
             .and_then(|id| id.to_str().ok());
         if let Some(id) = session {
-            let _ = self.session.http_session.set(id.to_owned());
+            let _ = self.session.http_session.set(id.into());
             let mut sessions = lock(&self.shared.short_path_sessions);
             sessions.retain(|_, state| state.strong_count() > 0);
             sessions.insert(id.to_owned(), Arc::downgrade(&self.session));

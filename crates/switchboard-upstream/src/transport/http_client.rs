@@ -316,8 +316,14 @@ impl StatusAwareHttpClient {
                 .header(name, value)
         };
         let mut request = reqwest::Request::new(method.clone(), url.clone());
+        // Room for every header at once: a copy of the static ones would grow (and move) as
+        // the rest are added.
+        let room = self.static_headers.len() + custom_headers.len() + credentials.len() + 3;
         let headers = request.headers_mut();
-        headers.clone_from(&self.static_headers);
+        *headers = HeaderMap::with_capacity(room);
+        for (name, value) in self.static_headers.iter() {
+            headers.append(name.clone(), value.clone());
+        }
         headers.append(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
         if let Some(token) = auth_token {
             let bearer = format!("Bearer {token}");

@@ -159,14 +159,14 @@ fn admit_stateless(
         return None;
     };
     let meta = call.extensions.get::<RequestMetaObject>()?;
-    if meta.protocol_version() != Some(ProtocolVersion::V_2026_07_28)
-        || !meta
-            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-            .is_empty()
+    // Both keys a 2026-07-28 request's `_meta` must have (rmcp's `missing_required_keys`).
+    if switchboard_upstream::wire::protocol_version_in(meta)
+        != Some(ProtocolVersion::V_2026_07_28.as_str())
         || single(&parts.headers, &NAME) != Some(&*call.params.name)
     {
         return None;
     }
+    let capabilities = meta.client_capabilities()?;
     // Answers that cannot be answers to anything, and retries of exchanges parked here, are
     // the full path's.
     if call
@@ -196,10 +196,7 @@ fn admit_stateless(
         return None;
     }
     let server = shared.hub.server_view(&tool.server).ok()?;
-    let takes_tasks = meta
-        .client_capabilities()
-        .is_some_and(|capabilities| capabilities.supports_tasks());
-    if !runs_to_its_result(&server, tool, &call, takes_tasks)
+    if !runs_to_its_result(&server, tool, &call, capabilities.supports_tasks())
         || has_policies(&server, tool, Some(meta), &parts.headers)
     {
         return None;
@@ -325,7 +322,7 @@ fn session_message(
         || call
             .extensions
             .get::<RequestMetaObject>()
-            .is_some_and(|meta| meta.protocol_version().is_some())
+            .is_some_and(|meta| switchboard_upstream::wire::protocol_version_in(meta).is_some())
     {
         return None;
     }
@@ -392,13 +389,18 @@ fn admit_in_session(
     // cancellation for as long as the call's responder lives (until its reading ends, even
     // after the client's connection closed).
     let cancelled = state.ended.child_token();
-    let registered = Registered::new(shared, session, &id, &cancelled);
+    // The session's id as its state keeps it, shared rather than copied (the same text).
+    let session = match state.http_session.get() {
+        Some(kept) if **kept == *session => kept.clone(),
+        _ => Arc::from(session),
+    };
+    let registered = Registered::new(shared, &session, &id, &cancelled);
     let log_level = *lock(&state.log_level);
     let (questions, asked) = mpsc::channel(1);
     let asker = AskOnStream {
         shared: shared.clone(),
-        session: session.to_owned(),
-        capabilities: negotiated.capabilities.clone(),
+        session,
+        state: state.clone(),
         log_level,
         questions,
         _registered: registered,

@@ -26,14 +26,14 @@ pub(super) fn answered(
     id: RequestId,
     answer: ClientJsonRpcMessage,
 ) -> Option<Response> {
-    let waiting = lock(&shared.short_path_questions).remove(&(session.to_owned(), id))?;
+    let waiting = lock(&shared.short_path_questions).remove(&(Arc::from(session), id))?;
     let _ = waiting.send(answer);
     Some(StatusCode::ACCEPTED.into_response())
 }
 
 /// Cancels the call `id` of `session` relayed here, if there is one.
 pub(super) fn cancel(shared: &Shared, session: &str, id: RequestId) {
-    if let Some((_, call)) = lock(&shared.short_path_calls).get(&(session.to_owned(), id)) {
+    if let Some((_, call)) = lock(&shared.short_path_calls).get(&(Arc::from(session), id)) {
         call.cancel();
     }
 }
@@ -41,7 +41,7 @@ pub(super) fn cancel(shared: &Shared, session: &str, id: RequestId) {
 /// A call's place among those [`cancel`] finds, until dropped.
 pub(super) struct Registered {
     shared: Arc<Shared>,
-    key: (String, RequestId),
+    key: (Arc<str>, RequestId),
     /// Tells this call's entry from a later one under the same id (a client may reuse an id).
     serial: u64,
 }
@@ -49,13 +49,13 @@ pub(super) struct Registered {
 impl Registered {
     pub(super) fn new(
         shared: &Arc<Shared>,
-        session: &str,
+        session: &Arc<str>,
         id: &RequestId,
         call: &CancellationToken,
     ) -> Self {
         static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let key = (session.to_owned(), id.clone());
+        let key = (session.clone(), id.clone());
         lock(&shared.short_path_calls).insert(key.clone(), (serial, call.clone()));
         Self {
             shared: shared.clone(),
@@ -87,8 +87,10 @@ pub(crate) type Answer = oneshot::Sender<ClientJsonRpcMessage>;
 /// capability for are refused as on the full path.
 pub(super) struct AskOnStream {
     pub(super) shared: Arc<Shared>,
-    pub(super) session: String,
-    pub(super) capabilities: rmcp::model::ClientCapabilities,
+    /// The session's id, shared with its state.
+    pub(super) session: Arc<str>,
+    /// The session, whose negotiated capabilities say what its client may be asked.
+    pub(super) state: Arc<crate::mcp::SessionState>,
     /// The log level the session asked for when the call began.
     pub(super) log_level: Option<LoggingLevel>,
     /// The call's stream to the client. Its messages are boxed: a tokio channel allocates
@@ -126,7 +128,10 @@ impl switchboard_upstream::InputResponder for AskOnStream {
         _key: Option<&str>,
         request: InputRequest,
     ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, ErrorData>> {
-        if let Err(refused) = crate::mcp::downstream::supports(&self.capabilities, &request) {
+        // Always negotiated: a call is relayed here only in a session that was.
+        let none = rmcp::model::ClientCapabilities::default();
+        let capabilities = (self.state.negotiated.get()).map_or(&none, |n| &n.capabilities);
+        if let Err(refused) = crate::mcp::downstream::supports(capabilities, &request) {
             return Box::pin(std::future::ready(Err(refused)));
         }
         let request = match request {
@@ -176,7 +181,7 @@ impl switchboard_upstream::InputResponder for AskOnStream {
 /// Removes a question from those waiting for an answer when dropped.
 pub(super) struct Unregister {
     shared: Arc<Shared>,
-    key: (String, RequestId),
+    key: (Arc<str>, RequestId),
 }
 
 impl Drop for Unregister {

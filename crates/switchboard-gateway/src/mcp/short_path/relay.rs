@@ -34,6 +34,10 @@ pub(super) enum Era {
     Session,
 }
 
+/// The responder of a call no server can ask anything on (see [`relay`]).
+static DECLINE: std::sync::LazyLock<Arc<dyn switchboard_upstream::InputResponder>> =
+    std::sync::LazyLock::new(|| Arc::new(switchboard_upstream::InputPolicy::Decline));
+
 /// A call this path relays.
 pub(super) struct Call {
     pub(super) upstream: Upstream,
@@ -95,8 +99,8 @@ pub(super) fn relay<'a>(
         let (input, questions): (Arc<dyn switchboard_upstream::InputResponder>, _) = match asking {
             Some((asker, questions)) => (Arc::new(asker), Some(questions)),
             // A stateless server asks with `input_required`, never on the call's stream (its route
-            // ignores requests there), so no responder is ever called.
-            None => (Arc::new(switchboard_upstream::InputPolicy::Decline), None),
+            // ignores requests there), so no responder is ever called: one serves every call.
+            None => (DECLINE.clone(), None),
         };
         let (polling, mut pauses) = match caller_polls {
             true => {
