@@ -93,7 +93,41 @@ pub struct FixtureState {
     pub count_echoes: AtomicBool,
     /// How many times each message was echoed (while [`Self::count_echoes`] is set).
     pub echoes: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    /// While set, every POST's [`Exchange`] is kept in `exchanges` (HTTP only):
+    /// [`Self::start_timing`].
+    pub(crate) time_exchanges: AtomicBool,
+    /// The POSTs timed since [`Self::start_timing`], at most [`MAX_TIMED_EXCHANGES`].
+    pub(crate) exchanges: std::sync::Mutex<Vec<Exchange>>,
 }
+
+impl FixtureState {
+    /// Times every POST from now on ([`Exchange`]), forgetting those timed before.
+    pub fn start_timing(&self) {
+        lock(&self.exchanges).clear();
+        self.time_exchanges.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops timing POSTs, and takes those timed since [`Self::start_timing`].
+    pub fn stop_timing(&self) -> Vec<Exchange> {
+        self.time_exchanges.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *lock(&self.exchanges))
+    }
+}
+
+/// When a POST reached the server and when its answer's last bytes left it: the load harness
+/// splits a relay's added latency at these instants into the part before the server and the
+/// part after it.
+#[derive(Debug, Clone, Copy)]
+pub struct Exchange {
+    /// When the request's head had been read and the server's handling began.
+    pub received: std::time::Instant,
+    /// When the answer's last data frame was handed to the connection to write (for an SSE
+    /// answer, the event that ends it; its head goes out before).
+    pub answered: std::time::Instant,
+}
+
+/// At most this many exchanges are kept ([`FixtureState::exchanges`]); later ones are dropped.
+pub const MAX_TIMED_EXCHANGES: usize = 1 << 20;
 
 /// How long after its last event an SSE response ends while
 /// [`FixtureState::late_stream_end`] is set.

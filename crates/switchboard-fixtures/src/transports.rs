@@ -341,9 +341,14 @@ pub(crate) async fn observe_sessions(
     }
     let armed = is_post && state.is_armed();
     if !armed {
+        let received = std::time::Instant::now();
         let response = next.run(request).await;
-        return match state.late_stream_end.load(Ordering::SeqCst) {
+        let response = match state.late_stream_end.load(Ordering::SeqCst) {
             true => end_late(response),
+            false => response,
+        };
+        return match is_post && state.time_exchanges.load(Ordering::Relaxed) {
+            true => timed(response, received, state),
             false => response,
         };
     }
@@ -380,6 +385,72 @@ fn end_late(response: axum::response::Response) -> axum::response::Response {
         .filter_map(|()| std::future::ready(None::<Result<bytes::Bytes, axum::Error>>));
     let body = axum::body::Body::from_stream(body.into_data_stream().chain(end));
     axum::response::Response::from_parts(parts, body)
+}
+
+/// `response`, whose [`crate::Exchange`] is kept in `state` once its body has gone out (or was
+/// dropped unfinished: then when its last data frame went).
+fn timed(
+    response: axum::response::Response,
+    received: std::time::Instant,
+    state: Arc<FixtureState>,
+) -> axum::response::Response {
+    let (parts, body) = response.into_parts();
+    let body = TimedBody {
+        inner: body,
+        received,
+        answered: None,
+        state,
+    };
+    axum::response::Response::from_parts(parts, axum::body::Body::new(body))
+}
+
+/// An answer's body that notes when its last data frame went ([`timed`]).
+struct TimedBody {
+    inner: axum::body::Body,
+    received: std::time::Instant,
+    answered: Option<std::time::Instant>,
+    state: Arc<FixtureState>,
+}
+
+impl http_body::Body for TimedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled
+            && frame.is_data()
+        {
+            self.answered = Some(std::time::Instant::now());
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for TimedBody {
+    fn drop(&mut self) {
+        let Some(answered) = self.answered else {
+            return;
+        };
+        let mut exchanges = lock(&self.state.exchanges);
+        if exchanges.len() < crate::MAX_TIMED_EXCHANGES {
+            exchanges.push(crate::Exchange {
+                received: self.received,
+                answered,
+            });
+        }
+    }
 }
 
 type Sessions = Arc<Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>>;
@@ -525,4 +596,57 @@ pub async fn websocket() -> RunningFixture {
         }
     });
     RunningFixture::from_parts(format!("ws://{addr}/ws"), state, stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// POSTs `body` to the fixture at `url` on a connection of its own; the answer's text.
+    async fn post(url: &str, body: &str) -> String {
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned();
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn a_timed_fixture_notes_each_post_it_answered_while_timing() {
+        let fixture = streamable_http(Era::Legacy).await;
+        let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        post(&fixture.url, initialize).await;
+        fixture.state.start_timing();
+        let before = std::time::Instant::now();
+        let answer = post(&fixture.url, initialize).await;
+        assert!(answer.contains("protocolVersion"), "{answer}");
+        // Noted once hyper has let go of the answer's body, just after the client read it.
+        for _ in 0..200 {
+            if !lock(&fixture.state.exchanges).is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let noted = fixture.state.stop_timing();
+        let [exchange] = noted[..] else {
+            panic!("one POST answered while timing, noted {}", noted.len());
+        };
+        assert!(before <= exchange.received && exchange.received <= exchange.answered);
+        assert!(exchange.answered <= std::time::Instant::now());
+        // Not timing: nothing noted.
+        post(&fixture.url, initialize).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(fixture.state.stop_timing().is_empty());
+    }
 }

@@ -14,6 +14,10 @@
 //! shows what the HTTP on both sides costs before any MCP work; and through nginx, the fastest
 //! HTTP relay people run, against which the targets are set.
 //!
+//! At one client, the fixtures time each POST they get, so each call's time is split into the
+//! part before the upstream, the upstream's own and the part after it ([`Legs`]), for every
+//! path alike: which side of the upstream a relay adds its time to.
+//!
 //! The `everything` load is the 2025-11-25 session shape against a real server instead of the
 //! fixture: `@modelcontextprotocol/server-everything` (the TypeScript SDK, answering with SSE),
 //! installed by `npm ci --prefix tests/npm`.
@@ -137,6 +141,60 @@ struct Sample {
     /// ([`process::tcp_connections_opened`]): none when every client and relay keeps its
     /// connections.
     connections_per_1000: f64,
+    /// Where one client's calls spent their time, when the upstream was timed ([`Legs`]).
+    legs: Option<Legs>,
+}
+
+/// Where a call's time went, p50s over the calls of one client (one at a time) whose upstream,
+/// a fixture in this process, timed each POST it got ([`switchboard_fixtures::Exchange`]): from
+/// the client's send to the upstream's receipt of the request, the upstream's own time to its
+/// answer's last frame, and from there to the client's receipt of the answer. Against the same
+/// legs of the direct calls, they tell on which side of the upstream a relay adds its time.
+#[derive(Debug, Clone, Copy)]
+struct Legs {
+    to_upstream: Duration,
+    upstream: Duration,
+    back: Duration,
+    /// Calls timed: those during which exactly one POST reached the upstream.
+    timed: usize,
+}
+
+impl Legs {
+    /// The legs of the calls made in `windows` (each its send and receipt), from the upstream's
+    /// `exchanges`; a call during which no POST or several reached the upstream is left out.
+    fn of(
+        windows: &[(Instant, Instant)],
+        exchanges: &mut [switchboard_fixtures::Exchange],
+    ) -> Option<Self> {
+        exchanges.sort_unstable_by_key(|exchange| exchange.received);
+        let mut legs = [const { Vec::new() }; 3];
+        for &(sent, received) in windows {
+            let first = exchanges.partition_point(|exchange| exchange.received < sent);
+            let mut during = exchanges[first..]
+                .iter()
+                .take_while(|exchange| exchange.received <= received);
+            let (Some(exchange), None) = (during.next(), during.next()) else {
+                continue;
+            };
+            if exchange.answered > received {
+                continue;
+            }
+            legs[0].push(exchange.received - sent);
+            legs[1].push(exchange.answered - exchange.received);
+            legs[2].push(received - exchange.answered);
+        }
+        let timed = legs[0].len();
+        let [to_upstream, upstream, back] = legs.map(|mut leg| {
+            leg.sort_unstable();
+            percentile(&leg, 0.5)
+        });
+        (timed > 0).then_some(Self {
+            to_upstream,
+            upstream,
+            back,
+            timed,
+        })
+    }
 }
 
 fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
@@ -167,18 +225,37 @@ impl Charged {
     }
 }
 
-/// Runs `calls` calls of `tool` from `concurrency` clients of `shape`, the clients spread over
-/// `urls` in turn (and over the API `keys` in turn, when there are any); with `charged`, also
-/// those processes' CPU per 1,000 calls over the measured calls.
+/// What a measurement drives and charges.
+struct Target<'a> {
+    /// Where the clients call, spread over these in turn...
+    urls: &'a [&'a str],
+    /// ...with these API keys in turn, when there are any.
+    keys: &'a [String],
+    /// The tool they call.
+    tool: &'a str,
+    /// The processes whose CPU per 1,000 calls is measured over the measured calls.
+    charged: &'a [Charged],
+    /// The upstream, when it is a fixture of this process that times the POSTs it gets
+    /// ([`Legs`]; one client only).
+    timed: Option<&'a switchboard_fixtures::FixtureState>,
+}
+
+/// Runs `calls` calls of `target`'s tool from `concurrency` clients of `shape`.
 async fn measure(
-    urls: &[&str],
-    keys: &[String],
+    target: &Target<'_>,
     shape: Shape,
-    tool: &str,
     concurrency: usize,
     calls: usize,
-    charged: &[Charged],
 ) -> anyhow::Result<Sample> {
+    let Target {
+        urls,
+        keys,
+        tool,
+        charged,
+        timed,
+    } = *target;
+    // Only one client's calls can be told apart at the upstream (one at a time).
+    let timed = timed.filter(|_| concurrency == 1);
     let mut clients = Vec::with_capacity(concurrency);
     for n in 0..concurrency {
         let key = (!keys.is_empty()).then(|| keys[n % keys.len()].clone());
@@ -210,18 +287,21 @@ async fn measure(
             Ok([sum[0] + user, sum[1] + system, sum[2] + switches])
         })
     };
+    if let Some(upstream) = timed {
+        upstream.start_timing();
+    }
     let before = counters()?;
     let opened_before = process::tcp_connections_opened()?;
     let started = Instant::now();
     let workers = clients.into_iter().map(|client| {
         let tool = tool.to_owned();
         tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(per_client);
+            let mut windows = Vec::with_capacity(per_client);
             let mut errors = 0;
             for _ in 0..per_client {
                 let sent = Instant::now();
                 match client.call(&tool, json!({"message": "hello"})).await {
-                    Ok(_) => latencies.push(sent.elapsed()),
+                    Ok(_) => windows.push((sent, Instant::now())),
                     Err(error) => {
                         if errors == 0 {
                             eprintln!("switchboard-load: a call failed: {error:#}");
@@ -230,17 +310,22 @@ async fn measure(
                     }
                 }
             }
-            (latencies, errors)
+            (windows, errors)
         })
     });
-    let mut latencies = Vec::with_capacity(per_client * concurrency);
+    let mut windows = Vec::with_capacity(per_client * concurrency);
     let mut errors = 0;
     for worker in workers.collect::<Vec<_>>() {
         let (mine, failed) = worker.await.context("a load worker panicked")?;
-        latencies.extend(mine);
+        windows.extend(mine);
         errors += failed;
     }
     let elapsed = started.elapsed();
+    let legs = timed.and_then(|upstream| Legs::of(&windows, &mut upstream.stop_timing()));
+    let mut latencies: Vec<Duration> = windows
+        .iter()
+        .map(|(sent, received)| *received - *sent)
+        .collect();
     let total = per_client * concurrency;
     let after = counters()?;
     let per_call = |index: usize| (after[index] - before[index]) / total as f64;
@@ -258,6 +343,7 @@ async fn measure(
         system_per_1000: per_call(1) * 1000.0,
         switches_per_call: per_call(2),
         connections_per_1000: opened as f64 / total as f64 * 1000.0,
+        legs,
     })
 }
 
@@ -279,7 +365,18 @@ fn median_sample(samples: &[Sample]) -> Sample {
         system_per_1000: median(samples.iter().map(|s| s.system_per_1000).collect()),
         switches_per_call: median(samples.iter().map(|s| s.switches_per_call).collect()),
         connections_per_1000: median(samples.iter().map(|s| s.connections_per_1000).collect()),
+        legs: median_legs(samples.iter().filter_map(|s| s.legs).collect()),
     }
+}
+
+/// Each leg's median over the runs that timed their calls.
+fn median_legs(legs: Vec<Legs>) -> Option<Legs> {
+    (!legs.is_empty()).then(|| Legs {
+        to_upstream: median(legs.iter().map(|l| l.to_upstream).collect()),
+        upstream: median(legs.iter().map(|l| l.upstream).collect()),
+        back: median(legs.iter().map(|l| l.back).collect()),
+        timed: legs.iter().map(|l| l.timed).sum(),
+    })
 }
 
 /// A `switchboard serve` child process, stopped on drop.
@@ -570,10 +667,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut floors = Vec::new();
     for &load in &args.shapes {
         let shape = load.shape();
-        let (upstream, tool) = match (load, &everything) {
-            (Load::Stateless, _) => (&modern.url, "modern__echo"),
-            (Load::Session, _) => (&legacy.url, "legacy__echo"),
-            (Load::Everything, Some(everything)) => (&everything.url, "everything__echo"),
+        // The Rust fixtures time the POSTs they get ([`Legs`]); server-everything cannot.
+        let (upstream, tool, timed) = match (load, &everything) {
+            (Load::Stateless, _) => (&modern.url, "modern__echo", Some(&*modern.state)),
+            (Load::Session, _) => (&legacy.url, "legacy__echo", Some(&*legacy.state)),
+            (Load::Everything, Some(everything)) => (&everything.url, "everything__echo", None),
             (Load::Everything, None) => bail!("server-everything was not started"),
         };
         let mut relays = Vec::new();
@@ -592,25 +690,32 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let mut relayed = vec![Vec::new(); relays.len()];
             for _ in 0..args.runs.max(1) {
                 let calls = args.calls;
-                direct
-                    .push(measure(&[upstream], &[], shape, "echo", concurrency, calls, &[]).await?);
-                via.push(
-                    measure(
-                        &[&mcp],
-                        &[],
-                        shape,
-                        tool,
-                        concurrency,
-                        calls,
-                        &[charged_daemon],
-                    )
-                    .await?,
-                );
+                let (n, c) = (concurrency, calls);
+                let (upstreams, daemons) = ([upstream.as_str()], [mcp.as_str()]);
+                let at = Target {
+                    urls: &upstreams,
+                    keys: &[],
+                    tool: "echo",
+                    charged: &[],
+                    timed,
+                };
+                direct.push(measure(&at, shape, n, c).await?);
+                let daemon = Target {
+                    urls: &daemons,
+                    tool,
+                    charged: std::slice::from_ref(&charged_daemon),
+                    ..at
+                };
+                via.push(measure(&daemon, shape, n, c).await?);
                 for ((_, _, url, charged), samples) in relays.iter().zip(&mut relayed) {
-                    let sample =
-                        measure(&[url], &[], shape, "echo", concurrency, calls, &[*charged])
-                            .await?;
-                    samples.push(sample);
+                    let urls = [url.as_str()];
+                    let charged = std::slice::from_ref(charged);
+                    let relay = Target {
+                        urls: &urls,
+                        charged,
+                        ..at
+                    };
+                    samples.push(measure(&relay, shape, n, c).await?);
                 }
             }
             let direct = median_sample(&direct);
@@ -687,6 +792,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             via.calls_per_second / floor.calls_per_second * 100.0,
         );
     }
+    print_legs(&floors);
     println!();
     println!(
         "Where the CPU goes, the daemon's and each relay's (medians of the runs): user space (its \
@@ -737,6 +843,62 @@ async fn run(args: Args) -> anyhow::Result<()> {
         bail!("{errors} calls failed; every load run must be error-free");
     }
     Ok(())
+}
+
+/// Prints where one client's calls spent their time ([`Legs`]), directly, through Switchboard
+/// and through each relay, for every load whose upstream timed them.
+fn print_legs(floors: &[(Load, usize, RelayKind, Sample, Sample, Sample)]) {
+    let timed: Vec<_> = floors
+        .iter()
+        .filter_map(|(load, _, kind, direct, via, floor)| {
+            Some((*load, *kind, direct.legs?, via.legs?, floor.legs?))
+        })
+        .collect();
+    if timed.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "Where a call's time goes at one client (medians of the runs' p50s), timed in this \
+         process: from the client's send to the upstream's receipt of the request, the \
+         upstream's own time to its answer's last frame, and from there to the client's receipt; \
+         and what each path adds to each leg against the direct calls"
+    );
+    println!();
+    println!(
+        "| load | path | to the upstream | upstream | back to the client | added: to the upstream / upstream / back | calls timed |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let signed = |later: Duration, base: Duration| match later.checked_sub(base) {
+        Some(more) => format!("+{}", micros(more)),
+        None => format!("-{}", micros(base - later)),
+    };
+    let row = |load: Load, path: &str, legs: Legs, direct: Option<Legs>| {
+        let added = match direct {
+            Some(direct) => format!(
+                "{} / {} / {}",
+                signed(legs.to_upstream, direct.to_upstream),
+                signed(legs.upstream, direct.upstream),
+                signed(legs.back, direct.back)
+            ),
+            None => "(the base)".to_owned(),
+        };
+        println!(
+            "| {} | {path} | {} | {} | {} | {added} | {} |",
+            load.label(),
+            micros(legs.to_upstream),
+            micros(legs.upstream),
+            micros(legs.back),
+            legs.timed
+        );
+    };
+    for (load, kind, direct, via, floor) in timed {
+        if kind == RelayKind::ALL[0] {
+            row(load, "direct", direct, None);
+            row(load, "Switchboard", via, Some(direct));
+        }
+        row(load, kind.label(), floor, Some(direct));
+    }
 }
 
 /// The targets of `docs/benchmarks.md` that Switchboard (`via`) misses against nginx (`floor`)
@@ -832,4 +994,58 @@ async fn set_guardrails(daemon: &Daemon, mode: GuardrailsMode) -> anyhow::Result
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_fixtures::Exchange;
+
+    /// Instants `micros` after a common start.
+    fn at(start: Instant, micros: u64) -> Instant {
+        start + Duration::from_micros(micros)
+    }
+
+    #[test]
+    fn a_call_is_split_at_the_one_post_its_upstream_got_during_it() {
+        let t0 = Instant::now();
+        let exchange = |received, answered| Exchange {
+            received: at(t0, received),
+            answered: at(t0, answered),
+        };
+        // Given out of order, as the fixture's connections may push them.
+        let mut exchanges = vec![
+            exchange(1_030, 1_080),
+            exchange(10, 60),
+            exchange(2_010, 2_020),
+            exchange(2_040, 2_050),
+            exchange(3_010, 3_200),
+        ];
+        let windows = [
+            // One POST during it: 10 µs to the upstream, 50 there, 30 back.
+            (at(t0, 0), at(t0, 90)),
+            // One POST: 30 / 50 / 40.
+            (at(t0, 1_000), at(t0, 1_120)),
+            // Two POSTs during it (another client's, a ping): which one was the call's is
+            // not known, so it is left out.
+            (at(t0, 2_000), at(t0, 2_100)),
+            // Its POST answered after the client had its answer: not the call's.
+            (at(t0, 3_000), at(t0, 3_100)),
+            // No POST at all.
+            (at(t0, 4_000), at(t0, 4_100)),
+        ];
+        let legs = Legs::of(&windows, &mut exchanges).expect("two calls timed");
+        assert_eq!(legs.timed, 2);
+        // The p50 of two is the upper one (the rank rounds half up).
+        assert_eq!(legs.to_upstream, Duration::from_micros(30));
+        assert_eq!(legs.upstream, Duration::from_micros(50));
+        assert_eq!(legs.back, Duration::from_micros(40));
+    }
+
+    #[test]
+    fn calls_no_post_can_be_told_of_give_no_legs() {
+        let t0 = Instant::now();
+        let windows = [(at(t0, 0), at(t0, 100))];
+        assert!(Legs::of(&windows, &mut []).is_none());
+    }
 }

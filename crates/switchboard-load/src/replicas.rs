@@ -289,13 +289,16 @@ impl Load<'_> {
         for _ in 0..runs.max(1) {
             samples.push(
                 crate::measure(
-                    &targets,
-                    self.keys,
+                    &crate::Target {
+                        urls: &targets,
+                        keys: self.keys,
+                        tool: "modern__echo",
+                        charged: &charged,
+                        timed: None,
+                    },
                     Shape::Stateless,
-                    "modern__echo",
                     clients,
                     calls,
-                    &charged,
                 )
                 .await?,
             );
