@@ -23,10 +23,7 @@ mod server;
 pub mod transports;
 pub mod wide;
 
-pub use server::{
-    Era, Exchange, FixtureServer, FixtureState, LATE_STREAM_END, MAX_TIMED_EXCHANGES,
-    hostile_tool_names,
-};
+pub use server::{Era, Exchange, FixtureServer, FixtureState, LATE_STREAM_END, hostile_tool_names};
 pub use transports::RunningFixture;
 
 /// The path of the `switchboard-fixture-stdio` binary, freshly built: `cargo test` builds a

@@ -127,7 +127,7 @@ pub struct Exchange {
 }
 
 /// At most this many exchanges are kept ([`FixtureState::exchanges`]); later ones are dropped.
-pub const MAX_TIMED_EXCHANGES: usize = 1 << 20;
+pub(crate) const MAX_TIMED_EXCHANGES: usize = 1 << 20;
 
 /// How long after its last event an SSE response ends while
 /// [`FixtureState::late_stream_end`] is set.

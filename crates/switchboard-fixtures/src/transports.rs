@@ -444,7 +444,7 @@ impl Drop for TimedBody {
             return;
         };
         let mut exchanges = lock(&self.state.exchanges);
-        if exchanges.len() < crate::MAX_TIMED_EXCHANGES {
+        if exchanges.len() < crate::server::MAX_TIMED_EXCHANGES {
             exchanges.push(crate::Exchange {
                 received: self.received,
                 answered,
