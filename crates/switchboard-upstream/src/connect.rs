@@ -522,7 +522,7 @@ async fn request_handle(
     let peer = service.peer().clone();
     peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
-    let upstream = Upstream::new(
+    let upstream = crate::upstream::LiveSession::new(
         def.id.clone(),
         peer,
         progress,
@@ -536,6 +536,7 @@ async fn request_handle(
     )
     .with_direct(direct)
     .with_call_observer(options.call_observer.clone());
+    let upstream = Upstream::from(upstream);
     upstream.set_retries(def.policies.retries);
     upstream
 }

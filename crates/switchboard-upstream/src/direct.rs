@@ -131,7 +131,8 @@ impl CallerPolling {
 /// Where an HTTP server's calls go directly.
 #[derive(Clone)]
 pub(crate) struct DirectRoute {
-    client: StatusAwareHttpClient,
+    /// Shared, so that a call in a session holds it as one reference count ([`SessionCall`]).
+    client: Arc<StatusAwareHttpClient>,
     url: Arc<url::Url>,
     /// For a server with sessions, what its calls need beside the session; `None` for a
     /// stateless server.
@@ -176,7 +177,7 @@ impl DirectRoute {
     /// The route to a stateless (2026-07-28) server.
     pub(crate) fn stateless(client: StatusAwareHttpClient, url: url::Url) -> Self {
         Self {
-            client,
+            client: Arc::new(client),
             url: Arc::new(url),
             session: None,
             lingering: Arc::default(),
@@ -196,7 +197,7 @@ impl DirectRoute {
             next: AtomicU64::new(1),
         };
         Self {
-            client,
+            client: Arc::new(client),
             url: Arc::new(url),
             session: Some(Arc::new(route)),
             lingering: Arc::default(),
@@ -369,7 +370,7 @@ impl DirectRoute {
 /// the server's requests on its stream. Dropped before its response (the caller gave up, or
 /// the call timed out), it cancels the call at the server.
 struct SessionCall {
-    client: StatusAwareHttpClient,
+    client: Arc<StatusAwareHttpClient>,
     url: Arc<url::Url>,
     route: Arc<SessionRoute>,
     session: SessionInUse,
@@ -564,7 +565,7 @@ impl Drop for SessionCall {
 /// server's request), bounded in time; a failure is only logged, as the call is over or the
 /// server will time out its request.
 struct Control {
-    client: StatusAwareHttpClient,
+    client: Arc<StatusAwareHttpClient>,
     url: Arc<url::Url>,
     session: Arc<str>,
     headers: HashMap<HeaderName, HeaderValue>,
@@ -693,7 +694,7 @@ impl Reading {
     async fn next(&mut self) -> Option<Result<ServerJsonRpcMessage, UpstreamError>> {
         while !self.done {
             let event = tokio::time::timeout_at(self.deadline, self.events.next()).await;
-            let event = match event {
+            let mut event = match event {
                 Ok(Some(Ok(event))) => event,
                 Ok(Some(Err(error))) => {
                     if self.resumed().await {
@@ -713,7 +714,7 @@ impl Reading {
             };
             if let Some(call) = &mut self.call {
                 if event.id.is_some() {
-                    call.last_event_id = event.id.clone();
+                    call.last_event_id = event.id.take();
                     // The stream works again: a later break may be resumed as often.
                     call.resumes = 0;
                 }

@@ -111,9 +111,15 @@ pub(crate) struct Listening {
     pub(crate) refused: BTreeSet<String>,
 }
 
-/// A handle on one live upstream session.
+/// A handle on one live upstream session: one shared allocation, so that a clone (one per
+/// relayed call) is one reference count and the handle a word in every call's future, where
+/// the session's parts by value were 424 bytes and some thirty counts (`docs/benchmarks.md`).
 #[derive(Clone)]
-pub struct Upstream {
+pub struct Upstream(Arc<LiveSession>);
+
+/// What an [`Upstream`] handle shares: the session and what every caller of it needs. Made
+/// once, when the session opens, and shared from then on ([`Upstream::from`]).
+pub(crate) struct LiveSession {
     server: ServerId,
     peer: Peer<RoleClient>,
     progress: ProgressDispatcher,
@@ -141,12 +147,13 @@ pub struct Upstream {
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
-            .field("server", &self.server)
+            .field("server", &self.0.server)
             .finish()
     }
 }
 
-impl Upstream {
+impl LiveSession {
+    /// A session's parts, reached only through rmcp's `peer` until a direct route is added.
     pub(crate) fn new(
         server: ServerId,
         peer: Peer<RoleClient>,
@@ -172,13 +179,36 @@ impl Upstream {
         }
     }
 
+    /// Calls go to the server directly on `direct`, when there is one ([`DirectRoute`]).
+    pub(crate) fn with_direct(mut self, direct: Option<DirectRoute>) -> Self {
+        self.direct = direct;
+        self
+    }
+
+    /// `observer` hears how each tool call ended.
+    pub(crate) fn with_call_observer(
+        mut self,
+        observer: Option<Arc<dyn crate::CallObserver>>,
+    ) -> Self {
+        self.calls = observer.map(|observer| CallWatch::new(observer, self.server.clone()));
+        self
+    }
+}
+
+impl From<LiveSession> for Upstream {
+    fn from(session: LiveSession) -> Self {
+        Self(Arc::new(session))
+    }
+}
+
+impl Upstream {
     /// Retries requests that are safe to repeat as `preset` says, from now on.
     pub fn set_retries(&self, preset: switchboard_core::RetryPreset) {
-        *write(&self.retries) = preset;
+        *write(&self.0.retries) = preset;
     }
 
     fn retry_preset(&self) -> switchboard_core::RetryPreset {
-        *read(&self.retries)
+        *read(&self.0.retries)
     }
 
     /// Runs `attempt`, and when it fails transiently (see [`UpstreamError::is_transient`]) and
@@ -208,7 +238,7 @@ impl Upstream {
                         Some(wait) => wait,
                         None => preset.delay_after(failed, rand::random::<f64>()),
                     };
-                    tracing::debug!(server = %self.server, %error, ?delay, "a transient failure; trying again");
+                    tracing::debug!(server = %self.0.server, %error, ?delay, "a transient failure; trying again");
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
                         _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
@@ -221,32 +251,19 @@ impl Upstream {
 
     /// The server's timeouts.
     pub fn timeouts(&self) -> Timeouts {
-        self.timeouts
-    }
-
-    pub(crate) fn with_direct(mut self, direct: Option<DirectRoute>) -> Self {
-        self.direct = direct;
-        self
-    }
-
-    pub(crate) fn with_call_observer(
-        mut self,
-        observer: Option<Arc<dyn crate::CallObserver>>,
-    ) -> Self {
-        self.calls = observer.map(|observer| CallWatch::new(observer, self.server.clone()));
-        self
+        self.0.timeouts
     }
 
     /// Whether [`Upstream::call_tool_direct`] can reach this server: it is served over
     /// Streamable HTTP, stateless (2026-07-28) or with sessions.
     pub fn calls_directly(&self) -> bool {
-        self.direct.is_some()
+        self.0.direct.is_some()
     }
 
     /// Whether the server holds the roots of a client other than `client` (it asked another
     /// client for them last); a request of `client` on the full path tells it they changed.
     pub fn roots_held_by_another(&self, client: &str) -> bool {
-        self.in_flight.roots_held_by_another(client)
+        self.0.in_flight.roots_held_by_another(client)
     }
 
     /// Whether the server gave this Streamable HTTP connection a session id. A server that
@@ -254,7 +271,8 @@ impl Upstream {
     /// client anything mid-call on some SDKs (the TypeScript SDK v2's fallback for 2025-era
     /// clients).
     pub fn holds_session_id(&self) -> bool {
-        self.direct
+        self.0
+            .direct
             .as_ref()
             .is_some_and(crate::direct::DirectRoute::holds_session_id)
     }
@@ -293,7 +311,7 @@ impl Upstream {
         let span = switchboard_telemetry::exchange_span(
             "tools/call",
             Some(&request.request.params.name),
-            self.server.as_str(),
+            self.0.server.as_str(),
             parent,
         );
         if !span.is_disabled() {
@@ -347,12 +365,13 @@ impl Upstream {
         origin: Option<Arc<switchboard_core::CallOrigin>>,
     ) -> impl Future<Output = Result<DirectReply, UpstreamError>> + '_ {
         async move {
-            let Some(direct) = &self.direct else {
+            let Some(direct) = &self.0.direct else {
                 return Err(UpstreamError::Unsupported("direct calls"));
             };
-            let timeout = self.timeouts.tool_call;
+            let timeout = self.0.timeouts.tool_call;
             let started = Instant::now();
             let tool = self
+                .0
                 .calls
                 .is_some()
                 .then(|| request.request.params.name.to_string());
@@ -364,7 +383,7 @@ impl Upstream {
                 let send = || {
                     direct.call_tool(
                         request.clone(),
-                        &self.limiter,
+                        &self.0.limiter,
                         timeout,
                         input.clone(),
                         cancelled.clone(),
@@ -374,10 +393,10 @@ impl Upstream {
                 self.retrying(true, &cancel, send).await
             } else {
                 direct
-                    .call_tool(request, &self.limiter, timeout, input, cancelled, polling)
+                    .call_tool(request, &self.0.limiter, timeout, input, cancelled, polling)
                     .await
             };
-            let (Some(calls), Some(tool)) = (&self.calls, tool) else {
+            let (Some(calls), Some(tool)) = (&self.0.calls, tool) else {
                 return reply;
             };
             match reply {
@@ -409,7 +428,7 @@ impl Upstream {
 
     /// How many requests to the server are running now (health checks not counted).
     pub fn requests_running(&self) -> usize {
-        self.limiter.running()
+        self.0.limiter.running()
     }
 
     /// Checks that the server still answers: `server/discover` for a stateless 2026-07-28
@@ -422,12 +441,13 @@ impl Upstream {
         } else {
             ClientRequest::PingRequest(Default::default())
         };
-        let limit = self.timeouts.request;
+        let limit = self.0.timeouts.request;
         // The whole exchange is bounded: handing the request to a transport that is itself
         // stuck on the server can block before any response timer starts.
         let answered = tokio::time::timeout(limit, async {
             let options = PeerRequestOptions::with_timeout(limit);
             let handle = self
+                .0
                 .peer
                 .send_cancellable_request(request, options)
                 .await
@@ -444,12 +464,12 @@ impl Upstream {
 
     /// Follows the resources subscribed to on a 2026-07-28 server (for its listen stream).
     pub(crate) fn watch_subscribed_resources(&self) -> watch::Receiver<BTreeSet<String>> {
-        self.subscribed_resources.subscribe()
+        self.0.subscribed_resources.subscribe()
     }
 
     /// Where the listen task says what its acknowledged stream covers.
     pub(crate) fn listening(&self) -> Arc<watch::Sender<Listening>> {
-        self.listening.clone()
+        self.0.listening.clone()
     }
 
     /// Subscribes to updates of the resource `uri` (they arrive as
@@ -466,7 +486,13 @@ impl Upstream {
         if self.is_stateless() {
             return Ok(());
         }
-        let uris: Vec<String> = self.subscribed_resources.borrow().iter().cloned().collect();
+        let uris: Vec<String> = self
+            .0
+            .subscribed_resources
+            .borrow()
+            .iter()
+            .cloned()
+            .collect();
         for uri in uris {
             let request = ClientRequest::SubscribeRequest(Request::new(
                 rmcp::model::SubscribeRequestParams::new(uri),
@@ -478,7 +504,7 @@ impl Upstream {
 
     /// Whether this session is subscribed to `uri` (see [`Self::subscribe_resource`]).
     pub fn subscribed_to(&self, uri: &str) -> bool {
-        self.subscribed_resources.borrow().contains(uri)
+        self.0.subscribed_resources.borrow().contains(uri)
     }
 
     /// Ends a subscription made with [`Self::subscribe_resource`].
@@ -502,7 +528,7 @@ impl Upstream {
         }
         // Kept for both eras: a stateless server's listen stream filters by it, and a session
         // opened again after the server forgot the old one subscribes to it again.
-        self.subscribed_resources.send_if_modified(|uris| {
+        self.0.subscribed_resources.send_if_modified(|uris| {
             if subscribe {
                 uris.insert(uri.to_owned())
             } else {
@@ -515,8 +541,8 @@ impl Upstream {
             }
             // Answered once the server acknowledged a listen stream whose filter holds the URI:
             // an update it sends after that reaches the subscriber.
-            let mut listening = self.listening.subscribe();
-            let limit = self.timeouts.request;
+            let mut listening = self.0.listening.subscribe();
+            let limit = self.0.timeouts.request;
             let covered = tokio::time::timeout(
                 limit,
                 listening.wait_for(|l| l.refused.contains(uri) || l.covering.contains(uri)),
@@ -545,12 +571,13 @@ impl Upstream {
 
     /// The server this session belongs to.
     pub fn server(&self) -> &ServerId {
-        &self.server
+        &self.0.server
     }
 
     /// The negotiated protocol version.
     pub fn protocol_version(&self) -> Option<String> {
-        self.peer
+        self.0
+            .peer
             .peer_info()
             .map(|info| info.protocol_version.as_str().to_owned())
     }
@@ -563,14 +590,16 @@ impl Upstream {
 
     /// What the server says it is.
     pub fn server_info(&self) -> Option<Implementation> {
-        self.peer
+        self.0
+            .peer
             .peer_info()
             .and_then(|info| info.server_info.clone())
     }
 
     /// What the server supports.
     pub fn capabilities(&self) -> ServerCapabilities {
-        self.peer
+        self.0
+            .peer
             .peer_info()
             .map(|info| info.capabilities.clone())
             .unwrap_or_default()
@@ -578,7 +607,8 @@ impl Upstream {
 
     /// Whether the session speaks a 2026-07-28-style stateless revision (no `initialize`).
     pub fn is_stateless(&self) -> bool {
-        self.peer
+        self.0
+            .peer
             .peer_info()
             .is_some_and(|info| !info.protocol_version.has_initialize())
     }
@@ -589,7 +619,7 @@ impl Upstream {
             return Ok(Vec::new());
         }
         self.paginate("tools", |params| async move {
-            let page = self.peer.list_tools(params).await?;
+            let page = self.0.peer.list_tools(params).await?;
             Ok((page.tools, page.next_cursor))
         })
         .await
@@ -601,7 +631,7 @@ impl Upstream {
             return Ok(Vec::new());
         }
         self.paginate("resources", |params| async move {
-            let page = self.peer.list_resources(params).await?;
+            let page = self.0.peer.list_resources(params).await?;
             Ok((page.resources, page.next_cursor))
         })
         .await
@@ -613,7 +643,7 @@ impl Upstream {
             return Ok(Vec::new());
         }
         self.paginate("resource templates", |params| async move {
-            let page = self.peer.list_resource_templates(params).await?;
+            let page = self.0.peer.list_resource_templates(params).await?;
             Ok((page.resource_templates, page.next_cursor))
         })
         .await
@@ -625,7 +655,7 @@ impl Upstream {
             return Ok(Vec::new());
         }
         self.paginate("prompts", |params| async move {
-            let page = self.peer.list_prompts(params).await?;
+            let page = self.0.peer.list_prompts(params).await?;
             Ok((page.prompts, page.next_cursor))
         })
         .await
@@ -666,9 +696,9 @@ impl Upstream {
             let params = cursor
                 .clone()
                 .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let (page, next) = tokio::time::timeout(self.timeouts.request, fetch(params))
+            let (page, next) = tokio::time::timeout(self.0.timeouts.request, fetch(params))
                 .await
-                .map_err(|_| UpstreamError::Timeout(self.timeouts.request))?
+                .map_err(|_| UpstreamError::Timeout(self.0.timeouts.request))?
                 .map_err(from_service_error)?;
             bytes += page
                 .iter()
@@ -705,7 +735,7 @@ impl Upstream {
     ) -> Result<CallToolResult, UpstreamError> {
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
-        let timeout = self.timeouts.tool_call;
+        let timeout = self.0.timeouts.tool_call;
         let started = Instant::now();
         let result = self
             .retrying(context.repeatable, &context.cancel, || {
@@ -725,7 +755,7 @@ impl Upstream {
                 )
             })
             .await;
-        if let Some(calls) = &self.calls {
+        if let Some(calls) = &self.0.calls {
             calls.report(
                 name,
                 CallOutcome::of(&result),
@@ -754,7 +784,7 @@ impl Upstream {
                     ServerResult::ReadResourceResult(r) => Some(r),
                     _ => None,
                 },
-                self.timeouts.request,
+                self.0.timeouts.request,
                 context,
             )
         })
@@ -782,7 +812,7 @@ impl Upstream {
                     ServerResult::GetPromptResult(r) => Some(r),
                     _ => None,
                 },
-                self.timeouts.request,
+                self.0.timeouts.request,
                 context,
             )
         })
@@ -794,7 +824,7 @@ impl Upstream {
     pub async fn request(&self, request: ClientRequest) -> Result<ServerResult, UpstreamError> {
         let context = CallContext::default();
         self.retrying(true, &context.cancel, || {
-            self.send(request.clone(), self.timeouts.request, &context)
+            self.send(request.clone(), self.0.timeouts.request, &context)
         })
         .await
     }
@@ -857,7 +887,7 @@ impl Upstream {
                 let keys: Vec<String> = requests.keys().cloned().collect();
                 let pending = crate::input_requests::answer_all_with(
                     &responder,
-                    &self.fallback,
+                    &self.0.fallback,
                     requests.into_iter().collect(),
                 );
                 let mut answers = InputResponses::new();
@@ -882,7 +912,7 @@ impl Upstream {
     fn responder(&self, context: &CallContext) -> Arc<dyn InputResponder> {
         match &context.responder {
             Some(responder) => responder.clone(),
-            None => self.fallback.clone(),
+            None => self.0.fallback.clone(),
         }
     }
 
@@ -898,7 +928,7 @@ impl Upstream {
         let span = switchboard_telemetry::exchange_span(
             method,
             target,
-            self.server.as_str(),
+            self.0.server.as_str(),
             &tracing::Span::current(),
         );
         let outgoing = {
@@ -944,7 +974,7 @@ impl Upstream {
         }
         // A caller that gives up while waiting for a slot leaves the line at once.
         let _slot = tokio::select! {
-            slot = self.limiter.acquire(timeout) => slot?,
+            slot = self.0.limiter.acquire(timeout) => slot?,
             _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
         };
         // A session server that keeps the roots it was given holds another client's, perhaps:
@@ -954,13 +984,13 @@ impl Upstream {
         {
             let tell = async {
                 let told = tokio::time::timeout(
-                    self.timeouts.notification,
-                    self.peer.notify_roots_list_changed(),
+                    self.0.timeouts.notification,
+                    self.0.peer.notify_roots_list_changed(),
                 );
                 matches!(told.await, Ok(Ok(())))
             };
             let handed = tokio::select! {
-                handed = self.in_flight.hand_roots_to(responder, tell) => handed,
+                handed = self.0.in_flight.hand_roots_to(responder, tell) => handed,
                 _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
             };
             // The client's roots are given once the client answered, but rmcp writes that
@@ -969,8 +999,9 @@ impl Upstream {
             // has the answer by the time it answers a ping sent after it.
             if handed {
                 let pinged = tokio::time::timeout(
-                    self.timeouts.notification,
-                    self.peer
+                    self.0.timeouts.notification,
+                    self.0
+                        .peer
                         .send_request(rmcp::model::ClientRequest::PingRequest(
                             rmcp::model::PingRequest::default(),
                         )),
@@ -983,22 +1014,28 @@ impl Upstream {
         }
         // The server may answer before this caller listens for the call's messages; they wait
         // until it does (see `relay`).
-        let setting_up = self.in_flight.setting_up();
+        let setting_up = self.0.in_flight.setting_up();
         // Handing the request over can itself wait on a transport stuck on the server, before
         // any response timer runs: bound it by the same timeout, and let the caller cancel it.
         let handle = tokio::select! {
-            sent = tokio::time::timeout(timeout, self.peer.send_cancellable_request(request, options)) => {
+            sent = tokio::time::timeout(timeout, self.0.peer.send_cancellable_request(request, options)) => {
                 sent.map_err(|_| UpstreamError::Timeout(timeout))?.map_err(from_service_error)?
             }
             _ = cancel.cancelled() => return Err(UpstreamError::Cancelled),
         };
         let request_id = handle.id.clone();
         let _registration = context.responder.clone().map(|responder| {
-            self.in_flight
+            self.0
+                .in_flight
                 .register(request_id.clone(), responder, cancel.clone())
         });
         let mut reports = match &progress {
-            Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
+            Some(_) => Some(
+                self.0
+                    .progress
+                    .subscribe(handle.progress_token.clone())
+                    .await,
+            ),
             None => None,
         };
         drop(setting_up);
@@ -1024,7 +1061,7 @@ impl Upstream {
                 response = &mut response => {
                     // The call's own log messages and progress, sent before the response, reach
                     // the caller before it does (see `relay`).
-                    self.in_flight.all_delivered(&request_id).await;
+                    self.0.in_flight.all_delivered(&request_id).await;
                     break response.map_err(from_service_error);
                 }
                 _ = cancel.cancelled() => {
@@ -1033,8 +1070,8 @@ impl Upstream {
                         Some("cancelled by the caller".into()),
                     );
                     let _ = tokio::time::timeout(
-                        self.timeouts.notification,
-                        self.peer.notify_cancelled(notice),
+                        self.0.timeouts.notification,
+                        self.0.peer.notify_cancelled(notice),
                     )
                     .await;
                     break Err(UpstreamError::Cancelled);

@@ -246,7 +246,12 @@ async fn session_call(
         SessionMessage::Call(state, id, call) => (state, id, call),
         SessionMessage::Answered(answer) => return Some(ShortPath::Answered(answer)),
     };
-    if !sessions.has_session(&session.into()).await.unwrap_or(false) {
+    // The session's id as its state keeps it, shared rather than copied (the same text).
+    let session: Arc<str> = match state.http_session.get() {
+        Some(kept) if **kept == *session => kept.clone(),
+        _ => Arc::from(session),
+    };
+    if !sessions.has_session(&session).await.unwrap_or(false) {
         return None;
     }
     let (catalog, call) = match admit_in_session(shared, parts, session, state, id, call)? {
@@ -334,7 +339,7 @@ fn session_message(
 fn admit_in_session(
     shared: &Arc<Shared>,
     parts: &Parts,
-    session: &str,
+    session: Arc<str>,
     state: Arc<crate::mcp::SessionState>,
     id: RequestId,
     call: CallToolRequest,
@@ -377,7 +382,7 @@ fn admit_in_session(
     let upstream = Some(upstream).filter(|upstream| {
         upstream.calls_directly()
             && upstream.has_sessions()
-            && !upstream.roots_held_by_another(session)
+            && !upstream.roots_held_by_another(&session)
     })?;
     let span = request_span(&call, parts);
     let admitting = (&admission, tool, &server);
@@ -389,11 +394,6 @@ fn admit_in_session(
     // cancellation for as long as the call's responder lives (until its reading ends, even
     // after the client's connection closed).
     let cancelled = state.ended.child_token();
-    // The session's id as its state keeps it, shared rather than copied (the same text).
-    let session = match state.http_session.get() {
-        Some(kept) if **kept == *session => kept.clone(),
-        _ => Arc::from(session),
-    };
     let registered = Registered::new(shared, &session, &id, &cancelled);
     let log_level = *lock(&state.log_level);
     let (questions, asked) = mpsc::channel(1);

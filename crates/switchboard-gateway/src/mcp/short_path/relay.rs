@@ -536,7 +536,7 @@ pub(super) fn json(era: Era, message: ServerJsonRpcMessage) -> Response {
         },
         _ => StatusCode::OK,
     };
-    let body = serde_json::to_vec(&message).unwrap_or_default();
+    let body = switchboard_upstream::wire::encode(&message).unwrap_or_default();
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
