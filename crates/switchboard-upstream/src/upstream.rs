@@ -113,7 +113,8 @@ pub(crate) struct Listening {
 
 /// A handle on one live upstream session: one shared allocation, so that a clone (one per
 /// relayed call) is one reference count and the handle a word in every call's future, where
-/// the session's parts by value were 424 bytes and some thirty counts (`docs/benchmarks.md`).
+/// the session's parts by value were 424 bytes and some forty reference counts
+/// (`docs/benchmarks.md`).
 #[derive(Clone)]
 pub struct Upstream(Arc<LiveSession>);
 
