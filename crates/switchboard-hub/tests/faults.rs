@@ -133,7 +133,7 @@ async fn echo_directly(
                 .map(|result| result.content[0].as_text().unwrap().text.clone())
                 .map_err(|error| error_text(&error));
         }
-        DirectReply::Message(message) => message,
+        DirectReply::Message(message) => *message,
         DirectReply::Stream(mut messages) => loop {
             match messages.next().await {
                 Some(Ok(message @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)))) => {

@@ -64,14 +64,12 @@ use crate::transport::http_failure::HttpFailure;
 const MAX_TOTAL_TIMEOUTS: u32 = 5;
 
 /// What a server answered to a direct call, as it sent it.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per call, moved once to the caller; boxing the message would only add an \
-              allocation to every call"
-)]
 pub enum DirectReply {
-    /// The response (result or error) alone.
-    Message(ServerJsonRpcMessage),
+    /// The response (result or error) alone. Boxed where it is decoded: a message is 496 bytes,
+    /// and each layer it passes on its way to the client (the reading, the retries, the call's
+    /// report and trace, the relay) moved it whole, some thirty copies a call
+    /// (docs/benchmarks.md).
+    Message(Box<ServerJsonRpcMessage>),
     /// Messages in order: notifications about the call (progress, log messages), then the
     /// response. The stream ends after the response, or with an error when the server stops
     /// before it.
@@ -277,10 +275,11 @@ impl DirectRoute {
             };
             match reply {
                 StreamableHttpPostResponse::Json(message, _) => {
-                    Ok(DirectReply::Message(match call {
-                        Some(mut call) => call.answered(message),
-                        None => message,
-                    }))
+                    let mut message = Box::new(message);
+                    if let Some(call) = &mut call {
+                        call.answered(&mut message);
+                    }
+                    Ok(DirectReply::Message(message))
                 }
                 StreamableHttpPostResponse::Sse(events, _) => {
                     let deadline = (started + timeout).min(cap);
@@ -407,28 +406,28 @@ impl SessionCall {
             .collect()
     }
 
-    /// The response, with the caller's id; the call is over.
-    fn answered(&mut self, mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
+    /// Gives the response the caller's id; the call is over.
+    fn answered(&mut self, message: &mut ServerJsonRpcMessage) {
         self.armed = false;
         // No longer in flight: a request on the GET stream now is about another call.
         self.registration = None;
-        match &mut message {
+        match message {
             JsonRpcMessage::Response(response) => response.id = self.caller_id.clone(),
             JsonRpcMessage::Error(error) => error.id = Some(self.caller_id.clone()),
             _ => {}
         }
-        message
     }
 
-    /// A notification on the call's stream as the caller should see it; `None` when it is not
-    /// the caller's (it went to the connection's events, or the caller asked for no progress).
-    fn notification(
-        &self,
-        mut notification: rmcp::model::JsonRpcNotification<ServerNotification>,
-    ) -> Option<ServerJsonRpcMessage> {
-        let event = match &mut notification.notification {
+    /// Makes a notification on the call's stream what the caller should see; `false` when it
+    /// is not the caller's (it went to the connection's events, or the caller asked for no
+    /// progress).
+    fn notification(&self, notification: &mut ServerNotification) -> bool {
+        let event = match notification {
             ServerNotification::ProgressNotification(progress) => {
-                progress.params.progress_token = self.caller_token.clone()?;
+                let Some(token) = self.caller_token.clone() else {
+                    return false;
+                };
+                progress.params.progress_token = token;
                 None
             }
             ServerNotification::LoggingMessageNotification(_) => None,
@@ -442,14 +441,14 @@ impl SessionCall {
             ServerNotification::ResourceUpdatedNotification(updated) => {
                 Some(UpstreamEvent::ResourceUpdated(updated.params.uri.clone()))
             }
-            _ => return None,
+            _ => return false,
         };
         match event {
             Some(event) => {
                 let _ = self.route.events.send(event);
-                None
+                false
             }
-            None => Some(JsonRpcMessage::Notification(notification)),
+            None => true,
         }
     }
 
@@ -605,7 +604,7 @@ const READ_AHEAD: usize = 16;
 /// reading ends, its request slot is freed and the server's stream closed, and in a session the
 /// call cancelled), as is one that drops the stream (in a session, only once it cancelled).
 fn pump(
-    first: ServerJsonRpcMessage,
+    first: Box<ServerJsonRpcMessage>,
     mut reading: Reading,
     timeout: Duration,
 ) -> BoxStream<'static, Result<ServerJsonRpcMessage, UpstreamError>> {
@@ -621,6 +620,7 @@ fn pump(
                 () = sender.closed() => return reading.run_out().await,
             };
             let Some(message) = message else { return };
+            let message = message.map(|message| *message);
             match tokio::time::timeout(timeout, sender.send(message)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return reading.run_out().await,
@@ -633,7 +633,7 @@ fn pump(
         let message = receiver.recv().await?;
         Some((message, receiver))
     });
-    futures::stream::iter([Ok(first)]).chain(rest).boxed()
+    futures::stream::iter([Ok(*first)]).chain(rest).boxed()
 }
 
 /// The SEP-2243 headers of a `tools/call` (`Mcp-Method`, `Mcp-Name`) and its protocol version.
@@ -691,7 +691,7 @@ struct Reading {
 
 impl Reading {
     /// The next message; `None` once the response was read or the reading failed.
-    async fn next(&mut self) -> Option<Result<ServerJsonRpcMessage, UpstreamError>> {
+    async fn next(&mut self) -> Option<Result<Box<ServerJsonRpcMessage>, UpstreamError>> {
         while !self.done {
             let event = tokio::time::timeout_at(self.deadline, self.events.next()).await;
             let mut event = match event {
@@ -726,8 +726,8 @@ impl Reading {
             let Some(data) = event.data.filter(|data| !data.is_empty()) else {
                 continue;
             };
-            let message = match crate::wire::call_reply(&data) {
-                Ok(message) => message,
+            let mut message = match crate::wire::call_reply(&data) {
+                Ok(message) => Box::new(message),
                 // In a session, as rmcp's client does: the event is skipped and the call waits
                 // for its response (or its timeout).
                 Err(error) if self.call.is_some() => {
@@ -740,13 +740,12 @@ impl Reading {
                     )));
                 }
             };
-            let message = match message {
+            match &mut *message {
                 JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {
                     self.done = true;
                     self.answered = true;
-                    match &mut self.call {
-                        Some(call) => call.answered(message),
-                        None => message,
+                    if let Some(call) = &mut self.call {
+                        call.answered(&mut message);
                     }
                 }
                 JsonRpcMessage::Notification(notification) => {
@@ -754,16 +753,18 @@ impl Reading {
                     {
                         self.deadline = (Instant::now() + self.timeout).min(self.cap);
                     }
-                    let notification = match &self.call {
-                        Some(call) => call.notification(notification),
-                        None => Some(JsonRpcMessage::Notification(notification)),
+                    let passed = match &self.call {
+                        Some(call) => call.notification(&mut notification.notification),
+                        None => true,
                     };
-                    match notification {
-                        Some(notification) => notification,
-                        None => continue,
+                    if !passed {
+                        continue;
                     }
                 }
-                JsonRpcMessage::Request(request) => {
+                JsonRpcMessage::Request(_) => {
+                    let JsonRpcMessage::Request(request) = *message else {
+                        continue;
+                    };
                     match &self.call {
                         Some(call) => call.answer(request),
                         // A 2026-07-28 server asks for input with `input_required`, never
@@ -775,7 +776,7 @@ impl Reading {
                     }
                     continue;
                 }
-            };
+            }
             return Some(Ok(message));
         }
         None
@@ -814,7 +815,7 @@ impl Reading {
     fn fail(
         &mut self,
         error: UpstreamError,
-    ) -> Option<Result<ServerJsonRpcMessage, UpstreamError>> {
+    ) -> Option<Result<Box<ServerJsonRpcMessage>, UpstreamError>> {
         self.done = true;
         Some(Err(error))
     }

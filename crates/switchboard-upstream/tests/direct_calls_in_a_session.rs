@@ -72,7 +72,7 @@ async fn send_cancellable(
 /// The response of a direct reply, reading past notifications.
 async fn response(reply: DirectReply) -> ServerJsonRpcMessage {
     match reply {
-        DirectReply::Message(message) => message,
+        DirectReply::Message(message) => *message,
         DirectReply::Stream(mut messages) => loop {
             match messages.next().await {
                 Some(Ok(message @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)))) => {

@@ -588,7 +588,7 @@ fn refusal(
                 id: Some(id.clone()),
                 error,
             });
-            json(era, refused)
+            json(era, &refused)
         })
 }
 

@@ -158,7 +158,7 @@ pub(super) fn relay<'a>(
             }
             () = stop.cancelled() => {
                 return Some(match &waiting.call {
-                    Some((relayed, _)) => json(era, relayed.finish(Err(UpstreamError::Cancelled))),
+                    Some((relayed, _)) => json(era, &relayed.finish(Err(UpstreamError::Cancelled))),
                     None => unanswered(),
                 });
             }
@@ -180,7 +180,7 @@ pub(super) fn relay<'a>(
         // answer, so a client that lost it would have no event id to come back with: the stream
         // would add only its cost (docs/benchmarks.md).
         if is_final(&first) {
-            return Some(json(era, first));
+            return Some(json(era, &first));
         }
         if let Some(session) = session {
             let call = (relayed, in_flight);
@@ -341,15 +341,10 @@ pub(super) enum Source {
 }
 
 /// What a relayed call has for its client next.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one at a time, moved once to the client's stream; boxing would only add an \
-              allocation to every message"
-)]
 pub(super) enum Next {
     /// A message for the client: a question of the server's, a notification it wants, or the
-    /// response (the last).
-    Message(ServerJsonRpcMessage),
+    /// response (the last). Boxed, as the server's answer comes ([`DirectReply::Message`]).
+    Message(Box<ServerJsonRpcMessage>),
     /// The call was not sent; the full path is to take it.
     NotSent,
 }
@@ -384,21 +379,23 @@ impl Relayed {
             let reply = match &mut self.source {
                 Source::Ended => return None,
                 Source::Sending(sent) => tokio::select! {
-                    Some(question) = question => return Some(Next::Message(*question)),
+                    Some(question) = question => return Some(Next::Message(question)),
                     reply = sent => reply,
                 },
                 Source::Streaming(messages) => tokio::select! {
-                    Some(question) = question => return Some(Next::Message(*question)),
+                    Some(question) = question => return Some(Next::Message(question)),
                     message = messages.next() => match message {
                         Some(Ok(JsonRpcMessage::Notification(notification))) => {
                             if wants(self.era, self.log_level, &notification.notification) {
-                                return Some(Next::Message(JsonRpcMessage::Notification(
-                                    notification,
+                                return Some(Next::Message(Box::new(
+                                    JsonRpcMessage::Notification(notification),
                                 )));
                             }
                             continue;
                         }
-                        Some(outcome) => outcome.map(DirectReply::Message),
+                        Some(outcome) => {
+                            outcome.map(|message| DirectReply::Message(Box::new(message)))
+                        }
                         None => Err(UpstreamError::Closed),
                     },
                 },
@@ -423,10 +420,17 @@ impl Relayed {
     /// The client's answer to the server's response, or to the failure to get one.
     pub(super) fn finish(
         &self,
-        outcome: Result<ServerJsonRpcMessage, UpstreamError>,
-    ) -> ServerJsonRpcMessage {
-        let answer = answer(&self.catalog, &self.server, &self.id, self.era, outcome);
-        match &answer {
+        outcome: Result<Box<ServerJsonRpcMessage>, UpstreamError>,
+    ) -> Box<ServerJsonRpcMessage> {
+        let outcome = outcome.map(|message| *message);
+        let answer = Box::new(answer(
+            &self.catalog,
+            &self.server,
+            &self.id,
+            self.era,
+            outcome,
+        ));
+        match &*answer {
             JsonRpcMessage::Error(error) => crate::mcp::trace_error(&self.span, &error.error),
             JsonRpcMessage::Response(JsonRpcResponse {
                 result: ServerResult::CallToolResult(result),
@@ -525,8 +529,8 @@ pub(super) fn is_final(message: &ServerJsonRpcMessage) -> bool {
 
 /// One message as the whole HTTP answer, with the status a server of the client's era gives
 /// it (as rmcp does on the full path: to a 2026-07-28 client some errors are HTTP errors too).
-pub(super) fn json(era: Era, message: ServerJsonRpcMessage) -> Response {
-    let status = match &message {
+pub(super) fn json(era: Era, message: &ServerJsonRpcMessage) -> Response {
+    let status = match message {
         JsonRpcMessage::Error(error) if era == Era::Stateless => match error.error.code {
             ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
             | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -536,7 +540,7 @@ pub(super) fn json(era: Era, message: ServerJsonRpcMessage) -> Response {
         },
         _ => StatusCode::OK,
     };
-    let body = switchboard_upstream::wire::encode(&message).unwrap_or_default();
+    let body = switchboard_upstream::wire::encode(message).unwrap_or_default();
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
